@@ -1,0 +1,66 @@
+#pragma once
+/// Result<T>: the channel for expected failures (bad input, API errors). Bugs use TESSERA_ASSERT.
+#include <cassert>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <utility>
+#include <variant>
+
+#define TESSERA_ASSERT(cond)                                                                    \
+  do {                                                                                          \
+    if (!(cond)) {                                                                              \
+      std::fprintf(stderr, "tessera: assertion failed: %s at %s:%d\n", #cond, __FILE__, __LINE__); \
+      std::abort();                                                                             \
+    }                                                                                           \
+  } while (0)
+
+namespace tessera::api {
+
+/// An expected failure with a human-readable message that names the object and the field.
+struct Error {
+  std::string message;
+  /// HTTP-like code for client errors (404 not found, 409 conflict, 410 gone, 422 invalid); 0 = none.
+  int code = 0;
+};
+
+inline Error makeError(std::string message, int code = 0) { return Error{std::move(message), code}; }
+
+/// Holds either a T or an Error. Never throws; value() on an error is a bug (asserts).
+template <class T>
+class [[nodiscard]] Result {
+ public:
+  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(Error error) : v_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
+
+  bool ok() const { return v_.index() == 0; }
+  explicit operator bool() const { return ok(); }
+  T& value() & { TESSERA_ASSERT(ok()); return std::get<0>(v_); }
+  const T& value() const& { TESSERA_ASSERT(ok()); return std::get<0>(v_); }
+  T&& value() && { TESSERA_ASSERT(ok()); return std::get<0>(std::move(v_)); }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
+  T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
+  const Error& error() const { TESSERA_ASSERT(!ok()); return std::get<1>(v_); }
+
+ private:
+  std::variant<T, Error> v_;
+};
+
+/// Result without a value.
+class [[nodiscard]] Status {
+ public:
+  Status() = default;
+  Status(Error error) : error_(std::move(error)), ok_(false) {}  // NOLINT(google-explicit-constructor)
+  static Status success() { return Status(); }
+  bool ok() const { return ok_; }
+  explicit operator bool() const { return ok_; }
+  const Error& error() const { TESSERA_ASSERT(!ok_); return error_; }
+
+ private:
+  Error error_;
+  bool ok_ = true;
+};
+
+}  // namespace tessera::api
