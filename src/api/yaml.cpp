@@ -1,0 +1,150 @@
+// YAML -> JSON with the YAML 1.2 core schema for plain scalars (what sigs.k8s.io/yaml and kubectl
+// effectively do): quoted scalars always stay strings, so `"4"` is a string and `4` an integer.
+// yaml-cpp exceptions are caught here and turned into errors with a line and column.
+#include <cerrno>
+#include <cstdlib>
+#include <limits>
+#include <string>
+
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include "tessera/api/convert.h"
+
+namespace tessera::api {
+namespace {
+
+using nlohmann::json;
+
+// Deep enough for any manifest; guards against alias cycles and pathological nesting.
+constexpr int kMaxDepth = 256;
+
+std::string where(const YAML::Mark& m) {
+  if (m.is_null()) return "yaml";
+  return "yaml: line " + std::to_string(m.line + 1) + ", column " + std::to_string(m.column + 1);
+}
+
+bool allOf(std::string_view s, size_t from, bool (*pred)(char)) {
+  if (from >= s.size()) return false;
+  for (size_t i = from; i < s.size(); ++i)
+    if (!pred(s[i])) return false;
+  return true;
+}
+bool isDec(char c) { return c >= '0' && c <= '9'; }
+bool isOct(char c) { return c >= '0' && c <= '7'; }
+bool isHex(char c) { return isDec(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+
+/// [-+]? ( \. [0-9]+ | [0-9]+ ( \. [0-9]* )? ) ( [eE] [-+]? [0-9]+ )?  (core schema float, minus .inf/.nan)
+bool isFloat(std::string_view s) {
+  size_t i = 0;
+  if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
+  size_t intDigits = 0, fracDigits = 0;
+  while (i < s.size() && isDec(s[i])) ++i, ++intDigits;
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    while (i < s.size() && isDec(s[i])) ++i, ++fracDigits;
+  }
+  if (intDigits + fracDigits == 0) return false;
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
+    if (!allOf(s, i, isDec)) return false;
+    return true;
+  }
+  return i == s.size();
+}
+
+/// Resolves a plain (unquoted) scalar by the YAML 1.2 core schema.
+json resolvePlain(const std::string& s) {
+  if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") return nullptr;
+  if (s == "true" || s == "True" || s == "TRUE") return true;
+  if (s == "false" || s == "False" || s == "FALSE") return false;
+  const size_t sign = (s[0] == '-' || s[0] == '+') ? 1 : 0;
+  auto toInt = [&](size_t from, int base) -> json {
+    errno = 0;
+    char* end = nullptr;
+    const unsigned long long mag = std::strtoull(s.c_str() + from, &end, base);
+    const bool neg = s[0] == '-';
+    const unsigned long long limit =
+        neg ? static_cast<unsigned long long>(std::numeric_limits<int64_t>::max()) + 1
+            : static_cast<unsigned long long>(std::numeric_limits<int64_t>::max());
+    if (errno == ERANGE || mag > limit) return nullptr;  // caller falls back
+    if (neg) return static_cast<int64_t>(0 - mag);
+    return static_cast<int64_t>(mag);
+  };
+  if (allOf(s, sign, isDec)) {
+    json v = toInt(sign, 10);
+    if (!v.is_null()) return v;
+    return std::strtod(s.c_str(), nullptr);  // out of int64 range: a float, as YAML 1.2 allows
+  }
+  if (sign == 0 && s.size() > 2 && s[0] == '0' && s[1] == 'x' && allOf(s, 2, isHex)) {
+    json v = toInt(2, 16);
+    if (!v.is_null()) return v;
+    return s;
+  }
+  if (sign == 0 && s.size() > 2 && s[0] == '0' && s[1] == 'o' && allOf(s, 2, isOct)) {
+    json v = toInt(2, 8);
+    if (!v.is_null()) return v;
+    return s;
+  }
+  if (isFloat(s)) return std::strtod(s.c_str(), nullptr);
+  return s;
+}
+
+Result<json> convert(const YAML::Node& node, int depth) {
+  if (depth > kMaxDepth) return makeError(where(node.Mark()) + ": nesting too deep");
+  switch (node.Type()) {
+    case YAML::NodeType::Undefined:
+    case YAML::NodeType::Null:
+      return json(nullptr);
+    case YAML::NodeType::Scalar: {
+      const std::string& tag = node.Tag();
+      // "!" marks a quoted scalar (non-specific tag); !!str an explicit string.
+      if (tag == "!" || tag == "tag:yaml.org,2002:str") return json(node.Scalar());
+      return resolvePlain(node.Scalar());
+    }
+    case YAML::NodeType::Sequence: {
+      json arr = json::array();
+      for (const auto& item : node) {
+        auto v = convert(item, depth + 1);
+        if (!v) return v.error();
+        arr.push_back(std::move(*v));
+      }
+      return arr;
+    }
+    case YAML::NodeType::Map: {
+      json obj = json::object();
+      for (const auto& kv : node) {
+        if (!kv.first.IsScalar()) return makeError(where(kv.first.Mark()) + ": mapping key is not a scalar");
+        const std::string& key = kv.first.Scalar();
+        if (obj.contains(key)) return makeError(where(kv.first.Mark()) + ": duplicate key \"" + key + "\"");
+        auto v = convert(kv.second, depth + 1);
+        if (!v) return v.error();
+        obj[key] = std::move(*v);
+      }
+      return obj;
+    }
+  }
+  return json(nullptr);
+}
+
+}  // namespace
+
+Result<std::vector<json>> yamlToJson(std::string_view text) {
+  try {
+    std::vector<json> out;
+    for (const auto& doc : YAML::LoadAll(std::string(text))) {
+      if (doc.IsNull() || !doc.IsDefined()) continue;  // e.g. an empty document after a trailing ---
+      auto v = convert(doc, 0);
+      if (!v) return v.error();
+      out.push_back(std::move(*v));
+    }
+    return out;
+  } catch (const YAML::Exception& e) {
+    return makeError(where(e.mark) + ": " + e.msg);
+  } catch (const std::exception& e) {
+    return makeError(std::string("yaml: ") + e.what());
+  }
+}
+
+}  // namespace tessera::api
