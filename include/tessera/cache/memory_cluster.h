@@ -51,6 +51,7 @@ class MemoryCluster final : public ClusterClient {
     std::vector<std::string> removed;     ///< terminating pods that went away
     std::vector<std::string> recreated;   ///< evicted pods recreated by their "controller"
     std::vector<std::string> completed;   ///< pods that reached their sim.tessera.dev/duration
+    std::vector<std::string> rejected;    ///< bound pods the kubelet refused (phase Failed, reason OutOf<resource>)
   };
   /// One kubelet step, run after each scheduling cycle: terminating pods go away (recreated as new
   /// unbound pods when annotated sim.tessera.dev/recreate: "true"); bound Pending pods start Running
