@@ -1,0 +1,113 @@
+#pragma once
+/// The immutable per-cycle view of the cluster. Built by the Cache from its incrementally kept
+/// NodeInfo / JobInfo / QueueInfo; sharing unchanged entries with earlier snapshots (copy on write),
+/// so taking a snapshot costs a pointer copy per node and job, not a rebuild of the world.
+/// Thread-safety: a Snapshot and everything it points to are immutable; share it freely.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/api/kinds.h"
+#include "tessera/api/objects.h"
+#include "tessera/api/resources.h"
+
+namespace tessera::cache {
+
+/// Lifecycle of a pod as the scheduler sees it.
+enum class TaskStatus {
+  Pending,    ///< not bound to a node
+  Bound,      ///< bound (or assumed bound), not yet running
+  Running,    ///< running on its node
+  Releasing,  ///< terminating on its node: still holds resources that will be freed
+  Succeeded,
+  Failed,
+};
+const char* toString(TaskStatus s);
+/// True when the pod holds node resources (Bound, Running, Releasing).
+inline bool holdsResources(TaskStatus s) {
+  return s == TaskStatus::Bound || s == TaskStatus::Running || s == TaskStatus::Releasing;
+}
+
+/// One pod of a job.
+struct TaskInfo {
+  std::shared_ptr<const api::Pod> pod;
+  std::string key;        ///< "ns/name"
+  std::string uid;
+  TaskStatus status = TaskStatus::Pending;
+  std::string nodeName;   ///< where it is bound (or assumed)
+  api::Resources request;
+  int32_t taskPriority = 0;  ///< label tessera.dev/task-priority
+  std::string subGroup;      ///< label tessera.dev/subgroup
+  bool assumed = false;      ///< bound by us, not yet confirmed by the watch
+};
+
+/// A PodGroup with its pods; a pod without a group is a job of one.
+struct JobInfo {
+  std::string key;        ///< "PodGroup/ns/name" or "Pod/ns/name" (a group of one)
+  std::string namespace_;
+  std::string name;       ///< the PodGroup's name, or the pod's for a group of one
+  std::string uid;        ///< PodGroup uid, or the pod's
+  api::Time creationTime; ///< PodGroup's creationTimestamp, or the pod's
+  /// The PodGroup object; null for a group of one or when the referenced PodGroup does not exist.
+  std::shared_ptr<const api::PodGroup> podGroup;
+  bool podGroupMissing = false;  ///< pods name a PodGroup that does not exist
+  std::string queue;             ///< resolved queue name (BRIEF.md: pod -> Queue)
+  std::string priorityClassName; ///< PodGroup's, else the first pod's
+  std::optional<int32_t> podPriority;  ///< spec.priority of the first pod, if admission set it
+  int32_t minMember = 1;
+  api::Preemptibility preemptibility = api::Preemptibility::Unset;
+  std::vector<TaskInfo> tasks;   ///< sorted by pod key
+  // Totals kept incrementally by the cache.
+  api::Resources allocated;      ///< sum over tasks holding resources
+  int32_t pendingCount = 0, allocatedCount = 0, succeededCount = 0, failedCount = 0;
+
+  bool isSingleton() const { return key.rfind("Pod/", 0) == 0; }
+};
+
+/// A node with its resource accounting.
+struct NodeInfo {
+  std::shared_ptr<const api::Node> node;
+  std::string name;
+  api::Resources allocatable;
+  api::Resources used;       ///< all non-terminal pods bound here (including releasing ones)
+  api::Resources releasing;  ///< pods terminating here: freed once they are gone
+  int32_t podCount = 0;
+  std::vector<std::string> pods;          ///< keys "ns/name" of pods holding resources here, sorted
+  std::vector<api::HostPort> usedPorts;   ///< host ports of those pods
+  api::Resources idle() const { return allocatable - used; }
+};
+
+/// A queue with the totals of its own jobs.
+struct QueueInfo {
+  std::shared_ptr<const api::Queue> queue;
+  std::string name;
+  api::Resources allocated;  ///< held by bound, non-terminated pods of its jobs (own jobs only)
+};
+
+/// An object that failed conversion, with the error naming the object and the field.
+struct ConversionError {
+  api::Kind kind;
+  std::string namespace_, name;
+  std::string message;
+};
+
+/// Immutable view of the cluster for one scheduling cycle.
+struct Snapshot {
+  uint64_t generation = 0;
+  api::Time takenAt;
+  std::vector<std::shared_ptr<const NodeInfo>> nodes;  ///< sorted by name
+  std::vector<std::shared_ptr<const JobInfo>> jobs;    ///< sorted by key
+  std::map<std::string, std::shared_ptr<const QueueInfo>> queues;
+  std::map<std::string, std::shared_ptr<const api::PriorityClass>> priorityClasses;
+  std::map<std::string, std::shared_ptr<const api::Topology>> topologies;
+  /// Objects the cache could not convert: they are skipped, never half-used.
+  std::vector<ConversionError> conversionErrors;
+
+  const NodeInfo* findNode(const std::string& name) const;
+  const JobInfo* findJob(const std::string& key) const;
+};
+
+}  // namespace tessera::cache

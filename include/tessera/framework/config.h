@@ -1,0 +1,41 @@
+#pragma once
+/// The scheduler configuration (config/tessera.yaml holds the defaults). The daemon's config file
+/// and a scenario's `config` map share this shape; a scenario's map is merged over the defaults.
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "tessera/api/clock.h"
+#include "tessera/api/result.h"
+
+namespace tessera::framework {
+
+class Plugin;
+class Action;
+class Registry;
+
+/// A validated configuration: actions and plugins instantiated with their typed arguments.
+struct Config {
+  std::string schedulerName = "tessera";
+  api::Duration schedulePeriod{1000};
+  /// Actions in run order.
+  std::vector<std::shared_ptr<Action>> actions;
+  /// Enabled plugins in tier order (callbacks are consulted in this order).
+  std::vector<std::shared_ptr<Plugin>> plugins;
+  /// Plugin names grouped by tier, as configured.
+  std::vector<std::vector<std::string>> tiers;
+};
+
+/// The default configuration text (config/tessera.yaml, compiled in).
+const std::string& defaultConfigYaml();
+
+/// Builds a Config from a JSON/YAML-derived object merged over the defaults (JSON merge patch:
+/// maps merge, other values replace). Errors name the key ("plugins.nodeorder.node: ...").
+api::Result<Config> loadConfig(const Registry& registry, const nlohmann::json* overrides);
+/// Same, from YAML text (a config file).
+api::Result<Config> loadConfigYaml(const Registry& registry, const std::string& yamlText);
+
+}  // namespace tessera::framework

@@ -1,0 +1,276 @@
+#pragma once
+/// A Session is one scheduling cycle over an immutable Snapshot: it owns the cycle's working state
+/// (what each node has idle, releasing and promised; each task's planned state), exposes KAI's
+/// extension points to plugins, and collects the decisions actions commit through Statements.
+/// Single-threaded: a session is used only by the scheduler thread that created it.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tessera/api/clock.h"
+#include "tessera/api/resources.h"
+#include "tessera/cache/snapshot.h"
+#include "tessera/framework/config.h"
+
+namespace tessera::framework {
+
+/// A task's state within a session: the cache's status plus what this cycle planned.
+enum class TaskState {
+  Pending,
+  Allocated,  ///< placed this cycle on idle resources: will be bound
+  Pipelined,  ///< placed this cycle on releasing resources: remembered, not bound
+  Bound,
+  Running,
+  Releasing,  ///< terminating, or evicted this cycle
+  Succeeded,
+  Failed,
+};
+const char* toString(TaskState s);
+/// Counts toward a gang's readiness: Allocated, Pipelined, Bound, Running, Succeeded.
+bool isReadyState(TaskState s);
+/// Holds (or will hold) node resources: Allocated, Bound, Running, Releasing (not Pipelined).
+bool holdsNodeResources(TaskState s);
+
+struct SessionTask {
+  const cache::TaskInfo* info = nullptr;
+  int job = -1;    ///< index in Session::jobs()
+  int index = -1;  ///< index in the job's tasks
+  TaskState state = TaskState::Pending;
+  int node = -1;   ///< index in Session::nodes() while on a node (or planned there)
+  const api::Resources& request() const { return info->request; }
+  const api::Pod& pod() const { return *info->pod; }
+};
+
+struct SessionNode {
+  const cache::NodeInfo* info = nullptr;
+  int index = -1;
+  api::Resources idle;       ///< allocatable minus everything on the node (incl. this cycle's allocations)
+  api::Resources releasing;  ///< held by terminating/evicted pods: free once they are gone
+  api::Resources pipelined;  ///< promised to pipelined tasks out of releasing (and idle) resources
+  int32_t podCount = 0;
+  std::vector<api::HostPort> addedPorts;  ///< host ports of tasks placed this cycle
+  const api::Node& node() const { return *info->node; }
+  const std::string& name() const { return info->name; }
+  /// Resources free once releasing pods are gone, minus what pipelined tasks were promised.
+  api::Resources futureIdle() const { return idle + releasing - pipelined; }
+};
+
+struct SessionJob {
+  const cache::JobInfo* info = nullptr;
+  int index = -1;
+  int queue = -1;  ///< index in Session::queues(); -1 when the job's queue does not exist
+  int32_t priority = 0;
+  bool preemptible = true;
+  std::vector<SessionTask> tasks;
+  int32_t readyCount = 0;      ///< tasks in a ready state (isReadyState)
+  int32_t pendingCount = 0;
+  int32_t pipelinedCount = 0;
+  api::Resources allocated;    ///< resources of tasks holding node resources
+  /// Why the job (or some of its pods) could not be placed this cycle; empty when placed.
+  std::string unschedulableReason;
+  const std::string& key() const { return info->key; }
+  int32_t minMember() const { return info->minMember; }
+};
+
+struct SessionQueue {
+  const cache::QueueInfo* info = nullptr;
+  int index = -1;
+  std::string name;
+  const api::Queue* queue = nullptr;  ///< null: referenced by jobs but not declared
+  api::Resources allocated;           ///< own jobs, updated as tasks are allocated/evicted this cycle
+};
+
+/// A decision for the binder, in commit order.
+struct Operation {
+  enum class Type { Allocate, Pipeline, Evict };
+  Type type = Type::Allocate;
+  int job = -1, task = -1, node = -1;
+  TaskState previous = TaskState::Pending;
+  int previousNode = -1;
+  std::string reason;  ///< evictions: why
+};
+
+/// What a session decided, in terms the binder and the status writer understand.
+struct SessionResult {
+  struct Bind { std::string podKey, podUid, node; };
+  struct Evict { std::string podKey, podUid, node, reason; };
+  struct Pipeline { std::string podKey, node; };
+  struct Unschedulable {
+    std::string podKey;
+    std::string message;
+  };
+  struct JobStatus {
+    std::string jobKey;  ///< "PodGroup/ns/name" or "Pod/ns/name"
+    std::string message;
+  };
+  std::vector<Bind> binds;
+  std::vector<Evict> evictions;
+  std::vector<Pipeline> pipelined;
+  std::vector<Unschedulable> unschedulable;  ///< pending pods with their reason
+  std::vector<JobStatus> jobs;               ///< jobs with pending pods, with the job's reason
+};
+
+/// Result of searching a node for one task.
+struct Placement {
+  int node = -1;           ///< -1 when nothing fits
+  bool pipelined = false;  ///< fits only on releasing resources
+  std::string reason;      ///< when node == -1: "insufficient nvidia.com/gpu (5 nodes), ..."
+};
+
+// ---- Extension points (KAI's session callbacks). Order functions return <0 when l goes first. ----
+using JobOrderFn = std::function<int(const SessionJob& l, const SessionJob& r)>;
+using TaskOrderFn = std::function<int(const SessionTask& l, const SessionTask& r)>;
+/// Orders queues for allocate; `lJob`/`rJob` are the jobs each queue would try next (may be null).
+using QueueOrderFn = std::function<int(const SessionQueue& l, const SessionQueue& r, const SessionJob* lJob,
+                                       const SessionJob* rJob)>;
+/// Returns a reason when the job cannot be scheduled at all this cycle (gang too small, bad spec...).
+using JobValidFn = std::function<std::optional<std::string>(const SessionJob& job)>;
+/// Whether the job's placement so far satisfies it (gang: ready tasks >= minMember).
+using JobReadyFn = std::function<bool(const SessionJob& job)>;
+/// Task-level check before any node is considered; a reason when the task cannot be placed.
+using PrePredicateFn = std::function<std::optional<std::string>(const SessionJob& job, const SessionTask& task)>;
+/// Node filter; on failure writes a short reason (aggregated across nodes) and returns false.
+using PredicateFn = std::function<bool(const SessionTask& task, const SessionNode& node, std::string& reason)>;
+/// Node score; higher is better. Scores of all plugins are summed. Integers: no float ties.
+using NodeOrderFn = std::function<int64_t(const SessionTask& task, const SessionNode& node)>;
+/// GPU score within a node (GPU-sharing work); higher is better.
+using GpuOrderFn = std::function<int64_t(const SessionTask& task, const SessionNode& node, int gpuIndex)>;
+/// Victim filters for preempt / reclaim: may `victim` be evicted for `claimant`?
+using VictimFn = std::function<bool(const SessionJob& claimant, const SessionTask& victim)>;
+/// Queue capacity check for placing `request` of `job`; a reason (OverLimit...) when it may not.
+using CapacityFn = std::function<std::optional<std::string>(const SessionJob& job, const api::Resources& request)>;
+/// Notified after a task's state changes in the session (allocate, pipeline, evict, and undo).
+using TaskEventFn = std::function<void(const SessionTask& task)>;
+
+class Statement;
+
+class Session {
+ public:
+  /// Builds the working state from `snapshot`. Plugins are opened by open().
+  Session(std::shared_ptr<const cache::Snapshot> snapshot, const Config& config, const api::Clock& clock);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  /// Calls onSessionOpen on every plugin of the config, in tier order.
+  void open();
+  /// Runs every configured action in order.
+  void runActions();
+  /// Calls onSessionClose on every plugin and returns the decisions (committed operations,
+  /// pending reasons). The session must not be used afterwards.
+  SessionResult close();
+
+  const cache::Snapshot& snapshot() const { return *snapshot_; }
+  const Config& config() const { return config_; }
+  api::Time now() const { return now_; }
+
+  std::vector<SessionNode>& nodes() { return nodes_; }
+  const std::vector<SessionNode>& nodes() const { return nodes_; }
+  std::vector<SessionJob>& jobs() { return jobs_; }
+  const std::vector<SessionJob>& jobs() const { return jobs_; }
+  std::vector<SessionQueue>& queues() { return queues_; }
+  const std::vector<SessionQueue>& queues() const { return queues_; }
+  SessionTask& task(int job, int index) { return jobs_[job].tasks[index]; }
+  int findNode(const std::string& name) const;
+  int findJob(const std::string& key) const;
+  int findQueue(const std::string& name) const;
+
+  // ---- registration (from Plugin::onSessionOpen) ----
+  void addJobOrderFn(const std::string& plugin, JobOrderFn fn);
+  void addTaskOrderFn(const std::string& plugin, TaskOrderFn fn);
+  void addQueueOrderFn(const std::string& plugin, QueueOrderFn fn);
+  void addJobValidFn(const std::string& plugin, JobValidFn fn);
+  void addJobReadyFn(const std::string& plugin, JobReadyFn fn);
+  void addPrePredicateFn(const std::string& plugin, PrePredicateFn fn);
+  void addPredicateFn(const std::string& plugin, PredicateFn fn);
+  void addNodeOrderFn(const std::string& plugin, NodeOrderFn fn);
+  void addGpuOrderFn(const std::string& plugin, GpuOrderFn fn);
+  void addPreemptableFn(const std::string& plugin, VictimFn fn);
+  void addReclaimableFn(const std::string& plugin, VictimFn fn);
+  void addCapacityFn(const std::string& plugin, CapacityFn fn);
+  void addAllocateHandler(const std::string& plugin, TaskEventFn onAllocate, TaskEventFn onDeallocate);
+
+  // ---- queries over the registered callbacks ----
+  /// Strict total orders: plugins first (tier order), then the session's unique tie-break.
+  bool jobLess(const SessionJob& l, const SessionJob& r) const;
+  bool taskLess(const SessionTask& l, const SessionTask& r) const;
+  bool queueLess(const SessionQueue& l, const SessionQueue& r, const SessionJob* lJob, const SessionJob* rJob) const;
+  std::optional<std::string> jobInvalid(const SessionJob& job) const;
+  bool jobReady(const SessionJob& job) const;
+  std::optional<std::string> prePredicate(const SessionJob& job, const SessionTask& task) const;
+  bool predicate(const SessionTask& task, const SessionNode& node, std::string& reason) const;
+  int64_t nodeScore(const SessionTask& task, const SessionNode& node) const;
+  int64_t gpuScore(const SessionTask& task, const SessionNode& node, int gpuIndex) const;
+  bool preemptable(const SessionJob& claimant, const SessionTask& victim) const;
+  bool reclaimable(const SessionJob& claimant, const SessionTask& victim) const;
+  std::optional<std::string> capacityCheck(const SessionJob& job, const api::Resources& request) const;
+
+  /// Finds the best node for `task`: nodes passing every predicate where the task fits on idle
+  /// resources, best score first (ties: node name); else, when `allowPipeline`, on future idle
+  /// (idle + releasing - promised). Fails with an aggregated reason.
+  Placement findPlacement(const SessionTask& task, bool allowPipeline) const;
+
+  /// Records why a job could not be (fully) placed this cycle (latest wins).
+  void setUnschedulable(SessionJob& job, std::string reason) { job.unschedulableReason = std::move(reason); }
+
+  // ---- used by Statement ----
+  void applyAllocate(SessionTask& task, int node);
+  void applyPipeline(SessionTask& task, int node);
+  void applyEvict(SessionTask& task);
+  void undo(const Operation& op);
+  void commitOperations(std::vector<Operation> ops);
+
+  /// Operations committed so far this session, in order.
+  const std::vector<Operation>& committed() const { return committed_; }
+
+ private:
+  void buildState();
+  void notifyAllocate(const SessionTask& task) const;
+  void notifyDeallocate(const SessionTask& task) const;
+  void gpuLevelChanged(const SessionNode& node, int64_t before);
+  int gpuLevel(const SessionNode& node) const;
+
+  std::shared_ptr<const cache::Snapshot> snapshot_;
+  const Config& config_;
+  const api::Clock& clock_;
+  api::Time now_;
+  std::vector<SessionNode> nodes_;
+  std::vector<SessionJob> jobs_;
+  std::vector<SessionQueue> queues_;
+  std::map<std::string, int> queueIndex_;
+
+  template <class Fn>
+  struct Named {
+    std::string plugin;
+    Fn fn;
+  };
+  std::vector<Named<JobOrderFn>> jobOrder_;
+  std::vector<Named<TaskOrderFn>> taskOrder_;
+  std::vector<Named<QueueOrderFn>> queueOrder_;
+  std::vector<Named<JobValidFn>> jobValid_;
+  std::vector<Named<JobReadyFn>> jobReady_;
+  std::vector<Named<PrePredicateFn>> prePredicate_;
+  std::vector<Named<PredicateFn>> predicate_;
+  std::vector<Named<NodeOrderFn>> nodeOrder_;
+  std::vector<Named<GpuOrderFn>> gpuOrder_;
+  std::vector<Named<VictimFn>> preemptable_;
+  std::vector<Named<VictimFn>> reclaimable_;
+  std::vector<Named<CapacityFn>> capacity_;
+  std::vector<Named<TaskEventFn>> onAllocate_;
+  std::vector<Named<TaskEventFn>> onDeallocate_;
+
+  /// Nodes grouped by whole GPUs of future idle: a task needing g GPUs only visits levels >= g.
+  std::vector<std::vector<int>> gpuLevels_;
+  std::vector<int> gpuLevelPos_;  ///< node index -> position in its level's vector
+  std::vector<int> nodeLevel_;    ///< node index -> its level
+
+  std::vector<Operation> committed_;
+  bool closed_ = false;
+};
+
+}  // namespace tessera::framework

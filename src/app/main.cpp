@@ -1,0 +1,43 @@
+// tessera: the scheduler's command line. Subcommands: simulate, check (the embedded cluster);
+// later: run (a real API server), webhook, reserve.
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "tessera/app/scenario.h"
+
+namespace {
+
+void usage(std::ostream& out) {
+  out << "usage: tessera COMMAND [ARGS]\n"
+         "\n"
+         "commands:\n"
+         "  simulate FILE        run a scenario on the embedded cluster and print its timeline\n"
+         "  check FILE|DIR...    run scenario files and check their expectations\n"
+         "  version              print the version\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    usage(std::cerr);
+    return 2;
+  }
+  const std::string cmd = argv[1];
+  std::vector<std::string> args(argv + 2, argv + argc);
+  if (cmd == "simulate") return tessera::app::simulateCommand(args, std::cout);
+  if (cmd == "check") return tessera::app::checkCommand(args, std::cout);
+  if (cmd == "version" || cmd == "--version") {
+    std::cout << "tessera 0.1.0\n";
+    return 0;
+  }
+  if (cmd == "help" || cmd == "--help" || cmd == "-h") {
+    usage(std::cout);
+    return 0;
+  }
+  std::cerr << "tessera: unknown command \"" << cmd << "\"\n";
+  usage(std::cerr);
+  return 2;
+}

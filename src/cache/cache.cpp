@@ -1,0 +1,559 @@
+#include "tessera/cache/cache.h"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <set>
+#include <utility>
+
+#include "tessera/api/convert.h"
+
+namespace tessera::cache {
+
+using api::Kind;
+
+const char* toString(TaskStatus s) {
+  switch (s) {
+    case TaskStatus::Pending: return "Pending";
+    case TaskStatus::Bound: return "Bound";
+    case TaskStatus::Running: return "Running";
+    case TaskStatus::Releasing: return "Releasing";
+    case TaskStatus::Succeeded: return "Succeeded";
+    case TaskStatus::Failed: return "Failed";
+  }
+  return "Unknown";
+}
+
+const NodeInfo* Snapshot::findNode(const std::string& name) const {
+  auto it = std::lower_bound(nodes.begin(), nodes.end(), name,
+                             [](const std::shared_ptr<const NodeInfo>& n, const std::string& k) { return n->name < k; });
+  return it != nodes.end() && (*it)->name == name ? it->get() : nullptr;
+}
+
+const JobInfo* Snapshot::findJob(const std::string& key) const {
+  auto it = std::lower_bound(jobs.begin(), jobs.end(), key,
+                             [](const std::shared_ptr<const JobInfo>& j, const std::string& k) { return j->key < k; });
+  return it != jobs.end() && (*it)->key == key ? it->get() : nullptr;
+}
+
+namespace {
+
+/// Copy-on-write: the cache owns entries through shared_ptr<T>; a published snapshot shares them as
+/// shared_ptr<const T>. Before a mutation, an entry still referenced by a snapshot is cloned.
+template <class T>
+T& mutableEntry(std::shared_ptr<T>& p) {
+  if (p.use_count() > 1) p = std::make_shared<T>(*p);
+  return *p;
+}
+
+const std::string* firstOf(const api::StringMap& m, std::initializer_list<const char*> keys) {
+  for (const char* k : keys) {
+    auto it = m.find(k);
+    if (it != m.end() && !it->second.empty()) return &it->second;
+  }
+  return nullptr;
+}
+
+std::string jobKeyOf(const api::Pod& pod) {
+  if (const auto* pg = firstOf(pod.meta.annotations, {api::keys::kPodGroupAnnotation, api::keys::kPodGroupAnnotationVolcano}))
+    return "PodGroup/" + pod.meta.namespace_ + "/" + *pg;
+  if (const auto* pg = firstOf(pod.meta.labels, {api::keys::kPodGroupLabelSchedulerPlugins}))
+    return "PodGroup/" + pod.meta.namespace_ + "/" + *pg;
+  return "Pod/" + pod.meta.namespace_ + "/" + pod.meta.name;
+}
+
+int32_t parseTaskPriority(const api::Pod& pod) {
+  const auto* v = firstOf(pod.meta.labels, {api::keys::kTaskPriorityLabel, api::keys::kTaskPriorityLabelKai});
+  if (!v) return 0;
+  try {
+    size_t pos = 0;
+    long long x = std::stoll(*v, &pos);
+    if (pos != v->size()) return 0;
+    return static_cast<int32_t>(std::clamp<long long>(x, INT32_MIN, INT32_MAX));
+  } catch (...) {
+    return 0;
+  }
+}
+
+/// Per-pod bookkeeping: where its contributions went, so they can be taken back exactly.
+struct PodEntry {
+  std::shared_ptr<const api::Pod> pod;
+  bool ours = false;
+  TaskStatus status = TaskStatus::Pending;
+  std::string node;    ///< node it is accounted on (holds resources)
+  std::string jobKey;  ///< empty when not ours
+};
+
+}  // namespace
+
+struct Cache::Impl {
+  ClusterClient& client;
+  const api::Clock& clock;
+  CacheOptions options;
+
+  std::mutex inboxMu;
+  std::vector<std::pair<Kind, WatchEvent>> inbox;
+  std::vector<std::unique_ptr<WatchHandle>> watches;
+
+  std::map<std::string, PodEntry> pods;
+  std::map<std::string, std::shared_ptr<NodeInfo>> nodes;
+  std::map<std::string, std::shared_ptr<JobInfo>> jobs;
+  std::map<std::string, std::shared_ptr<const api::PodGroup>> podGroups;  // "ns/name"
+  std::map<std::string, std::shared_ptr<QueueInfo>> queues;
+  std::map<std::string, std::shared_ptr<const api::PriorityClass>> priorityClasses;
+  std::map<std::string, std::shared_ptr<const api::Topology>> topologies;
+  std::map<std::string, ConversionError> errors;  // "Kind/ns/name"
+
+  struct Assumed {
+    std::string node;
+    api::Time expiry;
+  };
+  std::map<std::string, Assumed> assumedBound;
+  std::set<std::string> assumedEvicted;
+  uint64_t expired = 0;
+  uint64_t generation = 0;
+
+  Impl(ClusterClient& c, const api::Clock& k, CacheOptions o) : client(c), clock(k), options(std::move(o)) {}
+
+  // ---- status of a pod as the scheduler sees it ----
+  TaskStatus statusOf(const std::string& key, const api::Pod& pod, std::string& node) const {
+    node = pod.nodeName;
+    if (pod.phase == api::PodPhase::Succeeded) return TaskStatus::Succeeded;
+    if (pod.phase == api::PodPhase::Failed) return TaskStatus::Failed;
+    if (node.empty()) {
+      auto a = assumedBound.find(key);
+      if (a == assumedBound.end()) return TaskStatus::Pending;
+      node = a->second.node;
+      return TaskStatus::Bound;
+    }
+    if (pod.terminating() || assumedEvicted.count(key)) return TaskStatus::Releasing;
+    return pod.phase == api::PodPhase::Running ? TaskStatus::Running : TaskStatus::Bound;
+  }
+
+  NodeInfo& nodeEntry(const std::string& name) {
+    auto& p = nodes[name];
+    if (!p) {
+      p = std::make_shared<NodeInfo>();
+      p->name = name;
+    }
+    return mutableEntry(p);
+  }
+
+  QueueInfo& queueEntry(const std::string& name) {
+    auto& p = queues[name];
+    if (!p) {
+      p = std::make_shared<QueueInfo>();
+      p->name = name;
+    }
+    return mutableEntry(p);
+  }
+
+  // ---- node accounting ----
+  void addToNode(const std::string& key, const api::Pod& pod, TaskStatus st, const std::string& node) {
+    NodeInfo& n = nodeEntry(node);
+    n.used += pod.requests;
+    if (st == TaskStatus::Releasing) n.releasing += pod.requests;
+    n.podCount++;
+    n.pods.insert(std::upper_bound(n.pods.begin(), n.pods.end(), key), key);
+    n.usedPorts.insert(n.usedPorts.end(), pod.hostPorts.begin(), pod.hostPorts.end());
+  }
+
+  void removeFromNode(const std::string& key, const api::Pod& pod, TaskStatus st, const std::string& node) {
+    NodeInfo& n = nodeEntry(node);
+    n.used -= pod.requests;
+    if (st == TaskStatus::Releasing) n.releasing -= pod.requests;
+    n.used.normalize();
+    n.releasing.normalize();
+    n.podCount--;
+    auto it = std::lower_bound(n.pods.begin(), n.pods.end(), key);
+    if (it != n.pods.end() && *it == key) n.pods.erase(it);
+    for (const auto& hp : pod.hostPorts) {
+      auto pit = std::find_if(n.usedPorts.begin(), n.usedPorts.end(), [&](const api::HostPort& u) {
+        return u.port == hp.port && u.protocol == hp.protocol && u.hostIP == hp.hostIP;
+      });
+      if (pit != n.usedPorts.end()) n.usedPorts.erase(pit);
+    }
+    if (!n.node && n.podCount == 0) nodes.erase(node);
+  }
+
+  // ---- job accounting ----
+  /// Takes the job's queue contribution back before a change; see addJobToQueue.
+  void removeJobFromQueue(const JobInfo& job) {
+    if (job.allocated.isZero()) return;
+    QueueInfo& q = queueEntry(job.queue);
+    q.allocated -= job.allocated;
+    q.allocated.normalize();
+  }
+  void addJobToQueue(const JobInfo& job) {
+    if (job.allocated.isZero()) return;
+    queueEntry(job.queue).allocated += job.allocated;
+  }
+
+  /// Re-derives what a job takes from its PodGroup and pods (queue, priority, minMember, age).
+  void deriveJob(JobInfo& job) {
+    job.podGroup.reset();
+    job.podGroupMissing = false;
+    const api::Pod* first = job.tasks.empty() ? nullptr : job.tasks.front().pod.get();
+    if (!job.isSingleton()) {
+      auto it = podGroups.find(job.namespace_ + "/" + job.name);
+      if (it != podGroups.end()) job.podGroup = it->second;
+      else job.podGroupMissing = true;
+    }
+    const api::PodGroup* pg = job.podGroup.get();
+    if (pg) {
+      job.uid = pg->meta.uid;
+      job.creationTime = pg->meta.creationTimestamp;
+      job.minMember = pg->minMember;
+      job.preemptibility = pg->preemptibility;
+      job.priorityClassName = pg->priorityClassName;
+    } else {
+      job.minMember = job.isSingleton() ? 1 : static_cast<int32_t>(job.tasks.size());
+      job.preemptibility = api::Preemptibility::Unset;
+      job.priorityClassName.clear();
+      job.uid = first ? first->meta.uid : std::string();
+      job.creationTime = api::Time{INT64_MAX};
+      for (const auto& t : job.tasks) job.creationTime = std::min(job.creationTime, t.pod->meta.creationTimestamp);
+    }
+    if (job.priorityClassName.empty() && first) job.priorityClassName = first->priorityClassName;
+    job.podPriority = first ? first->priority : std::nullopt;
+    // Queue: label on the PodGroup or pod, else the PodGroup's spec.queue, else "default".
+    const std::string* q = nullptr;
+    if (pg) q = firstOf(pg->meta.labels, {api::keys::kQueueLabel, api::keys::kQueueLabelKai});
+    if (!q && first) q = firstOf(first->meta.labels, {api::keys::kQueueLabel, api::keys::kQueueLabelKai});
+    if (!q && pg && !pg->queue.empty()) q = &pg->queue;
+    job.queue = q ? *q : api::keys::kDefaultQueue;
+  }
+
+  /// Runs `fn` on a mutable copy of the job, keeping queue totals and derived fields exact.
+  template <class Fn>
+  void withJob(const std::string& key, Fn&& fn) {
+    auto& p = jobs[key];
+    if (!p) {
+      p = std::make_shared<JobInfo>();
+      p->key = key;
+      // "PodGroup/ns/name" or "Pod/ns/name"
+      auto a = key.find('/');
+      auto b = key.find('/', a + 1);
+      p->namespace_ = key.substr(a + 1, b - a - 1);
+      p->name = key.substr(b + 1);
+    }
+    removeJobFromQueue(*p);
+    JobInfo& job = mutableEntry(p);
+    fn(job);
+    deriveJob(job);
+    if (job.tasks.empty()) {
+      jobs.erase(key);
+      return;
+    }
+    addJobToQueue(job);
+  }
+
+  static void countTask(JobInfo& job, const TaskInfo& t, int sign) {
+    switch (t.status) {
+      case TaskStatus::Pending: job.pendingCount += sign; break;
+      case TaskStatus::Succeeded: job.succeededCount += sign; break;
+      case TaskStatus::Failed: job.failedCount += sign; break;
+      default: job.allocatedCount += sign; break;
+    }
+    if (holdsResources(t.status)) {
+      if (sign > 0) job.allocated += t.request;
+      else {
+        job.allocated -= t.request;
+        job.allocated.normalize();
+      }
+    }
+  }
+
+  void removeTask(const std::string& jobKey, const std::string& podKey) {
+    withJob(jobKey, [&](JobInfo& job) {
+      auto it = std::lower_bound(job.tasks.begin(), job.tasks.end(), podKey,
+                                 [](const TaskInfo& t, const std::string& k) { return t.key < k; });
+      if (it == job.tasks.end() || it->key != podKey) return;
+      countTask(job, *it, -1);
+      job.tasks.erase(it);
+    });
+  }
+
+  void addTask(const std::string& jobKey, const std::string& podKey, const std::shared_ptr<const api::Pod>& pod,
+               TaskStatus st, const std::string& node) {
+    withJob(jobKey, [&](JobInfo& job) {
+      TaskInfo t;
+      t.pod = pod;
+      t.key = podKey;
+      t.uid = pod->meta.uid;
+      t.status = st;
+      t.nodeName = holdsResources(st) ? node : std::string();
+      t.request = pod->requests;
+      t.taskPriority = parseTaskPriority(*pod);
+      if (const auto* sg = firstOf(pod->meta.labels, {api::keys::kSubGroupLabel, api::keys::kSubGroupLabelKai}))
+        t.subGroup = *sg;
+      t.assumed = pod->nodeName.empty() && st == TaskStatus::Bound;
+      countTask(job, t, +1);
+      auto it = std::lower_bound(job.tasks.begin(), job.tasks.end(), podKey,
+                                 [](const TaskInfo& x, const std::string& k) { return x.key < k; });
+      job.tasks.insert(it, std::move(t));
+    });
+  }
+
+  // ---- pods ----
+  void removePod(const std::string& key) {
+    auto it = pods.find(key);
+    if (it == pods.end()) return;
+    PodEntry e = std::move(it->second);
+    pods.erase(it);
+    if (holdsResources(e.status)) removeFromNode(key, *e.pod, e.status, e.node);
+    if (!e.jobKey.empty()) removeTask(e.jobKey, key);
+  }
+
+  void upsertPod(std::shared_ptr<const api::Pod> pod) {
+    const std::string key = pod->meta.key();
+    removePod(key);
+    PodEntry e;
+    e.pod = std::move(pod);
+    e.ours = e.pod->schedulerName == options.schedulerName;
+    e.status = statusOf(key, *e.pod, e.node);
+    if (!e.ours && !holdsResources(e.status)) return;  // another scheduler's concern
+    if (holdsResources(e.status)) addToNode(key, *e.pod, e.status, e.node);
+    if (e.ours) {
+      e.jobKey = jobKeyOf(*e.pod);
+      addTask(e.jobKey, key, e.pod, e.status, e.node);
+    }
+    pods.emplace(key, std::move(e));
+  }
+
+  /// Re-evaluates a pod after an assumption about it changed.
+  void refreshPod(const std::string& key) {
+    auto it = pods.find(key);
+    if (it == pods.end()) return;
+    auto pod = it->second.pod;
+    upsertPod(std::move(pod));
+  }
+
+  void onPod(const WatchEvent& ev) {
+    if (ev.type == WatchEventType::Deleted) {
+      auto meta = api::metaFromJson(ev.object);
+      if (!meta.ok()) return;
+      const std::string key = meta->key();
+      assumedBound.erase(key);
+      assumedEvicted.erase(key);
+      errors.erase("Pod/" + key);
+      removePod(key);
+      return;
+    }
+    auto pod = api::podFromJson(ev.object);
+    if (!pod.ok()) {
+      recordError(Kind::Pod, ev.object, pod.error().message);
+      return;  // keep the last good state of the pod, if any
+    }
+    const std::string key = pod->meta.key();
+    errors.erase("Pod/" + key);
+    if (!pod->nodeName.empty()) assumedBound.erase(key);  // the watch confirmed (or overrode) our bind
+    if (pod->terminating() || pod->terminated()) assumedEvicted.erase(key);
+    upsertPod(std::make_shared<const api::Pod>(std::move(pod).value()));
+  }
+
+  void recordError(Kind kind, const Json& obj, const std::string& message) {
+    auto meta = api::metaFromJson(obj);
+    ConversionError e{kind, meta.ok() ? meta->namespace_ : "", meta.ok() ? meta->name : "", message};
+    errors[std::string(api::kindInfo(kind).name) + "/" + (e.namespace_.empty() ? "" : e.namespace_ + "/") + e.name] = e;
+  }
+
+  void onNode(const WatchEvent& ev) {
+    if (ev.type == WatchEventType::Deleted) {
+      auto meta = api::metaFromJson(ev.object);
+      if (!meta.ok()) return;
+      errors.erase("Node/" + meta->name);
+      auto it = nodes.find(meta->name);
+      if (it == nodes.end()) return;
+      NodeInfo& n = mutableEntry(it->second);
+      n.node.reset();
+      if (n.podCount == 0) nodes.erase(it);
+      return;
+    }
+    auto node = api::nodeFromJson(ev.object);
+    if (!node.ok()) {
+      recordError(Kind::Node, ev.object, node.error().message);
+      return;
+    }
+    errors.erase("Node/" + node->meta.name);
+    NodeInfo& n = nodeEntry(node->meta.name);
+    n.allocatable = node->allocatable;
+    n.node = std::make_shared<const api::Node>(std::move(node).value());
+  }
+
+  /// Re-derives every job of a PodGroup after the PodGroup changed.
+  void refreshPodGroupJob(const std::string& nsName) {
+    const std::string key = "PodGroup/" + nsName;
+    if (jobs.count(key)) withJob(key, [](JobInfo&) {});
+  }
+
+  void onPodGroup(const WatchEvent& ev) {
+    auto meta = api::metaFromJson(ev.object);
+    if (!meta.ok()) return;
+    const std::string k = meta->key();
+    if (ev.type == WatchEventType::Deleted) {
+      podGroups.erase(k);
+      errors.erase("PodGroup/" + k);
+    } else {
+      auto pg = api::podGroupFromJson(ev.object);
+      if (!pg.ok()) {
+        recordError(Kind::PodGroup, ev.object, pg.error().message);
+        return;
+      }
+      errors.erase("PodGroup/" + k);
+      podGroups[k] = std::make_shared<const api::PodGroup>(std::move(pg).value());
+    }
+    refreshPodGroupJob(k);
+  }
+
+  void onQueue(const WatchEvent& ev) {
+    auto meta = api::metaFromJson(ev.object);
+    if (!meta.ok()) return;
+    if (ev.type == WatchEventType::Deleted) {
+      errors.erase("Queue/" + meta->name);
+      auto it = queues.find(meta->name);
+      if (it == queues.end()) return;
+      mutableEntry(it->second).queue.reset();
+      if (it->second->allocated.isZero()) queues.erase(it);
+      return;
+    }
+    auto q = api::queueFromJson(ev.object);
+    if (!q.ok()) {
+      recordError(Kind::Queue, ev.object, q.error().message);
+      return;
+    }
+    errors.erase("Queue/" + meta->name);
+    queueEntry(meta->name).queue = std::make_shared<const api::Queue>(std::move(q).value());
+  }
+
+  template <class T, class Conv>
+  void onSimple(Kind kind, const WatchEvent& ev, std::map<std::string, std::shared_ptr<const T>>& table, Conv conv) {
+    auto meta = api::metaFromJson(ev.object);
+    if (!meta.ok()) return;
+    const std::string errKey = std::string(api::kindInfo(kind).name) + "/" + meta->key();
+    if (ev.type == WatchEventType::Deleted) {
+      table.erase(meta->key());
+      errors.erase(errKey);
+      return;
+    }
+    auto v = conv(ev.object);
+    if (!v.ok()) {
+      recordError(kind, ev.object, v.error().message);
+      return;
+    }
+    errors.erase(errKey);
+    table[meta->key()] = std::make_shared<const T>(std::move(v).value());
+  }
+
+  void apply(Kind kind, const WatchEvent& ev) {
+    if (ev.type == WatchEventType::Bookmark || ev.type == WatchEventType::Error) return;
+    switch (kind) {
+      case Kind::Pod: onPod(ev); break;
+      case Kind::Node: onNode(ev); break;
+      case Kind::PodGroup: onPodGroup(ev); break;
+      case Kind::Queue: onQueue(ev); break;
+      case Kind::PriorityClass: onSimple(kind, ev, priorityClasses, api::priorityClassFromJson); break;
+      case Kind::Topology: onSimple(kind, ev, topologies, api::topologyFromJson); break;
+      default: break;
+    }
+  }
+
+  void expireAssumptions() {
+    const api::Time now = clock.now();
+    std::vector<std::string> gone;
+    for (const auto& [key, a] : assumedBound)
+      if (a.expiry < now) gone.push_back(key);
+    for (const auto& key : gone) {
+      assumedBound.erase(key);
+      ++expired;
+      refreshPod(key);
+    }
+  }
+
+  void drainInbox() {
+    std::vector<std::pair<Kind, WatchEvent>> batch;
+    {
+      std::lock_guard<std::mutex> lock(inboxMu);
+      batch.swap(inbox);
+    }
+    for (const auto& [kind, ev] : batch) apply(kind, ev);
+  }
+
+  std::shared_ptr<const Snapshot> build() {
+    auto s = std::make_shared<Snapshot>();
+    s->generation = ++generation;
+    s->takenAt = clock.now();
+    s->nodes.reserve(nodes.size());
+    for (const auto& [name, n] : nodes)
+      if (n->node) s->nodes.push_back(n);
+    s->jobs.reserve(jobs.size());
+    for (const auto& [key, j] : jobs) s->jobs.push_back(j);
+    for (const auto& [name, q] : queues) s->queues.emplace(name, q);
+    s->priorityClasses = priorityClasses;
+    s->topologies = topologies;
+    s->conversionErrors.reserve(errors.size());
+    for (const auto& [k, e] : errors) s->conversionErrors.push_back(e);
+    return s;
+  }
+};
+
+Cache::Cache(ClusterClient& client, const api::Clock& clock, CacheOptions options)
+    : impl_(std::make_unique<Impl>(client, clock, std::move(options))) {}
+
+Cache::~Cache() { stop(); }
+
+api::Status Cache::start() {
+  // Cluster-wide definitions first so pods resolve against them.
+  static constexpr Kind kWatched[] = {Kind::PriorityClass, Kind::Queue,    Kind::Topology,
+                                      Kind::Node,          Kind::PodGroup, Kind::Pod};
+  for (Kind kind : kWatched) {
+    auto listed = impl_->client.list(kind);
+    if (!listed.ok())
+      return api::makeError("listing " + std::string(api::kindInfo(kind).plural) + ": " + listed.error().message,
+                            listed.error().code);
+    for (const auto& item : listed->items) impl_->apply(kind, WatchEvent{WatchEventType::Added, item});
+    Impl* impl = impl_.get();
+    auto handle = impl_->client.watch(kind, listed->resourceVersion, [impl, kind](const WatchEvent& ev) {
+      std::lock_guard<std::mutex> lock(impl->inboxMu);
+      impl->inbox.emplace_back(kind, ev);
+    });
+    if (!handle.ok())
+      return api::makeError("watching " + std::string(api::kindInfo(kind).plural) + ": " + handle.error().message,
+                            handle.error().code);
+    impl_->watches.push_back(std::move(handle).value());
+  }
+  return api::Status::success();
+}
+
+void Cache::stop() {
+  for (auto& w : impl_->watches) w->stop();
+  impl_->watches.clear();
+}
+
+std::shared_ptr<const Snapshot> Cache::snapshot() {
+  impl_->drainInbox();
+  impl_->expireAssumptions();
+  return impl_->build();
+}
+
+void Cache::assumeBound(const std::string& podKey, const std::string& node) {
+  impl_->assumedBound[podKey] = Impl::Assumed{node, impl_->clock.now() + impl_->options.assumeTtl};
+  impl_->refreshPod(podKey);
+}
+
+void Cache::assumeEvicted(const std::string& podKey) {
+  impl_->assumedEvicted.insert(podKey);
+  impl_->refreshPod(podKey);
+}
+
+void Cache::forgetAssumed(const std::string& podKey) {
+  impl_->assumedBound.erase(podKey);
+  impl_->assumedEvicted.erase(podKey);
+  impl_->refreshPod(podKey);
+}
+
+uint64_t Cache::expiredAssumptions() const { return impl_->expired; }
+
+void Cache::applyEvent(api::Kind kind, const WatchEvent& event) { impl_->apply(kind, event); }
+
+}  // namespace tessera::cache

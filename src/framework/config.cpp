@@ -1,0 +1,152 @@
+#include "tessera/framework/config.h"
+
+#include <algorithm>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "tessera/api/convert.h"
+#include "tessera/framework/action.h"
+#include "tessera/framework/args.h"
+#include "tessera/framework/plugin.h"
+#include "tessera/framework/registry.h"
+
+namespace tessera::framework {
+
+namespace {
+
+using Json = nlohmann::json;
+
+const char* const kTopLevelKeys[] = {"schedulerName", "schedulePeriod", "actions", "actionArgs", "plugins", "tiers"};
+
+api::Result<std::vector<std::string>> stringList(const Json& j, const std::string& where) {
+  if (!j.is_array()) return api::makeError(where + ": must be a list of names, got " + j.dump());
+  std::vector<std::string> out;
+  for (size_t i = 0; i < j.size(); ++i) {
+    if (!j[i].is_string())
+      return api::makeError(where + "[" + std::to_string(i) + "]: must be a name, got " + j[i].dump());
+    out.push_back(j[i].get<std::string>());
+  }
+  return out;
+}
+
+api::Result<Config> build(const Registry& registry, const Json& root) {
+  if (!root.is_object()) return api::makeError("config: must be a map, got " + root.dump());
+  for (const auto& [k, v] : root.items()) {
+    if (std::find_if(std::begin(kTopLevelKeys), std::end(kTopLevelKeys), [&](const char* x) { return k == x; }) ==
+        std::end(kTopLevelKeys)) {
+      std::string valid;
+      for (const char* x : kTopLevelKeys) valid += (valid.empty() ? "" : ", ") + std::string(x);
+      return api::makeError("config: unknown key \"" + k + "\" (valid: " + valid + ")");
+    }
+  }
+  Config cfg;
+  Args top("config", &root);
+  cfg.schedulerName = top.getString("schedulerName", cfg.schedulerName);
+  cfg.schedulePeriod = top.getDuration("schedulePeriod", cfg.schedulePeriod);
+  if (cfg.schedulerName.empty()) return api::makeError("config.schedulerName: must not be empty");
+  if (cfg.schedulePeriod.millis <= 0) return api::makeError("config.schedulePeriod: must be positive");
+
+  // Actions.
+  const Json empty = Json::object();
+  const Json& actionArgs = root.contains("actionArgs") ? root["actionArgs"] : empty;
+  if (!actionArgs.is_object() && !actionArgs.is_null())
+    return api::makeError("config.actionArgs: must be a map, got " + actionArgs.dump());
+  std::vector<std::string> actionNames;
+  if (root.contains("actions")) {
+    auto names = stringList(root["actions"], "config.actions");
+    if (!names.ok()) return names.error();
+    actionNames = *names;
+  }
+  std::set<std::string> seen;
+  for (const auto& name : actionNames) {
+    const ActionFactory* f = registry.action(name);
+    if (!f)
+      return api::makeError("config.actions: unknown action \"" + name + "\" (valid: " +
+                            joinNames(registry.actionNames()) + ")");
+    if (!seen.insert(name).second) return api::makeError("config.actions: action \"" + name + "\" listed twice");
+    const Json* a = actionArgs.is_object() && actionArgs.contains(name) ? &actionArgs[name] : nullptr;
+    Args args("config.actionArgs." + name, a);
+    auto action = (*f)(args);
+    if (!action.ok()) return action.error();
+    if (auto st = args.finish(); !st.ok()) return st.error();
+    cfg.actions.push_back(std::move(action).value());
+  }
+  if (actionArgs.is_object())
+    for (const auto& [name, v] : actionArgs.items())
+      if (!registry.action(name))
+        return api::makeError("config.actionArgs: unknown action \"" + name + "\" (valid: " +
+                              joinNames(registry.actionNames()) + ")");
+
+  // Plugins and tiers.
+  const Json& plugins = root.contains("plugins") ? root["plugins"] : empty;
+  if (!plugins.is_object() && !plugins.is_null())
+    return api::makeError("config.plugins: must be a map, got " + plugins.dump());
+  std::vector<std::vector<std::string>> tiers;
+  if (root.contains("tiers")) {
+    const Json& t = root["tiers"];
+    if (!t.is_array()) return api::makeError("config.tiers: must be a list of lists of plugin names");
+    for (size_t i = 0; i < t.size(); ++i) {
+      auto names = stringList(t[i], "config.tiers[" + std::to_string(i) + "]");
+      if (!names.ok()) return names.error();
+      tiers.push_back(*names);
+    }
+  }
+  std::vector<std::string> order;
+  std::set<std::string> listed;
+  for (const auto& tier : tiers)
+    for (const auto& name : tier) {
+      if (!registry.plugin(name))
+        return api::makeError("config.tiers: unknown plugin \"" + name + "\" (valid: " +
+                              joinNames(registry.pluginNames()) + ")");
+      if (!listed.insert(name).second) return api::makeError("config.tiers: plugin \"" + name + "\" listed twice");
+      order.push_back(name);
+    }
+  if (plugins.is_object())
+    for (const auto& [name, v] : plugins.items()) {
+      if (!registry.plugin(name))
+        return api::makeError("config.plugins: unknown plugin \"" + name + "\" (valid: " +
+                              joinNames(registry.pluginNames()) + ")");
+      if (!listed.count(name)) {
+        order.push_back(name);
+        tiers.push_back({name});
+        listed.insert(name);
+      }
+    }
+  for (const auto& name : order) {
+    const Json* p = plugins.is_object() && plugins.contains(name) ? &plugins[name] : nullptr;
+    Args args("config.plugins." + name, p);
+    const bool enabled = args.getBool("enabled", true);
+    auto plugin = (*registry.plugin(name))(args);
+    if (!plugin.ok()) return plugin.error();
+    if (auto st = args.finish(); !st.ok()) return st.error();
+    if (enabled) cfg.plugins.push_back(std::move(plugin).value());
+  }
+  cfg.tiers = std::move(tiers);
+  for (const char* k : kTopLevelKeys) top.allow(k);
+  if (auto st = top.finish(); !st.ok()) return st.error();
+  return cfg;
+}
+
+}  // namespace
+
+api::Result<Config> loadConfig(const Registry& registry, const nlohmann::json* overrides) {
+  auto defaults = api::yamlToJson(defaultConfigYaml());
+  if (!defaults.ok()) return api::makeError("built-in default config: " + defaults.error().message);
+  Json merged = defaults->empty() ? Json::object() : defaults->front();
+  if (overrides && !overrides->is_null()) {
+    if (!overrides->is_object()) return api::makeError("config: must be a map, got " + overrides->dump());
+    merged.merge_patch(*overrides);
+  }
+  return build(registry, merged);
+}
+
+api::Result<Config> loadConfigYaml(const Registry& registry, const std::string& yamlText) {
+  auto docs = api::yamlToJson(yamlText);
+  if (!docs.ok()) return api::makeError("config: " + docs.error().message);
+  if (docs->size() > 1) return api::makeError("config: expected one YAML document, got " + std::to_string(docs->size()));
+  if (docs->empty()) return loadConfig(registry, nullptr);
+  return loadConfig(registry, &docs->front());
+}
+
+}  // namespace tessera::framework

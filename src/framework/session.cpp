@@ -1,0 +1,493 @@
+#include "tessera/framework/session.h"
+
+#include <algorithm>
+#include <map>
+
+#include "tessera/framework/action.h"
+#include "tessera/framework/plugin.h"
+
+namespace tessera::framework {
+
+const char* toString(TaskState s) {
+  switch (s) {
+    case TaskState::Pending: return "Pending";
+    case TaskState::Allocated: return "Allocated";
+    case TaskState::Pipelined: return "Pipelined";
+    case TaskState::Bound: return "Bound";
+    case TaskState::Running: return "Running";
+    case TaskState::Releasing: return "Releasing";
+    case TaskState::Succeeded: return "Succeeded";
+    case TaskState::Failed: return "Failed";
+  }
+  return "Unknown";
+}
+
+bool isReadyState(TaskState s) {
+  return s == TaskState::Allocated || s == TaskState::Pipelined || s == TaskState::Bound ||
+         s == TaskState::Running || s == TaskState::Succeeded;
+}
+
+bool holdsNodeResources(TaskState s) {
+  return s == TaskState::Allocated || s == TaskState::Bound || s == TaskState::Running ||
+         s == TaskState::Releasing;
+}
+
+namespace {
+
+TaskState fromCache(cache::TaskStatus s) {
+  switch (s) {
+    case cache::TaskStatus::Pending: return TaskState::Pending;
+    case cache::TaskStatus::Bound: return TaskState::Bound;
+    case cache::TaskStatus::Running: return TaskState::Running;
+    case cache::TaskStatus::Releasing: return TaskState::Releasing;
+    case cache::TaskStatus::Succeeded: return TaskState::Succeeded;
+    case cache::TaskStatus::Failed: return TaskState::Failed;
+  }
+  return TaskState::Pending;
+}
+
+int64_t levelOf(int64_t milliGpu) { return milliGpu <= 0 ? 0 : milliGpu / 1000; }
+
+}  // namespace
+
+Session::Session(std::shared_ptr<const cache::Snapshot> snapshot, const Config& config, const api::Clock& clock)
+    : snapshot_(std::move(snapshot)), config_(config), clock_(clock), now_(clock.now()) {
+  buildState();
+}
+
+Session::~Session() = default;
+
+void Session::buildState() {
+  const cache::Snapshot& s = *snapshot_;
+  nodes_.resize(s.nodes.size());
+  for (size_t i = 0; i < s.nodes.size(); ++i) {
+    const cache::NodeInfo& info = *s.nodes[i];
+    SessionNode& n = nodes_[i];
+    n.info = &info;
+    n.index = static_cast<int>(i);
+    n.idle = info.allocatable - info.used;
+    n.releasing = info.releasing;
+    n.podCount = info.podCount;
+  }
+  // GPU levels index.
+  nodeLevel_.assign(nodes_.size(), 0);
+  gpuLevelPos_.assign(nodes_.size(), 0);
+  for (const SessionNode& n : nodes_) {
+    const int lvl = static_cast<int>(levelOf(n.futureIdle().milliGpu));
+    if (static_cast<int>(gpuLevels_.size()) <= lvl) gpuLevels_.resize(lvl + 1);
+    nodeLevel_[n.index] = lvl;
+    gpuLevelPos_[n.index] = static_cast<int>(gpuLevels_[lvl].size());
+    gpuLevels_[lvl].push_back(n.index);
+  }
+
+  queues_.reserve(s.queues.size());
+  for (const auto& [name, q] : s.queues) {
+    SessionQueue sq;
+    sq.info = q.get();
+    sq.index = static_cast<int>(queues_.size());
+    sq.name = name;
+    sq.queue = q->queue.get();
+    sq.allocated = q->allocated;
+    queueIndex_[name] = sq.index;
+    queues_.push_back(std::move(sq));
+  }
+
+  const api::PriorityClass* globalDefault = nullptr;
+  for (const auto& [name, pc] : s.priorityClasses)
+    if (pc->globalDefault && (!globalDefault || pc->value > globalDefault->value)) globalDefault = pc.get();
+
+  jobs_.resize(s.jobs.size());
+  for (size_t i = 0; i < s.jobs.size(); ++i) {
+    const cache::JobInfo& info = *s.jobs[i];
+    SessionJob& j = jobs_[i];
+    j.info = &info;
+    j.index = static_cast<int>(i);
+    auto qit = queueIndex_.find(info.queue);
+    j.queue = (qit != queueIndex_.end() && queues_[qit->second].queue) ? qit->second : -1;
+    if (info.podPriority) {
+      j.priority = *info.podPriority;
+    } else if (!info.priorityClassName.empty()) {
+      auto pc = s.priorityClasses.find(info.priorityClassName);
+      j.priority = pc != s.priorityClasses.end() ? pc->second->value : 0;
+    } else {
+      j.priority = globalDefault ? globalDefault->value : 0;
+    }
+    switch (info.preemptibility) {
+      case api::Preemptibility::Preemptible: j.preemptible = true; break;
+      case api::Preemptibility::NonPreemptible: j.preemptible = false; break;
+      case api::Preemptibility::Unset: j.preemptible = j.priority < 100; break;
+    }
+    j.tasks.resize(info.tasks.size());
+    for (size_t t = 0; t < info.tasks.size(); ++t) {
+      SessionTask& st = j.tasks[t];
+      st.info = &info.tasks[t];
+      st.job = j.index;
+      st.index = static_cast<int>(t);
+      st.state = fromCache(st.info->status);
+      if (isReadyState(st.state)) j.readyCount++;
+      if (st.state == TaskState::Pending) j.pendingCount++;
+    }
+    j.allocated = info.allocated;
+  }
+}
+
+int Session::findNode(const std::string& name) const {
+  auto it = std::lower_bound(nodes_.begin(), nodes_.end(), name,
+                             [](const SessionNode& n, const std::string& k) { return n.name() < k; });
+  return it != nodes_.end() && it->name() == name ? it->index : -1;
+}
+
+int Session::findJob(const std::string& key) const {
+  auto it = std::lower_bound(jobs_.begin(), jobs_.end(), key,
+                             [](const SessionJob& j, const std::string& k) { return j.key() < k; });
+  return it != jobs_.end() && it->key() == key ? it->index : -1;
+}
+
+int Session::findQueue(const std::string& name) const {
+  auto it = queueIndex_.find(name);
+  return it == queueIndex_.end() ? -1 : it->second;
+}
+
+void Session::open() {
+  for (const auto& p : config_.plugins) p->onSessionOpen(*this);
+}
+
+void Session::runActions() {
+  for (const auto& a : config_.actions) a->execute(*this);
+}
+
+// ---- registration ----
+void Session::addJobOrderFn(const std::string& p, JobOrderFn fn) { jobOrder_.push_back({p, std::move(fn)}); }
+void Session::addTaskOrderFn(const std::string& p, TaskOrderFn fn) { taskOrder_.push_back({p, std::move(fn)}); }
+void Session::addQueueOrderFn(const std::string& p, QueueOrderFn fn) { queueOrder_.push_back({p, std::move(fn)}); }
+void Session::addJobValidFn(const std::string& p, JobValidFn fn) { jobValid_.push_back({p, std::move(fn)}); }
+void Session::addJobReadyFn(const std::string& p, JobReadyFn fn) { jobReady_.push_back({p, std::move(fn)}); }
+void Session::addPrePredicateFn(const std::string& p, PrePredicateFn fn) { prePredicate_.push_back({p, std::move(fn)}); }
+void Session::addPredicateFn(const std::string& p, PredicateFn fn) { predicate_.push_back({p, std::move(fn)}); }
+void Session::addNodeOrderFn(const std::string& p, NodeOrderFn fn) { nodeOrder_.push_back({p, std::move(fn)}); }
+void Session::addGpuOrderFn(const std::string& p, GpuOrderFn fn) { gpuOrder_.push_back({p, std::move(fn)}); }
+void Session::addPreemptableFn(const std::string& p, VictimFn fn) { preemptable_.push_back({p, std::move(fn)}); }
+void Session::addReclaimableFn(const std::string& p, VictimFn fn) { reclaimable_.push_back({p, std::move(fn)}); }
+void Session::addCapacityFn(const std::string& p, CapacityFn fn) { capacity_.push_back({p, std::move(fn)}); }
+void Session::addAllocateHandler(const std::string& p, TaskEventFn onAllocate, TaskEventFn onDeallocate) {
+  if (onAllocate) onAllocate_.push_back({p, std::move(onAllocate)});
+  if (onDeallocate) onDeallocate_.push_back({p, std::move(onDeallocate)});
+}
+
+// ---- orders: plugin verdicts first, then a unique key so every order is total ----
+bool Session::jobLess(const SessionJob& l, const SessionJob& r) const {
+  for (const auto& f : jobOrder_)
+    if (int c = f.fn(l, r)) return c < 0;
+  if (l.info->creationTime != r.info->creationTime) return l.info->creationTime < r.info->creationTime;
+  if (l.info->uid != r.info->uid) return l.info->uid < r.info->uid;
+  return l.key() < r.key();
+}
+
+bool Session::taskLess(const SessionTask& l, const SessionTask& r) const {
+  for (const auto& f : taskOrder_)
+    if (int c = f.fn(l, r)) return c < 0;
+  const auto& lp = l.pod().meta;
+  const auto& rp = r.pod().meta;
+  if (lp.creationTimestamp != rp.creationTimestamp) return lp.creationTimestamp < rp.creationTimestamp;
+  if (lp.uid != rp.uid) return lp.uid < rp.uid;
+  return l.info->key < r.info->key;
+}
+
+bool Session::queueLess(const SessionQueue& l, const SessionQueue& r, const SessionJob* lJob,
+                        const SessionJob* rJob) const {
+  for (const auto& f : queueOrder_)
+    if (int c = f.fn(l, r, lJob, rJob)) return c < 0;
+  return l.name < r.name;
+}
+
+std::optional<std::string> Session::jobInvalid(const SessionJob& job) const {
+  if (job.queue < 0) return "queue \"" + job.info->queue + "\" not found (Queue " + job.info->queue + " does not exist)";
+  for (const auto& f : jobValid_)
+    if (auto r = f.fn(job)) return r;
+  return std::nullopt;
+}
+
+bool Session::jobReady(const SessionJob& job) const {
+  for (const auto& f : jobReady_)
+    if (!f.fn(job)) return false;
+  return true;
+}
+
+std::optional<std::string> Session::prePredicate(const SessionJob& job, const SessionTask& task) const {
+  for (const auto& f : prePredicate_)
+    if (auto r = f.fn(job, task)) return r;
+  return std::nullopt;
+}
+
+bool Session::predicate(const SessionTask& task, const SessionNode& node, std::string& reason) const {
+  for (const auto& f : predicate_)
+    if (!f.fn(task, node, reason)) return false;
+  return true;
+}
+
+int64_t Session::nodeScore(const SessionTask& task, const SessionNode& node) const {
+  int64_t s = 0;
+  for (const auto& f : nodeOrder_) s += f.fn(task, node);
+  return s;
+}
+
+int64_t Session::gpuScore(const SessionTask& task, const SessionNode& node, int gpuIndex) const {
+  int64_t s = 0;
+  for (const auto& f : gpuOrder_) s += f.fn(task, node, gpuIndex);
+  return s;
+}
+
+bool Session::preemptable(const SessionJob& claimant, const SessionTask& victim) const {
+  for (const auto& f : preemptable_)
+    if (!f.fn(claimant, victim)) return false;
+  return !preemptable_.empty();
+}
+
+bool Session::reclaimable(const SessionJob& claimant, const SessionTask& victim) const {
+  for (const auto& f : reclaimable_)
+    if (!f.fn(claimant, victim)) return false;
+  return !reclaimable_.empty();
+}
+
+std::optional<std::string> Session::capacityCheck(const SessionJob& job, const api::Resources& request) const {
+  for (const auto& f : capacity_)
+    if (auto r = f.fn(job, request)) return r;
+  return std::nullopt;
+}
+
+// ---- placement ----
+Placement Session::findPlacement(const SessionTask& task, bool allowPipeline) const {
+  const api::Resources& req = task.request();
+  std::map<std::string, int> reasons;
+  int best = -1, bestFuture = -1;
+  int64_t bestScore = 0, bestFutureScore = 0;
+  std::vector<std::string> short_;
+  std::string reason;
+
+  auto visit = [&](int ni) {
+    const SessionNode& n = nodes_[ni];
+    reason.clear();
+    if (!predicate(task, n, reason)) {
+      reasons[reason]++;
+      return;
+    }
+    const api::Resources future = n.futureIdle();
+    const bool fitsFuture = req.fitsIn(future);
+    const bool fitsNow = fitsFuture && req.fitsIn(n.idle);
+    if (fitsNow) {
+      const int64_t s = nodeScore(task, n);
+      if (best < 0 || s > bestScore) best = ni, bestScore = s;  // equal score: lower index = name order
+      return;
+    }
+    if (fitsFuture && allowPipeline) {
+      const int64_t s = nodeScore(task, n);
+      if (bestFuture < 0 || s > bestFutureScore) bestFuture = ni, bestFutureScore = s;
+      return;
+    }
+    short_.clear();
+    req.insufficient(allowPipeline ? future : n.idle, short_);
+    if (short_.empty()) short_.push_back("resources promised to pipelined pods");
+    for (const auto& r : short_) reasons["insufficient " + r]++;
+  };
+
+  const int64_t need = levelOf(req.milliGpu);
+  if (need > 0) {
+    // Visit nodes by ascending index within levels that can hold the GPUs; others lack them.
+    std::vector<int> candidates;
+    for (size_t lvl = static_cast<size_t>(need); lvl < gpuLevels_.size(); ++lvl)
+      candidates.insert(candidates.end(), gpuLevels_[lvl].begin(), gpuLevels_[lvl].end());
+    std::sort(candidates.begin(), candidates.end());
+    for (int ni : candidates) visit(ni);
+    const int skipped = static_cast<int>(nodes_.size() - candidates.size());
+    if (skipped > 0) reasons["insufficient " + std::string(api::kResourceGpu)] += skipped;
+  } else {
+    for (const SessionNode& n : nodes_) visit(n.index);
+  }
+
+  Placement p;
+  if (best >= 0) {
+    p.node = best;
+    return p;
+  }
+  if (bestFuture >= 0) {
+    p.node = bestFuture;
+    p.pipelined = true;
+    return p;
+  }
+  // Aggregate: most frequent reason first, then by text.
+  std::vector<std::pair<std::string, int>> sorted(reasons.begin(), reasons.end());
+  std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  if (nodes_.empty()) p.reason = "no nodes available";
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    if (i) p.reason += ", ";
+    p.reason += sorted[i].first + " (" + std::to_string(sorted[i].second) + (sorted[i].second == 1 ? " node)" : " nodes)");
+  }
+  return p;
+}
+
+// ---- state changes (through Statement) ----
+int Session::gpuLevel(const SessionNode& node) const { return static_cast<int>(levelOf(node.futureIdle().milliGpu)); }
+
+void Session::gpuLevelChanged(const SessionNode& node, int64_t /*before*/) {
+  const int now = gpuLevel(node);
+  const int old = nodeLevel_[node.index];
+  if (now == old) return;
+  auto& from = gpuLevels_[old];
+  const int pos = gpuLevelPos_[node.index];
+  from[pos] = from.back();
+  gpuLevelPos_[from[pos]] = pos;
+  from.pop_back();
+  if (static_cast<int>(gpuLevels_.size()) <= now) gpuLevels_.resize(now + 1);
+  gpuLevelPos_[node.index] = static_cast<int>(gpuLevels_[now].size());
+  gpuLevels_[now].push_back(node.index);
+  nodeLevel_[node.index] = now;
+}
+
+void Session::notifyAllocate(const SessionTask& task) const {
+  for (const auto& f : onAllocate_) f.fn(task);
+}
+void Session::notifyDeallocate(const SessionTask& task) const {
+  for (const auto& f : onDeallocate_) f.fn(task);
+}
+
+void Session::applyAllocate(SessionTask& task, int node) {
+  TESSERA_ASSERT(task.state == TaskState::Pending);
+  SessionNode& n = nodes_[node];
+  SessionJob& j = jobs_[task.job];
+  n.idle -= task.request();
+  n.podCount++;
+  n.addedPorts.insert(n.addedPorts.end(), task.pod().hostPorts.begin(), task.pod().hostPorts.end());
+  gpuLevelChanged(n, 0);
+  task.state = TaskState::Allocated;
+  task.node = node;
+  j.readyCount++;
+  j.pendingCount--;
+  j.allocated += task.request();
+  if (j.queue >= 0) queues_[j.queue].allocated += task.request();
+  notifyAllocate(task);
+}
+
+void Session::applyPipeline(SessionTask& task, int node) {
+  TESSERA_ASSERT(task.state == TaskState::Pending);
+  SessionNode& n = nodes_[node];
+  SessionJob& j = jobs_[task.job];
+  n.pipelined += task.request();
+  gpuLevelChanged(n, 0);
+  task.state = TaskState::Pipelined;
+  task.node = node;
+  j.readyCount++;
+  j.pendingCount--;
+  j.pipelinedCount++;
+  j.allocated += task.request();
+  if (j.queue >= 0) queues_[j.queue].allocated += task.request();
+  notifyAllocate(task);
+}
+
+void Session::applyEvict(SessionTask& task) {
+  TESSERA_ASSERT(task.state == TaskState::Bound || task.state == TaskState::Running);
+  if (task.node < 0) task.node = findNode(task.info->nodeName);
+  TESSERA_ASSERT(task.node >= 0);
+  SessionNode& n = nodes_[task.node];
+  SessionJob& j = jobs_[task.job];
+  n.releasing += task.request();
+  gpuLevelChanged(n, 0);
+  task.state = TaskState::Releasing;
+  j.readyCount--;
+  j.allocated -= task.request();
+  if (j.queue >= 0) queues_[j.queue].allocated -= task.request();
+  notifyDeallocate(task);
+}
+
+void Session::undo(const Operation& op) {
+  SessionTask& task = jobs_[op.job].tasks[op.task];
+  SessionNode& n = nodes_[op.node];
+  SessionJob& j = jobs_[op.job];
+  switch (op.type) {
+    case Operation::Type::Allocate: {
+      TESSERA_ASSERT(task.state == TaskState::Allocated);
+      n.idle += task.request();
+      n.podCount--;
+      n.addedPorts.erase(n.addedPorts.end() - static_cast<std::ptrdiff_t>(task.pod().hostPorts.size()),
+                         n.addedPorts.end());
+      j.readyCount--;
+      j.pendingCount++;
+      break;
+    }
+    case Operation::Type::Pipeline: {
+      TESSERA_ASSERT(task.state == TaskState::Pipelined);
+      n.pipelined -= task.request();
+      j.readyCount--;
+      j.pendingCount++;
+      j.pipelinedCount--;
+      break;
+    }
+    case Operation::Type::Evict: {
+      TESSERA_ASSERT(task.state == TaskState::Releasing);
+      n.releasing -= task.request();
+      j.readyCount++;
+      break;
+    }
+  }
+  if (op.type == Operation::Type::Evict) {
+    j.allocated += task.request();
+    if (j.queue >= 0) queues_[j.queue].allocated += task.request();
+  } else {
+    j.allocated -= task.request();
+    if (j.queue >= 0) queues_[j.queue].allocated -= task.request();
+  }
+  n.idle.normalize();
+  n.releasing.normalize();
+  n.pipelined.normalize();
+  j.allocated.normalize();
+  if (j.queue >= 0) queues_[j.queue].allocated.normalize();
+  gpuLevelChanged(n, 0);
+  task.state = op.previous;
+  task.node = op.previousNode;
+  if (op.type == Operation::Type::Evict) notifyAllocate(task);
+  else notifyDeallocate(task);
+}
+
+void Session::commitOperations(std::vector<Operation> ops) {
+  committed_.insert(committed_.end(), std::make_move_iterator(ops.begin()), std::make_move_iterator(ops.end()));
+}
+
+SessionResult Session::close() {
+  TESSERA_ASSERT(!closed_);
+  closed_ = true;
+  for (const auto& p : config_.plugins) p->onSessionClose(*this);
+  SessionResult r;
+  for (const Operation& op : committed_) {
+    const SessionTask& t = jobs_[op.job].tasks[op.task];
+    switch (op.type) {
+      case Operation::Type::Allocate:
+        if (t.state == TaskState::Allocated) r.binds.push_back({t.info->key, t.info->uid, nodes_[op.node].name()});
+        break;
+      case Operation::Type::Pipeline:
+        if (t.state == TaskState::Pipelined) r.pipelined.push_back({t.info->key, nodes_[op.node].name()});
+        break;
+      case Operation::Type::Evict:
+        if (t.state == TaskState::Releasing)
+          r.evictions.push_back({t.info->key, t.info->uid, nodes_[op.node].name(), op.reason});
+        break;
+    }
+  }
+  for (const SessionJob& j : jobs_) {
+    if (j.pendingCount == 0 && j.pipelinedCount == 0) continue;
+    std::string jobMessage = j.unschedulableReason;
+    if (jobMessage.empty() && j.pipelinedCount > 0)
+      jobMessage = "pipelined: waiting for resources being released";
+    if (jobMessage.empty()) continue;
+    r.jobs.push_back({j.key(), jobMessage});
+    for (const SessionTask& t : j.tasks) {
+      if (t.state == TaskState::Pending) {
+        r.unschedulable.push_back({t.info->key, jobMessage});
+      } else if (t.state == TaskState::Pipelined) {
+        r.unschedulable.push_back(
+            {t.info->key, "pipelined to node " + nodes_[t.node].name() + ": waiting for resources being released"});
+      }
+    }
+  }
+  return r;
+}
+
+}  // namespace tessera::framework

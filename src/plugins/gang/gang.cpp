@@ -1,0 +1,41 @@
+// gang: a job is placed only when at least minMember of its pods can be (KAI's gang plugin).
+#include <string>
+
+#include "tessera/framework/session.h"
+#include "tessera/plugins/factories.h"
+
+namespace tessera::plugins {
+namespace {
+
+class GangPlugin final : public framework::Plugin {
+ public:
+  const std::string& name() const override { return name_; }
+
+  void onSessionOpen(framework::Session& ssn) override {
+    ssn.addJobValidFn(name_, [](const framework::SessionJob& job) -> std::optional<std::string> {
+      const cache::JobInfo& info = *job.info;
+      const std::string pg = "PodGroup " + info.namespace_ + "/" + info.name;
+      if (info.podGroupMissing) return pg + " not found (named by its pods' pod-group-name)";
+      if (info.podGroup && info.minMember < 1)
+        return pg + ": spec.minMember: must be at least 1, got " + std::to_string(info.minMember);
+      // Pods that could still run: everything but failed ones.
+      int32_t live = 0;
+      for (const auto& t : job.tasks)
+        if (t.state != framework::TaskState::Failed && t.state != framework::TaskState::Releasing) ++live;
+      if (live < info.minMember)
+        return "gang " + std::to_string(live) + "/" + std::to_string(info.minMember) + ": only " +
+               std::to_string(live) + " pods exist for spec.minMember " + std::to_string(info.minMember);
+      return std::nullopt;
+    });
+    ssn.addJobReadyFn(name_, [](const framework::SessionJob& job) { return job.readyCount >= job.minMember(); });
+  }
+
+ private:
+  std::string name_ = "gang";
+};
+
+}  // namespace
+
+PluginResult makeGang(framework::Args&) { return std::shared_ptr<framework::Plugin>(std::make_shared<GangPlugin>()); }
+
+}  // namespace tessera::plugins
