@@ -1,0 +1,101 @@
+// NVML memory queries report the container's limit, like cuMemGetInfo.
+//
+// The real functions come from libnvidia-ml.so.1, opened on first use (an application calling
+// these has normally loaded it already). The GPU is identified by its UUID, the same key the CUDA
+// side uses, so NVML and CUDA agree on usage whatever the device ordering.
+
+#include <dlfcn.h>
+#include <pthread.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "hooks.h"
+#include "runtime.h"
+
+using namespace tessera::cu;           // NOLINT: ABI vocabulary
+using namespace tessera::interposer;   // NOLINT
+
+namespace {
+
+using GetMemoryInfo = nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_t*);
+using GetMemoryInfoV2 = nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_v2_t*);
+using GetUuid = nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned int);
+
+constinit pthread_once_t gNvmlOnce = PTHREAD_ONCE_INIT;
+constinit GetMemoryInfo gGetMemoryInfo = nullptr;
+constinit GetMemoryInfoV2 gGetMemoryInfoV2 = nullptr;
+constinit GetUuid gGetUuid = nullptr;
+
+void loadNvml() {
+  void* nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (nvml == nullptr) nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+  if (nvml == nullptr) {
+    const char* err = dlerror();
+    logError("cannot load libnvidia-ml.so.1 (%s); NVML memory queries fail", err ? err : "unknown error");
+    return;
+  }
+  DlsymFn lookup = realDlsym();
+  gGetMemoryInfo = reinterpret_cast<GetMemoryInfo>(lookup(nvml, "nvmlDeviceGetMemoryInfo"));
+  gGetMemoryInfoV2 = reinterpret_cast<GetMemoryInfoV2>(lookup(nvml, "nvmlDeviceGetMemoryInfo_v2"));
+  gGetUuid = reinterpret_cast<GetUuid>(lookup(nvml, "nvmlDeviceGetUUID"));
+}
+
+void initNvml() {
+  init();
+  pthread_once(&gNvmlOnce, loadNvml);
+}
+
+// The limit and the container's usage for `device`; limit 0 when it cannot be identified.
+void limitForNvmlDevice(nvmlDevice_t device, std::uint64_t* limit, std::uint64_t* used) {
+  *limit = 0;
+  *used = 0;
+  if (failClosed() || gGetUuid == nullptr) return;
+  char text[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
+  if (gGetUuid(device, text, sizeof text) != NVML_SUCCESS) return;
+  Uuid uuid{};
+  if (!parseUuid(text, std::strlen(text), &uuid)) return;
+  limitAndUsedByUuid(uuid, limit, used);
+}
+
+void clamp(std::uint64_t limit, std::uint64_t used, unsigned long long* total, unsigned long long* freeOut,
+           unsigned long long* usedOut) {
+  if (limit > *total) limit = *total;
+  std::uint64_t available = used >= limit ? 0 : limit - used;
+  if (available > *freeOut) available = *freeOut;
+  *total = limit;
+  *freeOut = available;
+  *usedOut = used > limit ? limit : used;
+}
+
+}  // namespace
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
+  initNvml();
+  if (gGetMemoryInfo == nullptr) return NVML_ERROR_FUNCTION_NOT_FOUND;
+  if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  nvmlReturn_t rc = gGetMemoryInfo(device, memory);
+  if (rc != NVML_SUCCESS) return rc;
+  std::uint64_t limit = 0, used = 0;
+  limitForNvmlDevice(device, &limit, &used);
+  clamp(limit, used, &memory->total, &memory->free, &memory->used);
+  TESSERA_TRACE("nvmlDeviceGetMemoryInfo = 0 total=%llu free=%llu used=%llu", memory->total, memory->free,
+                memory->used);
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* memory) {
+  initNvml();
+  if (gGetMemoryInfoV2 == nullptr) return NVML_ERROR_FUNCTION_NOT_FOUND;
+  if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  nvmlReturn_t rc = gGetMemoryInfoV2(device, memory);
+  if (rc != NVML_SUCCESS) return rc;
+  std::uint64_t limit = 0, used = 0;
+  limitForNvmlDevice(device, &limit, &used);
+  // Driver-reserved memory is outside the container's budget: total = used + free.
+  memory->reserved = 0;
+  clamp(limit, used, &memory->total, &memory->free, &memory->used);
+  TESSERA_TRACE("nvmlDeviceGetMemoryInfo_v2 = 0 total=%llu free=%llu used=%llu", memory->total, memory->free,
+                memory->used);
+  return NVML_SUCCESS;
+}

@@ -1,0 +1,98 @@
+#pragma once
+/// Process-wide state of the interposer and the accounting primitives the hooks share.
+///
+/// All state is constant-initialised (no static constructors). init() runs once, lazily, on the
+/// first hooked call: it reads the environment, opens libcuda.so.1, resolves the real entry
+/// points and joins the container's shared region. Everything after init is lock-free except
+/// the first use of each GPU (UUID lookup and registration) and reclaiming dead processes.
+
+#include <cstdint>
+
+#include "config.h"
+#include "cuda_abi.h"
+#include "ptr_table.h"
+
+namespace tessera::interposer {
+
+enum class Sym : int {
+#define TESSERA_HOOK(name) name,
+#define TESSERA_REAL(name) name,
+#include "symbols.def"
+  kCount
+};
+inline constexpr int kSymCount = static_cast<int>(Sym::kCount);
+
+/// Exported name of `sym` ("cuMemAlloc_v2").
+const char* symName(Sym sym);
+/// Our wrapper for `sym`, or nullptr for TESSERA_REAL entries.
+void* symWrapper(Sym sym);
+/// The Sym whose exported wrapper is called `name`, or Sym::kCount.
+Sym hookByName(const char* name);
+
+/// The C library's dlsym (ours is an override). Safe to call at any time, before init().
+using DlsymFn = void* (*)(void*, const char*);
+DlsymFn realDlsym();
+
+/// Runs initialisation once; cheap afterwards.
+void init();
+
+/// The real driver function for `sym` (nullptr if the driver lacks it). Requires init().
+void* realFn(Sym sym);
+/// Records `fn` as the real function for `sym` if none was resolved (a driver that exposes an
+/// entry point through cuGetProcAddress only). Returns the real function now on record.
+void* adoptRealFn(Sym sym, void* fn);
+
+#define TESSERA_REAL_FN(name) reinterpret_cast<decltype(&::name)>(::tessera::interposer::realFn(::tessera::interposer::Sym::name))
+#define TESSERA_REAL_HELPER(name) \
+  reinterpret_cast<::tessera::interposer::name##_t>(::tessera::interposer::realFn(::tessera::interposer::Sym::name))
+
+/// True when isolation cannot be enforced (bad configuration, unusable region). Reports the
+/// reason on stderr the first time it is asked.
+bool failClosed();
+
+/// Region index (and optionally the ordinal) of the device of the calling thread's current context.
+cu::CUresult currentDevice(int* index, cu::CUdevice* ordinalOut = nullptr);
+/// Region index of device ordinal `ordinal`.
+cu::CUresult deviceIndex(cu::CUdevice ordinal, int* index);
+
+/// Reserves `bytes` on device `index` for call `api`. CUDA_SUCCESS, or CUDA_ERROR_OUT_OF_MEMORY
+/// (with one stderr line per process the first time).
+cu::CUresult charge(int index, std::uint64_t bytes, const char* api);
+/// Returns a reservation.
+void credit(int index, std::uint64_t bytes);
+
+/// The container's limit and current usage on device `index`.
+std::uint64_t limitOf(int index);
+std::uint64_t usedOf(int index);
+/// Limit and usage for a GPU that may not be registered yet (NVML path). Requires init().
+void limitAndUsedByUuid(const Uuid& uuid, std::uint64_t* limit, std::uint64_t* used);
+
+/// Per-allocation records: (bytes, device) packed into one non-zero word.
+inline std::uint64_t packCharge(std::uint64_t bytes, int index) {
+  return (bytes << 8) | static_cast<std::uint64_t>(index + 1);
+}
+inline std::uint64_t chargeBytes(std::uint64_t packed) { return packed >> 8; }
+inline int chargeDevice(std::uint64_t packed) { return static_cast<int>(packed & 0xff) - 1; }
+
+/// Device pointers (cuMemAlloc*, managed, async, graph alloc nodes).
+PtrTable<18>& devicePointers();
+/// CUarray and CUmipmappedArray handles.
+PtrTable<14>& arrays();
+/// CUmemGenericAllocationHandle from cuMemCreate.
+PtrTable<14>& physicalHandles();
+
+/// Records a successful allocation. On a full table returns false; the caller must undo the
+/// allocation and credit the charge.
+bool track(PtrTable<18>& table, std::uint64_t key, std::uint64_t packed);
+bool track(PtrTable<14>& table, std::uint64_t key, std::uint64_t packed);
+
+bool debugEnabled();
+void logDebug(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+void logError(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#define TESSERA_TRACE(...)                                                         \
+  do {                                                                             \
+    if (::tessera::interposer::debugEnabled()) ::tessera::interposer::logDebug(__VA_ARGS__); \
+  } while (0)
+
+}  // namespace tessera::interposer
