@@ -572,3 +572,26 @@ TEST_CASE("failNthCall fails exactly the nth call of a verb", "[memory]") {
   cluster.failNthCall("remove", 0);  // disarmed
   CHECK(cluster.remove(Kind::Pod, "ns", "b").ok());
 }
+
+TEST_CASE("malformed objects are 422 naming the field", "[memory]") {
+  FakeClock clock = startClock();
+  MemoryCluster cluster(clock);
+  Json p = makePod("ns", "p");
+  p["metadata"]["labels"] = {{"replica", 1}};
+  auto numeric = cluster.create(Kind::Pod, p);
+  REQUIRE_FALSE(numeric.ok());
+  CHECK(numeric.error().code == 422);
+  CHECK_THAT(numeric.error().message, Catch::Contains("metadata.labels.replica"));
+  CHECK(cluster.create(Kind::Pod, Json::array()).error().code == 422);
+
+  REQUIRE(cluster.create(Kind::Pod, makePod("ns", "p")).ok());
+  auto specList = cluster.patch(Kind::Pod, "ns", "p", PatchType::Merge, {{"spec", Json::array()}});
+  REQUIRE_FALSE(specList.ok());
+  CHECK(specList.error().code == 422);
+  CHECK_THAT(specList.error().message, Catch::Contains("spec"));
+  // A JSON patch that drops apiVersion gets it back, as the server always sets it.
+  auto r = cluster.patch(Kind::Pod, "ns", "p", PatchType::JsonPatch,
+                         Json::array({{{"op", "remove"}, {"path", "/apiVersion"}}}));
+  REQUIRE(r.ok());
+  CHECK(r->at("apiVersion") == "v1");
+}

@@ -237,12 +237,12 @@ api::Result<Json> MemoryCluster::Impl::createLocked(api::Kind kind, Json object,
   auto key = keyOf(kind, object);
   if (!key) return key.error();
   if (find(kind, *key) != nullptr) return api::makeError(describe(kind, *key) + " already exists", 409);
-  if (!object.contains("apiVersion")) object["apiVersion"] = info.apiVersion();
-  if (!object.contains("kind")) object["kind"] = std::string(info.name);
+  if (auto e = validate(kind, *key, object)) return *e;
+  ensureTypeMeta(kind, object);
   if (!keepUid || stringAt(meta, "uid").empty()) meta["uid"] = nextUid();
   if (stringAt(meta, "creationTimestamp").empty()) meta["creationTimestamp"] = api::formatTime(clock.now());
   if (kind == api::Kind::Pod) {
-    if (!object.contains("status") || !object["status"].is_object()) object["status"] = Json::object();
+    if (!object.contains("status") || object["status"].is_null()) object["status"] = Json::object();
     if (stringAt(object["status"], "phase").empty()) object["status"]["phase"] = "Pending";
   }
   return commit(kind, *key, WatchEventType::Added, std::move(object), Json());
@@ -254,6 +254,41 @@ Json MemoryCluster::Impl::modify(api::Kind kind, const Key& key, const Json& cur
   if (same == current) return current;
   Json previous = current;  // `current` refers into the store, which commit overwrites
   return commit(kind, key, WatchEventType::Modified, std::move(next), std::move(previous));
+}
+
+api::Result<Json> MemoryCluster::Impl::write(api::Kind kind, const Key& key, const Json& current, Json next) {
+  ensureTypeMeta(kind, next);
+  if (auto e = validate(kind, key, next)) return *e;
+  return modify(kind, key, current, std::move(next));
+}
+
+std::optional<api::Error> MemoryCluster::Impl::validate(api::Kind kind, const Key& key, const Json& object) {
+  const std::string who = std::string(api::kindInfo(kind).name) + " " + keyText(key) + ": ";
+  const Json& meta = object["metadata"];
+  for (const char* map : {"labels", "annotations"}) {
+    auto it = meta.find(map);
+    if (it == meta.end() || it->is_null()) continue;
+    if (!it->is_object()) return api::makeError(who + "metadata." + map + ": must be a map of strings", 422);
+    for (auto kv = it->begin(); kv != it->end(); ++kv) {
+      if (!kv->is_string()) {
+        return api::makeError(who + "metadata." + map + "." + kv.key() + ": must be a string, not " + kv->dump(),
+                              422);
+      }
+    }
+  }
+  for (const char* field : {"spec", "status"}) {
+    auto it = object.find(field);
+    if (it != object.end() && !it->is_null() && !it->is_object()) {
+      return api::makeError(who + field + ": must be an object", 422);
+    }
+  }
+  return std::nullopt;
+}
+
+void MemoryCluster::Impl::ensureTypeMeta(api::Kind kind, Json& object) {
+  const api::KindInfo& info = api::kindInfo(kind);
+  if (!object.contains("apiVersion")) object["apiVersion"] = info.apiVersion();
+  if (!object.contains("kind")) object["kind"] = std::string(info.name);
 }
 
 std::vector<Key> MemoryCluster::Impl::podsInCreationOrder() const {
@@ -427,9 +462,7 @@ api::Result<Json> MemoryCluster::update(api::Kind kind, const Json& object) {
       next.erase("status");
     }
   }
-  if (!next.contains("apiVersion")) next["apiVersion"] = (*current)["apiVersion"];
-  if (!next.contains("kind")) next["kind"] = (*current)["kind"];
-  return impl_->modify(kind, *key, *current, std::move(next));
+  return impl_->write(kind, *key, *current, std::move(next));
 }
 
 api::Result<Json> MemoryCluster::updateStatus(api::Kind kind, const Json& object) {
@@ -447,7 +480,7 @@ api::Result<Json> MemoryCluster::updateStatus(api::Kind kind, const Json& object
   } else {
     next.erase("status");
   }
-  return impl_->modify(kind, *key, *current, std::move(next));
+  return impl_->write(kind, *key, *current, std::move(next));
 }
 
 api::Result<Json> MemoryCluster::patch(api::Kind kind, const std::string& ns, const std::string& name, PatchType type,
@@ -518,7 +551,7 @@ api::Result<Json> MemoryCluster::patch(api::Kind kind, const std::string& ns, co
       }
     }
   }
-  return impl_->modify(kind, key, *current, std::move(next));
+  return impl_->write(kind, key, *current, std::move(next));
 }
 
 api::Status MemoryCluster::remove(api::Kind kind, const std::string& ns, const std::string& name,
@@ -544,12 +577,12 @@ api::Status MemoryCluster::remove(api::Kind kind, const std::string& ns, const s
   // A bound, running pod stays (holding its node's resources) until the kubelet sees its containers
   // stop: the next kubeletTick(), whatever the grace period.
   int64_t grace = 30;
-  const Json& spec = (*current)["spec"];
+  auto spec = current->find("spec");
   if (options.gracePeriodSeconds) {
     grace = *options.gracePeriodSeconds;
-  } else if (spec.is_object() && spec.contains("terminationGracePeriodSeconds") &&
-             spec["terminationGracePeriodSeconds"].is_number_integer()) {
-    grace = spec["terminationGracePeriodSeconds"].get<int64_t>();
+  } else if (spec != current->end() && spec->is_object() && spec->contains("terminationGracePeriodSeconds") &&
+             (*spec)["terminationGracePeriodSeconds"].is_number_integer()) {
+    grace = (*spec)["terminationGracePeriodSeconds"].get<int64_t>();
   }
   grace = std::max<int64_t>(grace, 0);
   Json next = *current;
@@ -623,13 +656,11 @@ api::Result<Json> MemoryCluster::apply(api::Kind kind, const Json& object) {
   const Json& was = (*current)["metadata"];
   if (stringAt(meta, "uid").empty()) meta["uid"] = was["uid"];
   if (stringAt(meta, "creationTimestamp").empty()) meta["creationTimestamp"] = was["creationTimestamp"];
-  if (!next.contains("apiVersion")) next["apiVersion"] = info.apiVersion();
-  if (!next.contains("kind")) next["kind"] = std::string(info.name);
   if (kind == api::Kind::Pod) {
-    if (!next.contains("status") || !next["status"].is_object()) next["status"] = Json::object();
-    if (stringAt(next["status"], "phase").empty()) next["status"]["phase"] = "Pending";
+    if (!next.contains("status") || next["status"].is_null()) next["status"] = Json::object();
+    if (next["status"].is_object() && stringAt(next["status"], "phase").empty()) next["status"]["phase"] = "Pending";
   }
-  return impl_->modify(kind, *key, *current, std::move(next));
+  return impl_->write(kind, *key, *current, std::move(next));
 }
 
 api::Status MemoryCluster::forceRemove(api::Kind kind, const std::string& ns, const std::string& name) {

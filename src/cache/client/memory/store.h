@@ -131,6 +131,13 @@ struct MemoryCluster::Impl {
   /// Writes `next` as the new state of `key` unless it equals `current` (a no-op write changes
   /// neither the RV nor emits an event, as in Kubernetes).
   Json modify(api::Kind kind, const Key& key, const Json& current, Json next);
+  /// modify() after checking what a client sent is a well-formed object (see validate()).
+  api::Result<Json> write(api::Kind kind, const Key& key, const Json& current, Json next);
+  /// The shape checks the API server's decoding would make: metadata an object, labels and annotations
+  /// maps of strings, spec and status objects. Errors are 422 naming the object and the field.
+  static std::optional<api::Error> validate(api::Kind kind, const Key& key, const Json& object);
+  /// Sets apiVersion and kind from the kind when absent.
+  static void ensureTypeMeta(api::Kind kind, Json& object);
   std::string nextUid();
   std::string generatedName(const std::string& prefix, api::Kind kind, const std::string& ns);
 
