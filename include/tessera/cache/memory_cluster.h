@@ -16,6 +16,8 @@ namespace tessera::cache {
 /// Thread-safe (one mutex). Watch callbacks run synchronously, in resourceVersion order, inside
 /// the mutating call. ResourceVersions are decimal integers, increasing across all kinds.
 /// UIDs are assigned in creation order and sort in creation order.
+/// watch() replays the events after the given RV to the callback before it returns (so the callback
+/// may run before the caller holds the handle).
 class MemoryCluster final : public ClusterClient {
  public:
   /// `clock` supplies creationTimestamp, deletionTimestamp, startTime; must outlive the cluster.
@@ -66,7 +68,8 @@ class MemoryCluster final : public ClusterClient {
   /// Number of watch events kept for watch-from-RV; older RVs get 410.
   void setWatchWindow(size_t events);
   /// Fault injection for tests: fail the Nth future call of `verb` ("bind", "create", "remove",
-  /// "patch", "update", "list", "watch") with the given code (1-based; 0 disables).
+  /// "patch", "update", "list", "watch"; also "get"; updateStatus counts as "update") with the given
+  /// code (1-based; 0 disables).
   void failNthCall(const std::string& verb, int n, int code = 500);
 
  private:

@@ -571,6 +571,14 @@ TEST_CASE("failNthCall fails exactly the nth call of a verb", "[memory]") {
   cluster.failNthCall("remove", 1);
   cluster.failNthCall("remove", 0);  // disarmed
   CHECK(cluster.remove(Kind::Pod, "ns", "b").ok());
+
+  // updateStatus counts as "update"; "get" can fail too.
+  cluster.failNthCall("update", 1, 409);
+  Json a = *cluster.get(Kind::Pod, "ns", "a");
+  CHECK(cluster.updateStatus(Kind::Pod, a).error().code == 409);
+  cluster.failNthCall("get", 1, 0);
+  CHECK(cluster.get(Kind::Pod, "ns", "a").error().code == 0);
+  CHECK(cluster.get(Kind::Pod, "ns", "a").ok());
 }
 
 TEST_CASE("malformed objects are 422 naming the field", "[memory]") {
