@@ -246,6 +246,7 @@ bool failClosed() {
 }
 
 cu::CUresult deviceIndex(cu::CUdevice ordinal, int* index) {
+  if (failClosed()) return cu::CUDA_ERROR_OUT_OF_MEMORY;  // refuse before asking the driver anything
   if (ordinal < 0 || ordinal >= kMaxOrdinals) {
     logError("GPU ordinal %d is beyond the %d the interposer supports; its allocations are refused", ordinal,
              kMaxOrdinals);
@@ -261,6 +262,7 @@ cu::CUresult deviceIndex(cu::CUdevice ordinal, int* index) {
 }
 
 cu::CUresult currentDevice(int* index, cu::CUdevice* ordinalOut) {
+  if (failClosed()) return cu::CUDA_ERROR_OUT_OF_MEMORY;
   auto getDevice = TESSERA_REAL_HELPER(cuCtxGetDevice);
   if (getDevice == nullptr) return cu::CUDA_ERROR_NOT_INITIALIZED;
   cu::CUdevice ordinal = -1;

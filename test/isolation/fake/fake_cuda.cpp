@@ -1,0 +1,496 @@
+// A fake libcuda.so.1 for tests and the benchmark: two devices with fixed memory, allocations
+// that only move counters, and the driver's own usage and high-water mark recorded in shared
+// state (fake_state.h). It implements the slice of the driver API the interposer touches, plus
+// cuGetProcAddress(_v2) with the real driver's version and per-thread-stream rules.
+
+#include <pthread.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+
+#include "cuda_abi.h"
+#include "fake_state.h"
+
+using namespace tessera::cu;  // NOLINT
+namespace fake = tessera::fake;
+
+#define FAKE_API extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+struct Allocation {
+  std::uint64_t bytes;
+  int device;
+};
+
+struct Driver {
+  fake::State* state = nullptr;
+  std::uint64_t memory = 0;
+  std::uint64_t pitchAlignment = 512;
+  std::mutex mutex;
+  std::unordered_map<std::uint64_t, Allocation> pointers;  // device pointers and handles
+  std::atomic<std::uint64_t> nextAddress{0x7f0000000000ULL};
+  std::atomic<std::uint32_t> nextAddressV1{0x10000000U};
+  std::atomic<std::uint64_t> nextHandle{1};
+  std::atomic<bool> initialized{false};
+};
+
+Driver& driver() {
+  static Driver* d = [] {
+    auto* drv = new Driver;
+    drv->state = fake::mapState(std::getenv("FAKE_CUDA_STATE"));
+    drv->memory = fake::deviceMemory();
+    if (const char* a = std::getenv("FAKE_CUDA_PITCH_ALIGN")) drv->pitchAlignment = std::strtoull(a, nullptr, 10);
+    return drv;
+  }();
+  return *d;
+}
+
+thread_local int tCurrentDevice = -1;
+
+void count(fake::Call call) { driver().state->calls[static_cast<int>(call)].fetch_add(1, std::memory_order_relaxed); }
+
+int currentDevice() { return tCurrentDevice >= 0 ? tCurrentDevice : 0; }
+
+// Takes `bytes` of device memory, recording the high-water mark; fails when the device is full.
+bool take(int device, std::uint64_t bytes) {
+  fake::DeviceState& dev = driver().state->devices[device];
+  std::uint64_t used = dev.used.load();
+  do {
+    if (used + bytes > driver().memory) return false;
+  } while (!dev.used.compare_exchange_weak(used, used + bytes));
+  std::uint64_t now = used + bytes;
+  std::uint64_t high = dev.highWater.load();
+  while (now > high && !dev.highWater.compare_exchange_weak(high, now)) {
+  }
+  return true;
+}
+
+void give(int device, std::uint64_t bytes) { driver().state->devices[device].used.fetch_sub(bytes); }
+
+CUresult allocate(unsigned long long* key, std::uint64_t bytes, int device, bool v1 = false) {
+  if (!driver().initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (!take(device, bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
+  std::uint64_t address = v1 ? driver().nextAddressV1.fetch_add(1U << 12)
+                             : driver().nextAddress.fetch_add(std::uint64_t{1} << 21);
+  std::lock_guard<std::mutex> lock(driver().mutex);
+  driver().pointers[address] = Allocation{bytes, device};
+  *key = address;
+  return CUDA_SUCCESS;
+}
+
+CUresult allocateHandle(unsigned long long* key, std::uint64_t bytes, int device) {
+  if (!driver().initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!take(device, bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
+  std::uint64_t handle = driver().nextHandle.fetch_add(1);
+  std::lock_guard<std::mutex> lock(driver().mutex);
+  driver().pointers[handle] = Allocation{bytes, device};
+  *key = handle;
+  return CUDA_SUCCESS;
+}
+
+CUresult release(std::uint64_t key) {
+  if (!driver().initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  Allocation a{};
+  {
+    std::lock_guard<std::mutex> lock(driver().mutex);
+    auto it = driver().pointers.find(key);
+    if (it == driver().pointers.end()) return CUDA_ERROR_INVALID_VALUE;
+    a = it->second;
+    driver().pointers.erase(it);
+  }
+  give(a.device, a.bytes);
+  return CUDA_SUCCESS;
+}
+
+std::uint64_t elementBytes(CUarray_format format, unsigned channels) {
+  std::uint64_t c = channels == 0 ? 1 : channels;
+  switch (format) {
+    case 0x01: case 0x08: return c;
+    case 0x02: case 0x09: case 0x10: return 2 * c;
+    default: return 4 * c;
+  }
+}
+
+// The fake lays arrays out in 2 MiB pages, so its requirement exceeds the interposer's estimate.
+std::uint64_t arrayFootprint(std::uint64_t w, std::uint64_t h, std::uint64_t d, CUarray_format f, unsigned ch) {
+  std::uint64_t row = (w * elementBytes(f, ch) + 511) / 512 * 512;
+  std::uint64_t bytes = row * (h ? h : 1) * (d ? d : 1);
+  return (bytes + (2ULL << 20) - 1) / (2ULL << 20) * (2ULL << 20);
+}
+
+struct FakeArray {
+  std::uint64_t bytes;
+  int device;
+};
+
+CUresult createArray(void** out, std::uint64_t bytes) {
+  if (!driver().initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  int device = currentDevice();
+  if (!take(device, bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
+  *out = new FakeArray{bytes, device};
+  return CUDA_SUCCESS;
+}
+
+CUresult destroyArray(void* array) {
+  if (array == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto* a = static_cast<FakeArray*>(array);
+  give(a->device, a->bytes);
+  delete a;
+  return CUDA_SUCCESS;
+}
+
+CUresult graphAlloc(CUDA_MEM_ALLOC_NODE_PARAMS* p, CUgraphNode* node) {
+  if (p == nullptr || node == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  int device = p->poolProps.location.type == CU_MEM_LOCATION_TYPE_DEVICE ? p->poolProps.location.id : currentDevice();
+  unsigned long long key = 0;
+  CUresult rc = allocate(&key, p->bytesize, device);
+  if (rc != CUDA_SUCCESS) return rc;
+  p->dptr = key;
+  *node = reinterpret_cast<CUgraphNode>(key);
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+// ---- init, devices, contexts ---------------------------------------------------------------------
+
+FAKE_API CUresult cuInit(unsigned int) {
+  driver().initialized = true;
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuDriverGetVersion(int* v) {
+  if (!v) return CUDA_ERROR_INVALID_VALUE;
+  *v = 12080;
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuDeviceGetCount(int* n) {
+  if (!n) return CUDA_ERROR_INVALID_VALUE;
+  *n = fake::kDevices;
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuDeviceGet(CUdevice* d, int ordinal) {
+  if (!d || ordinal < 0 || ordinal >= fake::kDevices) return CUDA_ERROR_INVALID_VALUE;
+  *d = ordinal;
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice d) {
+  if (!driver().initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!uuid || d < 0 || d >= fake::kDevices) return CUDA_ERROR_INVALID_VALUE;
+  fake::deviceUuid(d, reinterpret_cast<unsigned char*>(uuid->bytes));
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice d) { return cuDeviceGetUuid(uuid, d); }
+FAKE_API CUresult cuDeviceGetName(char* name, int len, CUdevice d) {
+  if (!name || len < 16) return CUDA_ERROR_INVALID_VALUE;
+  std::strncpy(name, d == 0 ? "Fake GPU 0" : "Fake GPU 1", static_cast<std::size_t>(len));
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice d) {
+  if (!ctx || d < 0 || d >= fake::kDevices) return CUDA_ERROR_INVALID_VALUE;
+  *ctx = reinterpret_cast<CUcontext>(static_cast<std::uintptr_t>(d + 1));
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuCtxSetCurrent(CUcontext ctx) {
+  tCurrentDevice = static_cast<int>(reinterpret_cast<std::uintptr_t>(ctx)) - 1;
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuCtxGetDevice(CUdevice* d) {
+  if (!driver().initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!d) return CUDA_ERROR_INVALID_VALUE;
+  *d = currentDevice();
+  return CUDA_SUCCESS;
+}
+
+// ---- linear memory -----------------------------------------------------------------------------
+
+FAKE_API CUresult cuMemAlloc_v2(CUdeviceptr* p, std::size_t bytes) {
+  count(fake::Call::cuMemAlloc_v2);
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  return allocate(p, bytes, currentDevice());
+}
+FAKE_API CUresult cuMemAlloc(CUdeviceptrV1* p, unsigned int bytes) {
+  count(fake::Call::cuMemAlloc);
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  unsigned long long key = 0;
+  CUresult rc = allocate(&key, bytes, currentDevice(), true);
+  if (rc == CUDA_SUCCESS) *p = static_cast<CUdeviceptrV1>(key);
+  return rc;
+}
+FAKE_API CUresult cuMemAllocManaged(CUdeviceptr* p, std::size_t bytes, unsigned int) {
+  count(fake::Call::cuMemAllocManaged);
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  return allocate(p, bytes, currentDevice());
+}
+FAKE_API CUresult cuMemAllocPitch_v2(CUdeviceptr* p, std::size_t* pitch, std::size_t w, std::size_t h, unsigned) {
+  count(fake::Call::cuMemAllocPitch_v2);
+  if (!p || !pitch || w == 0 || h == 0) return CUDA_ERROR_INVALID_VALUE;
+  std::uint64_t align = driver().pitchAlignment;
+  std::uint64_t real = (w + align - 1) / align * align;
+  CUresult rc = allocate(p, real * h, currentDevice());
+  if (rc == CUDA_SUCCESS) *pitch = real;
+  return rc;
+}
+FAKE_API CUresult cuMemAllocPitch(CUdeviceptrV1* p, unsigned* pitch, unsigned w, unsigned h, unsigned) {
+  if (!p || !pitch || w == 0 || h == 0) return CUDA_ERROR_INVALID_VALUE;
+  std::uint64_t align = driver().pitchAlignment;
+  std::uint64_t real = (w + align - 1) / align * align;
+  unsigned long long key = 0;
+  CUresult rc = allocate(&key, real * h, currentDevice(), true);
+  if (rc == CUDA_SUCCESS) {
+    *p = static_cast<CUdeviceptrV1>(key);
+    *pitch = static_cast<unsigned>(real);
+  }
+  return rc;
+}
+FAKE_API CUresult cuMemFree_v2(CUdeviceptr p) {
+  count(fake::Call::cuMemFree_v2);
+  return release(p);
+}
+FAKE_API CUresult cuMemFree(CUdeviceptrV1 p) {
+  count(fake::Call::cuMemFree);
+  return release(p);
+}
+
+#define FAKE_ASYNC(name)                                                              \
+  FAKE_API CUresult name(CUdeviceptr* p, std::size_t bytes, CUstream) {               \
+    count(fake::Call::name);                                                          \
+    if (!p) return CUDA_ERROR_INVALID_VALUE;                                          \
+    return allocate(p, bytes, currentDevice());                                       \
+  }
+FAKE_ASYNC(cuMemAllocAsync)
+FAKE_ASYNC(cuMemAllocAsync_ptsz)
+#define FAKE_POOL(name)                                                               \
+  FAKE_API CUresult name(CUdeviceptr* p, std::size_t bytes, CUmemoryPool, CUstream) { \
+    count(fake::Call::name);                                                          \
+    if (!p) return CUDA_ERROR_INVALID_VALUE;                                          \
+    return allocate(p, bytes, currentDevice());                                       \
+  }
+FAKE_POOL(cuMemAllocFromPoolAsync)
+FAKE_POOL(cuMemAllocFromPoolAsync_ptsz)
+#define FAKE_FREE_ASYNC(name)                          \
+  FAKE_API CUresult name(CUdeviceptr p, CUstream) {    \
+    count(fake::Call::name);                           \
+    return release(p);                                 \
+  }
+FAKE_FREE_ASYNC(cuMemFreeAsync)
+FAKE_FREE_ASYNC(cuMemFreeAsync_ptsz)
+
+FAKE_API CUresult cuMemCreate(CUmemGenericAllocationHandle* h, std::size_t size, const CUmemAllocationProp* prop,
+                              unsigned long long) {
+  count(fake::Call::cuMemCreate);
+  if (!h || !prop || size == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
+    *h = driver().nextHandle.fetch_add(1) | (1ULL << 40);  // host memory: not device usage
+    return CUDA_SUCCESS;
+  }
+  return allocateHandle(h, size, prop->location.id);
+}
+FAKE_API CUresult cuMemRelease(CUmemGenericAllocationHandle h) {
+  count(fake::Call::cuMemRelease);
+  if (h & (1ULL << 40)) return CUDA_SUCCESS;
+  return release(h);
+}
+
+// ---- arrays --------------------------------------------------------------------------------------
+
+FAKE_API CUresult cuArrayCreate_v2(CUarray* a, const CUDA_ARRAY_DESCRIPTOR* d) {
+  count(fake::Call::cuArrayCreate_v2);
+  if (!a || !d) return CUDA_ERROR_INVALID_VALUE;
+  return createArray(reinterpret_cast<void**>(a), arrayFootprint(d->Width, d->Height, 1, d->Format, d->NumChannels));
+}
+FAKE_API CUresult cuArrayCreate(CUarray* a, const CUDA_ARRAY_DESCRIPTOR_V1* d) {
+  if (!a || !d) return CUDA_ERROR_INVALID_VALUE;
+  return createArray(reinterpret_cast<void**>(a), arrayFootprint(d->Width, d->Height, 1, d->Format, d->NumChannels));
+}
+FAKE_API CUresult cuArray3DCreate_v2(CUarray* a, const CUDA_ARRAY3D_DESCRIPTOR* d) {
+  count(fake::Call::cuArray3DCreate_v2);
+  if (!a || !d) return CUDA_ERROR_INVALID_VALUE;
+  return createArray(reinterpret_cast<void**>(a),
+                     arrayFootprint(d->Width, d->Height, d->Depth, d->Format, d->NumChannels));
+}
+FAKE_API CUresult cuArray3DCreate(CUarray* a, const CUDA_ARRAY3D_DESCRIPTOR_V1* d) {
+  if (!a || !d) return CUDA_ERROR_INVALID_VALUE;
+  return createArray(reinterpret_cast<void**>(a),
+                     arrayFootprint(d->Width, d->Height, d->Depth, d->Format, d->NumChannels));
+}
+FAKE_API CUresult cuArrayDestroy(CUarray a) { return destroyArray(a); }
+FAKE_API CUresult cuArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS* r, CUarray a, CUdevice) {
+  if (!r || !a) return CUDA_ERROR_INVALID_VALUE;
+  r->size = reinterpret_cast<FakeArray*>(a)->bytes;
+  r->alignment = 2ULL << 20;
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuMipmappedArrayCreate(CUmipmappedArray* a, const CUDA_ARRAY3D_DESCRIPTOR* d, unsigned levels) {
+  count(fake::Call::cuMipmappedArrayCreate);
+  if (!a || !d || levels == 0) return CUDA_ERROR_INVALID_VALUE;
+  std::uint64_t total = 0;
+  for (unsigned l = 0; l < levels; ++l) {
+    std::uint64_t w = d->Width >> l, h = d->Height >> l, z = d->Depth >> l;
+    total += arrayFootprint(w ? w : 1, d->Height ? (h ? h : 1) : 0, d->Depth ? (z ? z : 1) : 0, d->Format,
+                            d->NumChannels);
+  }
+  return createArray(reinterpret_cast<void**>(a), total);
+}
+FAKE_API CUresult cuMipmappedArrayDestroy(CUmipmappedArray a) { return destroyArray(a); }
+FAKE_API CUresult cuMipmappedArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS* r, CUmipmappedArray a,
+                                                        CUdevice) {
+  if (!r || !a) return CUDA_ERROR_INVALID_VALUE;
+  r->size = reinterpret_cast<FakeArray*>(a)->bytes;
+  r->alignment = 2ULL << 20;
+  return CUDA_SUCCESS;
+}
+
+// ---- graphs --------------------------------------------------------------------------------------
+
+FAKE_API CUresult cuGraphCreate(CUgraph* g, unsigned int) {
+  if (!g) return CUDA_ERROR_INVALID_VALUE;
+  *g = reinterpret_cast<CUgraph>(new int(0));
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuGraphDestroy(CUgraph g) {
+  delete reinterpret_cast<int*>(g);
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuGraphAddMemAllocNode(CUgraphNode* node, CUgraph, const CUgraphNode*, std::size_t,
+                                         CUDA_MEM_ALLOC_NODE_PARAMS* p) {
+  count(fake::Call::cuGraphAddMemAllocNode);
+  return graphAlloc(p, node);
+}
+FAKE_API CUresult cuGraphAddNode(CUgraphNode* node, CUgraph, const CUgraphNode*, std::size_t, CUgraphNodeParams* p) {
+  count(fake::Call::cuGraphAddNode);
+  if (!p || !node) return CUDA_ERROR_INVALID_VALUE;
+  if (p->type != CU_GRAPH_NODE_TYPE_MEM_ALLOC) {
+    *node = reinterpret_cast<CUgraphNode>(std::uintptr_t{1});
+    return CUDA_SUCCESS;
+  }
+  return graphAlloc(&p->alloc, node);
+}
+FAKE_API CUresult cuGraphAddNode_v2(CUgraphNode* node, CUgraph g, const CUgraphNode* deps, const CUgraphEdgeData*,
+                                    std::size_t n, CUgraphNodeParams* p) {
+  count(fake::Call::cuGraphAddNode_v2);
+  if (!p || !node) return CUDA_ERROR_INVALID_VALUE;
+  if (p->type != CU_GRAPH_NODE_TYPE_MEM_ALLOC) {
+    *node = reinterpret_cast<CUgraphNode>(std::uintptr_t{1});
+    return CUDA_SUCCESS;
+  }
+  return graphAlloc(&p->alloc, node);
+}
+FAKE_API CUresult cuGraphDestroyNode(CUgraphNode) { return CUDA_SUCCESS; }
+
+// ---- queries -------------------------------------------------------------------------------------
+
+FAKE_API CUresult cuMemGetInfo_v2(std::size_t* freeOut, std::size_t* totalOut) {
+  if (!driver().initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!freeOut || !totalOut) return CUDA_ERROR_INVALID_VALUE;
+  std::uint64_t used = driver().state->devices[currentDevice()].used.load();
+  *totalOut = driver().memory;
+  *freeOut = used >= driver().memory ? 0 : driver().memory - used;
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuMemGetInfo(unsigned* freeOut, unsigned* totalOut) {
+  std::size_t f = 0, t = 0;
+  CUresult rc = cuMemGetInfo_v2(freeOut ? &f : nullptr, totalOut ? &t : nullptr);
+  if (rc != CUDA_SUCCESS) return rc;
+  *freeOut = f > 0xffffffffULL ? 0xffffffffU : static_cast<unsigned>(f);
+  *totalOut = t > 0xffffffffULL ? 0xffffffffU : static_cast<unsigned>(t);
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuDeviceTotalMem_v2(std::size_t* bytes, CUdevice d) {
+  if (!bytes || d < 0 || d >= fake::kDevices) return CUDA_ERROR_INVALID_VALUE;
+  *bytes = driver().memory;
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuDeviceTotalMem(unsigned* bytes, CUdevice d) {
+  if (!bytes || d < 0 || d >= fake::kDevices) return CUDA_ERROR_INVALID_VALUE;
+  *bytes = driver().memory > 0xffffffffULL ? 0xffffffffU : static_cast<unsigned>(driver().memory);
+  return CUDA_SUCCESS;
+}
+
+// ---- cuGetProcAddress ----------------------------------------------------------------------------
+
+FAKE_API CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint64_t flags,
+                                      CUdriverProcAddressQueryResult* status);
+FAKE_API CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, cuuint64_t flags);
+
+namespace {
+struct ProcVariant {
+  const char* symbol;
+  int version;
+  void* fn;
+  void* perThread;
+};
+
+#define FN(x) reinterpret_cast<void*>(&x)
+const ProcVariant kProcs[] = {
+    {"cuInit", 2000, FN(cuInit), nullptr},
+    {"cuDriverGetVersion", 2020, FN(cuDriverGetVersion), nullptr},
+    {"cuDeviceGet", 2000, FN(cuDeviceGet), nullptr},
+    {"cuDeviceGetCount", 2000, FN(cuDeviceGetCount), nullptr},
+    {"cuDeviceGetName", 2000, FN(cuDeviceGetName), nullptr},
+    {"cuDeviceGetUuid", 9020, FN(cuDeviceGetUuid), nullptr},
+    {"cuDeviceGetUuid", 11040, FN(cuDeviceGetUuid_v2), nullptr},
+    {"cuDevicePrimaryCtxRetain", 7000, FN(cuDevicePrimaryCtxRetain), nullptr},
+    {"cuCtxSetCurrent", 4000, FN(cuCtxSetCurrent), nullptr},
+    {"cuCtxGetDevice", 2000, FN(cuCtxGetDevice), nullptr},
+    {"cuMemAlloc", 2000, FN(cuMemAlloc), nullptr},
+    {"cuMemAlloc", 3020, FN(cuMemAlloc_v2), nullptr},
+    {"cuMemAllocPitch", 2000, FN(cuMemAllocPitch), nullptr},
+    {"cuMemAllocPitch", 3020, FN(cuMemAllocPitch_v2), nullptr},
+    {"cuMemFree", 2000, FN(cuMemFree), nullptr},
+    {"cuMemFree", 3020, FN(cuMemFree_v2), nullptr},
+    {"cuMemAllocManaged", 6000, FN(cuMemAllocManaged), nullptr},
+    {"cuMemAllocAsync", 11020, FN(cuMemAllocAsync), FN(cuMemAllocAsync_ptsz)},
+    {"cuMemAllocFromPoolAsync", 11020, FN(cuMemAllocFromPoolAsync), FN(cuMemAllocFromPoolAsync_ptsz)},
+    {"cuMemFreeAsync", 11020, FN(cuMemFreeAsync), FN(cuMemFreeAsync_ptsz)},
+    {"cuMemCreate", 10020, FN(cuMemCreate), nullptr},
+    {"cuMemRelease", 10020, FN(cuMemRelease), nullptr},
+    {"cuArrayCreate", 2000, FN(cuArrayCreate), nullptr},
+    {"cuArrayCreate", 3020, FN(cuArrayCreate_v2), nullptr},
+    {"cuArray3DCreate", 2000, FN(cuArray3DCreate), nullptr},
+    {"cuArray3DCreate", 3020, FN(cuArray3DCreate_v2), nullptr},
+    {"cuArrayDestroy", 2000, FN(cuArrayDestroy), nullptr},
+    {"cuMipmappedArrayCreate", 5000, FN(cuMipmappedArrayCreate), nullptr},
+    {"cuMipmappedArrayDestroy", 5000, FN(cuMipmappedArrayDestroy), nullptr},
+    {"cuGraphCreate", 10000, FN(cuGraphCreate), nullptr},
+    {"cuGraphAddMemAllocNode", 11040, FN(cuGraphAddMemAllocNode), nullptr},
+    {"cuGraphAddNode", 12020, FN(cuGraphAddNode), nullptr},
+    {"cuGraphAddNode", 12030, FN(cuGraphAddNode_v2), nullptr},
+    {"cuMemGetInfo", 2000, FN(cuMemGetInfo), nullptr},
+    {"cuMemGetInfo", 3020, FN(cuMemGetInfo_v2), nullptr},
+    {"cuDeviceTotalMem", 2000, FN(cuDeviceTotalMem), nullptr},
+    {"cuDeviceTotalMem", 3020, FN(cuDeviceTotalMem_v2), nullptr},
+    {"cuGetProcAddress", 11030, FN(cuGetProcAddress), nullptr},
+    {"cuGetProcAddress", 12000, FN(cuGetProcAddress_v2), nullptr},
+};
+#undef FN
+}  // namespace
+
+FAKE_API CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint64_t flags,
+                                      CUdriverProcAddressQueryResult* status) {
+  if (!symbol || !pfn) return CUDA_ERROR_INVALID_VALUE;
+  *pfn = nullptr;
+  const ProcVariant* best = nullptr;
+  bool exists = false;
+  for (const ProcVariant& p : kProcs) {
+    if (std::strcmp(p.symbol, symbol) != 0) continue;
+    exists = true;
+    if (p.version <= version) best = &p;
+  }
+  if (best == nullptr) {
+    if (status) *status = exists ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    return CUDA_ERROR_NOT_FOUND;
+  }
+  *pfn = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) && best->perThread ? best->perThread : best->fn;
+  if (status) *status = CU_GET_PROC_ADDRESS_SUCCESS;
+  return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, cuuint64_t flags) {
+  return cuGetProcAddress_v2(symbol, pfn, version, flags, nullptr);
+}

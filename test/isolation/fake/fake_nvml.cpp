@@ -1,0 +1,65 @@
+// A fake libnvidia-ml.so.1 matching fake_cuda.cpp's devices (same UUIDs, same shared usage).
+
+#include <cstdio>
+#include <cstring>
+
+#include "cuda_abi.h"
+#include "fake_state.h"
+
+using namespace tessera::cu;  // NOLINT
+namespace fake = tessera::fake;
+
+#define FAKE_API extern "C" __attribute__((visibility("default")))
+
+namespace {
+fake::State* state() {
+  static fake::State* s = fake::mapState(std::getenv("FAKE_CUDA_STATE"));
+  return s;
+}
+int indexOf(nvmlDevice_t d) { return static_cast<int>(reinterpret_cast<std::uintptr_t>(d)) - 1; }
+bool valid(nvmlDevice_t d) { return indexOf(d) >= 0 && indexOf(d) < fake::kDevices; }
+}  // namespace
+
+FAKE_API nvmlReturn_t nvmlInit_v2() { return NVML_SUCCESS; }
+FAKE_API nvmlReturn_t nvmlInit() { return NVML_SUCCESS; }
+FAKE_API nvmlReturn_t nvmlShutdown() { return NVML_SUCCESS; }
+FAKE_API nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* n) {
+  if (!n) return NVML_ERROR_INVALID_ARGUMENT;
+  *n = fake::kDevices;
+  return NVML_SUCCESS;
+}
+FAKE_API nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int i, nvmlDevice_t* d) {
+  if (!d || i >= static_cast<unsigned>(fake::kDevices)) return NVML_ERROR_INVALID_ARGUMENT;
+  *d = reinterpret_cast<nvmlDevice_t>(static_cast<std::uintptr_t>(i + 1));
+  return NVML_SUCCESS;
+}
+FAKE_API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char* out, unsigned int len) {
+  if (!valid(d) || !out || len < 41) return NVML_ERROR_INVALID_ARGUMENT;
+  unsigned char b[16];
+  fake::deviceUuid(indexOf(d), b);
+  std::snprintf(out, len, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2],
+                b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+  return NVML_SUCCESS;
+}
+FAKE_API nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char* out, unsigned int len) {
+  if (!valid(d) || !out || len < 16) return NVML_ERROR_INVALID_ARGUMENT;
+  std::snprintf(out, len, "Fake GPU %d", indexOf(d));
+  return NVML_SUCCESS;
+}
+FAKE_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t* m) {
+  if (!valid(d) || !m) return NVML_ERROR_INVALID_ARGUMENT;
+  std::uint64_t used = state()->devices[indexOf(d)].used.load();
+  m->total = fake::deviceMemory();
+  m->used = used;
+  m->free = m->total - used;
+  return NVML_SUCCESS;
+}
+FAKE_API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemory_v2_t* m) {
+  if (!valid(d) || !m || m->version != nvmlMemory_v2) return NVML_ERROR_INVALID_ARGUMENT;
+  std::uint64_t used = state()->devices[indexOf(d)].used.load();
+  m->total = fake::deviceMemory();
+  m->reserved = 64ULL << 20;
+  m->used = used;
+  m->free = m->total - used - m->reserved;
+  return NVML_SUCCESS;
+}
