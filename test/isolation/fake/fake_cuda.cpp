@@ -11,6 +11,7 @@
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "cuda_abi.h"
 #include "fake_state.h"
@@ -33,6 +34,7 @@ struct Driver {
   std::uint64_t pitchAlignment = 512;
   std::mutex mutex;
   std::unordered_map<std::uint64_t, Allocation> pointers;  // device pointers and handles
+  std::vector<std::uint64_t> freeAddresses;                 // reused LIFO, as a driver's VA allocator would
   std::atomic<std::uint64_t> nextAddress{0x7f0000000000ULL};
   std::atomic<std::uint32_t> nextAddressV1{0x10000000U};
   std::atomic<std::uint64_t> nextHandle{1};
@@ -76,9 +78,14 @@ CUresult allocate(unsigned long long* key, std::uint64_t bytes, int device, bool
   if (!driver().initialized) return CUDA_ERROR_NOT_INITIALIZED;
   if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   if (!take(device, bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
-  std::uint64_t address = v1 ? driver().nextAddressV1.fetch_add(1U << 12)
-                             : driver().nextAddress.fetch_add(std::uint64_t{1} << 21);
   std::lock_guard<std::mutex> lock(driver().mutex);
+  std::uint64_t address = 0;
+  if (!v1 && !driver().freeAddresses.empty()) {
+    address = driver().freeAddresses.back();
+    driver().freeAddresses.pop_back();
+  } else {
+    address = v1 ? driver().nextAddressV1.fetch_add(1U << 12) : driver().nextAddress.fetch_add(std::uint64_t{1} << 21);
+  }
   driver().pointers[address] = Allocation{bytes, device};
   *key = address;
   return CUDA_SUCCESS;
@@ -103,6 +110,7 @@ CUresult release(std::uint64_t key) {
     if (it == driver().pointers.end()) return CUDA_ERROR_INVALID_VALUE;
     a = it->second;
     driver().pointers.erase(it);
+    if (key >= 0x7f0000000000ULL) driver().freeAddresses.push_back(key);
   }
   give(a.device, a.bytes);
   return CUDA_SUCCESS;
