@@ -4,6 +4,7 @@
 // where they fit (elastic). If any task of the job only fits on releasing resources the whole job is
 // pipelined: nothing of it is bound this cycle.
 #include <algorithm>
+#include <climits>
 #include <queue>
 #include <string>
 #include <vector>
@@ -104,7 +105,36 @@ class Allocate final : public framework::Action {
     return p;
   }
 
+  /// Fails the job at once when none of its pending pods could fit on any node: the GPU index
+  /// answers that without visiting nodes (a full cluster has many such jobs every cycle).
+  static bool cannotFitAnywhere(Session& ssn, SessionJob& job) {
+    if (ssn.jobReady(job)) return false;
+    int64_t minGpus = INT64_MAX;
+    for (const SessionTask& t : job.tasks)
+      if (t.state == TaskState::Pending) minGpus = std::min<int64_t>(minGpus, t.request().milliGpu / 1000);
+    if (minGpus == INT64_MAX || minGpus <= ssn.maxFreeGpus()) return false;
+    for (const SessionTask& t : job.tasks) {  // a task-level problem (a bad annotation) is said first
+      if (t.state != TaskState::Pending) continue;
+      if (auto r = ssn.prePredicate(job, t)) {
+        fail(ssn, job, job.readyCount, *r);
+        return true;
+      }
+      break;  // the first pending pod stands for the others: they are all short of GPUs anyway
+    }
+    fail(ssn, job, job.readyCount, ssn.gpuShortageReason());
+    return true;
+  }
+
+  static void fail(Session& ssn, SessionJob& job, int ready, const std::string& reason) {
+    const int missing = std::max(1, job.minMember() - ready);
+    if (job.info->isSingleton() && job.minMember() <= 1) ssn.setUnschedulable(job, "pod unschedulable: " + reason);
+    else
+      ssn.setUnschedulable(job, "gang " + std::to_string(ready) + "/" + std::to_string(job.minMember()) + ": " +
+                                    pods(missing) + " unschedulable: " + reason);
+  }
+
   static void allocateJob(Session& ssn, SessionJob& job) {
+    if (cannotFitAnywhere(ssn, job)) return;
     Statement stmt(ssn);
     int failed = 0;
     std::string firstReason;
@@ -127,12 +157,8 @@ class Allocate final : public framework::Action {
 
     if (gangBroken || !ssn.jobReady(job)) {
       const int ready = job.readyCount;
-      const int missing = std::max(1, job.minMember() - ready);
       stmt.discard();
-      if (job.info->isSingleton() && job.minMember() <= 1) ssn.setUnschedulable(job, "pod unschedulable: " + firstReason);
-      else
-        ssn.setUnschedulable(job, "gang " + std::to_string(ready) + "/" + std::to_string(job.minMember()) + ": " +
-                                      pods(missing) + " unschedulable: " + firstReason);
+      fail(ssn, job, ready, firstReason);
       return;
     }
     // A gang is bound together: if any of it waits for releasing resources, all of it waits.

@@ -301,8 +301,8 @@ class Runner {
         note("  bind      " + rec.podKey + " -> " + rec.node + (rec.ok ? "" : "  FAILED: " + rec.error));
     for (const auto& p : r.pipelined) note("  pipeline  " + p.podKey + " -> " + p.node + " (waits for releasing resources)");
     for (const auto& j : r.jobs) {
-      const bool group = j.jobKey.rfind("PodGroup/", 0) == 0;
-      note("  pending   " + (group ? j.jobKey : j.jobKey.substr(4)) + ": " + j.message);
+      const std::string& key = j.job->key;
+      note("  pending   " + (j.job->isSingleton() ? key.substr(4) : key) + ": " + j.message);
     }
     if (r.binds.empty() && r.evictions.empty() && r.pipelined.empty() && r.jobs.empty()) note("  (nothing to do)");
   }

@@ -24,8 +24,8 @@ void Binder::apply(const framework::SessionResult& result, const cache::Snapshot
   records_.clear();
   for (const auto& e : result.evictions) evict(e);
   for (const auto& b : result.binds) bind(b);
-  for (const auto& u : result.unschedulable) reportUnschedulable(u.podKey, u.message);
-  for (const auto& j : result.jobs) reportJob(j.jobKey, j.message);
+  for (const auto& p : result.pods) reportUnschedulable(p.task->key, result.podMessage(p));
+  for (const auto& j : result.jobs) reportJob(j.job->key, j.message);
 }
 
 void Binder::evict(const framework::SessionResult::Evict& e) {

@@ -40,7 +40,7 @@ SessionResult Scheduler::runCycle(CycleStats* stats) {
     stats->binds = result.binds.size();
     stats->evictions = result.evictions.size();
     stats->pipelined = result.pipelined.size();
-    stats->unschedulable = result.unschedulable.size();
+    stats->pendingJobs = result.jobs.size();
   }
   return result;
 }

@@ -70,6 +70,7 @@ void Session::buildState() {
     n.podCount = info.podCount;
   }
   // GPU levels index.
+  nodeVersion_.assign(nodes_.size(), 0);
   nodeLevel_.assign(nodes_.size(), 0);
   gpuLevelPos_.assign(nodes_.size(), 0);
   for (const SessionNode& n : nodes_) {
@@ -96,19 +97,36 @@ void Session::buildState() {
   for (const auto& [name, pc] : s.priorityClasses)
     if (pc->globalDefault && (!globalDefault || pc->value > globalDefault->value)) globalDefault = pc.get();
 
+  size_t taskCount = 0;
+  for (const auto& j : s.jobs) taskCount += j->tasks.size();
+  tasks_.resize(taskCount);
+  size_t taskOffset = 0;
+  // Many jobs share a queue and a priority class: remember the last lookups.
+  const std::string* lastQueueName = nullptr;
+  int lastQueue = -1;
+  const std::string* lastClassName = nullptr;
+  int32_t lastClassValue = 0;
   jobs_.resize(s.jobs.size());
   for (size_t i = 0; i < s.jobs.size(); ++i) {
     const cache::JobInfo& info = *s.jobs[i];
     SessionJob& j = jobs_[i];
     j.info = &info;
     j.index = static_cast<int>(i);
-    auto qit = queueIndex_.find(info.queue);
-    j.queue = (qit != queueIndex_.end() && queues_[qit->second].queue) ? qit->second : -1;
+    if (!lastQueueName || *lastQueueName != info.queue) {
+      auto qit = queueIndex_.find(info.queue);
+      lastQueue = (qit != queueIndex_.end() && queues_[qit->second].queue) ? qit->second : -1;
+      lastQueueName = &info.queue;
+    }
+    j.queue = lastQueue;
     if (info.podPriority) {
       j.priority = *info.podPriority;
     } else if (!info.priorityClassName.empty()) {
-      auto pc = s.priorityClasses.find(info.priorityClassName);
-      j.priority = pc != s.priorityClasses.end() ? pc->second->value : 0;
+      if (!lastClassName || *lastClassName != info.priorityClassName) {
+        auto pc = s.priorityClasses.find(info.priorityClassName);
+        lastClassValue = pc != s.priorityClasses.end() ? pc->second->value : 0;
+        lastClassName = &info.priorityClassName;
+      }
+      j.priority = lastClassValue;
     } else {
       j.priority = globalDefault ? globalDefault->value : 0;
     }
@@ -117,7 +135,8 @@ void Session::buildState() {
       case api::Preemptibility::NonPreemptible: j.preemptible = false; break;
       case api::Preemptibility::Unset: j.preemptible = j.priority < 100; break;
     }
-    j.tasks.resize(info.tasks.size());
+    j.tasks = std::span<SessionTask>(tasks_.data() + taskOffset, info.tasks.size());
+    taskOffset += info.tasks.size();
     for (size_t t = 0; t < info.tasks.size(); ++t) {
       SessionTask& st = j.tasks[t];
       st.info = &info.tasks[t];
@@ -169,6 +188,7 @@ void Session::addGpuOrderFn(const std::string& p, GpuOrderFn fn) { gpuOrder_.pus
 void Session::addPreemptableFn(const std::string& p, VictimFn fn) { preemptable_.push_back({p, std::move(fn)}); }
 void Session::addReclaimableFn(const std::string& p, VictimFn fn) { reclaimable_.push_back({p, std::move(fn)}); }
 void Session::addCapacityFn(const std::string& p, CapacityFn fn) { capacity_.push_back({p, std::move(fn)}); }
+void Session::addPlacementKeyFn(const std::string& p, PlacementKeyFn fn) { placementKey_.push_back({p, std::move(fn)}); }
 void Session::addAllocateHandler(const std::string& p, TaskEventFn onAllocate, TaskEventFn onDeallocate) {
   if (onAllocate) onAllocate_.push_back({p, std::move(onAllocate)});
   if (onDeallocate) onDeallocate_.push_back({p, std::move(onDeallocate)});
@@ -256,7 +276,116 @@ std::optional<std::string> Session::capacityCheck(const SessionJob& job, const a
 }
 
 // ---- placement ----
-Placement Session::findPlacement(const SessionTask& task, bool allowPipeline) const {
+namespace {
+
+bool rankedBefore(const auto& a, const auto& b) {
+  if (a.fitsNow != b.fitsNow) return a.fitsNow;
+  if (a.score != b.score) return a.score > b.score;
+  return a.node < b.node;
+}
+
+/// Heap comparator: "a is worse than b", so the best entry is on top.
+struct Worse {
+  template <class T>
+  bool operator()(const T& a, const T& b) const { return rankedBefore(b, a); }
+};
+
+void appendSelector(std::string& key, const api::NodeSelectorRequirement& r) {
+  key += r.key;
+  key += static_cast<char>('0' + static_cast<int>(r.op));
+  for (const auto& v : r.values) key += v + ",";
+  key += ';';
+}
+
+}  // namespace
+
+std::string Session::placementKey(const SessionTask& task) const {
+  const api::Pod& pod = task.pod();
+  const api::Resources& r = task.request();
+  std::string key;
+  key.reserve(128);
+  key += std::to_string(r.milliCpu) + "/" + std::to_string(r.memory) + "/" + std::to_string(r.milliGpu);
+  for (const auto& [n, v] : r.scalars) key += "/" + n + "=" + std::to_string(v);
+  key += "|sel:";
+  for (const auto& [k, v] : pod.nodeSelector) key += k + "=" + v + ",";
+  key += "|aff:";
+  for (const auto& term : pod.requiredNodeAffinity) {
+    for (const auto& e : term.matchExpressions) appendSelector(key, e);
+    key += "f:";
+    for (const auto& e : term.matchFields) appendSelector(key, e);
+    key += "||";
+  }
+  key += "|tol:";
+  for (const auto& t : pod.tolerations) {
+    key += t.key + (t.op == api::TolerationOperator::Exists ? "?" : "=") + t.value + ":";
+    key += t.effect ? std::to_string(static_cast<int>(*t.effect)) : "*";
+    key += ",";
+  }
+  key += "|ports:";
+  for (const auto& hp : pod.hostPorts) key += std::to_string(hp.port) + hp.protocol + hp.hostIP + ",";
+  key += "|ann:";
+  for (const auto& [k, v] : pod.meta.annotations) key += k + "=" + v + "\n";
+  for (const auto& f : placementKey_) {
+    key += "|" + f.plugin + ":";
+    f.fn(task, key);
+  }
+  return key;
+}
+
+std::optional<Session::RankedNode> Session::rank(const SessionTask& task, const SessionNode& n) const {
+  std::string reason;
+  if (!predicate(task, n, reason)) return std::nullopt;
+  const api::Resources& req = task.request();
+  if (!req.fitsIn(n.futureIdle())) return std::nullopt;
+  RankedNode r;
+  r.fitsNow = req.fitsIn(n.idle);
+  r.score = nodeScore(task, n);
+  r.node = n.index;
+  r.version = nodeVersion_[n.index];
+  return r;
+}
+
+Placement Session::findPlacement(const SessionTask& task, bool allowPipeline) {
+  const int64_t need = levelOf(task.request().milliGpu);
+  if (need > maxFreeGpus()) {
+    // No node has that many GPUs free, even counting releasing ones: no need to look.
+    Placement p;
+    p.reason = gpuShortageReason();
+    return p;
+  }
+  auto [it, fresh] = rankings_.try_emplace(placementKey(task));
+  Ranking& rk = it->second;
+  if (fresh) {
+    for (size_t lvl = static_cast<size_t>(need); lvl < gpuLevels_.size(); ++lvl)
+      for (int ni : gpuLevels_[lvl])
+        if (auto r = rank(task, nodes_[ni])) rk.heap.push_back(*r);
+    std::make_heap(rk.heap.begin(), rk.heap.end(), Worse{});
+  } else {
+    // Fold in the nodes that changed since this ranking was last used.
+    for (size_t i = rk.changesSeen; i < nodeChanges_.size(); ++i)
+      if (auto r = rank(task, nodes_[nodeChanges_[i]])) {
+        rk.heap.push_back(*r);
+        std::push_heap(rk.heap.begin(), rk.heap.end(), Worse{});
+      }
+  }
+  rk.changesSeen = nodeChanges_.size();
+  while (!rk.heap.empty() && rk.heap.front().version != nodeVersion_[rk.heap.front().node]) {
+    std::pop_heap(rk.heap.begin(), rk.heap.end(), Worse{});
+    rk.heap.pop_back();
+  }
+  if (!rk.heap.empty()) {
+    const RankedNode& best = rk.heap.front();
+    if (best.fitsNow || allowPipeline) {
+      Placement p;
+      p.node = best.node;
+      p.pipelined = !best.fitsNow;
+      return p;
+    }
+  }
+  return scanPlacement(task, allowPipeline);  // nothing fits: the full scan says why
+}
+
+Placement Session::scanPlacement(const SessionTask& task, bool allowPipeline) const {
   const api::Resources& req = task.request();
   std::map<std::string, int> reasons;
   int best = -1, bestFuture = -1;
@@ -291,6 +420,12 @@ Placement Session::findPlacement(const SessionTask& task, bool allowPipeline) co
   };
 
   const int64_t need = levelOf(req.milliGpu);
+  if (need > maxFreeGpus()) {
+    // No node has that many GPUs free, even counting releasing ones: no need to look.
+    Placement p;
+    p.reason = gpuShortageReason();
+    return p;
+  }
   if (need > 0) {
     // Visit nodes by ascending index within levels that can hold the GPUs; others lack them.
     std::vector<int> candidates;
@@ -325,10 +460,28 @@ Placement Session::findPlacement(const SessionTask& task, bool allowPipeline) co
   return p;
 }
 
+int64_t Session::maxFreeGpus() const {
+  int64_t lvl = static_cast<int64_t>(gpuLevels_.size()) - 1;
+  while (lvl > 0 && gpuLevels_[lvl].empty()) --lvl;
+  return std::max<int64_t>(lvl, 0);
+}
+
+std::string Session::gpuShortageReason() const {
+  const size_t n = nodes_.size();
+  if (n == 0) return "no nodes available";
+  return "insufficient " + std::string(api::kResourceGpu) + " (" + std::to_string(n) + (n == 1 ? " node)" : " nodes)");
+}
+
 // ---- state changes (through Statement) ----
 int Session::gpuLevel(const SessionNode& node) const { return static_cast<int>(levelOf(node.futureIdle().milliGpu)); }
 
-void Session::gpuLevelChanged(const SessionNode& node, int64_t /*before*/) {
+void Session::touchNode(const SessionNode& node) {
+  ++nodeVersion_[node.index];
+  nodeChanges_.push_back(node.index);
+}
+
+void Session::nodeChanged(const SessionNode& node) {
+  touchNode(node);
   const int now = gpuLevel(node);
   const int old = nodeLevel_[node.index];
   if (now == old) return;
@@ -357,7 +510,7 @@ void Session::applyAllocate(SessionTask& task, int node) {
   n.idle -= task.request();
   n.podCount++;
   n.addedPorts.insert(n.addedPorts.end(), task.pod().hostPorts.begin(), task.pod().hostPorts.end());
-  gpuLevelChanged(n, 0);
+  nodeChanged(n);
   task.state = TaskState::Allocated;
   task.node = node;
   j.readyCount++;
@@ -372,7 +525,7 @@ void Session::applyPipeline(SessionTask& task, int node) {
   SessionNode& n = nodes_[node];
   SessionJob& j = jobs_[task.job];
   n.pipelined += task.request();
-  gpuLevelChanged(n, 0);
+  nodeChanged(n);
   task.state = TaskState::Pipelined;
   task.node = node;
   j.readyCount++;
@@ -390,7 +543,7 @@ void Session::applyEvict(SessionTask& task) {
   SessionNode& n = nodes_[task.node];
   SessionJob& j = jobs_[task.job];
   n.releasing += task.request();
-  gpuLevelChanged(n, 0);
+  nodeChanged(n);
   task.state = TaskState::Releasing;
   j.readyCount--;
   j.allocated -= task.request();
@@ -440,7 +593,7 @@ void Session::undo(const Operation& op) {
   n.pipelined.normalize();
   j.allocated.normalize();
   if (j.queue >= 0) queues_[j.queue].allocated.normalize();
-  gpuLevelChanged(n, 0);
+  nodeChanged(n);
   task.state = op.previous;
   task.node = op.previousNode;
   if (op.type == Operation::Type::Evict) notifyAllocate(task);
@@ -451,11 +604,17 @@ void Session::commitOperations(std::vector<Operation> ops) {
   committed_.insert(committed_.end(), std::make_move_iterator(ops.begin()), std::make_move_iterator(ops.end()));
 }
 
+std::string SessionResult::podMessage(const PodStatus& p) const {
+  if (p.pipelinedTo) return "pipelined to node " + *p.pipelinedTo + ": waiting for resources being released";
+  return jobs[p.jobStatus].message;
+}
+
 SessionResult Session::close() {
   TESSERA_ASSERT(!closed_);
   closed_ = true;
   for (const auto& p : config_.plugins) p->onSessionClose(*this);
   SessionResult r;
+  r.snapshot = snapshot_;
   for (const Operation& op : committed_) {
     const SessionTask& t = jobs_[op.job].tasks[op.task];
     switch (op.type) {
@@ -471,20 +630,15 @@ SessionResult Session::close() {
         break;
     }
   }
-  for (const SessionJob& j : jobs_) {
+  for (SessionJob& j : jobs_) {
     if (j.pendingCount == 0 && j.pipelinedCount == 0) continue;
-    std::string jobMessage = j.unschedulableReason;
-    if (jobMessage.empty() && j.pipelinedCount > 0)
-      jobMessage = "pipelined: waiting for resources being released";
-    if (jobMessage.empty()) continue;
-    r.jobs.push_back({j.key(), jobMessage});
+    if (j.unschedulableReason.empty() && j.pipelinedCount == 0) continue;  // not tried this cycle
+    const auto jobIndex = static_cast<uint32_t>(r.jobs.size());
+    r.jobs.push_back({j.info, j.unschedulableReason.empty() ? std::string("pipelined: waiting for resources being released")
+                                                             : std::move(j.unschedulableReason)});
     for (const SessionTask& t : j.tasks) {
-      if (t.state == TaskState::Pending) {
-        r.unschedulable.push_back({t.info->key, jobMessage});
-      } else if (t.state == TaskState::Pipelined) {
-        r.unschedulable.push_back(
-            {t.info->key, "pipelined to node " + nodes_[t.node].name() + ": waiting for resources being released"});
-      }
+      if (t.state == TaskState::Pending) r.pods.push_back({t.info, jobIndex, nullptr});
+      else if (t.state == TaskState::Pipelined) r.pods.push_back({t.info, jobIndex, &nodes_[t.node].name()});
     }
   }
   return r;

@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tessera/api/clock.h"
@@ -40,7 +41,8 @@ inline constexpr const char* kDefaultQueue = "default";
 inline constexpr const char* kDefaultSchedulerName = "tessera";
 }  // namespace keys
 
-using StringMap = std::map<std::string, std::string>;
+/// Labels, annotations, selectors: ordered, with heterogeneous lookup (no temporary strings).
+using StringMap = std::map<std::string, std::string, std::less<>>;
 
 struct OwnerReference {
   std::string apiVersion, kind, name, uid;
@@ -62,11 +64,11 @@ struct ObjectMeta {
 
   /// "ns/name" for namespaced objects, "name" otherwise.
   std::string key() const { return namespace_.empty() ? name : namespace_ + "/" + name; }
-  const std::string* label(const std::string& k) const {
+  const std::string* label(std::string_view k) const {
     auto it = labels.find(k);
     return it == labels.end() ? nullptr : &it->second;
   }
-  const std::string* annotation(const std::string& k) const {
+  const std::string* annotation(std::string_view k) const {
     auto it = annotations.find(k);
     return it == annotations.end() ? nullptr : &it->second;
   }

@@ -22,7 +22,7 @@ class CommitSink {
 struct CycleStats {
   uint64_t cycle = 0;
   double snapshotMs = 0, sessionOpenMs = 0, actionsMs = 0, commitMs = 0, totalMs = 0;
-  size_t binds = 0, evictions = 0, pipelined = 0, unschedulable = 0;
+  size_t binds = 0, evictions = 0, pipelined = 0, pendingJobs = 0;
 };
 
 class Scheduler {

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -66,7 +67,7 @@ struct SessionJob {
   int queue = -1;  ///< index in Session::queues(); -1 when the job's queue does not exist
   int32_t priority = 0;
   bool preemptible = true;
-  std::vector<SessionTask> tasks;
+  std::span<SessionTask> tasks;  ///< storage owned by the session (one array for all jobs)
   int32_t readyCount = 0;      ///< tasks in a ready state (isReadyState)
   int32_t pendingCount = 0;
   int32_t pipelinedCount = 0;
@@ -95,24 +96,31 @@ struct Operation {
   std::string reason;  ///< evictions: why
 };
 
-/// What a session decided, in terms the binder and the status writer understand.
+/// What a session decided, in terms the binder and the status writer understand. Pointers point
+/// into `snapshot`, which the result keeps alive.
 struct SessionResult {
   struct Bind { std::string podKey, podUid, node; };
   struct Evict { std::string podKey, podUid, node, reason; };
   struct Pipeline { std::string podKey, node; };
-  struct Unschedulable {
-    std::string podKey;
-    std::string message;
-  };
+  /// A job with pods left pending or pipelined this cycle, and why.
   struct JobStatus {
-    std::string jobKey;  ///< "PodGroup/ns/name" or "Pod/ns/name"
+    const cache::JobInfo* job = nullptr;
     std::string message;
   };
+  /// A pod left pending (or pipelined) this cycle; its message is its job's.
+  struct PodStatus {
+    const cache::TaskInfo* task = nullptr;
+    uint32_t jobStatus = 0;              ///< index into `jobs`
+    const std::string* pipelinedTo = nullptr;  ///< node name when pipelined
+  };
+  std::shared_ptr<const cache::Snapshot> snapshot;
   std::vector<Bind> binds;
   std::vector<Evict> evictions;
   std::vector<Pipeline> pipelined;
-  std::vector<Unschedulable> unschedulable;  ///< pending pods with their reason
-  std::vector<JobStatus> jobs;               ///< jobs with pending pods, with the job's reason
+  std::vector<JobStatus> jobs;  ///< jobs with pending or pipelined pods
+  std::vector<PodStatus> pods;  ///< their pending and pipelined pods
+  /// The message a pod shows: its job's reason, or where it is pipelined to.
+  std::string podMessage(const PodStatus& p) const;
 };
 
 /// Result of searching a node for one task.
@@ -146,6 +154,10 @@ using VictimFn = std::function<bool(const SessionJob& claimant, const SessionTas
 using CapacityFn = std::function<std::optional<std::string>(const SessionJob& job, const api::Resources& request)>;
 /// Notified after a task's state changes in the session (allocate, pipeline, evict, and undo).
 using TaskEventFn = std::function<void(const SessionTask& task)>;
+/// Appends to the task's placement key whatever, besides the pod's own scheduling fields and the
+/// node's state, this plugin's predicates and scores depend on (e.g. the job, for constraints
+/// that depend on where its siblings are). Tasks with equal keys share cached node rankings.
+using PlacementKeyFn = std::function<void(const SessionTask& task, std::string& key)>;
 
 class Statement;
 
@@ -194,6 +206,7 @@ class Session {
   void addReclaimableFn(const std::string& plugin, VictimFn fn);
   void addCapacityFn(const std::string& plugin, CapacityFn fn);
   void addAllocateHandler(const std::string& plugin, TaskEventFn onAllocate, TaskEventFn onDeallocate);
+  void addPlacementKeyFn(const std::string& plugin, PlacementKeyFn fn);
 
   // ---- queries over the registered callbacks ----
   /// Strict total orders: plugins first (tier order), then the session's unique tie-break.
@@ -213,7 +226,19 @@ class Session {
   /// Finds the best node for `task`: nodes passing every predicate where the task fits on idle
   /// resources, best score first (ties: node name); else, when `allowPipeline`, on future idle
   /// (idle + releasing - promised). Fails with an aggregated reason.
-  Placement findPlacement(const SessionTask& task, bool allowPipeline) const;
+  /// Tasks with the same placement key share a ranking of nodes that is kept up to date lazily
+  /// (only nodes changed since are re-evaluated), so a burst of similar pods costs O(log n) each.
+  /// Contract for plugins: predicates and scores depend only on the task (its placement key) and
+  /// the node's session state.
+  Placement findPlacement(const SessionTask& task, bool allowPipeline);
+  /// The full scan behind findPlacement, without caches (also gives the failure reasons).
+  Placement scanPlacement(const SessionTask& task, bool allowPipeline) const;
+  /// The key under which findPlacement caches node rankings for `task`.
+  std::string placementKey(const SessionTask& task) const;
+  /// Whole GPUs free on the best node, counting releasing resources (an upper bound for any task).
+  int64_t maxFreeGpus() const;
+  /// The reason given when no node has enough GPUs free: "insufficient nvidia.com/gpu (N nodes)".
+  std::string gpuShortageReason() const;
 
   /// Records why a job could not be (fully) placed this cycle (latest wins).
   void setUnschedulable(SessionJob& job, std::string reason) { job.unschedulableReason = std::move(reason); }
@@ -232,7 +257,8 @@ class Session {
   void buildState();
   void notifyAllocate(const SessionTask& task) const;
   void notifyDeallocate(const SessionTask& task) const;
-  void gpuLevelChanged(const SessionNode& node, int64_t before);
+  /// Every change of a node goes through here: GPU level index, version, change log.
+  void nodeChanged(const SessionNode& node);
   int gpuLevel(const SessionNode& node) const;
 
   std::shared_ptr<const cache::Snapshot> snapshot_;
@@ -242,6 +268,7 @@ class Session {
   std::vector<SessionNode> nodes_;
   std::vector<SessionJob> jobs_;
   std::vector<SessionQueue> queues_;
+  std::vector<SessionTask> tasks_;  ///< every job's tasks, contiguous; jobs hold spans into it
   std::map<std::string, int> queueIndex_;
 
   template <class Fn>
@@ -263,6 +290,26 @@ class Session {
   std::vector<Named<CapacityFn>> capacity_;
   std::vector<Named<TaskEventFn>> onAllocate_;
   std::vector<Named<TaskEventFn>> onDeallocate_;
+  std::vector<Named<PlacementKeyFn>> placementKey_;
+
+  /// A node as ranked for one placement key: feasible now before feasible only in the future,
+  /// then higher score, then lower index. `version` invalidates it when the node changes.
+  struct RankedNode {
+    bool fitsNow = false;
+    int64_t score = 0;
+    int node = -1;
+    uint32_t version = 0;
+  };
+  struct Ranking {
+    std::vector<RankedNode> heap;  ///< std heap, best on top
+    size_t changesSeen = 0;        ///< prefix of nodeChanges_ already folded in
+  };
+  /// Evaluates `node` for `task`: nullopt when a predicate fails or it does not fit even later.
+  std::optional<RankedNode> rank(const SessionTask& task, const SessionNode& node) const;
+  void touchNode(const SessionNode& node);
+  std::map<std::string, Ranking> rankings_;
+  std::vector<int> nodeChanges_;       ///< node indices, appended on every change of a node
+  std::vector<uint32_t> nodeVersion_;  ///< per node, bumped on every change
 
   /// Nodes grouped by whole GPUs of future idle: a task needing g GPUs only visits levels >= g.
   std::vector<std::vector<int>> gpuLevels_;

@@ -14,10 +14,10 @@ class GangPlugin final : public framework::Plugin {
   void onSessionOpen(framework::Session& ssn) override {
     ssn.addJobValidFn(name_, [](const framework::SessionJob& job) -> std::optional<std::string> {
       const cache::JobInfo& info = *job.info;
-      const std::string pg = "PodGroup " + info.namespace_ + "/" + info.name;
-      if (info.podGroupMissing) return pg + " not found (named by its pods' pod-group-name)";
+      auto pg = [&] { return "PodGroup " + info.namespace_ + "/" + info.name; };
+      if (info.podGroupMissing) return pg() + " not found (named by its pods' pod-group-name)";
       if (info.podGroup && info.minMember < 1)
-        return pg + ": spec.minMember: must be at least 1, got " + std::to_string(info.minMember);
+        return pg() + ": spec.minMember: must be at least 1, got " + std::to_string(info.minMember);
       // Pods that could still run: everything but failed ones.
       int32_t live = 0;
       for (const auto& t : job.tasks)

@@ -1,0 +1,196 @@
+// tessera-bench: benchmarks that print numbers (never part of the test suite).
+//   tessera-bench cycle [--nodes N] [--pods N] [--cycles N] [--churn N] [--fill F] [--seed S]
+//   tessera-bench interposer ...   (hard-isolation interposer overhead; see docs/isolation.md)
+// The last line of every benchmark is one JSON object.
+#include <sys/resource.h>
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cluster_generator.h"
+#include "tessera/app/registry.h"
+#include "tessera/cache/cache.h"
+#include "tessera/cache/memory_cluster.h"
+#include "tessera/framework/config.h"
+#include "tessera/framework/session.h"
+
+#ifdef TESSERA_HAVE_INTERPOSER_BENCH
+#include "interposer/interposer_bench.h"
+#endif
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double msSince(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+/// CPU time of this thread in ms: unlike wall time, not inflated when other processes share the cores.
+double threadCpuMs() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+double loadAverage() {
+  double l[1] = {0};
+  return getloadavg(l, 1) == 1 ? l[0] : -1;
+}
+
+double peakRssMb() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+bool flag(int& i, int argc, char** argv, const char* name, std::string& value) {
+  if (std::strcmp(argv[i], name) != 0) return false;
+  if (i + 1 >= argc) {
+    std::fprintf(stderr, "tessera-bench: %s needs a value\n", name);
+    std::exit(2);
+  }
+  value = argv[++i];
+  return true;
+}
+
+int cycleBench(int argc, char** argv) {
+  using namespace tessera;
+  bench::ClusterSpec spec;
+  int cycles = 10, churn = 200;
+  for (int i = 2; i < argc; ++i) {
+    std::string v;
+    if (flag(i, argc, argv, "--nodes", v)) spec.nodes = std::stoi(v);
+    else if (flag(i, argc, argv, "--pods", v)) spec.pods = std::stoi(v);
+    else if (flag(i, argc, argv, "--cycles", v)) cycles = std::stoi(v);
+    else if (flag(i, argc, argv, "--churn", v)) churn = std::stoi(v);
+    else if (flag(i, argc, argv, "--fill", v)) spec.runningFill = std::stod(v);
+    else if (flag(i, argc, argv, "--seed", v)) spec.seed = std::stoull(v);
+    else {
+      std::fprintf(stderr, "tessera-bench cycle: unknown argument %s\n", argv[i]);
+      return 2;
+    }
+  }
+
+  auto t0 = Clock::now();
+  bench::GeneratedCluster gen = bench::generateCluster(spec);
+  const double genMs = msSince(t0);
+
+  api::FakeClock clock(api::parseTime("2026-01-01T00:00:00Z").value());
+  cache::MemoryCluster unused(clock);  // the cache is fed directly; the client is never started
+  cache::Cache cache(unused, clock);
+  t0 = Clock::now();
+  for (auto& o : gen.objects) cache.applyEvent(o.kind, cache::WatchEvent{cache::WatchEventType::Added, std::move(o.object)});
+  gen.objects.clear();
+  const double loadMs = msSince(t0);
+
+  auto config = framework::loadConfig(app::builtinRegistry(), nullptr);
+  if (!config.ok()) {
+    std::fprintf(stderr, "tessera-bench: %s\n", config.error().message.c_str());
+    return 1;
+  }
+  std::printf("cluster: %d nodes x %d GPUs, %d pods (%d running, %d pending, %d gangs of %d), 100 queues\n",
+              spec.nodes, spec.gpusPerNode, spec.pods, gen.runningPods, gen.pendingPods, gen.gangs, spec.gangSize);
+  std::printf("generated in %.0f ms, loaded into the cache in %.0f ms\n", genMs, loadMs);
+
+  // Each cycle: churn (pods finish, new ones arrive), snapshot, session with every action; the
+  // decisions are not committed, so every cycle faces the same amount of work.
+  std::vector<double> cycleMs, snapMs, openMs, allocMs, closeMs, cpuMs;
+  size_t placed = 0, pipelined = 0;
+  int churnSeq = 0;
+  for (int c = 0; c < cycles; ++c) {
+    for (int k = 0; k < churn; ++k, ++churnSeq) {
+      const std::string name = "churn-" + std::to_string(churnSeq);
+      nlohmann::json p = bench::makePendingPod("ns-churn", name, "dept-0-team-0", 1767225600 + churnSeq);
+      cache.applyEvent(api::Kind::Pod, {cache::WatchEventType::Added, p});
+      if (churnSeq >= churn) {  // the arrivals of the cycle before last leave again
+        nlohmann::json old = bench::makePendingPod("ns-churn", "churn-" + std::to_string(churnSeq - churn),
+                                                    "dept-0-team-0", 0);
+        cache.applyEvent(api::Kind::Pod, {cache::WatchEventType::Deleted, old});
+      }
+    }
+    auto c0 = Clock::now();
+    const double cpu0 = threadCpuMs();
+    auto snap = cache.snapshot();
+    snapMs.push_back(msSince(c0));
+    auto c1 = Clock::now();
+    framework::Session session(snap, *config, clock);
+    session.open();
+    openMs.push_back(msSince(c1));
+    auto c2 = Clock::now();
+    session.runActions();
+    allocMs.push_back(msSince(c2));
+    auto c3 = Clock::now();
+    framework::SessionResult r = session.close();
+    closeMs.push_back(msSince(c3));
+    cycleMs.push_back(msSince(c0));
+    cpuMs.push_back(threadCpuMs() - cpu0);
+    placed = r.binds.size();
+    pipelined = r.pipelined.size();
+    std::printf("cycle %2d: %7.2f ms wall, %7.2f ms cpu (snapshot %.2f, session open %.2f, allocate %.2f, close %.2f), %zu placed, %zu pending jobs\n",
+                c + 1, cycleMs.back(), cpuMs.back(), snapMs.back(), openMs.back(), allocMs.back(), closeMs.back(), placed,
+                r.jobs.size());
+  }
+  const double alloc = median(allocMs);
+  nlohmann::json out = {
+      {"benchmark", "cycle"},
+      {"nodes", spec.nodes},
+      {"pods", spec.pods},
+      {"running_pods", gen.runningPods},
+      {"pending_pods", gen.pendingPods},
+      {"cycles", cycles},
+      {"median_cycle_ms", median(cycleMs)},
+      {"median_cycle_cpu_ms", median(cpuMs)},
+      {"load_average_1m", loadAverage()},
+      {"snapshot_ms", median(snapMs)},
+      {"session_open_ms", median(openMs)},
+      {"allocate_ms", alloc},
+      {"session_close_ms", median(closeMs)},
+      {"pods_placed_per_cycle", placed},
+      {"pods_pipelined_per_cycle", pipelined},
+      {"pods_placed_per_s", alloc > 0 ? static_cast<double>(placed) / (alloc / 1000.0) : 0.0},
+      {"peak_rss_mb", peakRssMb()},
+  };
+  std::cout << out.dump() << std::endl;
+  // Skip tearing down the 140k-pod cache: it is not what the benchmark measures.
+  std::_Exit(0);
+}
+
+void usage() {
+  std::fprintf(stderr,
+               "usage: tessera-bench cycle [--nodes 4000] [--pods 140000] [--cycles 10] [--churn 200] [--fill 0.9] [--seed 1]\n"
+               "       tessera-bench interposer [ARGS]\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    usage();
+    return 2;
+  }
+  const std::string cmd = argv[1];
+  if (cmd == "cycle") return cycleBench(argc, argv);
+  if (cmd == "interposer") {
+#ifdef TESSERA_HAVE_INTERPOSER_BENCH
+    return tessera::bench::runInterposerBench(argc - 1, argv + 1);
+#else
+    std::fprintf(stderr, "tessera-bench: built without the interposer benchmark\n");
+    return 2;
+#endif
+  }
+  usage();
+  return 2;
+}
