@@ -1,0 +1,254 @@
+// Config loading: the defaults (config/tessera.yaml), overrides merged over them, and errors that
+// name the field (and list the valid names) for every kind of mistake.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tessera/framework/action.h"
+#include "tessera/framework/config.h"
+#include "tessera/framework/plugin.h"
+#include "tessera/framework/session.h"
+#include "unit/framework/test_cluster.h"
+#include "unit/framework/test_registry.h"
+
+namespace {
+
+using tessera::framework::Config;
+using tessera::framework::loadConfig;
+using tessera::framework::loadConfigYaml;
+using tessera::testing::testRegistry;
+
+/// Loads `yaml` (one document) as overrides over the defaults.
+tessera::api::Result<Config> load(const std::string& yaml) {
+  auto docs = tessera::testing::manifests(yaml);
+  REQUIRE(docs.size() == 1);
+  return loadConfig(testRegistry(), &docs[0]);
+}
+
+std::string errorOf(const std::string& yaml) {
+  auto cfg = load(yaml);
+  if (cfg.ok()) FAIL("config accepted: " << yaml);
+  return cfg.error().message;
+}
+
+std::vector<std::string> pluginNames(const Config& c) {
+  std::vector<std::string> out;
+  for (const auto& p : c.plugins) out.push_back(p->name());
+  return out;
+}
+
+std::vector<std::string> actionNames(const Config& c) {
+  std::vector<std::string> out;
+  for (const auto& a : c.actions) out.push_back(a->name());
+  return out;
+}
+
+const std::vector<std::vector<std::string>> kDefaultTiers{{"priority", "gang"}, {"predicates", "nodeorder"}};
+
+}  // namespace
+
+TEST_CASE("the defaults", "[config]") {
+  auto cfg = loadConfig(testRegistry(), nullptr);
+  REQUIRE(cfg.ok());
+  CHECK(cfg->schedulerName == "tessera");
+  CHECK(cfg->schedulePeriod.millis == 1000);
+  CHECK(actionNames(*cfg) == std::vector<std::string>{"allocate"});
+  CHECK(pluginNames(*cfg) == std::vector<std::string>{"priority", "gang", "predicates", "nodeorder"});
+  CHECK(cfg->tiers == kDefaultTiers);
+}
+
+TEST_CASE("config/tessera.yaml loads and is the compiled-in default", "[config]") {
+  std::ifstream in(std::string(TESSERA_SOURCE_DIR) + "/config/tessera.yaml");
+  REQUIRE(in);
+  std::stringstream text;
+  text << in.rdbuf();
+  CHECK(text.str() == tessera::framework::defaultConfigYaml());
+  auto cfg = loadConfigYaml(testRegistry(), text.str());
+  REQUIRE(cfg.ok());
+  CHECK(cfg->schedulePeriod.millis == 1000);
+  CHECK(actionNames(*cfg) == std::vector<std::string>{"allocate"});
+  CHECK(pluginNames(*cfg) == std::vector<std::string>{"priority", "gang", "predicates", "nodeorder"});
+  CHECK(cfg->tiers == kDefaultTiers);
+
+  SECTION("an empty file is the defaults") {
+    auto empty = loadConfigYaml(testRegistry(), "");
+    REQUIRE(empty.ok());
+    CHECK(pluginNames(*empty) == pluginNames(*cfg));
+  }
+  SECTION("a file overrides the defaults") {
+    auto c = loadConfigYaml(testRegistry(), "schedulePeriod: 250ms\nschedulerName: other\n");
+    REQUIRE(c.ok());
+    CHECK(c->schedulePeriod.millis == 250);
+    CHECK(c->schedulerName == "other");
+    CHECK(pluginNames(*c) == pluginNames(*cfg));
+  }
+}
+
+TEST_CASE("config errors name the field", "[config]") {
+  struct Case {
+    const char* yaml;
+    std::vector<const char*> want;  // substrings of the message
+  };
+  const std::vector<Case> cases{
+      {"foo: 1", {"config: unknown key \"foo\"", "valid: schedulerName, schedulePeriod, actions, actionArgs, plugins, tiers"}},
+      {"actions: [allocate, reclaimx]", {"config.actions: unknown action \"reclaimx\"", "(valid: allocate)"}},
+      {"actions: allocate", {"config.actions: must be a list of names", "\"allocate\""}},
+      {"actions: [allocate, 5]", {"config.actions[1]: must be a name, got 5"}},
+      {"actions: [allocate, allocate]", {"config.actions: action \"allocate\" listed twice"}},
+      {"actionArgs: {reclaimx: {}}", {"config.actionArgs: unknown action \"reclaimx\"", "(valid: allocate)"}},
+      {"actionArgs: {allocate: {depth: 1}}", {"config.actionArgs.allocate: unknown argument \"depth\" (valid: none)"}},
+      {"actionArgs: [allocate]", {"config.actionArgs: must be a map"}},
+      {"plugins: {gangx: {}}", {"config.plugins: unknown plugin \"gangx\"", "(valid: gang, nodeorder, predicates, priority)"}},
+      {"plugins: [gang]", {"config.plugins: must be a map"}},
+      {"plugins: {nodeorder: spread}", {"config.plugins.nodeorder: must be a map of arguments", "\"spread\""}},
+      {"plugins: {nodeorder: {nodes: spread}}", {"config.plugins.nodeorder: unknown argument \"nodes\"", "valid: ", "node"}},
+      {"plugins: {gang: {minMember: 2}}", {"config.plugins.gang: unknown argument \"minMember\" (valid: enabled)"}},
+      {"plugins: {nodeorder: {node: 5}}", {"config.plugins.nodeorder.node: must be a string, got 5"}},
+      {"plugins: {nodeorder: {node: fullest}}",
+       {"config.plugins.nodeorder.node: unknown value \"fullest\" (valid: binpack, spread)"}},
+      {"plugins: {nodeorder: {gpu: Spread}}", {"config.plugins.nodeorder.gpu: unknown value \"Spread\""}},
+      {"plugins: {gang: {enabled: \"no\"}}", {"config.plugins.gang.enabled: must be true or false"}},
+      {"tiers: [[priority, nope]]", {"config.tiers: unknown plugin \"nope\"", "(valid: gang, nodeorder, predicates, priority)"}},
+      {"tiers: [[gang], [gang]]", {"config.tiers: plugin \"gang\" listed twice"}},
+      {"tiers: [gang]", {"config.tiers[0]: must be a list of names"}},
+      {"tiers: gang", {"config.tiers: must be a list of lists of plugin names"}},
+      {"schedulePeriod: abc", {"config.schedulePeriod: invalid duration \"abc\""}},
+      {"schedulePeriod: 5", {"config.schedulePeriod: must be a duration string", "got 5"}},
+      {"schedulePeriod: 0s", {"config.schedulePeriod: must be positive"}},
+      {"schedulerName: \"\"", {"config.schedulerName: must not be empty"}},
+      {"schedulerName: 7", {"config.schedulerName: must be a string"}},
+  };
+  for (const auto& c : cases) {
+    DYNAMIC_SECTION(c.yaml) {
+      const std::string msg = errorOf(c.yaml);
+      for (const char* w : c.want) CHECK_THAT(msg, Catch::Contains(w));
+    }
+  }
+}
+
+TEST_CASE("config file errors", "[config]") {
+  auto dup = loadConfigYaml(testRegistry(), "plugins:\n  gang: {}\n  gang: {}\n");
+  REQUIRE_FALSE(dup.ok());
+  CHECK_THAT(dup.error().message, Catch::Contains("duplicate key \"gang\""));
+  auto list = loadConfigYaml(testRegistry(), "- allocate\n");
+  REQUIRE_FALSE(list.ok());
+  CHECK_THAT(list.error().message, Catch::Contains("config: must be a map"));
+  auto two = loadConfigYaml(testRegistry(), "schedulePeriod: 1s\n---\nschedulePeriod: 2s\n");
+  REQUIRE_FALSE(two.ok());
+  CHECK_THAT(two.error().message, Catch::Contains("one YAML document"));
+  auto bad = loadConfigYaml(testRegistry(), "plugins: {gang: [}\n");
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(bad.error().message, Catch::StartsWith("config: "));
+}
+
+TEST_CASE("enabled: false removes a plugin", "[config]") {
+  auto cfg = load("plugins: {gang: {enabled: false}}");
+  REQUIRE(cfg.ok());
+  CHECK(pluginNames(*cfg) == std::vector<std::string>{"priority", "predicates", "nodeorder"});
+  CHECK(cfg->tiers == kDefaultTiers);  // as configured
+
+  // Its callbacks are gone: a gang with fewer pods than minMember is no longer rejected.
+  tessera::testing::TestCluster c;
+  c.create(R"(
+apiVersion: scheduling.tessera.dev/v1alpha1
+kind: Queue
+metadata: {name: default}
+---
+apiVersion: scheduling.tessera.dev/v1alpha1
+kind: PodGroup
+metadata: {name: g, namespace: t}
+spec: {minMember: 3}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: g-0, namespace: t, annotations: {pod-group-name: g}}
+spec: {schedulerName: tessera, containers: [{name: c, image: busybox}]}
+)");
+  c.start();
+  auto defaults = loadConfig(testRegistry(), nullptr);
+  REQUIRE(defaults.ok());
+  tessera::framework::Session with(c.snapshot(), *defaults, c.clock);
+  with.open();
+  tessera::framework::Session without(c.snapshot(), *cfg, c.clock);
+  without.open();
+  const int j = with.findJob("PodGroup/t/g");
+  REQUIRE(j >= 0);
+  CHECK(with.jobInvalid(with.jobs()[j]).has_value());
+  CHECK_FALSE(without.jobInvalid(without.jobs()[j]).has_value());
+
+  SECTION("enabled: true keeps it") {
+    auto on = load("plugins: {gang: {enabled: true}}");
+    REQUIRE(on.ok());
+    CHECK(pluginNames(*on).size() == 4);
+  }
+}
+
+TEST_CASE("overrides merge over the defaults", "[config]") {
+  SECTION("lists replace") {
+    auto cfg = load("actions: []");
+    REQUIRE(cfg.ok());
+    CHECK(cfg->actions.empty());
+    CHECK(pluginNames(*cfg).size() == 4);
+  }
+  SECTION("plugins not in tiers run after the listed ones, by name") {
+    auto cfg = load("tiers: [[gang]]");
+    REQUIRE(cfg.ok());
+    CHECK(pluginNames(*cfg) == std::vector<std::string>{"gang", "nodeorder", "predicates", "priority"});
+    CHECK(cfg->tiers ==
+          std::vector<std::vector<std::string>>{{"gang"}, {"nodeorder"}, {"predicates"}, {"priority"}});
+  }
+  SECTION("a plugin named only in tiers is created with its defaults") {
+    auto cfg = load("tiers: [[priority, gang], [predicates, nodeorder]]");
+    REQUIRE(cfg.ok());
+    CHECK(pluginNames(*cfg).size() == 4);
+  }
+}
+
+TEST_CASE("a scenario config overrides one argument only", "[config]") {
+  // Two nodes with 4 GPUs: "full" has 3 in use, "empty" none. A 1-GPU pod: binpack prefers full,
+  // spread prefers empty.
+  tessera::testing::TestCluster c;
+  c.create(tessera::testing::nodeYaml("empty", "16", "4"));
+  c.create(tessera::testing::nodeYaml("full", "16", "4"));
+  c.create(R"(
+apiVersion: v1
+kind: Pod
+metadata: {name: busy, namespace: t}
+spec:
+  schedulerName: tessera
+  nodeName: full
+  containers: [{name: c, image: busybox, resources: {requests: {nvidia.com/gpu: "3"}, limits: {nvidia.com/gpu: "3"}}}]
+status: {phase: Running}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: t}
+spec:
+  schedulerName: tessera
+  containers: [{name: c, image: busybox, resources: {requests: {nvidia.com/gpu: "1"}, limits: {nvidia.com/gpu: "1"}}}]
+)");
+  c.start();
+  auto prefers = [&](const std::string& yaml) {
+    auto cfg = yaml.empty() ? loadConfig(testRegistry(), nullptr) : load(yaml);
+    REQUIRE(cfg.ok());
+    CHECK(pluginNames(*cfg) == std::vector<std::string>{"priority", "gang", "predicates", "nodeorder"});
+    CHECK(cfg->tiers == kDefaultTiers);
+    tessera::framework::Session ssn(c.snapshot(), *cfg, c.clock);
+    ssn.open();
+    const auto& task = tessera::testing::taskOf(ssn, "Pod/t/p", "t/p");
+    const int64_t full = ssn.nodeScore(task, ssn.nodes()[tessera::testing::nodeIndex(ssn, "full")]);
+    const int64_t empty = ssn.nodeScore(task, ssn.nodes()[tessera::testing::nodeIndex(ssn, "empty")]);
+    REQUIRE(full != empty);
+    return full > empty ? std::string("full") : std::string("empty");
+  };
+  CHECK(prefers("") == "full");
+  CHECK(prefers("plugins: {nodeorder: {node: spread}}") == "empty");
+  CHECK(prefers("plugins: {nodeorder: {gpu: spread}}") == "full");  // node stays binpack
+  CHECK(prefers("plugins: {nodeorder: {node: binpack}}") == "full");
+  CHECK(prefers("plugins: {gang: {}}") == "full");
+}
