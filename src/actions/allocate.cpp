@@ -126,11 +126,21 @@ class Allocate final : public framework::Action {
   }
 
   static void fail(Session& ssn, SessionJob& job, int ready, const std::string& reason) {
-    const int missing = std::max(1, job.minMember() - ready);
-    if (job.info->isSingleton() && job.minMember() <= 1) ssn.setUnschedulable(job, "pod unschedulable: " + reason);
-    else
-      ssn.setUnschedulable(job, "gang " + std::to_string(ready) + "/" + std::to_string(job.minMember()) + ": " +
-                                    pods(missing) + " unschedulable: " + reason);
+    std::string& msg = ssn.scratch();
+    if (job.info->isSingleton() && job.minMember() <= 1) {
+      msg += "pod unschedulable: ";
+    } else {
+      const int missing = std::max(1, job.minMember() - ready);
+      msg += "gang ";
+      msg += std::to_string(ready);
+      msg += '/';
+      msg += std::to_string(job.minMember());
+      msg += ": ";
+      msg += pods(missing);
+      msg += " unschedulable: ";
+    }
+    msg += reason;
+    ssn.setUnschedulable(job, msg);
   }
 
   static void allocateJob(Session& ssn, SessionJob& job) {

@@ -302,7 +302,7 @@ class Runner {
     for (const auto& p : r.pipelined) note("  pipeline  " + p.podKey + " -> " + p.node + " (waits for releasing resources)");
     for (const auto& j : r.jobs) {
       const std::string& key = j.job->key;
-      note("  pending   " + (j.job->isSingleton() ? key.substr(4) : key) + ": " + j.message);
+      note("  pending   " + (j.job->isSingleton() ? key.substr(4) : key) + ": " + r.message(j));
     }
     if (r.binds.empty() && r.evictions.empty() && r.pipelined.empty() && r.jobs.empty()) note("  (nothing to do)");
   }

@@ -25,7 +25,7 @@ void Binder::apply(const framework::SessionResult& result, const cache::Snapshot
   for (const auto& e : result.evictions) evict(e);
   for (const auto& b : result.binds) bind(b);
   for (const auto& p : result.pods) reportUnschedulable(p.task->key, result.podMessage(p));
-  for (const auto& j : result.jobs) reportJob(j.job->key, j.message);
+  for (const auto& j : result.jobs) reportJob(j.job->key, result.message(j));
 }
 
 void Binder::evict(const framework::SessionResult::Evict& e) {

@@ -108,6 +108,10 @@ struct Cache::Impl {
     std::string node;
     api::Time expiry;
   };
+  /// What changed since the last snapshot: the next one reuses the rest of the last one's lists.
+  std::set<std::string> dirtyJobs, dirtyNodes;
+  std::shared_ptr<const Snapshot> last;
+
   std::map<std::string, Assumed> assumedBound;
   std::set<std::string> assumedEvicted;
   uint64_t expired = 0;
@@ -131,6 +135,7 @@ struct Cache::Impl {
   }
 
   NodeInfo& nodeEntry(const std::string& name) {
+    dirtyNodes.insert(name);
     auto& p = nodes[name];
     if (!p) {
       p = std::make_shared<NodeInfo>();
@@ -183,6 +188,7 @@ struct Cache::Impl {
     QueueInfo& q = queueEntry(job.queue);
     q.allocated -= job.allocated;
     q.allocated.normalize();
+    if (!q.queue && q.allocated.isZero()) queues.erase(job.queue);  // an undeclared queue nothing uses
   }
   void addJobToQueue(const JobInfo& job) {
     if (job.allocated.isZero()) return;
@@ -227,6 +233,7 @@ struct Cache::Impl {
   /// Runs `fn` on a mutable copy of the job, keeping queue totals and derived fields exact.
   template <class Fn>
   void withJob(const std::string& key, Fn&& fn) {
+    dirtyJobs.insert(key);
     auto& p = jobs[key];
     if (!p) {
       p = std::make_shared<JobInfo>();
@@ -365,6 +372,7 @@ struct Cache::Impl {
       errors.erase("Node/" + meta->name);
       auto it = nodes.find(meta->name);
       if (it == nodes.end()) return;
+      dirtyNodes.insert(meta->name);
       NodeInfo& n = mutableEntry(it->second);
       n.node.reset();
       if (n.podCount == 0) nodes.erase(it);
@@ -479,20 +487,49 @@ struct Cache::Impl {
     for (const auto& [kind, ev] : batch) apply(kind, ev);
   }
 
+  /// The last snapshot's sorted list with the dirty keys re-read from `table`: one merge pass,
+  /// no walk over the maps. `include` says whether an entry belongs in the list.
+  template <class T, class Key, class Include>
+  static void mergeInto(const std::vector<std::shared_ptr<const T>>& before, const std::set<std::string>& dirty,
+                        const std::map<std::string, std::shared_ptr<T>>& table, Key key, Include include,
+                        std::vector<std::shared_ptr<const T>>& out) {
+    out.reserve(before.size() + dirty.size());
+    auto b = before.begin();
+    for (const std::string& d : dirty) {
+      for (; b != before.end() && key(**b) < d; ++b) out.push_back(*b);
+      if (b != before.end() && key(**b) == d) ++b;  // replaced (or dropped) below
+      auto it = table.find(d);
+      if (it != table.end() && include(*it->second)) out.push_back(it->second);
+    }
+    out.insert(out.end(), b, before.end());
+  }
+
   std::shared_ptr<const Snapshot> build() {
     auto s = std::make_shared<Snapshot>();
     s->generation = ++generation;
     s->takenAt = clock.now();
-    s->nodes.reserve(nodes.size());
-    for (const auto& [name, n] : nodes)
-      if (n->node) s->nodes.push_back(n);
-    s->jobs.reserve(jobs.size());
-    for (const auto& [key, j] : jobs) s->jobs.push_back(j);
+    auto nodeName = [](const NodeInfo& n) -> const std::string& { return n.name; };
+    auto jobKey = [](const JobInfo& j) -> const std::string& { return j.key; };
+    auto hasNode = [](const NodeInfo& n) { return n.node != nullptr; };
+    auto any = [](const JobInfo&) { return true; };
+    if (last) {
+      mergeInto(last->nodes, dirtyNodes, nodes, nodeName, hasNode, s->nodes);
+      mergeInto(last->jobs, dirtyJobs, jobs, jobKey, any, s->jobs);
+    } else {
+      s->nodes.reserve(nodes.size());
+      for (const auto& [name, n] : nodes)
+        if (n->node) s->nodes.push_back(n);
+      s->jobs.reserve(jobs.size());
+      for (const auto& [key, j] : jobs) s->jobs.push_back(j);
+    }
+    dirtyNodes.clear();
+    dirtyJobs.clear();
     for (const auto& [name, q] : queues) s->queues.emplace(name, q);
     s->priorityClasses = priorityClasses;
     s->topologies = topologies;
     s->conversionErrors.reserve(errors.size());
     for (const auto& [k, e] : errors) s->conversionErrors.push_back(e);
+    last = s;
     return s;
   }
 };

@@ -69,6 +69,9 @@ void Session::buildState() {
     n.releasing = info.releasing;
     n.podCount = info.podCount;
   }
+  gpuShortage_ = nodes_.empty() ? std::string("no nodes available")
+                               : "insufficient " + std::string(api::kResourceGpu) + " (" + std::to_string(nodes_.size()) +
+                                     (nodes_.size() == 1 ? " node)" : " nodes)");
   // GPU levels index.
   nodeVersion_.assign(nodes_.size(), 0);
   nodeLevel_.assign(nodes_.size(), 0);
@@ -147,7 +150,26 @@ void Session::buildState() {
       if (st.state == TaskState::Pending) j.pendingCount++;
     }
     j.allocated = info.allocated;
+    j.minMember_ = info.minMember;
   }
+}
+
+void Session::setUnschedulable(SessionJob& job, std::string_view reason) {
+  if (reason.empty()) {
+    job.reason = -1;
+    return;
+  }
+  auto it = reasonIndex_.find(reason);
+  if (it == reasonIndex_.end()) {
+    reasons_.emplace_back(reason);
+    it = reasonIndex_.emplace(reasons_.back(), static_cast<int32_t>(reasons_.size() - 1)).first;
+  }
+  job.reason = it->second;
+}
+
+const std::string& Session::reasonOf(const SessionJob& job) const {
+  static const std::string kNone;
+  return job.reason < 0 ? kNone : reasons_[job.reason];
 }
 
 int Session::findNode(const std::string& name) const {
@@ -466,11 +488,6 @@ int64_t Session::maxFreeGpus() const {
   return std::max<int64_t>(lvl, 0);
 }
 
-std::string Session::gpuShortageReason() const {
-  const size_t n = nodes_.size();
-  if (n == 0) return "no nodes available";
-  return "insufficient " + std::string(api::kResourceGpu) + " (" + std::to_string(n) + (n == 1 ? " node)" : " nodes)");
-}
 
 // ---- state changes (through Statement) ----
 int Session::gpuLevel(const SessionNode& node) const { return static_cast<int>(levelOf(node.futureIdle().milliGpu)); }
@@ -606,7 +623,7 @@ void Session::commitOperations(std::vector<Operation> ops) {
 
 std::string SessionResult::podMessage(const PodStatus& p) const {
   if (p.pipelinedTo) return "pipelined to node " + *p.pipelinedTo + ": waiting for resources being released";
-  return jobs[p.jobStatus].message;
+  return messages[jobs[p.jobStatus].message];
 }
 
 SessionResult Session::close() {
@@ -632,15 +649,17 @@ SessionResult Session::close() {
   }
   for (SessionJob& j : jobs_) {
     if (j.pendingCount == 0 && j.pipelinedCount == 0) continue;
-    if (j.unschedulableReason.empty() && j.pipelinedCount == 0) continue;  // not tried this cycle
+    if (j.reason < 0 && j.pipelinedCount == 0) continue;  // not tried this cycle
     const auto jobIndex = static_cast<uint32_t>(r.jobs.size());
-    r.jobs.push_back({j.info, j.unschedulableReason.empty() ? std::string("pipelined: waiting for resources being released")
-                                                             : std::move(j.unschedulableReason)});
+    if (j.reason < 0) setUnschedulable(j, "pipelined: waiting for resources being released");
+    r.jobs.push_back({j.info, static_cast<uint32_t>(j.reason)});
     for (const SessionTask& t : j.tasks) {
       if (t.state == TaskState::Pending) r.pods.push_back({t.info, jobIndex, nullptr});
       else if (t.state == TaskState::Pipelined) r.pods.push_back({t.info, jobIndex, &nodes_[t.node].name()});
     }
   }
+  r.messages = std::move(reasons_);
+  reasonIndex_.clear();
   return r;
 }
 

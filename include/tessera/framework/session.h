@@ -72,10 +72,12 @@ struct SessionJob {
   int32_t pendingCount = 0;
   int32_t pipelinedCount = 0;
   api::Resources allocated;    ///< resources of tasks holding node resources
-  /// Why the job (or some of its pods) could not be placed this cycle; empty when placed.
-  std::string unschedulableReason;
+  int32_t minMember_ = 1;      ///< copied from info: read on every readiness check
+  /// Why the job (or some of its pods) could not be placed this cycle: an index into the
+  /// session's interned messages (Session::reasonOf); -1 when placed or not tried.
+  int32_t reason = -1;
   const std::string& key() const { return info->key; }
-  int32_t minMember() const { return info->minMember; }
+  int32_t minMember() const { return minMember_; }
 };
 
 struct SessionQueue {
@@ -105,7 +107,7 @@ struct SessionResult {
   /// A job with pods left pending or pipelined this cycle, and why.
   struct JobStatus {
     const cache::JobInfo* job = nullptr;
-    std::string message;
+    uint32_t message = 0;  ///< index into `messages` (jobs failing alike share one)
   };
   /// A pod left pending (or pipelined) this cycle; its message is its job's.
   struct PodStatus {
@@ -119,6 +121,8 @@ struct SessionResult {
   std::vector<Pipeline> pipelined;
   std::vector<JobStatus> jobs;  ///< jobs with pending or pipelined pods
   std::vector<PodStatus> pods;  ///< their pending and pipelined pods
+  std::vector<std::string> messages;
+  const std::string& message(const JobStatus& j) const { return messages[j.message]; }
   /// The message a pod shows: its job's reason, or where it is pipelined to.
   std::string podMessage(const PodStatus& p) const;
 };
@@ -238,10 +242,18 @@ class Session {
   /// Whole GPUs free on the best node, counting releasing resources (an upper bound for any task).
   int64_t maxFreeGpus() const;
   /// The reason given when no node has enough GPUs free: "insufficient nvidia.com/gpu (N nodes)".
-  std::string gpuShortageReason() const;
+  const std::string& gpuShortageReason() const { return gpuShortage_; }
 
-  /// Records why a job could not be (fully) placed this cycle (latest wins).
-  void setUnschedulable(SessionJob& job, std::string reason) { job.unschedulableReason = std::move(reason); }
+  /// Records why a job could not be (fully) placed this cycle (latest wins; empty clears it).
+  /// Messages are interned: thousands of jobs failing for one reason share one string.
+  void setUnschedulable(SessionJob& job, std::string_view reason);
+  /// The job's latest reason ("" when none).
+  const std::string& reasonOf(const SessionJob& job) const;
+  /// A scratch buffer for building messages without allocating (valid until the next call).
+  std::string& scratch() {
+    scratch_.clear();
+    return scratch_;
+  }
 
   // ---- used by Statement ----
   void applyAllocate(SessionTask& task, int node);
@@ -318,6 +330,10 @@ class Session {
 
   std::vector<Operation> committed_;
   bool closed_ = false;
+  std::vector<std::string> reasons_;            ///< interned messages
+  std::map<std::string, int32_t, std::less<>> reasonIndex_;
+  std::string scratch_;
+  std::string gpuShortage_;  ///< "insufficient nvidia.com/gpu (N nodes)", N = all nodes
 };
 
 }  // namespace tessera::framework
