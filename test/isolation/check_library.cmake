@@ -1,5 +1,6 @@
 # cmake -DLIB=<path to libtessera-cuda.so> -P check_library.cmake
-# Fails unless the library needs only libc/libdl/libpthread and exports only cu*, nvml*, dlsym.
+# Fails unless the library needs only libc/libdl/libpthread, exports only cu*, nvml*, dlsym, and
+# has no static constructors of its own (.init_array holds only the C runtime's frame_dummy).
 find_program(READELF readelf REQUIRED)
 execute_process(COMMAND ${READELF} -d --wide ${LIB} OUTPUT_VARIABLE dyn RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
@@ -12,6 +13,13 @@ foreach(entry ${needed})
     message(FATAL_ERROR "libtessera-cuda.so must not depend on ${lib}")
   endif()
 endforeach()
+execute_process(COMMAND ${READELF} -S --wide ${LIB} OUTPUT_VARIABLE sections)
+if(sections MATCHES "\\.init_array +INIT_ARRAY +[0-9a-f]+ +[0-9a-f]+ +([0-9a-f]+)")
+  math(EXPR init_bytes "0x${CMAKE_MATCH_1}")
+  if(init_bytes GREATER 8)
+    message(FATAL_ERROR "libtessera-cuda.so has static constructors (.init_array is ${init_bytes} bytes)")
+  endif()
+endif()
 execute_process(COMMAND ${READELF} --dyn-syms --wide ${LIB} OUTPUT_VARIABLE syms)
 string(REPLACE "\n" ";" lines "${syms}")
 foreach(line ${lines})
@@ -27,4 +35,4 @@ endforeach()
 if(NOT exported GREATER 30)
   message(FATAL_ERROR "libtessera-cuda.so exports only ${exported} hooks")
 endif()
-message(STATUS "libtessera-cuda.so: ${exported} exported hooks, dependencies ok")
+message(STATUS "libtessera-cuda.so: ${exported} exported hooks, dependencies ok, no static constructors")

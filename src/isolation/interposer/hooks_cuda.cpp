@@ -150,6 +150,7 @@ CUresult chargedArray(const char* api, Handle* handle, std::uint64_t estimate, C
   if ((rc = charge(index, estimate, api)) != CUDA_SUCCESS) return rc;
   if ((rc = create()) != CUDA_SUCCESS) {
     credit(index, estimate);
+    TESSERA_TRACE("%s = %d (driver)", api, rc);
     return rc;
   }
   std::uint64_t charged = estimate;
@@ -202,6 +203,7 @@ CUresult chargedGraphAlloc(const char* api, CUDA_MEM_ALLOC_NODE_PARAMS* params, 
   if ((rc = charge(index, bytes, api)) != CUDA_SUCCESS) return rc;
   if ((rc = driverCall()) != CUDA_SUCCESS) {
     credit(index, bytes);
+    TESSERA_TRACE("%s(%zu bytes) = %d (driver)", api, params->bytesize, rc);
     return rc;
   }
   if (!track(devicePointers(), params->dptr, packCharge(bytes, index))) {
@@ -298,6 +300,7 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, std::size_t* pitch, std::size_t w
   if ((rc = charge(index, estimate, "cuMemAllocPitch_v2")) != CUDA_SUCCESS) return rc;
   if ((rc = real(dptr, pitch, width, height, elementSize)) != CUDA_SUCCESS) {
     credit(index, estimate);
+    TESSERA_TRACE("cuMemAllocPitch_v2(%zu x %zu) = %d (driver)", width, height, rc);
     return rc;
   }
   const std::uint64_t actual = mulSat(*pitch, height);
@@ -428,6 +431,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, std::size_t size, con
   if ((rc = charge(index, size, "cuMemCreate")) != CUDA_SUCCESS) return rc;
   if ((rc = real(handle, size, prop, flags)) != CUDA_SUCCESS) {
     credit(index, size);
+    TESSERA_TRACE("cuMemCreate(%zu bytes, device %d) = %d (driver)", size, prop->location.id, rc);
     return rc;
   }
   if (!track(physicalHandles(), *handle, packCharge(size, index))) {
@@ -539,7 +543,10 @@ CUresult cuMemGetInfo_v2(std::size_t* freeOut, std::size_t* totalOut) {
   TESSERA_REQUIRE_REAL(cuMemGetInfo_v2);
   std::size_t driverFree = 0, driverTotal = 0;
   CUresult rc = real(&driverFree, &driverTotal);
-  if (rc != CUDA_SUCCESS) return rc;
+  if (rc != CUDA_SUCCESS) {
+    TESSERA_TRACE("cuMemGetInfo_v2 = %d (driver)", rc);
+    return rc;
+  }
   std::uint64_t f = 0, t = 0;
   reportedMemory(driverFree, driverTotal, &f, &t);
   if (freeOut != nullptr) *freeOut = f;
@@ -553,7 +560,10 @@ CUresult cuMemGetInfo(unsigned int* freeOut, unsigned int* totalOut) {
   TESSERA_REQUIRE_REAL(cuMemGetInfo);
   unsigned int driverFree = 0, driverTotal = 0;
   CUresult rc = real(&driverFree, &driverTotal);
-  if (rc != CUDA_SUCCESS) return rc;
+  if (rc != CUDA_SUCCESS) {
+    TESSERA_TRACE("cuMemGetInfo = %d (driver)", rc);
+    return rc;
+  }
   std::uint64_t f = 0, t = 0;
   reportedMemory(driverFree, driverTotal, &f, &t);
   if (freeOut != nullptr) *freeOut = static_cast<unsigned int>(f);   // <= driverFree, fits
