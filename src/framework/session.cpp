@@ -345,8 +345,14 @@ std::string Session::placementKey(const SessionTask& task) const {
   }
   key += "|ports:";
   for (const auto& hp : pod.hostPorts) key += std::to_string(hp.port) + hp.protocol + hp.hostIP + ",";
+  // Only the annotations Tessera's plugins read: per-pod annotations (a Job's completion index,
+  // a restart stamp) must not split pods that place alike into separate rankings.
+  static constexpr const char* kPlacementAnnotations[] = {
+      api::keys::kNodePolicy, api::keys::kGpuPolicy,  api::keys::kGpuFraction, api::keys::kGpuMemory,
+      api::keys::kGpuFractionNumDevices, api::keys::kUseGpuType, api::keys::kAvoidGpuType};
   key += "|ann:";
-  for (const auto& [k, v] : pod.meta.annotations) key += k + "=" + v + "\n";
+  for (const char* k : kPlacementAnnotations)
+    if (const std::string* v = pod.meta.annotation(k)) key += std::string(k) + "=" + *v + "\n";
   for (const auto& f : placementKey_) {
     key += "|" + f.plugin + ":";
     f.fn(task, key);
@@ -520,6 +526,34 @@ void Session::notifyDeallocate(const SessionTask& task) const {
   for (const auto& f : onDeallocate_) f.fn(task);
 }
 
+namespace {
+/// Removes one occurrence of each of `ports` from `from`, newest first (not necessarily the last
+/// entries: other statements may have placed pods on the node since).
+void removePorts(std::vector<api::HostPort>& from, const std::vector<api::HostPort>& ports) {
+  for (const auto& p : ports) {
+    for (auto it = from.rbegin(); it != from.rend(); ++it)
+      if (it->port == p.port && it->protocol == p.protocol && it->hostIP == p.hostIP) {
+        from.erase(std::next(it).base());
+        break;
+      }
+  }
+}
+}  // namespace
+
+void Session::applyRepipeline(SessionTask& task) {
+  TESSERA_ASSERT(task.state == TaskState::Allocated);
+  SessionNode& n = nodes_[task.node];
+  SessionJob& j = jobs_[task.job];
+  n.idle += task.request();
+  n.idle.normalize();
+  n.podCount--;
+  removePorts(n.addedPorts, task.pod().hostPorts);
+  n.pipelined += task.request();
+  nodeChanged(n);
+  task.state = TaskState::Pipelined;
+  j.pipelinedCount++;  // still ready, still counted in allocated
+}
+
 void Session::applyAllocate(SessionTask& task, int node) {
   TESSERA_ASSERT(task.state == TaskState::Pending);
   SessionNode& n = nodes_[node];
@@ -577,8 +611,7 @@ void Session::undo(const Operation& op) {
       TESSERA_ASSERT(task.state == TaskState::Allocated);
       n.idle += task.request();
       n.podCount--;
-      n.addedPorts.erase(n.addedPorts.end() - static_cast<std::ptrdiff_t>(task.pod().hostPorts.size()),
-                         n.addedPorts.end());
+      removePorts(n.addedPorts, task.pod().hostPorts);
       j.readyCount--;
       j.pendingCount++;
       break;
@@ -596,6 +629,20 @@ void Session::undo(const Operation& op) {
       n.releasing -= task.request();
       j.readyCount++;
       break;
+    }
+    case Operation::Type::Repipeline: {
+      // Back to Allocated on the same node; the job's and queue's totals do not change.
+      TESSERA_ASSERT(task.state == TaskState::Pipelined);
+      n.pipelined -= task.request();
+      n.pipelined.normalize();
+      n.idle -= task.request();
+      n.podCount++;
+      n.addedPorts.insert(n.addedPorts.end(), task.pod().hostPorts.begin(), task.pod().hostPorts.end());
+      j.pipelinedCount--;
+      nodeChanged(n);
+      task.state = op.previous;
+      task.node = op.previousNode;
+      return;
     }
   }
   if (op.type == Operation::Type::Evict) {
@@ -639,6 +686,7 @@ SessionResult Session::close() {
         if (t.state == TaskState::Allocated) r.binds.push_back({t.info->key, t.info->uid, nodes_[op.node].name()});
         break;
       case Operation::Type::Pipeline:
+      case Operation::Type::Repipeline:
         if (t.state == TaskState::Pipelined) r.pipelined.push_back({t.info->key, nodes_[op.node].name()});
         break;
       case Operation::Type::Evict:

@@ -24,15 +24,15 @@ void Statement::evict(SessionTask& task, std::string reason) {
 }
 
 void Statement::pipelineAllocated(int job) {
-  // Newest first, so per-node LIFO bookkeeping (host ports) unwinds in order.
-  for (auto it = ops_.rbegin(); it != ops_.rend(); ++it) {
-    Operation& op = *it;
-    if (op.job != job || op.type != Operation::Type::Allocate) continue;
-    SessionTask& task = session_.task(op.job, op.task);
+  // Appended as operations of their own, so a rollback past this point turns them back.
+  const size_t end = ops_.size();
+  for (size_t i = 0; i < end; ++i) {
+    if (ops_[i].job != job || ops_[i].type != Operation::Type::Allocate) continue;
+    SessionTask& task = session_.task(ops_[i].job, ops_[i].task);
     if (task.state != TaskState::Allocated) continue;
-    session_.undo(op);
-    session_.applyPipeline(task, op.node);
-    op.type = Operation::Type::Pipeline;
+    Operation op{Operation::Type::Repipeline, task.job, task.index, task.node, task.state, task.node, {}};
+    session_.applyRepipeline(task);
+    ops_.push_back(std::move(op));
   }
 }
 

@@ -90,7 +90,8 @@ struct SessionQueue {
 
 /// A decision for the binder, in commit order.
 struct Operation {
-  enum class Type { Allocate, Pipeline, Evict };
+  /// Repipeline: an Allocated task of a gang turned Pipelined (the gang waits together).
+  enum class Type { Allocate, Pipeline, Evict, Repipeline };
   Type type = Type::Allocate;
   int job = -1, task = -1, node = -1;
   TaskState previous = TaskState::Pending;
@@ -158,8 +159,9 @@ using VictimFn = std::function<bool(const SessionJob& claimant, const SessionTas
 using CapacityFn = std::function<std::optional<std::string>(const SessionJob& job, const api::Resources& request)>;
 /// Notified after a task's state changes in the session (allocate, pipeline, evict, and undo).
 using TaskEventFn = std::function<void(const SessionTask& task)>;
-/// Appends to the task's placement key whatever, besides the pod's own scheduling fields and the
-/// node's state, this plugin's predicates and scores depend on (e.g. the job, for constraints
+/// Appends to the task's placement key whatever, besides the pod's own scheduling fields (requests,
+/// selectors, affinity, tolerations, host ports, Tessera's placement annotations) and the node's
+/// state, this plugin's predicates and scores depend on (e.g. the job, for constraints
 /// that depend on where its siblings are). Tasks with equal keys share cached node rankings.
 using PlacementKeyFn = std::function<void(const SessionTask& task, std::string& key)>;
 
@@ -259,6 +261,7 @@ class Session {
   void applyAllocate(SessionTask& task, int node);
   void applyPipeline(SessionTask& task, int node);
   void applyEvict(SessionTask& task);
+  void applyRepipeline(SessionTask& task);
   void undo(const Operation& op);
   void commitOperations(std::vector<Operation> ops);
 

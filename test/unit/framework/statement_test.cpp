@@ -365,14 +365,17 @@ TEST_CASE("pipelineAllocated turns the job's allocations into pipelines on the s
   CHECK(f.gang().readyCount == 3);
   CHECK(f.gang().pendingCount == 0);
   CHECK(f.gang().allocated == gpus(3, 3000));
-  REQUIRE(stmt.operations().size() == 3);
-  for (const Operation& op : stmt.operations()) CHECK(op.type == Operation::Type::Pipeline);
+  // The allocations stay in the log, followed by one Repipeline each, so a rollback can undo them.
+  REQUIRE(stmt.operations().size() == 5);
+  CHECK(stmt.operations()[2].type == Operation::Type::Pipeline);
+  CHECK(stmt.operations()[3].type == Operation::Type::Repipeline);
+  CHECK(stmt.operations()[4].type == Operation::Type::Repipeline);
 
   stmt.discard();
   CHECK(differences(before, capture(*f.ssn)) == kNone);
 }
 
-TEST_CASE("rollback to a checkpoint taken before pipelineAllocated restores the allocations", "[statement][bug]") {
+TEST_CASE("rollback to a checkpoint taken before pipelineAllocated restores the allocations", "[statement]") {
   // pipelineAllocated rewrites Allocate operations logged before the checkpoint into Pipeline
   // ones, so the state at the checkpoint (tasks Allocated, idle taken) cannot be restored.
   Fixture f;
@@ -389,7 +392,7 @@ TEST_CASE("rollback to a checkpoint taken before pipelineAllocated restores the 
   CHECK(f.task("g-0").state == TaskState::Allocated);
 }
 
-TEST_CASE("pipelineAllocated leaves other jobs' allocations in the same statement alone", "[statement][bug]") {
+TEST_CASE("pipelineAllocated leaves other jobs' allocations in the same statement alone", "[statement]") {
   // Host ports placed this cycle are a per-node list undone last-in-first-out; here the gang's
   // allocation on n1 is not the newest one there.
   Fixture f;
@@ -410,7 +413,7 @@ TEST_CASE("pipelineAllocated leaves other jobs' allocations in the same statemen
   CHECK(differences(before, capture(*f.ssn)) == kNone);
 }
 
-TEST_CASE("two statements on one node: discarding the older keeps the newer one's host ports", "[statement][bug]") {
+TEST_CASE("two statements on one node: discarding the older keeps the newer one's host ports", "[statement]") {
   Fixture f;
   const State before = capture(*f.ssn);
   Statement first(*f.ssn);
@@ -450,11 +453,15 @@ TEST_CASE("commit moves the operations, in order, to the session; close reports 
     c.evict(f.task("run-1"), "dropped");
   }
   const auto& ops = f.ssn->committed();
-  REQUIRE(ops.size() == 5);
+  REQUIRE(ops.size() == 7);
   CHECK(ops[0].type == Operation::Type::Allocate);
   CHECK(ops[1].type == Operation::Type::Evict);
   CHECK(ops[1].reason == "make room");
-  for (int i = 2; i < 5; ++i) CHECK(ops[i].type == Operation::Type::Pipeline);
+  CHECK(ops[2].type == Operation::Type::Allocate);
+  CHECK(ops[3].type == Operation::Type::Allocate);
+  CHECK(ops[4].type == Operation::Type::Pipeline);
+  CHECK(ops[5].type == Operation::Type::Repipeline);
+  CHECK(ops[6].type == Operation::Type::Repipeline);
   CHECK(f.task("run-1").state == TaskState::Running);
 
   auto result = f.ssn->close();

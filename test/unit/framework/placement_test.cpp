@@ -1,0 +1,125 @@
+// findPlacement keeps per-placement-key node rankings up to date lazily; scanPlacement is the
+// plain scan over every node. Over random clusters and random sequences of allocate, pipeline,
+// evict, checkpoint and rollback, both must always choose the same node the same way.
+#include <catch2/catch.hpp>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tessera/framework/config.h"
+#include "tessera/framework/session.h"
+#include "tessera/framework/statement.h"
+#include "unit/framework/test_cluster.h"
+#include "unit/framework/test_registry.h"
+
+namespace {
+
+using tessera::framework::Placement;
+using tessera::framework::Session;
+using tessera::framework::SessionTask;
+using tessera::framework::Statement;
+using tessera::framework::TaskState;
+using tessera::testing::TestCluster;
+
+std::string randomCluster(std::mt19937& rng) {
+  std::string y;
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  const int nodes = 6 + pick(10);
+  for (int i = 0; i < nodes; ++i) {
+    const std::string name = "n" + std::to_string(i);
+    const int gpus = pick(3) == 0 ? 0 : 1 + pick(8);
+    std::string meta = "  labels: {pool: " + std::string(pick(2) ? "a" : "b") + "}\n";
+    std::string spec;
+    if (pick(5) == 0) spec = "spec:\n  taints: [{key: dedicated, value: x, effect: NoSchedule}]\n";
+    std::string ready = pick(10) == 0 ? "False" : "True";
+    y += "---\napiVersion: v1\nkind: Node\nmetadata:\n  name: " + name + "\n" + meta + spec +
+         "status:\n  allocatable: {cpu: \"" + std::to_string(8 + pick(56)) + "\", memory: 256Gi, pods: \"" +
+         std::to_string(3 + pick(20)) + "\", nvidia.com/gpu: \"" + std::to_string(gpus) +
+         "\"}\n  conditions: [{type: Ready, status: \"" + ready + "\"}]\n";
+    // Some running pods, some of them terminating (releasing).
+    const int running = pick(3);
+    for (int r = 0; r < running && gpus > 0; ++r) {
+      const bool terminating = pick(2) == 0;
+      y += "---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: run-" + name + "-" + std::to_string(r) +
+           "\n  labels: {tessera.dev/queue: q}\n" +
+           (terminating ? "  deletionTimestamp: \"2026-01-01T00:00:30Z\"\n" : "") +
+           "spec:\n  schedulerName: tessera\n  nodeName: " + name +
+           "\n  containers: [{name: c, resources: {requests: {cpu: \"2\", nvidia.com/gpu: \"1\"}, limits: "
+           "{nvidia.com/gpu: \"1\"}}}]\nstatus: {phase: Running}\n";
+    }
+  }
+  y += "---\napiVersion: scheduling.tessera.dev/v1alpha1\nkind: Queue\nmetadata: {name: q}\nspec: {}\n";
+  const int pending = 20 + pick(30);
+  for (int i = 0; i < pending; ++i) {
+    const int gpus = pick(4);
+    std::string ann;
+    const int policy = pick(3);
+    if (policy == 1) ann = "  annotations: {tessera.dev/node-policy: spread}\n";
+    if (policy == 2) ann = "  annotations: {tessera.dev/node-policy: binpack}\n";
+    std::string extra;
+    if (pick(4) == 0) extra += "  tolerations: [{key: dedicated, operator: Exists}]\n";
+    if (pick(5) == 0) extra += "  nodeSelector: {pool: a}\n";
+    if (pick(8) == 0) extra += "  containers: [{name: c, ports: [{containerPort: 80, hostPort: 8080}], resources: {requests: {cpu: \"1\"}}}]\n";
+    else
+      extra += "  containers: [{name: c, resources: {requests: {cpu: \"" + std::to_string(1 + pick(8)) +
+               "\", nvidia.com/gpu: \"" + std::to_string(gpus) + "\"}, limits: {nvidia.com/gpu: \"" +
+               std::to_string(gpus) + "\"}}}]\n";
+    y += "---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: p" + std::to_string(i) +
+         "\n  labels: {tessera.dev/queue: q}\n" + ann + "spec:\n  schedulerName: tessera\n" + extra;
+  }
+  return y;
+}
+
+void requireSame(const Placement& fast, const Placement& scan, const std::string& what) {
+  INFO(what << ": ranked node " << fast.node << (fast.pipelined ? " (pipelined)" : "") << ", scanned node "
+            << scan.node << (scan.pipelined ? " (pipelined)" : "") << "; scan reason: " << scan.reason);
+  REQUIRE(fast.node == scan.node);
+  REQUIRE(fast.pipelined == scan.pipelined);
+  if (fast.node < 0) REQUIRE(fast.reason == scan.reason);
+}
+
+}  // namespace
+
+TEST_CASE("findPlacement's cached rankings always agree with a full scan", "[placement]") {
+  for (unsigned seed = 1; seed <= 40; ++seed) {
+    std::mt19937 rng(seed);
+    TestCluster tc;
+    tc.create(randomCluster(rng));
+    tc.start();
+    auto config = tessera::framework::loadConfig(tessera::testing::testRegistry(), nullptr);
+    REQUIRE(config.ok());
+    Session ssn(tc.snapshot(), *config, tc.clock);
+    ssn.open();
+    Statement stmt(ssn);
+    std::vector<Statement::Checkpoint> checkpoints;
+    for (int step = 0; step < 200; ++step) {
+      std::vector<SessionTask*> pending, running;
+      for (auto& j : ssn.jobs())
+        for (auto& t : j.tasks) {
+          if (t.state == TaskState::Pending) pending.push_back(&t);
+          if (t.state == TaskState::Running) running.push_back(&t);
+        }
+      const int action = static_cast<int>(rng() % 10);
+      if (action < 6 && !pending.empty()) {
+        SessionTask& t = *pending[rng() % pending.size()];
+        const bool allowPipeline = rng() % 2 == 0;
+        const Placement scan = ssn.scanPlacement(t, allowPipeline);
+        const Placement fast = ssn.findPlacement(t, allowPipeline);
+        requireSame(fast, scan, "seed " + std::to_string(seed) + " step " + std::to_string(step) + " task " + t.info->key);
+        if (fast.node >= 0) {
+          if (fast.pipelined) stmt.pipeline(t, fast.node);
+          else stmt.allocate(t, fast.node);
+        }
+      } else if (action == 6 && !running.empty()) {
+        stmt.evict(*running[rng() % running.size()], "test");
+      } else if (action == 7) {
+        checkpoints.push_back(stmt.checkpoint());
+      } else if (action >= 8 && !checkpoints.empty()) {
+        stmt.rollback(checkpoints.back());
+        checkpoints.pop_back();
+      }
+    }
+    stmt.discard();
+  }
+}
