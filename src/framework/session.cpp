@@ -121,7 +121,10 @@ void Session::buildState() {
       lastQueueName = &info.queue;
     }
     j.queue = lastQueue;
-    if (info.podPriority) {
+    // A PodGroup's priority class decides for the whole gang; otherwise the value admission
+    // copied into the pod's spec.priority, else the pod's class, else the global default.
+    const bool groupClass = info.podGroup && !info.podGroup->priorityClassName.empty();
+    if (!groupClass && info.podPriority) {
       j.priority = *info.podPriority;
     } else if (!info.priorityClassName.empty()) {
       if (!lastClassName || *lastClassName != info.priorityClassName) {
