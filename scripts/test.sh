@@ -8,7 +8,7 @@
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cd "$ROOT"
+cd "$ROOT" || exit 1
 
 bash scripts/install-deps.sh || exit 1
 
@@ -94,11 +94,12 @@ run_examples() {
 }
 
 T0=$(date +%s)
-run_build "release" build -DCMAKE_BUILD_TYPE=Release
+run_build "release" build -DCMAKE_BUILD_TYPE=Release \
+  -DTESSERA_SANITIZE=OFF -DTESSERA_BUILD_TESTS=ON -DTESSERA_BUILD_BENCH=ON
 run_examples build
 run_build "asan+ubsan" build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
-  -DTESSERA_SANITIZE=ON -DTESSERA_BUILD_BENCH=OFF
+  -DTESSERA_SANITIZE=ON -DTESSERA_BUILD_TESTS=ON -DTESSERA_BUILD_BENCH=OFF
 T1=$(date +%s)
 
 echo
