@@ -143,8 +143,11 @@ class Allocate final : public framework::Action {
     ssn.setUnschedulable(job, msg);
   }
 
-  static void allocateJob(Session& ssn, SessionJob& job) {
-    if (cannotFitAnywhere(ssn, job)) return;
+  /// One attempt to place the job's pending pods (inside `domain` when given). On success the
+  /// placements are committed; on failure nothing is left behind and `reason`/`ready` say why.
+  static bool attempt(Session& ssn, SessionJob& job, const framework::NodeDomain* domain, std::string& reason,
+                      int& ready) {
+    ssn.restrictTo(domain);
     Statement stmt(ssn);
     int failed = 0;
     std::string firstReason;
@@ -164,12 +167,13 @@ class Allocate final : public framework::Action {
       if (p.pipelined) stmt.pipeline(task, p.node);
       else stmt.allocate(task, p.node);
     }
+    ssn.restrictTo(nullptr);
 
     if (gangBroken || !ssn.jobReady(job)) {
-      const int ready = job.readyCount;
+      ready = job.readyCount;
       stmt.discard();
-      fail(ssn, job, ready, firstReason);
-      return;
+      reason = firstReason;
+      return false;
     }
     // A gang is bound together: if any of it waits for releasing resources, all of it waits.
     if (job.pipelinedCount > 0) stmt.pipelineAllocated(job.index);
@@ -178,6 +182,30 @@ class Allocate final : public framework::Action {
       ssn.setUnschedulable(job, pods(failed) + " above minMember unschedulable: " + firstReason);
     else
       ssn.setUnschedulable(job, "");
+    return true;
+  }
+
+  static void allocateJob(Session& ssn, SessionJob& job) {
+    if (cannotFitAnywhere(ssn, job)) return;
+    std::string reason;
+    int ready = job.readyCount;
+    auto domains = ssn.jobDomains(job, reason);
+    if (!domains) {
+      if (!attempt(ssn, job, nullptr, reason, ready)) fail(ssn, job, ready, reason);
+      return;
+    }
+    if (domains->empty()) {  // constrained, and no domain can hold it: the plugin said why
+      fail(ssn, job, job.readyCount, reason);
+      return;
+    }
+    // Domains in the plugin's order; the first one's failure is the one worth telling.
+    std::string firstReason;
+    int firstReady = job.readyCount;
+    for (const framework::NodeDomain& d : *domains) {
+      if (attempt(ssn, job, &d, reason, ready)) return;
+      if (firstReason.empty()) firstReason = d.name + ": " + reason, firstReady = ready;
+    }
+    fail(ssn, job, firstReady, firstReason);
   }
 
   std::string name_ = "allocate";

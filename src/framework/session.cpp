@@ -214,6 +214,14 @@ void Session::addPreemptableFn(const std::string& p, VictimFn fn) { preemptable_
 void Session::addReclaimableFn(const std::string& p, VictimFn fn) { reclaimable_.push_back({p, std::move(fn)}); }
 void Session::addCapacityFn(const std::string& p, CapacityFn fn) { capacity_.push_back({p, std::move(fn)}); }
 void Session::addPlacementKeyFn(const std::string& p, PlacementKeyFn fn) { placementKey_.push_back({p, std::move(fn)}); }
+void Session::addJobDomainsFn(const std::string& p, JobDomainsFn fn) { jobDomains_.push_back({p, std::move(fn)}); }
+
+std::optional<std::vector<NodeDomain>> Session::jobDomains(const SessionJob& job, std::string& reason) const {
+  for (const auto& f : jobDomains_)
+    if (auto d = f.fn(job, reason)) return d;
+  return std::nullopt;
+}
+
 void Session::addAllocateHandler(const std::string& p, TaskEventFn onAllocate, TaskEventFn onDeallocate) {
   if (onAllocate) onAllocate_.push_back({p, std::move(onAllocate)});
   if (onDeallocate) onDeallocate_.push_back({p, std::move(onDeallocate)});
@@ -384,6 +392,8 @@ Placement Session::findPlacement(const SessionTask& task, bool allowPipeline) {
     p.reason = gpuShortageReason();
     return p;
   }
+  // Inside a domain (a rack, say) the scan is short; rankings cover the whole cluster.
+  if (domain_) return scanPlacement(task, allowPipeline);
   auto [it, fresh] = rankings_.try_emplace(placementKey(task));
   Ranking& rk = it->second;
   if (fresh) {
@@ -457,7 +467,11 @@ Placement Session::scanPlacement(const SessionTask& task, bool allowPipeline) co
     p.reason = gpuShortageReason();
     return p;
   }
-  if (need > 0) {
+  if (domain_) {
+    for (int ni : domain_->nodes) visit(ni);
+    const int outside = static_cast<int>(nodes_.size() - domain_->nodes.size());
+    if (outside > 0) reasons["outside " + domain_->name] += outside;
+  } else if (need > 0) {
     // Visit nodes by ascending index within levels that can hold the GPUs; others lack them.
     std::vector<int> candidates;
     for (size_t lvl = static_cast<size_t>(need); lvl < gpuLevels_.size(); ++lvl)

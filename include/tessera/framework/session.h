@@ -159,6 +159,16 @@ using VictimFn = std::function<bool(const SessionJob& claimant, const SessionTas
 using CapacityFn = std::function<std::optional<std::string>(const SessionJob& job, const api::Resources& request)>;
 /// Notified after a task's state changes in the session (allocate, pipeline, evict, and undo).
 using TaskEventFn = std::function<void(const SessionTask& task)>;
+/// A subset of nodes a job may be placed in (a topology domain), tried as a whole.
+struct NodeDomain {
+  std::string name;        ///< "rack=rack-2" or a path "zone=z1/rack=r2": shown in reasons
+  std::vector<int> nodes;  ///< node indices, ascending
+};
+/// The subsets of nodes a job must be placed inside, in the order to try them. Return nullopt
+/// when the plugin does not constrain this job; an empty list (with `reason` set) when it
+/// constrains it and no subset can hold it.
+using JobDomainsFn =
+    std::function<std::optional<std::vector<NodeDomain>>(const SessionJob& job, std::string& reason)>;
 /// Appends to the task's placement key whatever, besides the pod's own scheduling fields (requests,
 /// selectors, affinity, tolerations, host ports, Tessera's placement annotations) and the node's
 /// state, this plugin's predicates and scores depend on (e.g. the job, for constraints
@@ -213,6 +223,7 @@ class Session {
   void addCapacityFn(const std::string& plugin, CapacityFn fn);
   void addAllocateHandler(const std::string& plugin, TaskEventFn onAllocate, TaskEventFn onDeallocate);
   void addPlacementKeyFn(const std::string& plugin, PlacementKeyFn fn);
+  void addJobDomainsFn(const std::string& plugin, JobDomainsFn fn);
 
   // ---- queries over the registered callbacks ----
   /// Strict total orders: plugins first (tier order), then the session's unique tie-break.
@@ -239,6 +250,12 @@ class Session {
   Placement findPlacement(const SessionTask& task, bool allowPipeline);
   /// The full scan behind findPlacement, without caches (also gives the failure reasons).
   Placement scanPlacement(const SessionTask& task, bool allowPipeline) const;
+  /// The domains a job must be placed in (first plugin that constrains it wins); nullopt = anywhere.
+  std::optional<std::vector<NodeDomain>> jobDomains(const SessionJob& job, std::string& reason) const;
+  /// Restricts findPlacement / scanPlacement to `domain` (null: every node). The domain must
+  /// outlive the restriction.
+  void restrictTo(const NodeDomain* domain) { domain_ = domain; }
+  const NodeDomain* restriction() const { return domain_; }
   /// The key under which findPlacement caches node rankings for `task`.
   std::string placementKey(const SessionTask& task) const;
   /// Whole GPUs free on the best node, counting releasing resources (an upper bound for any task).
@@ -306,6 +323,8 @@ class Session {
   std::vector<Named<TaskEventFn>> onAllocate_;
   std::vector<Named<TaskEventFn>> onDeallocate_;
   std::vector<Named<PlacementKeyFn>> placementKey_;
+  std::vector<Named<JobDomainsFn>> jobDomains_;
+  const NodeDomain* domain_ = nullptr;
 
   /// A node as ranked for one placement key: feasible now before feasible only in the future,
   /// then higher score, then lower index. `version` invalidates it when the node changes.
