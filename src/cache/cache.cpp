@@ -154,18 +154,23 @@ struct Cache::Impl {
   }
 
   // ---- node accounting ----
-  void addToNode(const std::string& key, const api::Pod& pod, TaskStatus st, const std::string& node) {
+  void addToNode(const std::string& key, const api::Pod& pod, TaskStatus st, const std::string& node, bool ours) {
     NodeInfo& n = nodeEntry(node);
     n.used += pod.requests;
+    if (!ours) n.foreignUsed += pod.requests;
     if (st == TaskStatus::Releasing) n.releasing += pod.requests;
     n.podCount++;
     n.pods.insert(std::upper_bound(n.pods.begin(), n.pods.end(), key), key);
     n.usedPorts.insert(n.usedPorts.end(), pod.hostPorts.begin(), pod.hostPorts.end());
   }
 
-  void removeFromNode(const std::string& key, const api::Pod& pod, TaskStatus st, const std::string& node) {
+  void removeFromNode(const std::string& key, const api::Pod& pod, TaskStatus st, const std::string& node, bool ours) {
     NodeInfo& n = nodeEntry(node);
     n.used -= pod.requests;
+    if (!ours) {
+      n.foreignUsed -= pod.requests;
+      n.foreignUsed.normalize();
+    }
     if (st == TaskStatus::Releasing) n.releasing -= pod.requests;
     n.used.normalize();
     n.releasing.normalize();
@@ -308,7 +313,7 @@ struct Cache::Impl {
     if (it == pods.end()) return;
     PodEntry e = std::move(it->second);
     pods.erase(it);
-    if (holdsResources(e.status)) removeFromNode(key, *e.pod, e.status, e.node);
+    if (holdsResources(e.status)) removeFromNode(key, *e.pod, e.status, e.node, e.ours);
     if (!e.jobKey.empty()) removeTask(e.jobKey, key);
   }
 
@@ -320,7 +325,7 @@ struct Cache::Impl {
     e.ours = e.pod->schedulerName == options.schedulerName;
     e.status = statusOf(key, *e.pod, e.node);
     if (!e.ours && !holdsResources(e.status)) return;  // another scheduler's concern
-    if (holdsResources(e.status)) addToNode(key, *e.pod, e.status, e.node);
+    if (holdsResources(e.status)) addToNode(key, *e.pod, e.status, e.node, e.ours);
     if (e.ours) {
       e.jobKey = jobKeyOf(*e.pod);
       addTask(e.jobKey, key, e.pod, e.status, e.node);

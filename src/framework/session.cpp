@@ -214,6 +214,15 @@ void Session::addPreemptableFn(const std::string& p, VictimFn fn) { preemptable_
 void Session::addReclaimableFn(const std::string& p, VictimFn fn) { reclaimable_.push_back({p, std::move(fn)}); }
 void Session::addCapacityFn(const std::string& p, CapacityFn fn) { capacity_.push_back({p, std::move(fn)}); }
 void Session::addPlacementKeyFn(const std::string& p, PlacementKeyFn fn) { placementKey_.push_back({p, std::move(fn)}); }
+void Session::addCanReclaimFn(const std::string& p, JobCheckFn fn) { canReclaim_.push_back({p, std::move(fn)}); }
+
+std::optional<std::string> Session::canReclaim(const SessionJob& job) const {
+  if (canReclaim_.empty()) return std::string("no plugin allows reclaiming");
+  for (const auto& f : canReclaim_)
+    if (auto r = f.fn(job)) return r;
+  return std::nullopt;
+}
+
 void Session::addJobDomainsFn(const std::string& p, JobDomainsFn fn) { jobDomains_.push_back({p, std::move(fn)}); }
 
 std::optional<std::vector<NodeDomain>> Session::jobDomains(const SessionJob& job, std::string& reason) const {
@@ -723,6 +732,7 @@ SessionResult Session::close() {
       else if (t.state == TaskState::Pipelined) r.pods.push_back({t.info, jobIndex, &nodes_[t.node].name()});
     }
   }
+  r.queues = std::move(queueReports_);
   r.messages = std::move(reasons_);
   reasonIndex_.clear();
   return r;

@@ -74,6 +74,7 @@ struct NodeInfo {
   api::Resources allocatable;
   api::Resources used;       ///< all non-terminal pods bound here (including releasing ones)
   api::Resources releasing;  ///< pods terminating here: freed once they are gone
+  api::Resources foreignUsed;  ///< held by pods of other schedulers (never ours to divide)
   int32_t podCount = 0;
   std::vector<std::string> pods;          ///< keys "ns/name" of pods holding resources here, sorted
   std::vector<api::HostPort> usedPorts;   ///< host ports of those pods

@@ -5,6 +5,7 @@
 /// Single-threaded: a session is used only by the scheduler thread that created it.
 #include <cstdint>
 #include <functional>
+#include <array>
 #include <map>
 #include <memory>
 #include <optional>
@@ -120,6 +121,15 @@ struct SessionResult {
   std::vector<Bind> binds;
   std::vector<Evict> evictions;
   std::vector<Pipeline> pipelined;
+  /// A queue's figures this cycle (proportion plugin): what it deserves, its fair share, what it
+  /// holds and asks for; `problem` when the queue is unusable (orphaned, invalid).
+  struct QueueReport {
+    std::string name;
+    std::string parent;
+    api::Resources deserved, fairShare, allocated, requested;
+    std::string problem;
+  };
+  std::vector<QueueReport> queues;
   std::vector<JobStatus> jobs;  ///< jobs with pending or pipelined pods
   std::vector<PodStatus> pods;  ///< their pending and pipelined pods
   std::vector<std::string> messages;
@@ -157,6 +167,8 @@ using GpuOrderFn = std::function<int64_t(const SessionTask& task, const SessionN
 using VictimFn = std::function<bool(const SessionJob& claimant, const SessionTask& victim)>;
 /// Queue capacity check for placing `request` of `job`; a reason (OverLimit...) when it may not.
 using CapacityFn = std::function<std::optional<std::string>(const SessionJob& job, const api::Resources& request)>;
+/// A check of a whole job; a reason when it fails (e.g. whether the job's queue may reclaim).
+using JobCheckFn = std::function<std::optional<std::string>(const SessionJob& job)>;
 /// Notified after a task's state changes in the session (allocate, pipeline, evict, and undo).
 using TaskEventFn = std::function<void(const SessionTask& task)>;
 /// A subset of nodes a job may be placed in (a topology domain), tried as a whole.
@@ -224,6 +236,7 @@ class Session {
   void addAllocateHandler(const std::string& plugin, TaskEventFn onAllocate, TaskEventFn onDeallocate);
   void addPlacementKeyFn(const std::string& plugin, PlacementKeyFn fn);
   void addJobDomainsFn(const std::string& plugin, JobDomainsFn fn);
+  void addCanReclaimFn(const std::string& plugin, JobCheckFn fn);
 
   // ---- queries over the registered callbacks ----
   /// Strict total orders: plugins first (tier order), then the session's unique tie-break.
@@ -239,6 +252,21 @@ class Session {
   bool preemptable(const SessionJob& claimant, const SessionTask& victim) const;
   bool reclaimable(const SessionJob& claimant, const SessionTask& victim) const;
   std::optional<std::string> capacityCheck(const SessionJob& job, const api::Resources& request) const;
+  /// Whether the job's queue may take resources back from other queues (a reason when not).
+  /// Without a registered check, no job may reclaim.
+  std::optional<std::string> canReclaim(const SessionJob& job) const;
+
+  // ---- data plugins share within a session ----
+  /// Time-aware fairness: each queue's recent usage per resource (gpu, cpu, memory) as a fraction
+  /// of the cluster's capacity over the window, in millionths; and k in thousandths.
+  struct QueueUsage {
+    std::map<std::string, std::array<int64_t, 3>> usagePpm;
+    int64_t kMilli = 1000;
+  };
+  void setQueueUsage(QueueUsage usage) { queueUsage_ = std::move(usage); }
+  const std::optional<QueueUsage>& queueUsage() const { return queueUsage_; }
+  /// Per-queue figures for the timeline and Queue status (filled by the proportion plugin).
+  void setQueueReports(std::vector<SessionResult::QueueReport> reports) { queueReports_ = std::move(reports); }
 
   /// Finds the best node for `task`: nodes passing every predicate where the task fits on idle
   /// resources, best score first (ties: node name); else, when `allowPipeline`, on future idle
@@ -324,6 +352,9 @@ class Session {
   std::vector<Named<TaskEventFn>> onDeallocate_;
   std::vector<Named<PlacementKeyFn>> placementKey_;
   std::vector<Named<JobDomainsFn>> jobDomains_;
+  std::vector<Named<JobCheckFn>> canReclaim_;
+  std::optional<QueueUsage> queueUsage_;
+  std::vector<SessionResult::QueueReport> queueReports_;
   const NodeDomain* domain_ = nullptr;
 
   /// A node as ranked for one placement key: feasible now before feasible only in the future,

@@ -19,4 +19,9 @@ PluginResult makePredicates(framework::Args& args);
 /// nodeorder: binpack or spread on the node axis (config default, tessera.dev/node-policy per pod).
 PluginResult makeNodeOrder(framework::Args& args);
 
+/// proportion: hierarchical queues, fair-share division, queue order, capacity checks, reclaim rules.
+PluginResult makeProportion(framework::Args& args);
+/// timeaware: queues' usage over a sliding window adjusts over-quota weights (off unless enabled).
+PluginResult makeTimeAware(framework::Args& args);
+
 }  // namespace tessera::plugins

@@ -17,6 +17,11 @@ class PriorityPlugin final : public framework::Plugin {
       if (l.priority != r.priority) return l.priority > r.priority ? -1 : 1;
       return 0;
     });
+    // Preempt (within a queue) takes only from preemptible jobs of strictly lower priority.
+    ssn.addPreemptableFn(name_, [&ssn](const framework::SessionJob& claimant, const framework::SessionTask& victim) {
+      const framework::SessionJob& v = ssn.jobs()[victim.job];
+      return v.preemptible && v.priority < claimant.priority;
+    });
     ssn.addTaskOrderFn(name_, [](const framework::SessionTask& l, const framework::SessionTask& r) {
       if (l.info->taskPriority != r.info->taskPriority) return l.info->taskPriority > r.info->taskPriority ? -1 : 1;
       return 0;

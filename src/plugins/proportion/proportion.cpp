@@ -1,0 +1,484 @@
+// proportion: hierarchical queues with quota (deserved), limit and over-quota weight, KAI's fair-share
+// division, DRF queue order, capacity checks (OverLimit, NonPreemptibleOverQuota), and the queue
+// rules of reclaim. Per-session state lives in State; the plugin object holds only its arguments.
+#include <algorithm>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tessera/api/quantity.h"
+#include "tessera/framework/session.h"
+#include "tessera/plugins/factories.h"
+#include "tessera/plugins/proportion.h"
+
+namespace tessera::plugins {
+namespace {
+
+using framework::Session;
+using framework::SessionJob;
+using framework::SessionQueue;
+using framework::SessionTask;
+using framework::TaskState;
+using proportion::Amounts;
+using proportion::kResources;
+
+constexpr const char* kResourceNames[kResources] = {"nvidia.com/gpu", "cpu", "memory"};
+constexpr const char* kShortNames[kResources] = {"gpu", "cpu", "memory"};
+using i128 = __int128;
+
+Amounts amountsOf(const api::Resources& r) { return {r.milliGpu, r.milliCpu, r.memory}; }
+api::Resources resourcesOf(const Amounts& a) {
+  api::Resources r;
+  r.milliGpu = a[0];
+  r.milliCpu = a[1];
+  r.memory = a[2];
+  return r;
+}
+std::string fmt(int r, int64_t v) {
+  return v < 0 ? std::string("unlimited") : api::formatResourceAmount(kResourceNames[r], v);
+}
+
+struct ProportionArgs {
+  int64_t reclaimerSaturationMilli = 1000;
+};
+
+/// A queue in this session's tree (indexed like Session::queues()).
+struct QNode {
+  const api::Queue* obj = nullptr;
+  int parent = -1;
+  std::vector<int> children;
+  std::string problem;  ///< non-empty: unusable (not found, orphaned, invalid)
+  int32_t priority = 100;
+  Amounts deserved{0, 0, 0}, limit{-1, -1, -1}, weight{1000, 1000, 1000};
+  Amounts allocated{0, 0, 0};    ///< subtree, tasks holding or promised resources (not releasing)
+  Amounts allocatedNP{0, 0, 0};  ///< the non-preemptible part
+  Amounts requested{0, 0, 0};    ///< subtree: allocated + pending
+  Amounts fairShare{0, 0, 0};
+};
+
+/// Whether `job` holds or is promised resources in this state (releasing ones are on their way out).
+bool counts(TaskState s) {
+  return s == TaskState::Allocated || s == TaskState::Pipelined || s == TaskState::Bound || s == TaskState::Running;
+}
+
+class State {
+ public:
+  State(Session& ssn, ProportionArgs args) : ssn_(ssn), args_(args) { build(); }
+
+  std::optional<std::string> jobProblem(const SessionJob& job) const {
+    if (job.queue < 0) return std::nullopt;  // the session reports a missing queue itself
+    const QNode& q = q_[job.queue];
+    const std::string& name = ssn_.queues()[job.queue].name;
+    if (!q.problem.empty()) return "queue " + name + ": " + q.problem;
+    if (!q.children.empty()) return "queue " + name + " has child queues: only leaf queues take jobs";
+    return std::nullopt;
+  }
+
+  int compareQueues(int l, int r, const SessionJob* lJob, const SessionJob* rJob) {
+    ensureDivided();
+    // Compare where the two paths diverge: the children of their lowest common ancestor.
+    auto path = [&](int q) {
+      std::vector<int> p;
+      for (int c = q; c >= 0; c = q_[c].parent) p.push_back(c);
+      std::reverse(p.begin(), p.end());
+      return p;
+    };
+    const std::vector<int> lp = path(l), rp = path(r);
+    size_t i = 0;
+    while (i < lp.size() && i < rp.size() && lp[i] == rp[i]) ++i;
+    if (i == lp.size() || i == rp.size()) return 0;  // same queue (or one contains the other)
+    const int a = lp[i], b = rp[i];
+    const Amounts lj = lJob ? pendingRequest(*lJob) : Amounts{0, 0, 0};
+    const Amounts rj = rJob ? pendingRequest(*rJob) : Amounts{0, 0, 0};
+    const bool lOver = over(a, lj), rOver = over(b, rj);
+    if (lOver != rOver) return lOver ? 1 : -1;
+    const bool lStarved = starved(a, lj), rStarved = starved(b, rj);
+    if (lStarved != rStarved) return lStarved ? -1 : 1;
+    if (q_[a].priority != q_[b].priority) return q_[a].priority > q_[b].priority ? -1 : 1;
+    if (int c = compareShares(a, lj, b, rj)) return c;
+    if (int c = compareShares(a, {0, 0, 0}, b, {0, 0, 0})) return c;
+    const api::Time ta = q_[a].obj ? q_[a].obj->meta.creationTimestamp : api::Time{};
+    const api::Time tb = q_[b].obj ? q_[b].obj->meta.creationTimestamp : api::Time{};
+    if (ta != tb) return ta < tb ? -1 : 1;
+    return ssn_.queues()[a].name < ssn_.queues()[b].name ? -1 : 1;
+  }
+
+  std::optional<std::string> capacity(const SessionJob& job, const api::Resources& request) const {
+    if (job.queue < 0) return std::nullopt;
+    const Amounts req = amountsOf(request);
+    for (int c = job.queue; c >= 0; c = q_[c].parent) {
+      const QNode& q = q_[c];
+      for (int r = 0; r < kResources; ++r) {
+        if (req[r] <= 0) continue;
+        if (q.limit[r] >= 0 && q.allocated[r] + req[r] > q.limit[r])
+          return "OverLimit: queue " + ssn_.queues()[c].name + ": " + kResourceNames[r] + " " +
+                 fmt(r, q.allocated[r]) + " + " + fmt(r, req[r]) + " > limit " + fmt(r, q.limit[r]);
+        if (!job.preemptible && q.deserved[r] >= 0 && q.allocatedNP[r] + req[r] > q.deserved[r])
+          return "NonPreemptibleOverQuota: queue " + ssn_.queues()[c].name + ": " + kResourceNames[r] +
+                 " non-preemptible " + fmt(r, q.allocatedNP[r]) + " + " + fmt(r, req[r]) + " > quota " +
+                 fmt(r, q.deserved[r]);
+      }
+    }
+    return std::nullopt;
+  }
+
+  std::optional<std::string> canReclaim(const SessionJob& job) {
+    ensureDivided();
+    if (job.queue < 0) return std::string("no queue");
+    const Amounts req = pendingRequest(job);
+    for (int c = job.queue; c >= 0; c = q_[c].parent) {
+      const QNode& q = q_[c];
+      for (int r = 0; r < kResources; ++r)
+        if (req[r] > 0 && q.allocated[r] + req[r] > q.fairShare[r])
+          return "queue " + ssn_.queues()[c].name + " would exceed its fair share: " + kResourceNames[r] + " " +
+                 fmt(r, q.allocated[r]) + " + " + fmt(r, req[r]) + " > " + fmt(r, q.fairShare[r]);
+    }
+    if (auto c = capacity(job, resourcesOf(req))) return c;
+    return std::nullopt;
+  }
+
+  /// KAI's reclaim rules: a victim's queue gives back only while it is above its fair share, or
+  /// above its deserved quota when the reclaimer is still within its own; checked for the two
+  /// queues and for the two subtrees where their paths diverge (with the saturation multiplier).
+  bool reclaimable(const SessionJob& claimant, const SessionTask& victim) {
+    ensureDivided();
+    const SessionJob& vj = ssn_.jobs()[victim.job];
+    if (claimant.queue < 0 || vj.queue < 0 || claimant.queue == vj.queue || !vj.preemptible) return false;
+    if (youngerThan(vj, &api::Queue::reclaimMinRuntime)) return false;
+    const Amounts req = pendingRequest(claimant);
+    if (!mayTake(claimant.queue, vj.queue, req)) return false;
+    // Where the paths diverge.
+    std::vector<int> cp, vp;
+    for (int c = claimant.queue; c >= 0; c = q_[c].parent) cp.push_back(c);
+    for (int c = vj.queue; c >= 0; c = q_[c].parent) vp.push_back(c);
+    std::reverse(cp.begin(), cp.end());
+    std::reverse(vp.begin(), vp.end());
+    size_t i = 0;
+    while (i < cp.size() && i < vp.size() && cp[i] == vp[i]) ++i;
+    if (i >= cp.size() || i >= vp.size()) return false;
+    const int a = cp[i], b = vp[i];
+    if (a == claimant.queue && b == vj.queue) return saturationOk(a, req);
+    return mayTake(a, b, req) && saturationOk(a, req);
+  }
+
+  bool preemptable(const SessionJob& claimant, const SessionTask& victim) const {
+    const SessionJob& vj = ssn_.jobs()[victim.job];
+    return claimant.queue >= 0 && claimant.queue == vj.queue && !youngerThan(vj, &api::Queue::preemptMinRuntime);
+  }
+
+  void onAllocate(const SessionTask& t, int sign) {
+    const SessionJob& j = ssn_.jobs()[t.job];
+    if (j.queue < 0) return;
+    const Amounts a = amountsOf(t.request());
+    for (int c = j.queue; c >= 0; c = q_[c].parent)
+      for (int r = 0; r < kResources; ++r) {
+        q_[c].allocated[r] += sign * a[r];
+        if (!j.preemptible) q_[c].allocatedNP[r] += sign * a[r];
+      }
+  }
+
+  std::vector<framework::SessionResult::QueueReport> reports() {
+    ensureDivided();
+    std::vector<framework::SessionResult::QueueReport> out;
+    for (const SessionQueue& sq : ssn_.queues()) {
+      const QNode& q = q_[sq.index];
+      if (!q.obj && q.allocated == Amounts{0, 0, 0}) continue;
+      framework::SessionResult::QueueReport rep;
+      rep.name = sq.name;
+      rep.parent = q.obj ? q.obj->parentQueue : "";
+      rep.deserved = resourcesOf(q.deserved);
+      rep.fairShare = resourcesOf(q.fairShare);
+      rep.allocated = resourcesOf(q.allocated);
+      rep.requested = resourcesOf(q.requested);
+      rep.problem = q.obj ? q.problem : "not found";
+      out.push_back(std::move(rep));
+    }
+    return out;
+  }
+
+ private:
+  void build() {
+    const auto& queues = ssn_.queues();
+    q_.resize(queues.size());
+    // Settings and validity of each queue object.
+    for (const SessionQueue& sq : queues) {
+      QNode& q = q_[sq.index];
+      q.obj = sq.queue;
+      if (!q.obj) {
+        q.problem = "Queue " + sq.name + " not found";
+        continue;
+      }
+      q.priority = q.obj->priority;
+      const api::QueueResource* res[kResources] = {&q.obj->gpu, &q.obj->cpu, &q.obj->memory};
+      for (int r = 0; r < kResources; ++r) {
+        q.deserved[r] = res[r]->quota;
+        q.limit[r] = res[r]->limit;
+        q.weight[r] = res[r]->overQuotaWeightMilli;
+        const std::string field = std::string("spec.resources.") + kShortNames[r];
+        if (q.problem.empty() && res[r]->quota < -1)
+          q.problem = field + ".quota: " + fmt(r, res[r]->quota) + " is invalid (only -1, unlimited, may be negative)";
+        if (q.problem.empty() && res[r]->limit < -1)
+          q.problem = field + ".limit: " + fmt(r, res[r]->limit) + " is invalid (only -1, no limit, may be negative)";
+        if (q.problem.empty() && res[r]->limit >= 0 && res[r]->quota > res[r]->limit)
+          q.problem = field + ".limit: " + fmt(r, res[r]->limit) + " is below the quota " + fmt(r, res[r]->quota);
+        if (q.problem.empty() && res[r]->overQuotaWeightMilli < 0)
+          q.problem = field + ".overQuotaWeight: must not be negative";
+      }
+      if (!q.obj->parentQueue.empty()) {
+        const int p = ssn_.findQueue(q.obj->parentQueue);
+        if (p < 0 || !queues[p].queue) {
+          if (q.problem.empty())
+            q.problem = "spec.parentQueue: parent queue \"" + q.obj->parentQueue + "\" does not exist (orphaned)";
+        } else {
+          q.parent = p;
+        }
+      }
+    }
+    // Cycles: every queue on one is orphaned.
+    for (size_t i = 0; i < q_.size(); ++i) {
+      std::vector<int> chain;
+      std::set<int> seen;
+      for (int c = static_cast<int>(i); c >= 0; c = q_[c].parent) {
+        if (!seen.insert(c).second) {
+          // c is on a cycle: name it.
+          std::string text = queues[c].name;
+          for (int d = q_[c].parent; d != c; d = q_[d].parent) text += " -> " + queues[d].name;
+          text += " -> " + queues[c].name;
+          for (int d = c;;) {
+            if (q_[d].problem.empty()) q_[d].problem = "spec.parentQueue: parent cycle " + text + " (orphaned)";
+            d = q_[d].parent;
+            if (d == c) break;
+          }
+          break;
+        }
+      }
+    }
+    for (QNode& q : q_)
+      if (q.problem.find("parent cycle") != std::string::npos) q.parent = -1;  // cut the loop
+    // Problems pass down to descendants.
+    for (size_t i = 0; i < q_.size(); ++i) {
+      if (!q_[i].problem.empty()) continue;
+      for (int c = q_[i].parent; c >= 0; c = q_[c].parent)
+        if (!q_[c].problem.empty()) {
+          q_[i].problem = "ancestor queue " + queues[c].name + ": " + q_[c].problem;
+          break;
+        }
+    }
+    for (size_t i = 0; i < q_.size(); ++i)
+      if (q_[i].parent >= 0) q_[q_[i].parent].children.push_back(static_cast<int>(i));
+
+    // What each subtree holds and asks for.
+    for (const SessionJob& j : ssn_.jobs()) {
+      if (j.queue < 0) continue;
+      Amounts held{0, 0, 0}, pending{0, 0, 0};
+      for (const SessionTask& t : j.tasks) {
+        const Amounts a = amountsOf(t.request());
+        if (counts(t.state))
+          for (int r = 0; r < kResources; ++r) held[r] += a[r];
+        else if (t.state == TaskState::Pending)
+          for (int r = 0; r < kResources; ++r) pending[r] += a[r];
+      }
+      for (int c = j.queue; c >= 0; c = q_[c].parent)
+        for (int r = 0; r < kResources; ++r) {
+          q_[c].allocated[r] += held[r];
+          if (!j.preemptible) q_[c].allocatedNP[r] += held[r];
+          q_[c].requested[r] += held[r] + pending[r];
+        }
+    }
+  }
+
+  /// The fair shares, computed on first use (after every plugin opened: time-aware usage).
+  void ensureDivided() {
+    if (divided_) return;
+    divided_ = true;
+    Amounts capacity{0, 0, 0};
+    for (const auto& n : ssn_.nodes()) {
+      const api::Node& node = n.node();
+      if (!node.ready) continue;
+      const Amounts a = amountsOf(n.info->allocatable), f = amountsOf(n.info->foreignUsed);
+      for (int r = 0; r < kResources; ++r) capacity[r] += std::max<int64_t>(0, a[r] - f[r]);
+    }
+    std::vector<proportion::DivisionQueue> dq;
+    std::vector<int> toDq(q_.size(), -1), fromDq;
+    for (size_t i = 0; i < q_.size(); ++i)
+      if (q_[i].obj && q_[i].problem.empty()) {
+        toDq[i] = static_cast<int>(dq.size());
+        fromDq.push_back(static_cast<int>(i));
+        proportion::DivisionQueue d;
+        d.name = ssn_.queues()[i].name;
+        d.priority = q_[i].priority;
+        d.deserved = q_[i].deserved;
+        d.limit = q_[i].limit;
+        d.weight = q_[i].weight;
+        d.requested = q_[i].requested;
+        dq.push_back(std::move(d));
+      }
+    for (size_t k = 0; k < dq.size(); ++k) {
+      const int p = q_[fromDq[k]].parent;
+      dq[k].parent = p >= 0 ? toDq[p] : -1;
+    }
+    adjustWeights(dq);
+    proportion::divide(dq, capacity);
+    for (size_t k = 0; k < dq.size(); ++k) q_[fromDq[k]].fairShare = dq[k].fairShare;
+  }
+
+  /// Time-aware fairness: s_i = max(0, w_i + k (w_i - U_i)), w_i the queue's weight normalized
+  /// among its siblings, U_i its recent usage as a fraction of the cluster.
+  void adjustWeights(std::vector<proportion::DivisionQueue>& dq) const {
+    const auto& usage = ssn_.queueUsage();
+    if (!usage) return;
+    for (int r = 0; r < kResources; ++r) {
+      std::vector<i128> siblingSum(dq.size() + 1, 0);
+      auto slot = [&](const proportion::DivisionQueue& d) { return d.parent < 0 ? dq.size() : size_t(d.parent); };
+      for (const auto& d : dq) siblingSum[slot(d)] += d.weight[r];
+      std::vector<int64_t> adjusted(dq.size());
+      for (size_t k = 0; k < dq.size(); ++k) {
+        const i128 sum = siblingSum[slot(dq[k])];
+        const int64_t w = sum > 0 ? static_cast<int64_t>(static_cast<i128>(dq[k].weight[r]) * 1'000'000 / sum) : 0;
+        auto it = usage->usagePpm.find(dq[k].name);
+        const int64_t u = it == usage->usagePpm.end() ? 0 : it->second[r];
+        adjusted[k] = std::max<int64_t>(0, w + usage->kMilli * (w - u) / 1000);
+      }
+      for (size_t k = 0; k < dq.size(); ++k) dq[k].weight[r] = adjusted[k];
+    }
+  }
+
+  Amounts pendingRequest(const SessionJob& job) {
+    if (requestCache_.size() != ssn_.jobs().size()) requestCache_.assign(ssn_.jobs().size(), {-1, -1, -1});
+    Amounts& a = requestCache_[job.index];
+    if (a[0] < 0) {
+      a = {0, 0, 0};
+      for (const SessionTask& t : job.tasks)
+        if (t.state == TaskState::Pending) {
+          const Amounts x = amountsOf(t.request());
+          for (int r = 0; r < kResources; ++r) a[r] += x[r];
+        }
+    }
+    return a;
+  }
+
+  bool over(int q, const Amounts& job) const {
+    for (int r = 0; r < kResources; ++r)
+      if (q_[q].allocated[r] + job[r] > q_[q].fairShare[r] && (job[r] > 0 || q_[q].allocated[r] > 0)) return true;
+    return false;
+  }
+
+  bool starved(int q, const Amounts& job) const {
+    bool any = false;
+    for (int r = 0; r < kResources; ++r) {
+      if (job[r] <= 0) continue;
+      any = true;
+      if (q_[q].deserved[r] >= 0 && q_[q].allocated[r] + job[r] > q_[q].deserved[r]) return false;
+    }
+    return any;
+  }
+
+  /// Dominant share (allocated + job) / fair share, compared exactly; <0 when a's is smaller.
+  int compareShares(int a, const Amounts& ja, int b, const Amounts& jb) const {
+    auto dominant = [&](int q, const Amounts& j) {
+      // Returns the largest fraction as (num, den); den 0 = infinite.
+      i128 bn = 0, bd = 1;
+      for (int r = 0; r < kResources; ++r) {
+        const i128 n = q_[q].allocated[r] + j[r], d = q_[q].fairShare[r];
+        if (n <= 0) continue;
+        if (d <= 0) return std::pair<i128, i128>{1, 0};
+        if (n * bd > bn * d) bn = n, bd = d;
+      }
+      return std::pair<i128, i128>{bn, bd};
+    };
+    auto [an, ad] = dominant(a, ja);
+    auto [bn, bd] = dominant(b, jb);
+    if (ad == 0 || bd == 0) {
+      if (ad == 0 && bd == 0) return 0;
+      return ad == 0 ? 1 : -1;
+    }
+    const i128 l = an * bd, r = bn * ad;
+    return l < r ? -1 : (l > r ? 1 : 0);
+  }
+
+  bool overFair(int q) const {
+    for (int r = 0; r < kResources; ++r)
+      if (q_[q].allocated[r] > q_[q].fairShare[r]) return true;
+    return false;
+  }
+  bool overDeserved(int q) const {
+    for (int r = 0; r < kResources; ++r)
+      if (q_[q].deserved[r] >= 0 && q_[q].allocated[r] > q_[q].deserved[r]) return true;
+    return false;
+  }
+  bool withinDeserved(int q, const Amounts& job) const {
+    for (int r = 0; r < kResources; ++r)
+      if (job[r] > 0 && q_[q].deserved[r] >= 0 && q_[q].allocated[r] + job[r] > q_[q].deserved[r]) return false;
+    return true;
+  }
+  /// May claimant-side `c` take from victim-side `v`?
+  bool mayTake(int c, int v, const Amounts& job) const {
+    return overFair(v) || (withinDeserved(c, job) && overDeserved(v));
+  }
+  bool saturationOk(int c, const Amounts& job) const {
+    for (int r = 0; r < kResources; ++r)
+      if (job[r] > 0 && static_cast<i128>(q_[c].allocated[r] + job[r]) * 1000 >
+                            static_cast<i128>(q_[c].fairShare[r]) * args_.reclaimerSaturationMilli)
+        return false;
+    return true;
+  }
+
+  /// Whether the job has run for less than its queue's min runtime (`field`), inherited upward.
+  bool youngerThan(const SessionJob& job, std::optional<api::Duration> api::Queue::*field) const {
+    std::optional<api::Duration> min;
+    for (int c = job.queue; c >= 0 && !min; c = q_[c].parent)
+      if (q_[c].obj && (q_[c].obj->*field)) min = q_[c].obj->*field;
+    if (!min || min->millis <= 0) return false;
+    std::optional<api::Time> started;
+    for (const SessionTask& t : job.tasks)
+      if (t.pod().startTime && (!started || *t.pod().startTime < *started)) started = t.pod().startTime;
+    return started && ssn_.now() - *started < *min;
+  }
+
+  Session& ssn_;
+  ProportionArgs args_;
+  std::vector<QNode> q_;
+  bool divided_ = false;
+  std::vector<Amounts> requestCache_;
+};
+
+class ProportionPlugin final : public framework::Plugin {
+ public:
+  explicit ProportionPlugin(ProportionArgs args) : args_(args) {}
+  const std::string& name() const override { return name_; }
+
+  void onSessionOpen(Session& ssn) override {
+    auto st = std::make_shared<State>(ssn, args_);
+    state_ = st;
+    ssn.addJobValidFn(name_, [st](const SessionJob& j) { return st->jobProblem(j); });
+    ssn.addQueueOrderFn(name_, [st](const SessionQueue& l, const SessionQueue& r, const SessionJob* lj,
+                                    const SessionJob* rj) { return st->compareQueues(l.index, r.index, lj, rj); });
+    ssn.addCapacityFn(name_, [st](const SessionJob& j, const api::Resources& req) { return st->capacity(j, req); });
+    ssn.addCanReclaimFn(name_, [st](const SessionJob& j) { return st->canReclaim(j); });
+    ssn.addReclaimableFn(name_, [st](const SessionJob& c, const SessionTask& v) { return st->reclaimable(c, v); });
+    ssn.addPreemptableFn(name_, [st](const SessionJob& c, const SessionTask& v) { return st->preemptable(c, v); });
+    ssn.addAllocateHandler(
+        name_, [st](const SessionTask& t) { st->onAllocate(t, +1); }, [st](const SessionTask& t) { st->onAllocate(t, -1); });
+  }
+
+  void onSessionClose(Session& ssn) override {
+    if (state_) ssn.setQueueReports(state_->reports());
+    state_.reset();
+  }
+
+ private:
+  std::string name_ = "proportion";
+  ProportionArgs args_;
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace
+
+PluginResult makeProportion(framework::Args& args) {
+  ProportionArgs a;
+  a.reclaimerSaturationMilli = args.getMilli("reclaimerSaturationMultiplier", 1000, 0, 1'000'000'000);
+  return std::shared_ptr<framework::Plugin>(std::make_shared<ProportionPlugin>(a));
+}
+
+}  // namespace tessera::plugins

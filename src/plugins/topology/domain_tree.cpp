@@ -1,0 +1,166 @@
+#include "domain_tree.h"
+
+#include <algorithm>
+#include <climits>
+#include <set>
+
+namespace tessera::plugins::topology {
+
+std::pair<api::Resources, int64_t> freeOf(const framework::SessionNode& n, const Overlay* overlay) {
+  const api::Node& node = n.node();
+  if (!node.ready || node.unschedulable) return {api::Resources{}, 0};
+  std::pair<api::Resources, int64_t> out{n.futureIdle(), node.allocatablePods - n.podCount};
+  if (overlay) {
+    auto it = overlay->used.find(n.index);
+    if (it != overlay->used.end()) {
+      out.first -= it->second.first;
+      out.second -= it->second.second;
+    }
+  }
+  return out;
+}
+
+int64_t fitCount(const api::Resources& free, const api::Resources& request) {
+  int64_t k = INT64_MAX;
+  auto limit = [&](int64_t have, int64_t want) {
+    if (want > 0) k = std::min(k, have <= 0 ? int64_t{0} : have / want);
+  };
+  limit(free.milliCpu, request.milliCpu);
+  limit(free.memory, request.memory);
+  limit(free.milliGpu, request.milliGpu);
+  for (const auto& [name, v] : request.scalars) limit(free.get(name), v);
+  return k;
+}
+
+void subtractTimes(api::Resources& r, const api::Resources& request, int64_t k) {
+  r.milliCpu -= request.milliCpu * k;
+  r.memory -= request.memory * k;
+  r.milliGpu -= request.milliGpu * k;
+  for (const auto& [name, v] : request.scalars) r.set(name, r.get(name) - v * k);
+}
+
+std::string requestKey(const api::Resources& r) {
+  std::string key = std::to_string(r.milliCpu) + "/" + std::to_string(r.memory) + "/" + std::to_string(r.milliGpu);
+  for (const auto& [n, v] : r.scalars) key += "/" + n + "=" + std::to_string(v);
+  return key;
+}
+
+Room roomOf(const std::vector<int>& nodes, const std::vector<PodClass>& classes,
+            const std::vector<framework::SessionNode>& sessionNodes, const Overlay* overlay, Overlay* commit) {
+  Room room;
+  std::vector<int64_t> left;
+  left.reserve(classes.size());
+  for (const PodClass& c : classes) left.push_back(c.count);
+  for (int ni : nodes) {
+    auto [free, slots] = freeOf(sessionNodes[ni], overlay);
+    room.freeGpu += std::max<int64_t>(0, free.milliGpu);
+    room.freeCpu += std::max<int64_t>(0, free.milliCpu);
+    for (size_t c = 0; c < classes.size() && slots > 0; ++c) {
+      if (left[c] <= 0) continue;
+      const int64_t k = std::min({fitCount(free, classes[c].request), slots, left[c]});
+      if (k <= 0) continue;
+      left[c] -= k;
+      slots -= k;
+      room.pods += k;
+      if (classes.size() > 1 || commit) subtractTimes(free, classes[c].request, k);
+      if (commit) {
+        auto& [res, pods] = commit->used[ni];
+        api::Resources add;
+        subtractTimes(add, classes[c].request, -k);
+        res += add;
+        pods += k;
+      }
+    }
+  }
+  return room;
+}
+
+namespace {
+std::string shortOf(const std::string& label) {
+  const auto slash = label.rfind('/');
+  return slash == std::string::npos ? label : label.substr(slash + 1);
+}
+}  // namespace
+
+DomainTree::DomainTree(const api::Topology& topology, const std::vector<framework::SessionNode>& nodes)
+    : name_(topology.meta.name) {
+  const size_t L = topology.levels.size();
+  levels_.resize(L);
+  std::set<std::string> shorts, clash;
+  for (const auto& lv : topology.levels)
+    if (!shorts.insert(shortOf(lv.nodeLabel)).second) clash.insert(shortOf(lv.nodeLabel));
+  for (size_t l = 0; l < L; ++l) {
+    levels_[l].label = topology.levels[l].nodeLabel;
+    const std::string s = shortOf(levels_[l].label);
+    levels_[l].shortName = clash.count(s) ? levels_[l].label : s;
+    levels_[l].nodeDomain.assign(nodes.size(), -1);
+  }
+  // (parent domain, label value) -> domain, per level.
+  std::vector<std::map<std::pair<int, std::string>, int>> index(L);
+  std::vector<const std::string*> values(L);
+  for (const framework::SessionNode& n : nodes) {
+    bool member = L > 0;
+    for (size_t l = 0; l < L && member; ++l) member = (values[l] = n.node().meta.label(levels_[l].label)) != nullptr;
+    if (!member) continue;
+    ++nodesInTree_;
+    int parent = -1;
+    for (size_t l = 0; l < L; ++l) {
+      auto [it, fresh] = index[l].try_emplace({parent, *values[l]}, static_cast<int>(levels_[l].domains.size()));
+      if (fresh) {
+        Domain d;
+        d.id = (parent < 0 ? "" : levels_[l - 1].domains[parent].id + "/") + levels_[l].shortName + "=" + *values[l];
+        d.parent = parent;
+        levels_[l].domains.push_back(std::move(d));
+      }
+      levels_[l].domains[it->second].nodes.push_back(n.index);
+      levels_[l].nodeDomain[n.index] = it->second;
+      parent = it->second;
+    }
+  }
+  versions_.resize(L);
+  for (size_t l = 0; l < L; ++l) versions_[l].assign(levels_[l].domains.size(), 0);
+}
+
+int DomainTree::levelOf(const std::string& label) const {
+  for (size_t l = 0; l < levels_.size(); ++l)
+    if (levels_[l].label == label) return static_cast<int>(l);
+  return -1;
+}
+
+bool DomainTree::within(int l, int d, int scopeLevel, int scope) const {
+  if (scopeLevel < 0) return true;
+  if (scopeLevel >= l) return scopeLevel == l && scope == d;
+  return levels_[scopeLevel].nodeDomain[levels_[l].domains[d].nodes.front()] == scope;
+}
+
+std::string DomainTree::levelNames() const {
+  std::string out;
+  for (const Level& l : levels_) out += (out.empty() ? "" : ", ") + l.shortName;
+  return out;
+}
+
+const Room& DomainTree::cachedRoom(int l, int d, const PodClass& cls, const std::vector<framework::SessionNode>& nodes) {
+  auto it = cache_.find(cls.key);
+  if (it == cache_.end()) {
+    std::vector<std::vector<CacheEntry>> fresh(levels_.size());
+    for (size_t i = 0; i < levels_.size(); ++i) fresh[i].resize(levels_[i].domains.size());
+    it = cache_.emplace(cls.key, std::move(fresh)).first;
+  }
+  CacheEntry& e = it->second[l][d];
+  if (e.version != versions_[l][d]) {
+    PodClass unbounded = cls;
+    unbounded.count = INT64_MAX;
+    e.room = roomOf(levels_[l].domains[d].nodes, {unbounded}, nodes, nullptr, nullptr);
+    e.version = versions_[l][d];
+  }
+  return e.room;
+}
+
+void DomainTree::nodeChanged(int n) {
+  for (size_t l = 0; l < levels_.size(); ++l) {
+    const int d = levels_[l].nodeDomain[n];
+    if (d >= 0 && ++versions_[l][d] == UINT32_MAX) versions_[l][d] = 0;
+  }
+}
+
+}  // namespace tessera::plugins::topology
