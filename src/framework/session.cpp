@@ -223,6 +223,17 @@ std::optional<std::string> Session::canReclaim(const SessionJob& job) const {
   return std::nullopt;
 }
 
+void Session::addVictimOrderFn(const std::string& p, VictimOrderFn fn) { victimOrder_.push_back({p, std::move(fn)}); }
+
+bool Session::victimLess(const SessionTask& l, const SessionTask& r) const {
+  for (const auto& f : victimOrder_)
+    if (int c = f.fn(l, r)) return c < 0;
+  const auto& lp = l.pod().meta;
+  const auto& rp = r.pod().meta;
+  if (lp.creationTimestamp != rp.creationTimestamp) return lp.creationTimestamp > rp.creationTimestamp;  // newest first
+  return l.info->key < r.info->key;
+}
+
 void Session::addJobDomainsFn(const std::string& p, JobDomainsFn fn) { jobDomains_.push_back({p, std::move(fn)}); }
 
 std::optional<std::vector<NodeDomain>> Session::jobDomains(const SessionJob& job, std::string& reason) const {
@@ -580,6 +591,12 @@ void Session::applyRepipeline(SessionTask& task) {
   j.pipelinedCount++;  // still ready, still counted in allocated
 }
 
+void Session::applyReserve(const SessionTask& task, int node) {
+  SessionNode& n = nodes_[node];
+  n.pipelined += task.request();
+  nodeChanged(n);
+}
+
 void Session::applyAllocate(SessionTask& task, int node) {
   TESSERA_ASSERT(task.state == TaskState::Pending);
   SessionNode& n = nodes_[node];
@@ -632,6 +649,12 @@ void Session::undo(const Operation& op) {
   SessionTask& task = jobs_[op.job].tasks[op.task];
   SessionNode& n = nodes_[op.node];
   SessionJob& j = jobs_[op.job];
+  if (op.type == Operation::Type::Reserve) {
+    n.pipelined -= task.request();
+    n.pipelined.normalize();
+    nodeChanged(n);
+    return;
+  }
   switch (op.type) {
     case Operation::Type::Allocate: {
       TESSERA_ASSERT(task.state == TaskState::Allocated);
@@ -718,6 +741,8 @@ SessionResult Session::close() {
       case Operation::Type::Evict:
         if (t.state == TaskState::Releasing)
           r.evictions.push_back({t.info->key, t.info->uid, nodes_[op.node].name(), op.reason});
+        break;
+      case Operation::Type::Reserve:
         break;
     }
   }

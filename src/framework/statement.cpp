@@ -23,6 +23,11 @@ void Statement::evict(SessionTask& task, std::string reason) {
   ops_.push_back(Operation{Operation::Type::Evict, task.job, task.index, task.node, prev, prevNode, std::move(reason)});
 }
 
+void Statement::reserve(const SessionTask& evicted, int node) {
+  session_.applyReserve(evicted, node);
+  ops_.push_back(Operation{Operation::Type::Reserve, evicted.job, evicted.index, node, evicted.state, evicted.node, {}});
+}
+
 void Statement::pipelineAllocated(int job) {
   // Appended as operations of their own, so a rollback past this point turns them back.
   const size_t end = ops_.size();

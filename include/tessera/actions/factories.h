@@ -12,5 +12,15 @@ using ActionResult = api::Result<std::shared_ptr<framework::Action>>;
 
 /// allocate: places pending jobs, queue by queue, gang all-or-nothing, with pipelining.
 ActionResult makeAllocate(framework::Args& args);
+/// consolidate: moves preemptible pods elsewhere so a pending job fits (each moved pod re-placed).
+ActionResult makeConsolidate(framework::Args& args);
+/// reclaim: a queue below its fair share takes resources back from queues above theirs.
+ActionResult makeReclaim(framework::Args& args);
+/// preempt: inside a queue, higher priority evicts strictly lower-priority preemptible jobs.
+ActionResult makePreempt(framework::Args& args);
+/// backfill: places what fits on idle resources, leaving this cycle's pipelined room alone.
+ActionResult makeBackfill(framework::Args& args);
+/// stalegangeviction: evicts gangs running below minMember for longer than a grace period.
+ActionResult makeStaleGangEviction(framework::Args& args);
 
 }  // namespace tessera::actions

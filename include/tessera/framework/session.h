@@ -92,7 +92,9 @@ struct SessionQueue {
 /// A decision for the binder, in commit order.
 struct Operation {
   /// Repipeline: an Allocated task of a gang turned Pipelined (the gang waits together).
-  enum class Type { Allocate, Pipeline, Evict, Repipeline };
+  /// Reserve: future room on a node held for an evicted pod that will come back there
+  /// (consolidation); not reported to the binder.
+  enum class Type { Allocate, Pipeline, Evict, Repipeline, Reserve };
   Type type = Type::Allocate;
   int job = -1, task = -1, node = -1;
   TaskState previous = TaskState::Pending;
@@ -167,6 +169,8 @@ using GpuOrderFn = std::function<int64_t(const SessionTask& task, const SessionN
 using VictimFn = std::function<bool(const SessionJob& claimant, const SessionTask& victim)>;
 /// Queue capacity check for placing `request` of `job`; a reason (OverLimit...) when it may not.
 using CapacityFn = std::function<std::optional<std::string>(const SessionJob& job, const api::Resources& request)>;
+/// Orders victims: <0 when `l` should be evicted before `r`.
+using VictimOrderFn = std::function<int(const SessionTask& l, const SessionTask& r)>;
 /// A check of a whole job; a reason when it fails (e.g. whether the job's queue may reclaim).
 using JobCheckFn = std::function<std::optional<std::string>(const SessionJob& job)>;
 /// Notified after a task's state changes in the session (allocate, pipeline, evict, and undo).
@@ -237,6 +241,7 @@ class Session {
   void addPlacementKeyFn(const std::string& plugin, PlacementKeyFn fn);
   void addJobDomainsFn(const std::string& plugin, JobDomainsFn fn);
   void addCanReclaimFn(const std::string& plugin, JobCheckFn fn);
+  void addVictimOrderFn(const std::string& plugin, VictimOrderFn fn);
 
   // ---- queries over the registered callbacks ----
   /// Strict total orders: plugins first (tier order), then the session's unique tie-break.
@@ -255,6 +260,8 @@ class Session {
   /// Whether the job's queue may take resources back from other queues (a reason when not).
   /// Without a registered check, no job may reclaim.
   std::optional<std::string> canReclaim(const SessionJob& job) const;
+  /// Strict total order of victims: plugins first, then the newest pod, then the pod key.
+  bool victimLess(const SessionTask& l, const SessionTask& r) const;
 
   // ---- data plugins share within a session ----
   /// Time-aware fairness: each queue's recent usage per resource (gpu, cpu, memory) as a fraction
@@ -307,6 +314,7 @@ class Session {
   void applyPipeline(SessionTask& task, int node);
   void applyEvict(SessionTask& task);
   void applyRepipeline(SessionTask& task);
+  void applyReserve(const SessionTask& task, int node);
   void undo(const Operation& op);
   void commitOperations(std::vector<Operation> ops);
 
@@ -353,6 +361,7 @@ class Session {
   std::vector<Named<PlacementKeyFn>> placementKey_;
   std::vector<Named<JobDomainsFn>> jobDomains_;
   std::vector<Named<JobCheckFn>> canReclaim_;
+  std::vector<Named<VictimOrderFn>> victimOrder_;
   std::optional<QueueUsage> queueUsage_;
   std::vector<SessionResult::QueueReport> queueReports_;
   const NodeDomain* domain_ = nullptr;

@@ -24,6 +24,8 @@ class Statement {
   void pipeline(SessionTask& task, int node);
   /// Evicts a task that holds node resources: its resources become releasing.
   void evict(SessionTask& task, std::string reason);
+  /// Holds future room on `node` for an evicted task that will come back there (consolidation).
+  void reserve(const SessionTask& evicted, int node);
   /// Turns this statement's Allocated tasks of `job` into Pipelined ones on the same nodes
   /// (a gang is bound together or not at all).
   void pipelineAllocated(int job);

@@ -162,6 +162,19 @@ class State {
     return mayTake(a, b, req) && saturationOk(a, req);
   }
 
+  /// Victims: the most over-share queue first, then the lowest job priority (then the session's
+  /// tie-breaks: lowest task priority, newest, key).
+  int compareVictims(const SessionTask& l, const SessionTask& r) {
+    ensureDivided();
+    const SessionJob& lj = ssn_.jobs()[l.job];
+    const SessionJob& rj = ssn_.jobs()[r.job];
+    if (lj.queue != rj.queue && lj.queue >= 0 && rj.queue >= 0)
+      if (int c = compareShares(rj.queue, {0, 0, 0}, lj.queue, {0, 0, 0})) return c;  // larger share first
+    if (lj.priority != rj.priority) return lj.priority < rj.priority ? -1 : 1;
+    if (l.info->taskPriority != r.info->taskPriority) return l.info->taskPriority < r.info->taskPriority ? -1 : 1;
+    return 0;
+  }
+
   bool preemptable(const SessionJob& claimant, const SessionTask& victim) const {
     const SessionJob& vj = ssn_.jobs()[victim.job];
     return claimant.queue >= 0 && claimant.queue == vj.queue && !youngerThan(vj, &api::Queue::preemptMinRuntime);
@@ -458,6 +471,7 @@ class ProportionPlugin final : public framework::Plugin {
     ssn.addCanReclaimFn(name_, [st](const SessionJob& j) { return st->canReclaim(j); });
     ssn.addReclaimableFn(name_, [st](const SessionJob& c, const SessionTask& v) { return st->reclaimable(c, v); });
     ssn.addPreemptableFn(name_, [st](const SessionJob& c, const SessionTask& v) { return st->preemptable(c, v); });
+    ssn.addVictimOrderFn(name_, [st](const SessionTask& l, const SessionTask& r) { return st->compareVictims(l, r); });
     ssn.addAllocateHandler(
         name_, [st](const SessionTask& t) { st->onAllocate(t, +1); }, [st](const SessionTask& t) { st->onAllocate(t, -1); });
   }

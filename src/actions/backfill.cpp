@@ -1,0 +1,34 @@
+// backfill: after the other actions, place jobs that fit on idle resources as they are now, without
+// touching what was pipelined or reserved this cycle (kube-batch's backfill). Nothing is pipelined.
+#include "job_placement.h"
+#include "tessera/actions/factories.h"
+
+namespace tessera::actions {
+namespace {
+
+class Backfill final : public framework::Action {
+ public:
+  const std::string& name() const override { return name_; }
+  void execute(framework::Session& ssn) override {
+    forEachPendingJob(
+        ssn, [&](const framework::SessionJob& j) { return !ssn.jobReady(j); }, /*reportInvalid=*/false,
+        [&](framework::SessionJob& job) {
+          framework::Statement stmt(ssn);
+          std::string reason;
+          int ready = 0, failed = 0;
+          if (placeInDomains(ssn, stmt, job, /*allowPipeline=*/false, reason, ready, failed)) {
+            stmt.commit();
+            ssn.setUnschedulable(job, failed > 0 ? pods(failed) + " above minMember unschedulable: " + reason : "");
+          }
+        });
+  }
+
+ private:
+  std::string name_ = "backfill";
+};
+
+}  // namespace
+
+ActionResult makeBackfill(framework::Args&) { return std::shared_ptr<framework::Action>(std::make_shared<Backfill>()); }
+
+}  // namespace tessera::actions

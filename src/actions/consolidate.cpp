@@ -1,0 +1,38 @@
+// consolidate: for a pending preemptible job, move preemptible running pods to other nodes to make
+// room. Accepted only if every evicted pod can be placed again elsewhere (its room is reserved
+// there this cycle; its controller recreates it and it is bound there), and at most
+// maxConsolidationPreemptees pods move for one job. Nobody loses resources: only where they run.
+#include "job_placement.h"
+#include "tessera/actions/factories.h"
+#include "victims.h"
+
+namespace tessera::actions {
+namespace {
+
+class Consolidate final : public framework::Action {
+ public:
+  explicit Consolidate(int maxPreemptees) : maxPreemptees_(maxPreemptees) {}
+  const std::string& name() const override { return name_; }
+  void execute(framework::Session& ssn) override {
+    forEachPendingJob(
+        ssn, [&](const framework::SessionJob& j) { return !ssn.jobReady(j) && j.preemptible; },
+        /*reportInvalid=*/false, [&](framework::SessionJob& job) {
+          VictimSearch search(ssn, VictimMode::Consolidate, maxPreemptees_);
+          std::string reason;
+          search.run(job, reason);
+        });
+  }
+
+ private:
+  std::string name_ = "consolidate";
+  int maxPreemptees_;
+};
+
+}  // namespace
+
+ActionResult makeConsolidate(framework::Args& args) {
+  const int max = static_cast<int>(args.getInt("maxConsolidationPreemptees", 16, 1, 10'000));
+  return std::shared_ptr<framework::Action>(std::make_shared<Consolidate>(max));
+}
+
+}  // namespace tessera::actions

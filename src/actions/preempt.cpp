@@ -1,0 +1,32 @@
+// preempt: inside one queue, a pending job evicts preemptible jobs of strictly lower priority
+// (Session::preemptable), the fewest that make room, node by node (victims.h). Gangs are evicted
+// whole unless above their minMember, when surplus pods go first.
+#include "job_placement.h"
+#include "tessera/actions/factories.h"
+#include "victims.h"
+
+namespace tessera::actions {
+namespace {
+
+class Preempt final : public framework::Action {
+ public:
+  const std::string& name() const override { return name_; }
+  void execute(framework::Session& ssn) override {
+    VictimSearch search(ssn, VictimMode::Preempt);
+    forEachPendingJob(
+        ssn, [&](const framework::SessionJob& j) { return !ssn.jobReady(j); }, /*reportInvalid=*/false,
+        [&](framework::SessionJob& job) {
+          std::string reason;
+          search.run(job, reason);
+        });
+  }
+
+ private:
+  std::string name_ = "preempt";
+};
+
+}  // namespace
+
+ActionResult makePreempt(framework::Args&) { return std::shared_ptr<framework::Action>(std::make_shared<Preempt>()); }
+
+}  // namespace tessera::actions

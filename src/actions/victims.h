@@ -1,0 +1,55 @@
+#pragma once
+// Victim search shared by reclaim, preempt and consolidate (internal to src/actions).
+//
+// Node by node: for each pending pod of the claimant that does not fit as things are, pick the node
+// where it would fit after evicting the fewest eligible victims (ties: node score, then name),
+// evict them there in victim order (a gang at its minimum goes whole, an elastic job gives up
+// surplus pods one at a time), and pipeline the pod onto the released resources. Everything happens
+// inside one Statement: committed only when the claimant's gang is satisfied, discarded otherwise.
+// Searching node by node keeps the victim set small: a global victim order would evict pods on
+// many nodes before any single node had room.
+#include <string>
+#include <vector>
+
+#include "tessera/framework/session.h"
+#include "tessera/framework/statement.h"
+
+namespace tessera::actions {
+
+enum class VictimMode {
+  Reclaim,      ///< victims in other queues (Session::reclaimable)
+  Preempt,      ///< victims in the claimant's queue (Session::preemptable)
+  Consolidate,  ///< preemptible single pods that can be placed again elsewhere
+};
+
+class VictimSearch {
+ public:
+  VictimSearch(framework::Session& ssn, VictimMode mode, int maxVictims = 1 << 30);
+
+  /// Tries to make room for `job`. On success the evictions and placements are committed and true
+  /// is returned; otherwise nothing changes and `reason` says why.
+  bool run(framework::SessionJob& job, std::string& reason);
+
+ private:
+  struct Victim {
+    int job = -1, task = -1;
+  };
+  bool eligible(const framework::SessionJob& claimant, const framework::SessionTask& victim) const;
+  /// The tasks evicted together with `v`: its whole gang when the gang is at its minimum.
+  std::vector<Victim> chunkOf(const Victim& v) const;
+  void indexNodes();
+  /// Evicts victims on `node` until `task` fits (future room), then places it. False (and the
+  /// statement rolled back to where it was) when the node cannot be made to fit.
+  bool makeRoomOn(framework::Statement& stmt, framework::SessionJob& job, framework::SessionTask& task, int node,
+                  int& evicted);
+  /// Places the evicted pods of a consolidation again, away from `avoid`.
+  bool replace(framework::Statement& stmt, const std::vector<Victim>& victims, int avoid);
+
+  framework::Session& ssn_;
+  VictimMode mode_;
+  int maxVictims_;
+  bool indexed_ = false;
+  std::vector<std::vector<Victim>> onNode_;  ///< running tasks per node, in victim order
+};
+
+}  // namespace tessera::actions
