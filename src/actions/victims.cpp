@@ -133,9 +133,28 @@ bool VictimSearch::run(SessionJob& job, std::string& reason) {
     return false;
   }
   indexNodes();
+  // A claimant constrained by topology makes room inside one of its domains, in the plugin's order.
+  auto domains = ssn_.jobDomains(job, reason);
+  if (!domains) return runIn(job, nullptr, reason);
+  for (const framework::NodeDomain& d : *domains) {
+    std::string why;
+    if (runIn(job, &d, why)) return true;
+    if (reason.empty()) reason = d.name + ": " + why;
+  }
+  return false;
+}
+
+bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, std::string& reason) {
   Statement stmt(ssn_);
   int evicted = 0;
+  std::vector<int> all;
+  if (!domain) {
+    all.reserve(ssn_.nodes().size());
+    for (const auto& n : ssn_.nodes()) all.push_back(n.index);
+  }
+  const std::vector<int>& nodes = domain ? domain->nodes : all;
   for (int ti : pendingTasks(ssn_, job)) {
+    ssn_.restrictTo(domain);  // replace() below lifts it
     if (ssn_.jobReady(job) && mode_ != VictimMode::Consolidate) break;  // evict for the minimum only
     SessionTask& task = job.tasks[ti];
     if (auto r = ssn_.prePredicate(job, task)) {
@@ -156,7 +175,8 @@ bool VictimSearch::run(SessionJob& job, std::string& reason) {
     std::vector<std::tuple<int, int64_t, int>> candidates;
     const api::Resources& req = task.request();
     std::string unused;
-    for (const auto& n : ssn_.nodes()) {
+    for (int ni : nodes) {
+      const auto& n = ssn_.nodes()[ni];
       if (!req.fitsIn(n.info->allocatable - n.info->foreignUsed)) continue;
       if (!ssn_.predicate(task, n, unused)) continue;
       api::Resources room = n.futureIdle();
@@ -180,6 +200,7 @@ bool VictimSearch::run(SessionJob& job, std::string& reason) {
       if (!ssn_.jobReady(job)) break;
     }
   }
+  ssn_.restrictTo(nullptr);
   if (!ssn_.jobReady(job)) {
     if (reason.empty()) reason = "no eligible victims would make room";
     stmt.discard();

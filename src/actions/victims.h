@@ -34,6 +34,8 @@ class VictimSearch {
   struct Victim {
     int job = -1, task = -1;
   };
+  /// run() inside `domain` (null: anywhere).
+  bool runIn(framework::SessionJob& job, const framework::NodeDomain* domain, std::string& reason);
   bool eligible(const framework::SessionJob& claimant, const framework::SessionTask& victim) const;
   /// The tasks evicted together with `v`: its whole gang when the gang is at its minimum.
   std::vector<Victim> chunkOf(const Victim& v) const;

@@ -23,5 +23,7 @@ PluginResult makeNodeOrder(framework::Args& args);
 PluginResult makeProportion(framework::Args& args);
 /// timeaware: queues' usage over a sliding window adjusts over-quota weights (off unless enabled).
 PluginResult makeTimeAware(framework::Args& args);
+/// topology: topology-aware placement (required / preferred Topology levels, domain bin-packing).
+PluginResult makeTopology(framework::Args& args);
 
 }  // namespace tessera::plugins

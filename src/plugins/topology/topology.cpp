@@ -1,0 +1,498 @@
+// topology: topology-aware placement (KAI-Scheduler's topology plugin, Volcano's HyperNode tiers).
+//
+// A PodGroup's spec.topologyConstraint names a Topology and a required and/or preferred level (by
+// the level's nodeLabel key). The plugin fills the session's job-domains hook: the node subsets the
+// gang must be placed in, in the order allocate tries them.
+//  - required level: every pod of the gang (running ones too) inside one domain of that level;
+//  - preferred level: domains of the preferred level first, then each level above it, up to the
+//    required level (or, without one, the whole cluster);
+//  - at each level, domains that cannot hold the gang's pending pods are dropped (free plus
+//    releasing resources, pods counted per node), the others go fullest first (fewest of the
+//    gang's pods they can hold, then fewest free GPUs, then CPU), ties by domain id;
+//  - a job with running pods only considers domains that contain them;
+//  - inside a domain above the preferred level, a node score concentrates the pods in the
+//    preferred-level sub-domain with the most room;
+//  - subgroups with their own constraint get one domain of their level each, inside the group's
+//    domain (assigned greedily, largest subgroup first), enforced by a predicate.
+// Jobs without a constraint are left alone (nullopt), and a session without constrained jobs
+// registers nothing but the validity check.
+//
+// The plan for a job (its subgroup domains, the node bonus) is made when allocate asks for the
+// job's domains and holds for that job only: callers place a job right after asking for its
+// domains. Domain trees are built once per session per Topology, lazily.
+#include <algorithm>
+#include <climits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "domain_tree.h"
+#include "tessera/framework/session.h"
+#include "tessera/plugins/factories.h"
+
+namespace tessera::plugins {
+namespace {
+
+using framework::NodeDomain;
+using framework::Session;
+using framework::SessionJob;
+using framework::SessionNode;
+using framework::SessionTask;
+using framework::TaskState;
+using topology::DomainTree;
+using topology::Overlay;
+using topology::PodClass;
+using topology::Room;
+
+/// Bonus per rank of a preferred-level sub-domain: above nodeorder's scores (at most 1e6).
+constexpr int64_t kRankBonus = 10'000'000;
+const std::string kCluster = "cluster";
+
+bool hasLevels(const api::TopologyConstraint& c) {
+  return !c.requiredTopologyLevel.empty() || !c.preferredTopologyLevel.empty();
+}
+
+bool constrained(const api::PodGroup& pg) {
+  if (hasLevels(pg.topologyConstraint)) return true;
+  return std::any_of(pg.subGroups.begin(), pg.subGroups.end(),
+                     [](const api::SubGroup& s) { return hasLevels(s.topologyConstraint); });
+}
+
+std::string podsText(int64_t n) { return std::to_string(n) + (n == 1 ? " pod" : " pods"); }
+
+/// A constraint resolved against a tree: level indices, -1 when not set.
+struct Levels {
+  int required = -1;
+  int preferred = -1;
+};
+
+/// What a set of pods (a job or a subgroup) asks for.
+struct Demand {
+  std::vector<PodClass> classes;  ///< pending pods by request, largest first
+  int64_t pending = 0;
+  int64_t needed = 0;  ///< pods that must be placed for the gang (or subgroup) minimum
+  std::vector<const SessionTask*> placed;  ///< pods already on nodes (running, bound, placed this cycle)
+  std::vector<int> placedNodes;            ///< their nodes, -1 when unknown
+  /// Pods a domain must hold to be worth trying.
+  int64_t target() const { return std::max<int64_t>(needed, 1); }
+  /// The number named in reasons: "can hold 3 of 4 pods".
+  int64_t shown() const { return needed > 0 ? needed : pending; }
+};
+
+/// One candidate domain: a tree domain (level >= 0) or the whole cluster (level -1).
+struct Candidate {
+  int level = -1;
+  int domain = -1;
+  Room room;
+  bool holdsAll = false;
+};
+
+/// Where a subgroup goes inside one group domain; level -1: anywhere in it.
+struct SubAssign {
+  int level = -1;
+  int domain = -1;
+};
+
+/// The latest job's plan (see the file comment).
+struct Plan {
+  int job = -1;
+  DomainTree* tree = nullptr;
+  int bonusLevel = -1;
+  std::vector<int64_t> bonus;                  ///< per domain of bonusLevel
+  std::vector<int> taskSub;                    ///< task index -> subgroup index, -1 none
+  std::vector<std::string> subNames;           ///< subgroup index -> name
+  std::map<std::string, std::vector<SubAssign>, std::less<>> assign;  ///< group domain name -> per subgroup
+  bool jobDependent() const { return bonusLevel >= 0 || !assign.empty(); }
+};
+
+class TopologyPlugin final : public framework::Plugin {
+ public:
+  const std::string& name() const override { return name_; }
+
+  void onSessionOpen(Session& ssn) override {
+    trees_.clear();
+    plan_ = Plan{};
+    lastNode_.clear();
+    ssn.addJobValidFn(name_, [this, &ssn](const SessionJob& job) { return invalid(ssn, job); });
+    const bool any = std::any_of(ssn.jobs().begin(), ssn.jobs().end(), [](const SessionJob& j) {
+      return j.pendingCount > 0 && j.info->podGroup && constrained(*j.info->podGroup);
+    });
+    if (!any) return;  // nothing to constrain this cycle: cost nothing
+    ssn.addJobDomainsFn(name_, [this, &ssn](const SessionJob& job, std::string& reason) {
+      return domains(ssn, job, reason);
+    });
+    ssn.addPredicateFn(name_, [this, &ssn](const SessionTask& task, const SessionNode& node, std::string& reason) {
+      return subgroupFits(ssn, task, node, reason);
+    });
+    ssn.addNodeOrderFn(name_, [this](const SessionTask& task, const SessionNode& node) -> int64_t {
+      if (task.job != plan_.job || plan_.bonusLevel < 0) return 0;
+      const int d = plan_.tree->level(plan_.bonusLevel).nodeDomain[node.index];
+      return d < 0 ? 0 : plan_.bonus[d];
+    });
+    ssn.addPlacementKeyFn(name_, [this](const SessionTask& task, std::string& key) {
+      if (task.job == plan_.job && plan_.jobDependent()) key += std::to_string(task.job);
+    });
+    // Rooms are cached per domain; every change of a node's resources comes through here.
+    ssn.addAllocateHandler(
+        name_, [this](const SessionTask& t) { changed(t, true); }, [this](const SessionTask& t) { changed(t, false); });
+  }
+
+ private:
+  // ---- validation: field-named reasons, the gang stays pending ----
+
+  static std::optional<std::string> checkConstraint(const Session& ssn, const api::TopologyConstraint& c,
+                                                    const std::string& topologyName, const std::string& path) {
+    if (!hasLevels(c)) return std::nullopt;
+    if (topologyName.empty())
+      return path + ".topology: required when requiredTopologyLevel or preferredTopologyLevel is set";
+    auto it = ssn.snapshot().topologies.find(topologyName);
+    if (it == ssn.snapshot().topologies.end())
+      return path + ".topology: Topology \"" + topologyName + "\" not found";
+    const api::Topology& t = *it->second;
+    auto levelIndex = [&](const std::string& label) -> int {
+      for (size_t l = 0; l < t.levels.size(); ++l)
+        if (t.levels[l].nodeLabel == label) return static_cast<int>(l);
+      return -1;
+    };
+    auto unknown = [&](const char* field, const std::string& label) {
+      std::string names;
+      for (const auto& l : t.levels) names += (names.empty() ? "" : ", ") + l.nodeLabel;
+      return path + "." + field + ": \"" + label + "\" is not a level of Topology " + topologyName + " (levels: " +
+             names + ")";
+    };
+    const int req = c.requiredTopologyLevel.empty() ? -1 : levelIndex(c.requiredTopologyLevel);
+    const int pref = c.preferredTopologyLevel.empty() ? -1 : levelIndex(c.preferredTopologyLevel);
+    if (!c.requiredTopologyLevel.empty() && req < 0) return unknown("requiredTopologyLevel", c.requiredTopologyLevel);
+    if (!c.preferredTopologyLevel.empty() && pref < 0)
+      return unknown("preferredTopologyLevel", c.preferredTopologyLevel);
+    if (req >= 0 && pref >= 0 && pref < req)
+      return path + ".preferredTopologyLevel: \"" + c.preferredTopologyLevel + "\" is above requiredTopologyLevel \"" +
+             c.requiredTopologyLevel + "\" in Topology " + topologyName;
+    return std::nullopt;
+  }
+
+  static std::optional<std::string> invalid(const Session& ssn, const SessionJob& job) {
+    const api::PodGroup* pg = job.info->podGroup.get();
+    if (!pg || !constrained(*pg)) return std::nullopt;
+    const std::string where = "PodGroup " + job.info->namespace_ + "/" + job.info->name + ": ";
+    const api::TopologyConstraint& gc = pg->topologyConstraint;
+    if (auto r = checkConstraint(ssn, gc, gc.topology, "spec.topologyConstraint")) return where + *r;
+    for (size_t i = 0; i < pg->subGroups.size(); ++i) {
+      const api::TopologyConstraint& sc = pg->subGroups[i].topologyConstraint;
+      const std::string path = "spec.subGroups[" + std::to_string(i) + "].topologyConstraint";
+      if (!sc.topology.empty() && !gc.topology.empty() && sc.topology != gc.topology)
+        return where + path + ".topology: \"" + sc.topology + "\" differs from spec.topologyConstraint.topology \"" +
+               gc.topology + "\"";
+      if (auto r = checkConstraint(ssn, sc, sc.topology.empty() ? gc.topology : sc.topology, path)) return where + *r;
+    }
+    return std::nullopt;
+  }
+
+  // ---- domains ----
+
+  DomainTree* treeFor(const Session& ssn, const std::string& name) {
+    auto it = trees_.find(name);
+    if (it != trees_.end()) return it->second.get();
+    auto t = ssn.snapshot().topologies.find(name);
+    if (t == ssn.snapshot().topologies.end()) return nullptr;
+    return trees_.emplace(name, std::make_unique<DomainTree>(*t->second, ssn.nodes())).first->second.get();
+  }
+
+  static Levels levelsOf(const DomainTree& tree, const api::TopologyConstraint& c) {
+    Levels l;
+    if (!c.requiredTopologyLevel.empty()) l.required = tree.levelOf(c.requiredTopologyLevel);
+    if (!c.preferredTopologyLevel.empty()) l.preferred = tree.levelOf(c.preferredTopologyLevel);
+    return l;
+  }
+
+  /// The demand of the job's tasks for which `take` holds.
+  template <class Pred>
+  static Demand demandOf(const Session& ssn, const SessionJob& job, int64_t minMember, Pred take) {
+    Demand d;
+    std::map<std::string, size_t> byKey;
+    int64_t ready = 0;
+    for (const SessionTask& t : job.tasks) {
+      if (!take(t)) continue;
+      if (framework::isReadyState(t.state)) ++ready;
+      if (t.state == TaskState::Pending) {
+        ++d.pending;
+        std::string key = topology::requestKey(t.request());
+        auto [it, fresh] = byKey.try_emplace(key, d.classes.size());
+        if (fresh) d.classes.push_back({t.request(), 0, std::move(key)});
+        d.classes[it->second].count++;
+      } else if (t.state == TaskState::Allocated || t.state == TaskState::Pipelined || t.state == TaskState::Bound ||
+                 t.state == TaskState::Running) {
+        d.placed.push_back(&t);
+        d.placedNodes.push_back(t.node >= 0 ? t.node : ssn.findNode(t.info->nodeName));
+      }
+    }
+    d.needed = std::clamp<int64_t>(minMember - ready, 0, d.pending);
+    std::sort(d.classes.begin(), d.classes.end(), [](const PodClass& a, const PodClass& b) {
+      const auto& x = a.request;
+      const auto& y = b.request;
+      if (x.milliGpu != y.milliGpu) return x.milliGpu > y.milliGpu;
+      if (x.milliCpu != y.milliCpu) return x.milliCpu > y.milliCpu;
+      if (x.memory != y.memory) return x.memory > y.memory;
+      return a.key < b.key;
+    });
+    return d;
+  }
+
+  Room roomOf(const Session& ssn, DomainTree& tree, int l, int d, const Demand& dem, const Overlay* overlay) {
+    if (dem.classes.size() == 1 && !overlay) return tree.cachedRoom(l, d, dem.classes.front(), ssn.nodes());
+    return topology::roomOf(tree.level(l).domains[d].nodes, dem.classes, ssn.nodes(), overlay, nullptr);
+  }
+
+  /// Domains of level `l` inside the scope that can hold `dem`, appended to `out` in the order to
+  /// try. Returns false with `why` set when the level cannot be used: the pods already placed are
+  /// outside the tree or in more than one of its domains, or no domain holds the demand.
+  bool candidatesAt(const Session& ssn, DomainTree& tree, int l, const Demand& dem, int scopeLevel, int scope,
+                    const Overlay* overlay, std::vector<Candidate>& out, std::string& why) {
+    const topology::Level& level = tree.level(l);
+    int pinned = -1;
+    for (size_t i = 0; i < dem.placed.size(); ++i) {
+      const int n = dem.placedNodes[i];
+      const int d = n < 0 ? -1 : level.nodeDomain[n];
+      if (d < 0) {
+        why = "running pod " + dem.placed[i]->info->key + " is on node " + dem.placed[i]->info->nodeName +
+              ", which is outside Topology " + tree.name() + " (a node needs every level's label: " +
+              tree.levelNames() + ")";
+        return false;
+      }
+      if (pinned >= 0 && d != pinned) {
+        why = "running pods are in more than one domain (" + level.domains[pinned].id + ", " + level.domains[d].id + ")";
+        return false;
+      }
+      pinned = d;
+    }
+    std::vector<Candidate> found;
+    int best = -1;
+    Room bestRoom;
+    auto consider = [&](int d) {
+      if (!tree.within(l, d, scopeLevel, scope)) return;
+      const Room room = roomOf(ssn, tree, l, d, dem, overlay);
+      if (best < 0 || room.pods > bestRoom.pods) best = d, bestRoom = room;  // equal: the lower id (first) stays
+      if (room.pods >= dem.target()) found.push_back({l, d, room, room.pods >= dem.pending});
+    };
+    if (pinned >= 0) {
+      consider(pinned);
+    } else {
+      for (size_t d = 0; d < level.domains.size(); ++d) consider(static_cast<int>(d));
+    }
+    if (found.empty()) {
+      if (tree.nodesInTree() == 0) {
+        why = "no node is in Topology " + tree.name() + " (a node needs every level's label: " + tree.levelNames() + ")";
+      } else if (best < 0) {
+        why = "no domain of this level";
+        if (scopeLevel >= 0) why += " inside " + tree.level(scopeLevel).domains[scope].id;
+      } else {
+        why = "best domain " + level.domains[best].id + " can hold " + std::to_string(std::min(bestRoom.pods, dem.shown())) +
+              " of " + podsText(dem.shown());
+      }
+      return false;
+    }
+    std::sort(found.begin(), found.end(), [&](const Candidate& a, const Candidate& b) {
+      if (a.holdsAll != b.holdsAll) return a.holdsAll;
+      if (a.room.pods != b.room.pods) return a.room.pods < b.room.pods;
+      if (a.room.freeGpu != b.room.freeGpu) return a.room.freeGpu < b.room.freeGpu;
+      if (a.room.freeCpu != b.room.freeCpu) return a.room.freeCpu < b.room.freeCpu;
+      return level.domains[a.domain].id < level.domains[b.domain].id;
+    });
+    out.insert(out.end(), found.begin(), found.end());
+    return true;
+  }
+
+  /// Candidates for a constraint inside a scope: the preferred level, each level above it, down to
+  /// the required one. Levels at or above the scope's are satisfied by the scope itself. Returns
+  /// false with `why` ("topology rack: ...") when the required level cannot be met.
+  bool candidatesFor(const Session& ssn, DomainTree& tree, const Levels& lv, const Demand& dem, int scopeLevel,
+                     int scope, const Overlay* overlay, std::vector<Candidate>& out, std::string& why) {
+    const int first = lv.preferred >= 0 ? lv.preferred : lv.required;
+    const int last = std::max(lv.required >= 0 ? lv.required : 0, scopeLevel + 1);
+    for (int l = first; l >= last; --l) {
+      std::string levelWhy;
+      if (!candidatesAt(ssn, tree, l, dem, scopeLevel, scope, overlay, out, levelWhy) && l == lv.required) {
+        why = "topology " + tree.level(l).shortName + ": " + levelWhy;
+        return !out.empty();  // preferred-level domains may still hold it
+      }
+    }
+    return true;
+  }
+
+  std::optional<std::vector<NodeDomain>> domains(Session& ssn, const SessionJob& job, std::string& reason) {
+    plan_ = Plan{};
+    const api::PodGroup* pg = job.info->podGroup.get();
+    if (!pg || !constrained(*pg)) return std::nullopt;
+    if (auto bad = invalid(ssn, job)) {  // asked by an action that did not check validity
+      reason = *bad;
+      return std::vector<NodeDomain>{};
+    }
+    const api::TopologyConstraint& gc = pg->topologyConstraint;
+    std::string topologyName = gc.topology;
+    for (const auto& sg : pg->subGroups)
+      if (topologyName.empty() && hasLevels(sg.topologyConstraint)) topologyName = sg.topologyConstraint.topology;
+    DomainTree* tree = treeFor(ssn, topologyName);
+    TESSERA_ASSERT(tree);  // checked by invalid()
+    const Levels glv = levelsOf(*tree, gc);
+    const bool groupConstrained = glv.required >= 0 || glv.preferred >= 0;
+
+    std::vector<Candidate> cands;
+    if (groupConstrained) {
+      const Demand dem = demandOf(ssn, job, job.minMember(), [](const SessionTask&) { return true; });
+      if (!candidatesFor(ssn, *tree, glv, dem, -1, -1, nullptr, cands, reason)) return std::vector<NodeDomain>{};
+    }
+    if (glv.required < 0) cands.push_back(Candidate{});  // soft only: in the end, anywhere
+
+    plan_.job = job.index;
+    plan_.tree = tree;
+    planSubgroups(ssn, job, *pg, *tree, cands, reason);
+    if (cands.empty()) {
+      plan_ = Plan{};
+      return std::vector<NodeDomain>{};
+    }
+    if (glv.preferred >= 0) planBonus(ssn, job, *tree, glv, cands);
+
+    std::vector<NodeDomain> out;
+    out.reserve(cands.size());
+    for (const Candidate& c : cands) out.push_back(toNodeDomain(ssn, *tree, c));
+    return out;
+  }
+
+  static NodeDomain toNodeDomain(const Session& ssn, const DomainTree& tree, const Candidate& c) {
+    NodeDomain nd;
+    if (c.level < 0) {
+      nd.name = kCluster;
+      nd.nodes.resize(ssn.nodes().size());
+      for (size_t i = 0; i < nd.nodes.size(); ++i) nd.nodes[i] = static_cast<int>(i);
+    } else {
+      const topology::Domain& d = tree.level(c.level).domains[c.domain];
+      nd.name = d.id;
+      nd.nodes = d.nodes;
+    }
+    return nd;
+  }
+
+  /// Gives each constrained subgroup a domain inside each group candidate; drops the candidates
+  /// where some subgroup has none (the first such failure becomes `reason` if none is left).
+  void planSubgroups(const Session& ssn, const SessionJob& job, const api::PodGroup& pg, DomainTree& tree,
+                     std::vector<Candidate>& cands, std::string& reason) {
+    std::vector<size_t> subs;  // constrained subgroups
+    for (size_t i = 0; i < pg.subGroups.size(); ++i)
+      if (hasLevels(pg.subGroups[i].topologyConstraint)) subs.push_back(i);
+    if (subs.empty()) return;
+    for (const auto& sg : pg.subGroups) plan_.subNames.push_back(sg.name);
+    plan_.taskSub.assign(job.tasks.size(), -1);
+    for (const SessionTask& t : job.tasks)
+      for (size_t i = 0; i < pg.subGroups.size(); ++i)
+        if (t.info->subGroup == pg.subGroups[i].name) plan_.taskSub[t.index] = static_cast<int>(i);
+    std::vector<Demand> demands(pg.subGroups.size());
+    for (size_t i : subs)
+      demands[i] = demandOf(ssn, job, pg.subGroups[i].minMember,
+                            [&](const SessionTask& t) { return plan_.taskSub[t.index] == static_cast<int>(i); });
+    // Largest subgroup first, then by name: the big ones are the hard ones to fit.
+    std::sort(subs.begin(), subs.end(), [&](size_t a, size_t b) {
+      if (demands[a].pending != demands[b].pending) return demands[a].pending > demands[b].pending;
+      return pg.subGroups[a].name < pg.subGroups[b].name;
+    });
+
+    std::string firstWhy;
+    std::vector<Candidate> kept;
+    for (const Candidate& c : cands) {
+      Overlay overlay;
+      std::vector<SubAssign> assign(pg.subGroups.size());
+      bool ok = true;
+      for (size_t i : subs) {
+        const Levels lv = levelsOf(tree, pg.subGroups[i].topologyConstraint);
+        std::vector<Candidate> inner;
+        std::string why;
+        if (!candidatesFor(ssn, tree, lv, demands[i], c.level, c.domain, &overlay, inner, why)) {
+          if (firstWhy.empty())
+            firstWhy = why.substr(0, why.find(':')) + ": subgroup " + pg.subGroups[i].name + why.substr(why.find(':'));
+          ok = false;
+          break;
+        }
+        if (inner.empty()) continue;  // satisfied by the group's domain itself
+        const Candidate& pick = inner.front();
+        assign[i] = {pick.level, pick.domain};
+        topology::roomOf(tree.level(pick.level).domains[pick.domain].nodes, demands[i].classes, ssn.nodes(), &overlay,
+                         &overlay);
+      }
+      if (!ok) continue;
+      plan_.assign[toNodeDomain(ssn, tree, c).name] = std::move(assign);
+      kept.push_back(c);
+    }
+    cands = std::move(kept);
+    if (cands.empty()) reason = firstWhy;
+  }
+
+  /// Ranks the preferred level's domains, most room first (those holding the job's placed pods
+  /// before all), so that inside a larger domain the pods fill one sub-domain before the next.
+  void planBonus(const Session& ssn, const SessionJob& job, DomainTree& tree, const Levels& lv,
+                 const std::vector<Candidate>& cands) {
+    const bool fallback = std::any_of(cands.begin(), cands.end(), [&](const Candidate& c) { return c.level < lv.preferred; });
+    if (!fallback) return;
+    const Demand dem = demandOf(ssn, job, job.minMember(), [](const SessionTask&) { return true; });
+    const topology::Level& level = tree.level(lv.preferred);
+    struct Ranked {
+      bool holdsPlaced;
+      int64_t pods;
+      int d;
+    };
+    std::vector<Ranked> ranked;
+    ranked.reserve(level.domains.size());
+    std::vector<char> placedIn(level.domains.size(), 0);
+    for (int n : dem.placedNodes)
+      if (n >= 0 && level.nodeDomain[n] >= 0) placedIn[level.nodeDomain[n]] = 1;
+    for (size_t d = 0; d < level.domains.size(); ++d)
+      ranked.push_back({placedIn[d] != 0, roomOf(ssn, tree, lv.preferred, static_cast<int>(d), dem, nullptr).pods,
+                        static_cast<int>(d)});
+    std::sort(ranked.begin(), ranked.end(), [&](const Ranked& a, const Ranked& b) {
+      if (a.holdsPlaced != b.holdsPlaced) return a.holdsPlaced;
+      if (a.pods != b.pods) return a.pods > b.pods;
+      return level.domains[a.d].id < level.domains[b.d].id;
+    });
+    plan_.bonusLevel = lv.preferred;
+    plan_.bonus.assign(level.domains.size(), 0);
+    const auto n = static_cast<int64_t>(ranked.size());
+    for (int64_t r = 0; r < n; ++r) plan_.bonus[ranked[r].d] = (n - r) * kRankBonus;
+  }
+
+  bool subgroupFits(const Session& ssn, const SessionTask& task, const SessionNode& node, std::string& reason) const {
+    if (task.job != plan_.job || plan_.assign.empty()) return true;
+    const int sg = plan_.taskSub[task.index];
+    const NodeDomain* r = ssn.restriction();
+    if (sg < 0 || !r) return true;
+    auto it = plan_.assign.find(r->name);
+    if (it == plan_.assign.end()) return true;
+    const SubAssign& a = it->second[sg];
+    if (a.level < 0 || plan_.tree->level(a.level).nodeDomain[node.index] == a.domain) return true;
+    reason = "outside subgroup " + plan_.subNames[sg] + "'s domain " + plan_.tree->level(a.level).domains[a.domain].id;
+    return false;
+  }
+
+  void changed(const SessionTask& t, bool allocated) {
+    int n = t.node;
+    if (n >= 0 && allocated) lastNode_[t.info] = n;
+    if (n < 0) {  // an undone placement: the task no longer says where it was
+      auto it = lastNode_.find(t.info);
+      if (it == lastNode_.end()) return;
+      n = it->second;
+    }
+    for (auto& [name, tree] : trees_) tree->nodeChanged(n);
+  }
+
+  std::string name_ = "topology";
+  std::map<std::string, std::unique_ptr<DomainTree>> trees_;  ///< per session, by Topology name
+  Plan plan_;
+  std::map<const cache::TaskInfo*, int> lastNode_;  ///< where a task was last placed this session
+};
+
+}  // namespace
+
+PluginResult makeTopology(framework::Args&) {
+  return std::shared_ptr<framework::Plugin>(std::make_shared<TopologyPlugin>());
+}
+
+}  // namespace tessera::plugins
