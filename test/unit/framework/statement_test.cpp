@@ -376,8 +376,8 @@ TEST_CASE("pipelineAllocated turns the job's allocations into pipelines on the s
 }
 
 TEST_CASE("rollback to a checkpoint taken before pipelineAllocated restores the allocations", "[statement]") {
-  // pipelineAllocated rewrites Allocate operations logged before the checkpoint into Pipeline
-  // ones, so the state at the checkpoint (tasks Allocated, idle taken) cannot be restored.
+  // pipelineAllocated must not rewrite operations logged before the checkpoint: the state at the
+  // checkpoint (tasks Allocated, idle taken) is restored by a rollback.
   Fixture f;
   Statement stmt(*f.ssn);
   stmt.allocate(f.task("g-0"), f.node("n1"));
@@ -393,8 +393,8 @@ TEST_CASE("rollback to a checkpoint taken before pipelineAllocated restores the 
 }
 
 TEST_CASE("pipelineAllocated leaves other jobs' allocations in the same statement alone", "[statement]") {
-  // Host ports placed this cycle are a per-node list undone last-in-first-out; here the gang's
-  // allocation on n1 is not the newest one there.
+  // Host ports placed this cycle are undone exactly, not last-in-first-out per node: here the
+  // gang's allocation on n1 is not the newest one there.
   Fixture f;
   Statement stmt(*f.ssn);
   const State before = capture(*f.ssn);
@@ -480,7 +480,7 @@ TEST_CASE("commit moves the operations, in order, to the session; close reports 
   CHECK(pipelined == std::vector<std::string>{"team/g-0@n1", "team/g-1@n1", "team/g-2@n2"});
 }
 
-TEST_CASE("random operations with random checkpoints always roll back exactly", "[statement]") {
+TEST_CASE("random operations, pipelineAllocated and checkpoints always roll back exactly", "[statement]") {
   Fixture f;
   std::mt19937 rng(20260101);  // fixed seed: deterministic
   Statement stmt(*f.ssn);
@@ -523,6 +523,7 @@ TEST_CASE("random operations with random checkpoints always roll back exactly", 
       stmt.allocate(*pending[rng() % pending.size()], node);
     }
     ++ops;
+    if (rng() % 6 == 0) stmt.pipelineAllocated(static_cast<int>(rng() % f.ssn->jobs().size()));
   }
   stmt.rollback(stack[0].cp);
   CHECK(differences(stack[0].state, capture(*f.ssn)) == kNone);

@@ -192,3 +192,21 @@ spec: {minMember: 1}
   CHECK(order(false) == std::vector<std::string>{"neg", "zero", "five", "seven-kai", "junk", "both", "late-twin",
                                                  "early-twin"});
 }
+
+TEST_CASE("a PodGroup's class beats the spec.priority admission puts on its pods", "[priority]") {
+  // On a real API server the Priority admission plugin sets spec.priority on every pod (from the
+  // pod's own class, the globalDefault class, or 0). A PodGroup's spec.priorityClassName must still
+  // decide the job's priority; the session takes the first pod's spec.priority first.
+  TestCluster c;
+  c.create(pc("high", 1000) + pod("g-0", "00:00:00", "priority: 0", "annotations: {pod-group-name: g}") + R"(
+apiVersion: scheduling.tessera.dev/v1alpha1
+kind: PodGroup
+metadata: {name: g, namespace: t}
+spec: {minMember: 1, priorityClassName: high}
+)");
+  c.start();
+  auto cfg = tessera::testing::configWith({priority()});
+  Session ssn(c.snapshot(), cfg, c.clock);
+  ssn.open();
+  CHECK(priorityOf(ssn, "PodGroup/t/g") == 1000);
+}
