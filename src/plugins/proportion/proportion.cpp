@@ -36,7 +36,7 @@ api::Resources resourcesOf(const Amounts& a) {
   return r;
 }
 std::string fmt(int r, int64_t v) {
-  return v < 0 ? std::string("unlimited") : api::formatResourceAmount(kResourceNames[r], v);
+  return v == proportion::kUnlimited ? std::string("unlimited") : api::formatResourceAmount(kResourceNames[r], v);
 }
 
 struct ProportionArgs {
