@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cluster_generator.h"
+#include "topology_bench.h"
 #include "tessera/app/registry.h"
 #include "tessera/cache/cache.h"
 #include "tessera/cache/memory_cluster.h"
@@ -171,6 +172,7 @@ int cycleBench(int argc, char** argv) {
 void usage() {
   std::fprintf(stderr,
                "usage: tessera-bench cycle [--nodes 4000] [--pods 140000] [--cycles 10] [--churn 200] [--fill 0.9] [--seed 1]\n"
+               "       tessera-bench topology [--nodes 4000] [--rack-size 100] [--gangs 2000] [--gang-size 8] [--fill 0.75] [--cycles 5]\n"
                "       tessera-bench interposer [ARGS]\n");
 }
 
@@ -183,6 +185,7 @@ int main(int argc, char** argv) {
   }
   const std::string cmd = argv[1];
   if (cmd == "cycle") return cycleBench(argc, argv);
+  if (cmd == "topology") return tessera::bench::runTopologyBench(argc - 1, argv + 1);
   if (cmd == "interposer") {
 #ifdef TESSERA_HAVE_INTERPOSER_BENCH
     return tessera::bench::runInterposerBench(argc - 1, argv + 1);

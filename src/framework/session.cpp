@@ -412,22 +412,33 @@ Placement Session::findPlacement(const SessionTask& task, bool allowPipeline) {
     p.reason = gpuShortageReason();
     return p;
   }
-  // Inside a domain (a rack, say) the scan is short; rankings cover the whole cluster.
-  if (domain_) return scanPlacement(task, allowPipeline);
-  auto [it, fresh] = rankings_.try_emplace(placementKey(task));
+  // Inside a domain (a rack, say) the ranking covers the domain's nodes only, kept per domain name:
+  // many gangs placed rack by rack reuse one ranking per rack.
+  std::string key = placementKey(task);
+  if (domain_) key += "|domain:" + domain_->name;
+  auto [it, fresh] = rankings_.try_emplace(std::move(key));
   Ranking& rk = it->second;
   if (fresh) {
-    for (size_t lvl = static_cast<size_t>(need); lvl < gpuLevels_.size(); ++lvl)
-      for (int ni : gpuLevels_[lvl])
-        if (auto r = rank(task, nodes_[ni])) rk.heap.push_back(*r);
+    if (domain_) {
+      for (int ni : domain_->nodes)
+        if (nodeLevel_[ni] >= need)
+          if (auto r = rank(task, nodes_[ni])) rk.heap.push_back(*r);
+    } else {
+      for (size_t lvl = static_cast<size_t>(need); lvl < gpuLevels_.size(); ++lvl)
+        for (int ni : gpuLevels_[lvl])
+          if (auto r = rank(task, nodes_[ni])) rk.heap.push_back(*r);
+    }
     std::make_heap(rk.heap.begin(), rk.heap.end(), Worse{});
   } else {
-    // Fold in the nodes that changed since this ranking was last used.
-    for (size_t i = rk.changesSeen; i < nodeChanges_.size(); ++i)
-      if (auto r = rank(task, nodes_[nodeChanges_[i]])) {
+    // Fold in the nodes (of the domain) that changed since this ranking was last used.
+    for (size_t i = rk.changesSeen; i < nodeChanges_.size(); ++i) {
+      const int ni = nodeChanges_[i];
+      if (domain_ && !std::binary_search(domain_->nodes.begin(), domain_->nodes.end(), ni)) continue;
+      if (auto r = rank(task, nodes_[ni])) {
         rk.heap.push_back(*r);
         std::push_heap(rk.heap.begin(), rk.heap.end(), Worse{});
       }
+    }
   }
   rk.changesSeen = nodeChanges_.size();
   while (!rk.heap.empty() && rk.heap.front().version != nodeVersion_[rk.heap.front().node]) {

@@ -177,7 +177,9 @@ using JobCheckFn = std::function<std::optional<std::string>(const SessionJob& jo
 using TaskEventFn = std::function<void(const SessionTask& task)>;
 /// A subset of nodes a job may be placed in (a topology domain), tried as a whole.
 struct NodeDomain {
-  std::string name;        ///< "rack=rack-2" or a path "zone=z1/rack=r2": shown in reasons
+  /// "rack=rack-2" or a path "zone=z1/rack=r2": shown in reasons, and names this node set within
+  /// a session (findPlacement keeps a ranking per domain name).
+  std::string name;
   std::vector<int> nodes;  ///< node indices, ascending
 };
 /// The subsets of nodes a job must be placed inside, in the order to try them. Return nullopt
@@ -280,15 +282,16 @@ class Session {
   /// (idle + releasing - promised). Fails with an aggregated reason.
   /// Tasks with the same placement key share a ranking of nodes that is kept up to date lazily
   /// (only nodes changed since are re-evaluated), so a burst of similar pods costs O(log n) each.
-  /// Contract for plugins: predicates and scores depend only on the task (its placement key) and
-  /// the node's session state.
+  /// Contract for plugins: predicates and scores depend only on the task (its placement key), the
+  /// node's session state and the domain restriction in force (part of the ranking's key).
   Placement findPlacement(const SessionTask& task, bool allowPipeline);
   /// The full scan behind findPlacement, without caches (also gives the failure reasons).
   Placement scanPlacement(const SessionTask& task, bool allowPipeline) const;
   /// The domains a job must be placed in (first plugin that constrains it wins); nullopt = anywhere.
   std::optional<std::vector<NodeDomain>> jobDomains(const SessionJob& job, std::string& reason) const;
   /// Restricts findPlacement / scanPlacement to `domain` (null: every node). The domain must
-  /// outlive the restriction.
+  /// outlive the restriction. findPlacement keeps rankings per (placement key, domain name): a
+  /// name stands for one set of nodes within a session.
   void restrictTo(const NodeDomain* domain) { domain_ = domain; }
   const NodeDomain* restriction() const { return domain_; }
   /// The key under which findPlacement caches node rankings for `task`.

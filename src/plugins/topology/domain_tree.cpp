@@ -82,8 +82,11 @@ std::string shortOf(const std::string& label) {
 }
 }  // namespace
 
-DomainTree::DomainTree(const api::Topology& topology, const std::vector<framework::SessionNode>& nodes)
-    : name_(topology.meta.name) {
+DomainTree::DomainTree(std::shared_ptr<const api::Topology> topologyPtr, const std::vector<framework::SessionNode>& nodes)
+    : name_(topologyPtr->meta.name), topology_(std::move(topologyPtr)) {
+  const api::Topology& topology = *topology_;
+  nodeObjects_.reserve(nodes.size());
+  for (const framework::SessionNode& n : nodes) nodeObjects_.push_back(n.info->node);
   const size_t L = topology.levels.size();
   levels_.resize(L);
   std::set<std::string> shorts, clash;
@@ -139,14 +142,31 @@ std::string DomainTree::levelNames() const {
   return out;
 }
 
-const Room& DomainTree::cachedRoom(int l, int d, const PodClass& cls, const std::vector<framework::SessionNode>& nodes) {
+bool DomainTree::builtFrom(const api::Topology* topology, const std::vector<framework::SessionNode>& nodes) const {
+  if (topology != topology_.get() || nodes.size() != nodeObjects_.size()) return false;
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (nodes[i].info->node != nodeObjects_[i]) return false;
+  return true;
+}
+
+void DomainTree::resetSession() {
+  cache_.clear();
+  for (auto& v : versions_) std::fill(v.begin(), v.end(), 0);
+}
+
+DomainTree::RoomCache& DomainTree::roomCache(const PodClass& cls) {
   auto it = cache_.find(cls.key);
   if (it == cache_.end()) {
-    std::vector<std::vector<CacheEntry>> fresh(levels_.size());
+    RoomCache fresh(levels_.size());
     for (size_t i = 0; i < levels_.size(); ++i) fresh[i].resize(levels_[i].domains.size());
     it = cache_.emplace(cls.key, std::move(fresh)).first;
   }
-  CacheEntry& e = it->second[l][d];
+  return it->second;
+}
+
+const Room& DomainTree::cachedRoom(RoomCache& cache, int l, int d, const PodClass& cls,
+                                   const std::vector<framework::SessionNode>& nodes) {
+  CacheEntry& e = cache[l][d];
   if (e.version != versions_[l][d]) {
     PodClass unbounded = cls;
     unbounded.count = INT64_MAX;

@@ -7,6 +7,7 @@
 // named alike in different zones are different domains.
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -65,11 +66,20 @@ std::string requestKey(const api::Resources& r);
 Room roomOf(const std::vector<int>& nodes, const std::vector<PodClass>& classes,
             const std::vector<framework::SessionNode>& sessionNodes, const Overlay* overlay, Overlay* commit);
 
-/// The domain tree of one Topology over the session's nodes, built once per session, with a cache
-/// of rooms per (request shape, domain) invalidated per domain when one of its nodes changes.
+/// The domain tree of one Topology over the session's nodes, with a cache of rooms per (request
+/// shape, domain) invalidated per domain when one of its nodes changes. Membership depends only on
+/// the Topology and the Node objects, so the plugin keeps a tree across sessions while those are
+/// the same objects (resetSession() drops the per-session rooms).
 class DomainTree {
  public:
-  DomainTree(const api::Topology& topology, const std::vector<framework::SessionNode>& nodes);
+  /// Holds on to the Topology and Node objects it was built from (so that builtFrom() compares
+  /// live objects, never a reused address).
+  DomainTree(std::shared_ptr<const api::Topology> topology, const std::vector<framework::SessionNode>& nodes);
+
+  /// Whether the tree was built from exactly these Topology and Node objects, in this order.
+  bool builtFrom(const api::Topology* topology, const std::vector<framework::SessionNode>& nodes) const;
+  /// Forgets the rooms of the previous session.
+  void resetSession();
 
   const std::string& name() const { return name_; }
   const std::vector<Level>& levels() const { return levels_; }
@@ -84,22 +94,28 @@ class DomainTree {
   /// "rack, hostname": the short names of all levels.
   std::string levelNames() const;
 
-  /// Room of domain `d` at level `l` for pods shaped like `cls` (count ignored: as many as fit).
-  /// Cached until a node of the domain changes (see nodeChanged).
-  const Room& cachedRoom(int l, int d, const PodClass& cls, const std::vector<framework::SessionNode>& nodes);
-  /// Invalidates the cached rooms of every domain holding node `n`.
-  void nodeChanged(int n);
-
- private:
   struct CacheEntry {
     Room room;
     uint32_t version = UINT32_MAX;  ///< the domain's version when computed; MAX = never
   };
+  using RoomCache = std::vector<std::vector<CacheEntry>>;  ///< [level][domain]
+  /// The room cache for pods shaped like `cls` (created empty on first use).
+  RoomCache& roomCache(const PodClass& cls);
+  /// Room of domain `d` at level `l` for pods shaped like `cls` (count ignored: as many as fit),
+  /// from `cache` (roomCache(cls)) until a node of the domain changes (see nodeChanged).
+  const Room& cachedRoom(RoomCache& cache, int l, int d, const PodClass& cls,
+                         const std::vector<framework::SessionNode>& nodes);
+  /// Invalidates the cached rooms of every domain holding node `n`.
+  void nodeChanged(int n);
+
+ private:
   std::string name_;
+  std::shared_ptr<const api::Topology> topology_;
+  std::vector<std::shared_ptr<const api::Node>> nodeObjects_;
   std::vector<Level> levels_;
   int nodesInTree_ = 0;
   std::vector<std::vector<uint32_t>> versions_;  ///< [level][domain]
-  std::map<std::string, std::vector<std::vector<CacheEntry>>, std::less<>> cache_;  ///< request key -> [level][domain]
+  std::map<std::string, RoomCache, std::less<>> cache_;  ///< request key -> rooms
 };
 
 }  // namespace tessera::plugins::topology

@@ -19,7 +19,9 @@
 //
 // The plan for a job (its subgroup domains, the node bonus) is made when allocate asks for the
 // job's domains and holds for that job only: callers place a job right after asking for its
-// domains. Domain trees are built once per session per Topology, lazily.
+// domains. A Topology's domain tree is built when a job first needs it, at most once per session,
+// and kept for later sessions while the Topology and Node objects are unchanged (pods come and go
+// without touching them); rooms are cached per domain within a session.
 #include <algorithm>
 #include <climits>
 #include <map>
@@ -112,7 +114,7 @@ class TopologyPlugin final : public framework::Plugin {
   const std::string& name() const override { return name_; }
 
   void onSessionOpen(Session& ssn) override {
-    trees_.clear();
+    sessionTrees_.clear();
     plan_ = Plan{};
     lastNode_.clear();
     ssn.addJobValidFn(name_, [this, &ssn](const SessionJob& job) { return invalid(ssn, job); });
@@ -176,28 +178,34 @@ class TopologyPlugin final : public framework::Plugin {
   static std::optional<std::string> invalid(const Session& ssn, const SessionJob& job) {
     const api::PodGroup* pg = job.info->podGroup.get();
     if (!pg || !constrained(*pg)) return std::nullopt;
-    const std::string where = "PodGroup " + job.info->namespace_ + "/" + job.info->name + ": ";
+    auto where = [&] { return "PodGroup " + job.info->namespace_ + "/" + job.info->name + ": "; };
     const api::TopologyConstraint& gc = pg->topologyConstraint;
-    if (auto r = checkConstraint(ssn, gc, gc.topology, "spec.topologyConstraint")) return where + *r;
+    if (auto r = checkConstraint(ssn, gc, gc.topology, "spec.topologyConstraint")) return where() + *r;
     for (size_t i = 0; i < pg->subGroups.size(); ++i) {
       const api::TopologyConstraint& sc = pg->subGroups[i].topologyConstraint;
       const std::string path = "spec.subGroups[" + std::to_string(i) + "].topologyConstraint";
       if (!sc.topology.empty() && !gc.topology.empty() && sc.topology != gc.topology)
-        return where + path + ".topology: \"" + sc.topology + "\" differs from spec.topologyConstraint.topology \"" +
+        return where() + path + ".topology: \"" + sc.topology + "\" differs from spec.topologyConstraint.topology \"" +
                gc.topology + "\"";
-      if (auto r = checkConstraint(ssn, sc, sc.topology.empty() ? gc.topology : sc.topology, path)) return where + *r;
+      if (auto r = checkConstraint(ssn, sc, sc.topology.empty() ? gc.topology : sc.topology, path)) return where() + *r;
     }
     return std::nullopt;
   }
 
   // ---- domains ----
 
+  /// The session's tree of Topology `name`: the one kept from earlier sessions when the Topology
+  /// and the Node objects are the same (only pods changed), else built anew.
   DomainTree* treeFor(const Session& ssn, const std::string& name) {
-    auto it = trees_.find(name);
-    if (it != trees_.end()) return it->second.get();
+    for (DomainTree* t : sessionTrees_)
+      if (t->name() == name) return t;
     auto t = ssn.snapshot().topologies.find(name);
     if (t == ssn.snapshot().topologies.end()) return nullptr;
-    return trees_.emplace(name, std::make_unique<DomainTree>(*t->second, ssn.nodes())).first->second.get();
+    std::unique_ptr<DomainTree>& kept = trees_[name];
+    if (kept && kept->builtFrom(t->second.get(), ssn.nodes())) kept->resetSession();
+    else kept = std::make_unique<DomainTree>(t->second, ssn.nodes());
+    sessionTrees_.push_back(kept.get());
+    return kept.get();
   }
 
   static Levels levelsOf(const DomainTree& tree, const api::TopologyConstraint& c) {
@@ -212,16 +220,23 @@ class TopologyPlugin final : public framework::Plugin {
   static Demand demandOf(const Session& ssn, const SessionJob& job, int64_t minMember, Pred take) {
     Demand d;
     std::map<std::string, size_t> byKey;
+    size_t last = 0;
     int64_t ready = 0;
     for (const SessionTask& t : job.tasks) {
       if (!take(t)) continue;
       if (framework::isReadyState(t.state)) ++ready;
       if (t.state == TaskState::Pending) {
         ++d.pending;
+        // Gangs are mostly alike: compare with the last class before building a key.
+        if (!d.classes.empty() && d.classes[last].request == t.request()) {
+          d.classes[last].count++;
+          continue;
+        }
         std::string key = topology::requestKey(t.request());
         auto [it, fresh] = byKey.try_emplace(key, d.classes.size());
         if (fresh) d.classes.push_back({t.request(), 0, std::move(key)});
-        d.classes[it->second].count++;
+        last = it->second;
+        d.classes[last].count++;
       } else if (t.state == TaskState::Allocated || t.state == TaskState::Pipelined || t.state == TaskState::Bound ||
                  t.state == TaskState::Running) {
         d.placed.push_back(&t);
@@ -240,8 +255,14 @@ class TopologyPlugin final : public framework::Plugin {
     return d;
   }
 
-  Room roomOf(const Session& ssn, DomainTree& tree, int l, int d, const Demand& dem, const Overlay* overlay) {
-    if (dem.classes.size() == 1 && !overlay) return tree.cachedRoom(l, d, dem.classes.front(), ssn.nodes());
+  /// The room cache that serves `dem`: homogeneous demands without an overlay; else null.
+  static DomainTree::RoomCache* cacheFor(DomainTree& tree, const Demand& dem, const Overlay* overlay) {
+    return dem.classes.size() == 1 && !overlay ? &tree.roomCache(dem.classes.front()) : nullptr;
+  }
+
+  static Room roomOf(const Session& ssn, DomainTree& tree, DomainTree::RoomCache* cache, int l, int d,
+                     const Demand& dem, const Overlay* overlay) {
+    if (cache) return tree.cachedRoom(*cache, l, d, dem.classes.front(), ssn.nodes());
     return topology::roomOf(tree.level(l).domains[d].nodes, dem.classes, ssn.nodes(), overlay, nullptr);
   }
 
@@ -268,11 +289,12 @@ class TopologyPlugin final : public framework::Plugin {
       pinned = d;
     }
     std::vector<Candidate> found;
+    DomainTree::RoomCache* cache = cacheFor(tree, dem, overlay);
     int best = -1;
     Room bestRoom;
     auto consider = [&](int d) {
       if (!tree.within(l, d, scopeLevel, scope)) return;
-      const Room room = roomOf(ssn, tree, l, d, dem, overlay);
+      const Room room = roomOf(ssn, tree, cache, l, d, dem, overlay);
       if (best < 0 || room.pods > bestRoom.pods) best = d, bestRoom = room;  // equal: the lower id (first) stays
       if (room.pods >= dem.target()) found.push_back({l, d, room, room.pods >= dem.pending});
     };
@@ -445,8 +467,10 @@ class TopologyPlugin final : public framework::Plugin {
     std::vector<char> placedIn(level.domains.size(), 0);
     for (int n : dem.placedNodes)
       if (n >= 0 && level.nodeDomain[n] >= 0) placedIn[level.nodeDomain[n]] = 1;
+    DomainTree::RoomCache* cache = cacheFor(tree, dem, nullptr);
     for (size_t d = 0; d < level.domains.size(); ++d)
-      ranked.push_back({placedIn[d] != 0, roomOf(ssn, tree, lv.preferred, static_cast<int>(d), dem, nullptr).pods,
+      ranked.push_back({placedIn[d] != 0,
+                        roomOf(ssn, tree, cache, lv.preferred, static_cast<int>(d), dem, nullptr).pods,
                         static_cast<int>(d)});
     std::sort(ranked.begin(), ranked.end(), [&](const Ranked& a, const Ranked& b) {
       if (a.holdsPlaced != b.holdsPlaced) return a.holdsPlaced;
@@ -480,11 +504,13 @@ class TopologyPlugin final : public framework::Plugin {
       if (it == lastNode_.end()) return;
       n = it->second;
     }
-    for (auto& [name, tree] : trees_) tree->nodeChanged(n);
+    for (DomainTree* tree : sessionTrees_) tree->nodeChanged(n);
   }
 
   std::string name_ = "topology";
-  std::map<std::string, std::unique_ptr<DomainTree>> trees_;  ///< per session, by Topology name
+  /// Trees by Topology name, kept across sessions while the Topology and Node objects stay the same.
+  std::map<std::string, std::unique_ptr<DomainTree>> trees_;
+  std::vector<DomainTree*> sessionTrees_;  ///< the trees in use this session
   Plan plan_;
   std::map<const cache::TaskInfo*, int> lastNode_;  ///< where a task was last placed this session
 };
