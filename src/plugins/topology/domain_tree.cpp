@@ -138,7 +138,7 @@ bool DomainTree::within(int l, int d, int scopeLevel, int scope) const {
 
 std::string DomainTree::levelNames() const {
   std::string out;
-  for (const Level& l : levels_) out += (out.empty() ? "" : ", ") + l.shortName;
+  for (const Level& l : levels_) out += (out.empty() ? "" : ", ") + l.label;
   return out;
 }
 

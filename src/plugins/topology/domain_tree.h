@@ -91,7 +91,7 @@ class DomainTree {
   /// Whether domain `d` of level `l` lies inside domain `scope` of level `scopeLevel`
   /// (scopeLevel < 0: the whole cluster).
   bool within(int l, int d, int scopeLevel, int scope) const;
-  /// "rack, hostname": the short names of all levels.
+  /// "topology.example.com/rack, kubernetes.io/hostname": every level's label key.
   std::string levelNames() const;
 
   struct CacheEntry {
