@@ -1,0 +1,188 @@
+// The victim search of reclaim and preempt at the session level: which node and which pods go.
+// The claimant takes the node that needs the fewest victims; an elastic victim above its minMember
+// loses surplus pods only; a gang at its minMember goes whole; nothing is committed when the
+// victims would not make room.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/framework/config.h"
+#include "tessera/framework/session.h"
+#include "unit/framework/test_cluster.h"
+#include "unit/framework/test_registry.h"
+
+namespace {
+
+using tessera::framework::Config;
+using tessera::framework::Session;
+using tessera::framework::SessionResult;
+using tessera::testing::TestCluster;
+
+const char* kClasses = R"(
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: train}
+value: 50
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: build-preemptible}
+value: 75
+---
+)";
+
+std::string queue(const std::string& name, const std::string& gpuQuota) {
+  return "apiVersion: scheduling.tessera.dev/v1alpha1\nkind: Queue\nmetadata: {name: " + name +
+         "}\nspec:\n  resources:\n    gpu: {quota: \"" + gpuQuota +
+         "\", limit: \"-1\", overQuotaWeight: \"1\"}\n    cpu: {quota: \"-1\", limit: \"-1\", overQuotaWeight: "
+         "\"1\"}\n    memory: {quota: \"-1\", limit: \"-1\", overQuotaWeight: \"1\"}\n---\n";
+}
+
+/// A pod of queue `q`; running on `node` when given (started a day ago). `group`: PodGroup name.
+std::string pod(const std::string& name, const std::string& q, int gpus, const std::string& node = "",
+                const std::string& cls = "train", const std::string& group = "", const std::string& created = "") {
+  std::string y = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name + "\n  namespace: t\n  labels: {tessera.dev/queue: " + q + "}\n";
+  if (!group.empty()) y += "  annotations: {pod-group-name: " + group + "}\n";
+  if (!created.empty()) y += "  creationTimestamp: \"" + created + "\"\n";
+  y += "spec:\n  schedulerName: tessera\n  priorityClassName: " + cls + "\n";
+  if (!node.empty()) y += "  nodeName: " + node + "\n";
+  y += "  containers: [{name: c, image: busybox, resources: {requests: {nvidia.com/gpu: \"" + std::to_string(gpus) +
+       "\"}, limits: {nvidia.com/gpu: \"" + std::to_string(gpus) + "\"}}}]\n";
+  if (!node.empty()) y += "status: {phase: Running, startTime: \"2025-12-31T00:00:00Z\"}\n";
+  return y + "---\n";
+}
+
+std::string group(const std::string& name, const std::string& q, int minMember) {
+  return "apiVersion: scheduling.tessera.dev/v1alpha1\nkind: PodGroup\nmetadata: {name: " + name +
+         ", namespace: t}\nspec: {minMember: " + std::to_string(minMember) + ", queue: " + q +
+         ", priorityClassName: train}\n---\n";
+}
+
+Config config(const std::string& yaml) {
+  auto cfg = tessera::framework::loadConfigYaml(tessera::testing::testRegistry(), yaml);
+  if (!cfg.ok()) FAIL(cfg.error().message);
+  return std::move(cfg).value();
+}
+
+struct Env {
+  TestCluster c;
+  Config cfg;
+  explicit Env(const std::string& actions) : cfg(config("actions: [" + actions + "]\n")) {}
+  SessionResult run(const std::string& nodes, const std::string& yaml) {
+    c.create(nodes + kClasses + yaml);
+    c.start();
+    Session ssn(c.snapshot(), cfg, c.clock);
+    ssn.open();
+    ssn.runActions();
+    return ssn.close();
+  }
+};
+
+std::string node(const std::string& name, int gpus) {
+  return tessera::testing::nodeYaml(name, "64", std::to_string(gpus)) + "---\n";
+}
+
+std::vector<std::string> evicted(const SessionResult& r) {
+  std::vector<std::string> out;
+  for (const auto& e : r.evictions) out.push_back(e.podKey);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string pipelinedTo(const SessionResult& r, const std::string& podKey) {
+  for (const auto& p : r.pipelined)
+    if (p.podKey == podKey) return p.node;
+  return "";
+}
+
+// Queues for reclaim: a (quota 4) asks for `claim` GPUs, b (quota 4) holds 8 of 8.
+// Fair shares: a min(4, claim), b 4 + the rest; b is over its share.
+
+TEST_CASE("reclaim: the claimant takes the node needing the fewest victims", "[actions][victims]") {
+  // n1 runs four 1-GPU pods of b, n2 two 2-GPU pods. A 2-GPU claimant needs 2 victims on n1 but
+  // one on n2: exactly one 2-GPU pod on n2 is evicted.
+  Env e("reclaim");
+  auto r = e.run(node("n1", 4) + node("n2", 4),
+                 queue("a", "4") + queue("b", "4") + pod("b1", "b", 1, "n1") + pod("b2", "b", 1, "n1") +
+                     pod("b3", "b", 1, "n1") + pod("b4", "b", 1, "n1") + pod("b5", "b", 2, "n2") +
+                     pod("b6", "b", 2, "n2") + pod("claim", "a", 2));
+  REQUIRE(r.evictions.size() == 1);
+  CHECK((r.evictions[0].podKey == "t/b5" || r.evictions[0].podKey == "t/b6"));
+  CHECK(r.evictions[0].node == "n2");
+  CHECK(pipelinedTo(r, "t/claim") == "n2");
+  CHECK_THAT(r.evictions[0].reason, Catch::Contains("reclaimed for Pod/t/claim (queue a)"));
+}
+
+TEST_CASE("reclaim: an elastic victim above minMember loses surplus pods only", "[actions][victims]") {
+  // b's job el (minMember 2) runs four 1-GPU pods, and b holds 4 more (8 of 8). A 2-GPU claimant
+  // takes two surplus pods of el: el keeps its minimum; the other pods on n2 are untouched.
+  Env e("reclaim");
+  std::string y = queue("a", "4") + queue("b", "4") + group("el", "b", 2);
+  for (int i = 0; i < 4; ++i) y += pod("el-" + std::to_string(i), "b", 1, "n1", "train", "el");
+  for (int i = 0; i < 4; ++i) y += pod("other-" + std::to_string(i), "b", 1, "n2", "train", "", "2025-12-30T00:00:00Z");
+  auto r = e.run(node("n1", 4) + node("n2", 4), y + pod("claim", "a", 2));
+  const auto ev = evicted(r);
+  REQUIRE(ev.size() == 2);
+  for (const auto& k : ev) CHECK(k.rfind("t/el-", 0) == 0);
+}
+
+// KNOWN BUG (tagged !shouldfail until fixed; then drop the tag): VictimSearch::runIn counts the
+// candidate victims of a node pod by pod (src/actions/victims.cpp, the `room += vt.request();
+// ++count;` loop), while makeRoomOn evicts whole chunks (chunkOf: a gang at its minMember goes
+// whole). So n1 is counted as 1 victim and chosen, and 3 gang pods are evicted instead of 2 pods.
+TEST_CASE("reclaim: victims are counted as whole gangs when choosing the node", "[actions][victims][!shouldfail]") {
+  // n1 (6 GPUs): b's gang g (minMember 3) runs three 2-GPU pods. n2 (4 GPUs): four 1-GPU pods of b.
+  // A 2-GPU claimant: on n1 one gang pod would free enough, but the gang goes whole (3 pods); on n2
+  // two pods do. The smallest victim set is the two pods on n2.
+  Env e("reclaim");
+  std::string y = queue("a", "5") + queue("b", "5") + group("g", "b", 3);
+  for (int i = 0; i < 3; ++i) y += pod("g-" + std::to_string(i), "b", 2, "n1", "train", "g");
+  for (int i = 0; i < 4; ++i) y += pod("other-" + std::to_string(i), "b", 1, "n2");
+  auto r = e.run(node("n1", 6) + node("n2", 4), y + pod("claim", "a", 2));
+  const auto ev = evicted(r);
+  CHECK(ev.size() == 2);
+  for (const auto& k : ev) CHECK(k.rfind("t/other-", 0) == 0);
+  CHECK(pipelinedTo(r, "t/claim") == "n2");
+}
+
+TEST_CASE("reclaim: a gang at its minMember on the only usable node goes whole", "[actions][victims]") {
+  // One 4-GPU node; b's gang g (minMember 2) holds it with two 2-GPU pods. A 1-GPU claimant: both
+  // gang pods are evicted (a gang is never left below its minimum by reclaim).
+  Env e("reclaim");
+  auto r = e.run(node("n1", 4), queue("a", "2") + queue("b", "2") + group("g", "b", 2) +
+                                    pod("g-0", "b", 2, "n1", "train", "g") + pod("g-1", "b", 2, "n1", "train", "g") +
+                                    pod("claim", "a", 1));
+  CHECK(evicted(r) == std::vector<std::string>{"t/g-0", "t/g-1"});
+  CHECK(pipelinedTo(r, "t/claim") == "n1");
+}
+
+TEST_CASE("preempt: nothing is evicted when the eligible victims would not make room", "[actions][victims]") {
+  // n1 (4 GPUs): a train pod (1 GPU) and a build-preemptible pod (3 GPUs) of the same queue. A
+  // build-preemptible 4-GPU claimant may take only the train pod (strictly lower priority): not
+  // enough, so nothing is evicted and nothing pipelined.
+  Env e("preempt");
+  auto r = e.run(node("n1", 4), queue("q", "4") + pod("low", "q", 1, "n1") +
+                                    pod("peer", "q", 3, "n1", "build-preemptible") +
+                                    pod("claim", "q", 4, "", "build-preemptible"));
+  CHECK(r.evictions.empty());
+  CHECK(r.pipelined.empty());
+}
+
+TEST_CASE("preempt: the fewest victims, the lowest priority first", "[actions][victims]") {
+  // n1 (4 GPUs): four 1-GPU pods: two train (50), two build-preemptible (75). A 2-GPU claimant of
+  // priority 100 evicts exactly the two train pods.
+  Env e("preempt");
+  auto r = e.run(node("n1", 4), queue("q", "8") + pod("t1", "q", 1, "n1") + pod("t2", "q", 1, "n1") +
+                                    pod("m1", "q", 1, "n1", "build-preemptible") +
+                                    pod("m2", "q", 1, "n1", "build-preemptible") +
+                                    "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: build}\n"
+                                    "value: 100\n---\n" +
+                                    pod("claim", "q", 2, "", "build"));
+  CHECK(evicted(r) == std::vector<std::string>{"t/t1", "t/t2"});
+  CHECK(pipelinedTo(r, "t/claim") == "n1");
+}
+
+}  // namespace
