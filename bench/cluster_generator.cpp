@@ -1,5 +1,6 @@
 #include "cluster_generator.h"
 
+#include <algorithm>
 #include <random>
 
 #include "tessera/api/clock.h"
@@ -42,7 +43,7 @@ Json queue(const std::string& name, const std::string& parent, int64_t quotaGpu)
 }
 
 Json pod(const std::string& ns, const std::string& name, const std::string& queue, const std::string& group,
-         const std::string& pc, int64_t createdSec, const std::string& nodeName) {
+         const std::string& pc, int64_t createdSec, const std::string& nodeName, const std::string& gpus = "1") {
   Json meta = {{"name", name},
                {"namespace", ns},
                {"uid", "pod-" + name},
@@ -55,8 +56,8 @@ Json pod(const std::string& ns, const std::string& name, const std::string& queu
                 {{{"name", "worker"},
                   {"image", "nvcr.io/nvidia/pytorch:24.05-py3"},
                   {"resources",
-                   {{"requests", {{"cpu", "8"}, {"memory", "64Gi"}, {"nvidia.com/gpu", "1"}}},
-                    {"limits", {{"nvidia.com/gpu", "1"}}}}}}}}};
+                   {{"requests", {{"cpu", "8"}, {"memory", "64Gi"}, {"nvidia.com/gpu", gpus}}},
+                    {"limits", {{"nvidia.com/gpu", gpus}}}}}}}}};
   Json status = {{"phase", "Pending"}};
   if (!nodeName.empty()) {
     spec["nodeName"] = nodeName;
@@ -146,6 +147,35 @@ GeneratedCluster generateCluster(const ClusterSpec& spec) {
       (nodeName.empty() ? out.pendingPods : out.runningPods)++;
       ++podIndex;
     }
+  }
+  return out;
+}
+
+GeneratedCluster generateReclaimCluster(int nodes) {
+  GeneratedCluster out;
+  auto add = [&](api::Kind k, Json j) { out.objects.push_back({k, std::move(j)}); };
+  add(api::Kind::PriorityClass, {{"apiVersion", "scheduling.k8s.io/v1"},
+                                 {"kind", "PriorityClass"},
+                                 {"metadata", {{"name", "train"}}},
+                                 {"value", 50}});
+  const int pending = std::max(1, nodes / 10);
+  // The starved queue deserves what its pending pods ask for; the busy one deserves nothing and
+  // holds every GPU through its over-quota share.
+  add(api::Kind::Queue, queue("starved", "", int64_t(pending) * 8));
+  add(api::Kind::Queue, queue("busy", "", 0));
+  for (int n = 0; n < nodes; ++n) {
+    char name[32];
+    std::snprintf(name, sizeof name, "node-%05d", n);
+    add(api::Kind::Node, node(name, 8, n / 32));
+    for (int g = 0; g < 8; ++g) {
+      add(api::Kind::Pod, pod("ns-busy", std::string(name) + "-victim-" + std::to_string(g), "busy", "", "train",
+                              kBase - 86400 + n, name));
+      ++out.runningPods;
+    }
+  }
+  for (int i = 0; i < pending; ++i) {
+    add(api::Kind::Pod, pod("ns-starved", "big-" + std::to_string(i), "starved", "", "train", kBase - 3600 + i, "", "8"));
+    ++out.pendingPods;
   }
   return out;
 }

@@ -38,6 +38,10 @@ struct GeneratedCluster {
 
 GeneratedCluster generateCluster(const ClusterSpec& spec);
 
+/// KAI's "ReclaimLargeJobs" shape: `nodes` nodes of 8 GPUs, every GPU busy with a 1-GPU
+/// preemptible pod of an over-share queue, and nodes/10 pending 8-GPU pods of a starved queue.
+GeneratedCluster generateReclaimCluster(int nodes);
+
 /// A pending single pod (1 GPU) for churn between cycles.
 nlohmann::json makePendingPod(const std::string& ns, const std::string& name, const std::string& queue, int64_t createdSec);
 

@@ -14,10 +14,10 @@ class Consolidate final : public framework::Action {
   explicit Consolidate(int maxPreemptees) : maxPreemptees_(maxPreemptees) {}
   const std::string& name() const override { return name_; }
   void execute(framework::Session& ssn) override {
+    VictimSearch search(ssn, VictimMode::Consolidate, maxPreemptees_);  // the limit counts per job
     forEachPendingJob(
         ssn, [&](const framework::SessionJob& j) { return !ssn.jobReady(j) && j.preemptible; },
         /*reportInvalid=*/false, [&](framework::SessionJob& job) {
-          VictimSearch search(ssn, VictimMode::Consolidate, maxPreemptees_);
           std::string reason;
           search.run(job, reason);
         });

@@ -172,25 +172,63 @@ bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, s
       continue;
     }
     // Candidate nodes: the fewest victims first, then the better node score, then the name.
+    // Nothing is evicted while scanning, so whether a victim job may be taken is asked once per job.
     std::vector<std::tuple<int, int64_t, int>> candidates;
     const api::Resources& req = task.request();
     std::string unused;
+    std::vector<int> touched;
+    if (verdict_.size() != ssn_.jobs().size()) verdict_.assign(ssn_.jobs().size(), -1);
+    auto eligibleJob = [&](const Victim& v) {
+      int8_t& e = verdict_[v.job];
+      if (e < 0) {
+        e = eligible(job, ssn_.task(v.job, v.task)) ? 1 : 0;
+        touched.push_back(v.job);
+      }
+      return e == 1 && running(ssn_.task(v.job, v.task));
+    };
+    // The common case, a request of cpu, memory and GPUs only, is counted in three integers.
+    const bool simple = req.scalars.empty();
+    struct Room {
+      int64_t cpu, mem, gpu;
+      bool holds(const api::Resources& r) const { return r.milliCpu <= cpu && r.memory <= mem && r.milliGpu <= gpu; }
+    };
     for (int ni : nodes) {
       const auto& n = ssn_.nodes()[ni];
-      if (!req.fitsIn(n.info->allocatable - n.info->foreignUsed)) continue;
-      if (!ssn_.predicate(task, n, unused)) continue;
-      api::Resources room = n.futureIdle();
+      if (onNode_[n.index].empty()) continue;
       int count = 0;
-      for (const Victim& v : onNode_[n.index]) {
-        if (req.fitsIn(room)) break;
-        const SessionTask& vt = ssn_.task(v.job, v.task);
-        if (!eligible(job, vt)) continue;
-        room += vt.request();
-        ++count;
+      bool fits = false;
+      if (simple) {
+        const api::Resources& a = n.info->allocatable;
+        const api::Resources& f = n.info->foreignUsed;
+        if (!Room{a.milliCpu - f.milliCpu, a.memory - f.memory, a.milliGpu - f.milliGpu}.holds(req)) continue;
+        Room room{n.idle.milliCpu + n.releasing.milliCpu - n.pipelined.milliCpu,
+                  n.idle.memory + n.releasing.memory - n.pipelined.memory,
+                  n.idle.milliGpu + n.releasing.milliGpu - n.pipelined.milliGpu};
+        for (const Victim& v : onNode_[n.index]) {
+          if ((fits = room.holds(req))) break;
+          if (!eligibleJob(v)) continue;
+          const api::Resources& vr = ssn_.task(v.job, v.task).request();
+          room.cpu += vr.milliCpu, room.mem += vr.memory, room.gpu += vr.milliGpu;
+          ++count;
+        }
+        fits = fits || room.holds(req);
+      } else {
+        if (!req.fitsIn(n.info->allocatable - n.info->foreignUsed)) continue;
+        api::Resources room = n.futureIdle();
+        for (const Victim& v : onNode_[n.index]) {
+          if ((fits = req.fitsIn(room))) break;
+          if (!eligibleJob(v)) continue;
+          room += ssn_.task(v.job, v.task).request();
+          ++count;
+        }
+        fits = fits || req.fitsIn(room);
       }
-      if (count > 0 && req.fitsIn(room)) candidates.emplace_back(count, -ssn_.nodeScore(task, n), n.index);
+      if (count == 0 || !fits || !ssn_.predicate(task, n, unused)) continue;
+      candidates.emplace_back(count, -ssn_.nodeScore(task, n), n.index);
     }
-    std::sort(candidates.begin(), candidates.end());
+    for (int j : touched) verdict_[j] = -1;
+    const size_t keep = std::min(candidates.size(), kNodeAttempts);
+    std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(keep), candidates.end());
     bool placed = false;
     for (size_t i = 0; i < candidates.size() && i < kNodeAttempts && !placed; ++i)
       placed = makeRoomOn(stmt, job, task, std::get<2>(candidates[i]), evicted);

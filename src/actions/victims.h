@@ -8,6 +8,7 @@
 // inside one Statement: committed only when the claimant's gang is satisfied, discarded otherwise.
 // Searching node by node keeps the victim set small: a global victim order would evict pods on
 // many nodes before any single node had room.
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,7 @@ class VictimSearch {
   int maxVictims_;
   bool indexed_ = false;
   std::vector<std::vector<Victim>> onNode_;  ///< running tasks per node, in victim order
+  std::vector<int8_t> verdict_;              ///< per victim job during one scan: -1 unknown, 0/1
 };
 
 }  // namespace tessera::actions
