@@ -10,6 +10,10 @@ using framework::SessionTask;
 using framework::Statement;
 using framework::TaskState;
 
+std::string describeJob(const SessionJob& job) {
+  return (job.info->isSingleton() ? "pod " : "PodGroup ") + job.info->namespace_ + "/" + job.info->name;
+}
+
 std::string pods(int n) { return std::to_string(n) + (n == 1 ? " pod" : " pods"); }
 
 namespace {

@@ -88,10 +88,11 @@ bool VictimSearch::makeRoomOn(Statement& stmt, SessionJob& job, SessionTask& tas
   const auto cp = stmt.checkpoint();
   const int before = evicted;
   const api::Resources& req = task.request();
-  const std::string why = mode_ == VictimMode::Reclaim   ? "reclaimed for " + job.key() + " (queue " + job.info->queue + ")"
-                          : mode_ == VictimMode::Preempt ? "preempted by " + job.key() + " (priority " +
+  const std::string who = describeJob(job);
+  const std::string why = mode_ == VictimMode::Reclaim   ? "reclaimed by queue " + job.info->queue + " for " + who
+                          : mode_ == VictimMode::Preempt ? "preempted by " + who + " (priority " +
                                                                std::to_string(job.priority) + ")"
-                                                         : "moved to make room for " + job.key();
+                                                         : "moved to make room for " + who;
   for (const Victim& v : onNode_[node]) {
     if (req.fitsIn(ssn_.nodes()[node].futureIdle())) break;
     SessionTask& vt = ssn_.task(v.job, v.task);
@@ -128,9 +129,20 @@ bool VictimSearch::run(SessionJob& job, std::string& reason) {
       reason = *r;
       return false;
     }
-  if (mode_ == VictimMode::Consolidate && !job.preemptible) {
-    reason = "only preemptible jobs are consolidated for";
-    return false;
+  if (mode_ == VictimMode::Consolidate) {
+    if (!job.preemptible) {
+      reason = "only preemptible jobs are consolidated for";
+      return false;
+    }
+    // Moving pods around creates no room: the cluster's free resources must hold the job already.
+    api::Resources free, want;
+    for (const auto& n : ssn_.nodes()) free += n.futureIdle();
+    for (const SessionTask& t : job.tasks)
+      if (t.state == TaskState::Pending) want += t.request();
+    if (!want.fitsIn(free)) {
+      reason = "the cluster's free resources cannot hold the job, wherever its pods run";
+      return false;
+    }
   }
   indexNodes();
   // A claimant constrained by topology makes room inside one of its domains, in the plugin's order.
@@ -144,15 +156,127 @@ bool VictimSearch::run(SessionJob& job, std::string& reason) {
   return false;
 }
 
+namespace {
+bool better(const auto& a, const auto& b) {
+  if (a.count != b.count) return a.count < b.count;
+  if (a.negScore != b.negScore) return a.negScore < b.negScore;
+  return a.node < b.node;
+}
+struct WorseCandidate {
+  template <class T>
+  bool operator()(const T& a, const T& b) const { return better(b, a); }
+};
+}  // namespace
+
+std::optional<VictimSearch::Candidate> VictimSearch::evaluate(const SessionJob& job, const SessionTask& task, int node) {
+  const auto& n = ssn_.nodes()[node];
+  if (onNode_[node].empty()) return std::nullopt;
+  const api::Resources& req = task.request();
+  if (verdict_.size() != ssn_.jobs().size()) verdict_.assign(ssn_.jobs().size(), -1);
+  auto eligibleJob = [&](const Victim& v) {
+    int8_t& e = verdict_[v.job];
+    if (e < 0) {
+      e = eligible(job, ssn_.task(v.job, v.task)) ? 1 : 0;
+      touched_.push_back(v.job);
+    }
+    return e == 1 && running(ssn_.task(v.job, v.task));
+  };
+  int count = 0;
+  bool fits = false;
+  if (req.scalars.empty()) {
+    // The common case, a request of cpu, memory and GPUs only, is counted in three integers.
+    struct Room {
+      int64_t cpu, mem, gpu;
+      bool holds(const api::Resources& r) const { return r.milliCpu <= cpu && r.memory <= mem && r.milliGpu <= gpu; }
+    };
+    const api::Resources& a = n.info->allocatable;
+    const api::Resources& f = n.info->foreignUsed;
+    if (!Room{a.milliCpu - f.milliCpu, a.memory - f.memory, a.milliGpu - f.milliGpu}.holds(req)) return std::nullopt;
+    Room room{n.idle.milliCpu + n.releasing.milliCpu - n.pipelined.milliCpu,
+              n.idle.memory + n.releasing.memory - n.pipelined.memory,
+              n.idle.milliGpu + n.releasing.milliGpu - n.pipelined.milliGpu};
+    for (const Victim& v : onNode_[node]) {
+      if ((fits = room.holds(req))) break;
+      if (!eligibleJob(v)) continue;
+      const api::Resources& vr = ssn_.task(v.job, v.task).request();
+      room.cpu += vr.milliCpu, room.mem += vr.memory, room.gpu += vr.milliGpu;
+      ++count;
+    }
+    fits = fits || room.holds(req);
+  } else {
+    if (!req.fitsIn(n.info->allocatable - n.info->foreignUsed)) return std::nullopt;
+    api::Resources room = n.futureIdle();
+    for (const Victim& v : onNode_[node]) {
+      if ((fits = req.fitsIn(room))) break;
+      if (!eligibleJob(v)) continue;
+      room += ssn_.task(v.job, v.task).request();
+      ++count;
+    }
+    fits = fits || req.fitsIn(room);
+  }
+  std::string unused;
+  if (count == 0 || !fits || !ssn_.predicate(task, n, unused)) return std::nullopt;
+  return Candidate{count, -ssn_.nodeScore(task, n), node, ssn_.nodeVersion(node)};
+}
+
+std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTask& task,
+                                          const framework::NodeDomain* domain, size_t max) {
+  std::vector<int> out;
+  // Nothing is evicted while evaluating, so whether a victim job may be taken is asked once per job.
+  auto resetVerdicts = [&] {
+    for (int j : touched_) verdict_[j] = -1;
+    touched_.clear();
+  };
+  if (domain) {
+    std::vector<Candidate> all;
+    for (int ni : domain->nodes)
+      if (auto c = evaluate(job, task, ni)) all.push_back(*c);
+    resetVerdicts();
+    const size_t keep = std::min(all.size(), max);
+    std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(keep), all.end(),
+                      [](const Candidate& a, const Candidate& b) { return better(a, b); });
+    for (size_t i = 0; i < keep; ++i) out.push_back(all[i].node);
+    return out;
+  }
+  const std::string key = ssn_.placementKey(task) + "|" + job.info->queue + "|" + std::to_string(job.priority) + "|" +
+                          (job.preemptible ? "p" : "n");
+  auto [it, fresh] = rankings_.try_emplace(key);
+  Ranking& rk = it->second;
+  const std::vector<int>& log = ssn_.nodeChangeLog();
+  if (fresh) {
+    for (const auto& n : ssn_.nodes())
+      if (auto c = evaluate(job, task, n.index)) rk.heap.push_back(*c);
+    std::make_heap(rk.heap.begin(), rk.heap.end(), WorseCandidate{});
+  } else {
+    for (size_t i = rk.changesSeen; i < log.size(); ++i)
+      if (auto c = evaluate(job, task, log[i])) {
+        rk.heap.push_back(*c);
+        std::push_heap(rk.heap.begin(), rk.heap.end(), WorseCandidate{});
+      }
+  }
+  resetVerdicts();
+  rk.changesSeen = log.size();
+  // The best current entries; stale ones (the node changed since) are dropped on the way.
+  std::vector<Candidate> taken;
+  while (!rk.heap.empty() && out.size() < max) {
+    std::pop_heap(rk.heap.begin(), rk.heap.end(), WorseCandidate{});
+    const Candidate c = rk.heap.back();
+    rk.heap.pop_back();
+    if (c.version != ssn_.nodeVersion(c.node)) continue;
+    if (std::find(out.begin(), out.end(), c.node) != out.end()) continue;
+    out.push_back(c.node);
+    taken.push_back(c);
+  }
+  for (const Candidate& c : taken) {  // still valid until a try changes the node
+    rk.heap.push_back(c);
+    std::push_heap(rk.heap.begin(), rk.heap.end(), WorseCandidate{});
+  }
+  return out;
+}
+
 bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, std::string& reason) {
   Statement stmt(ssn_);
   int evicted = 0;
-  std::vector<int> all;
-  if (!domain) {
-    all.reserve(ssn_.nodes().size());
-    for (const auto& n : ssn_.nodes()) all.push_back(n.index);
-  }
-  const std::vector<int>& nodes = domain ? domain->nodes : all;
   for (int ti : pendingTasks(ssn_, job)) {
     ssn_.restrictTo(domain);  // replace() below lifts it
     if (ssn_.jobReady(job) && mode_ != VictimMode::Consolidate) break;  // evict for the minimum only
@@ -171,70 +295,12 @@ bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, s
       else stmt.allocate(task, p.node);
       continue;
     }
-    // Candidate nodes: the fewest victims first, then the better node score, then the name.
-    // Nothing is evicted while scanning, so whether a victim job may be taken is asked once per job.
-    std::vector<std::tuple<int, int64_t, int>> candidates;
-    const api::Resources& req = task.request();
-    std::string unused;
-    std::vector<int> touched;
-    if (verdict_.size() != ssn_.jobs().size()) verdict_.assign(ssn_.jobs().size(), -1);
-    auto eligibleJob = [&](const Victim& v) {
-      int8_t& e = verdict_[v.job];
-      if (e < 0) {
-        e = eligible(job, ssn_.task(v.job, v.task)) ? 1 : 0;
-        touched.push_back(v.job);
-      }
-      return e == 1 && running(ssn_.task(v.job, v.task));
-    };
-    // The common case, a request of cpu, memory and GPUs only, is counted in three integers.
-    const bool simple = req.scalars.empty();
-    struct Room {
-      int64_t cpu, mem, gpu;
-      bool holds(const api::Resources& r) const { return r.milliCpu <= cpu && r.memory <= mem && r.milliGpu <= gpu; }
-    };
-    for (int ni : nodes) {
-      const auto& n = ssn_.nodes()[ni];
-      if (onNode_[n.index].empty()) continue;
-      int count = 0;
-      bool fits = false;
-      if (simple) {
-        const api::Resources& a = n.info->allocatable;
-        const api::Resources& f = n.info->foreignUsed;
-        if (!Room{a.milliCpu - f.milliCpu, a.memory - f.memory, a.milliGpu - f.milliGpu}.holds(req)) continue;
-        Room room{n.idle.milliCpu + n.releasing.milliCpu - n.pipelined.milliCpu,
-                  n.idle.memory + n.releasing.memory - n.pipelined.memory,
-                  n.idle.milliGpu + n.releasing.milliGpu - n.pipelined.milliGpu};
-        for (const Victim& v : onNode_[n.index]) {
-          if ((fits = room.holds(req))) break;
-          if (!eligibleJob(v)) continue;
-          const api::Resources& vr = ssn_.task(v.job, v.task).request();
-          room.cpu += vr.milliCpu, room.mem += vr.memory, room.gpu += vr.milliGpu;
-          ++count;
-        }
-        fits = fits || room.holds(req);
-      } else {
-        if (!req.fitsIn(n.info->allocatable - n.info->foreignUsed)) continue;
-        api::Resources room = n.futureIdle();
-        for (const Victim& v : onNode_[n.index]) {
-          if ((fits = req.fitsIn(room))) break;
-          if (!eligibleJob(v)) continue;
-          room += ssn_.task(v.job, v.task).request();
-          ++count;
-        }
-        fits = fits || req.fitsIn(room);
-      }
-      if (count == 0 || !fits || !ssn_.predicate(task, n, unused)) continue;
-      candidates.emplace_back(count, -ssn_.nodeScore(task, n), n.index);
-    }
-    for (int j : touched) verdict_[j] = -1;
-    const size_t keep = std::min(candidates.size(), kNodeAttempts);
-    std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(keep), candidates.end());
+    const std::vector<int> tryNodes = candidates(job, task, domain, kNodeAttempts);
     bool placed = false;
-    for (size_t i = 0; i < candidates.size() && i < kNodeAttempts && !placed; ++i)
-      placed = makeRoomOn(stmt, job, task, std::get<2>(candidates[i]), evicted);
+    for (size_t i = 0; i < tryNodes.size() && !placed; ++i) placed = makeRoomOn(stmt, job, task, tryNodes[i], evicted);
     if (!placed) {
       if (reason.empty())
-        reason = candidates.empty() ? "no eligible victims would make room" : "evicting the eligible victims is not enough";
+        reason = tryNodes.empty() ? "no eligible victims would make room" : "evicting the eligible victims is not enough";
       if (!ssn_.jobReady(job)) break;
     }
   }
@@ -246,6 +312,11 @@ bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, s
   }
   if (job.pipelinedCount > 0) stmt.pipelineAllocated(job.index);
   stmt.commit();
+  // Placed: what the pods now wait for replaces allocate's fit reason.
+  const char* what = mode_ == VictimMode::Reclaim ? "reclaim" : mode_ == VictimMode::Preempt ? "preempt" : "consolidation";
+  ssn_.setUnschedulable(job, job.pipelinedCount > 0 ? "pipelined by " + std::string(what) + ": waiting for " +
+                                                          pods(evicted) + " to leave"
+                                                    : "");
   return true;
 }
 

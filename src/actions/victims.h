@@ -9,6 +9,8 @@
 // Searching node by node keeps the victim set small: a global victim order would evict pods on
 // many nodes before any single node had room.
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,12 +50,32 @@ class VictimSearch {
   /// Places the evicted pods of a consolidation again, away from `avoid`.
   bool replace(framework::Statement& stmt, const std::vector<Victim>& victims, int avoid);
 
+  /// A node where `task` fits after evicting `count` eligible victims; none when it cannot.
+  struct Candidate {
+    int count = 0;
+    int64_t negScore = 0;
+    int node = -1;
+    uint32_t version = 0;
+  };
+  std::optional<Candidate> evaluate(const framework::SessionJob& job, const framework::SessionTask& task, int node);
+  /// Nodes to try for `task`, best first (at most `max`), from a full scan inside `domain`, or
+  /// outside domains from a ranking kept per claimant shape and refreshed with the nodes that
+  /// changed since (claimants of one shape then cost O(log n) each, not a scan each).
+  std::vector<int> candidates(const framework::SessionJob& job, const framework::SessionTask& task,
+                              const framework::NodeDomain* domain, size_t max);
+
   framework::Session& ssn_;
   VictimMode mode_;
   int maxVictims_;
   bool indexed_ = false;
   std::vector<std::vector<Victim>> onNode_;  ///< running tasks per node, in victim order
   std::vector<int8_t> verdict_;              ///< per victim job during one scan: -1 unknown, 0/1
+  std::vector<int> touched_;                 ///< verdict_ entries to reset after the scan
+  struct Ranking {
+    std::vector<Candidate> heap;  ///< std heap, best (fewest victims, best score, lowest index) on top
+    size_t changesSeen = 0;
+  };
+  std::map<std::string, Ranking> rankings_;
 };
 
 }  // namespace tessera::actions

@@ -291,11 +291,12 @@ class Runner {
                   api::formatTime(clock_->now()).c_str(), stats.totalMs, stats.snapshotMs, stats.actionsMs,
                   stats.commitMs);
     note(head);
-    for (const auto& rec : binder_->lastRecords()) {
-      if (rec.kind == binder::BindRecord::Kind::Evict)
-        note("  evict     " + rec.podKey + " on " + rec.node + (rec.ok ? "" : "  FAILED: " + rec.error));
+    for (const auto& e : r.evictions) {
+      std::string failure;
+      for (const auto& rec : binder_->lastRecords())
+        if (rec.kind == binder::BindRecord::Kind::Evict && rec.podKey == e.podKey && !rec.ok) failure = rec.error;
+      note("  evict     " + e.podKey + " on " + e.node + ": " + e.reason + (failure.empty() ? "" : "  FAILED: " + failure));
     }
-    for (const auto& e : r.evictions) note("            reason: " + e.reason);
     for (const auto& rec : binder_->lastRecords())
       if (rec.kind == binder::BindRecord::Kind::Bind)
         note("  bind      " + rec.podKey + " -> " + rec.node + (rec.ok ? "" : "  FAILED: " + rec.error));
@@ -305,6 +306,27 @@ class Runner {
       note("  pending   " + (j.job->isSingleton() ? key.substr(4) : key) + ": " + r.message(j));
     }
     if (r.binds.empty() && r.evictions.empty() && r.pipelined.empty() && r.jobs.empty()) note("  (nothing to do)");
+    printQueues(r);
+  }
+
+  /// One line per queue: GPUs deserved / fair share / allocated / requested (cpu when no GPUs).
+  void printQueues(const framework::SessionResult& r) {
+    if (r.queues.empty()) return;
+    auto amount = [](std::string_view res, int64_t v) {
+      return v < 0 ? std::string("unlimited") : api::formatResourceAmount(res, v);
+    };
+    for (const auto& q : r.queues) {
+      const bool gpu = q.deserved.milliGpu != 0 || q.fairShare.milliGpu != 0 || q.allocated.milliGpu != 0 ||
+                       q.requested.milliGpu != 0;
+      const std::string_view res = gpu ? api::kResourceGpu : api::kResourceCpu;
+      auto pick = [&](const api::Resources& x) { return gpu ? x.milliGpu : x.milliCpu; };
+      std::string line = "  queue     " + q.name + (q.parent.empty() ? "" : " (in " + q.parent + ")") + ": " +
+                         std::string(gpu ? "gpu" : "cpu") + " deserved " + amount(res, pick(q.deserved)) + ", fair share " +
+                         amount(res, pick(q.fairShare)) + ", allocated " + amount(res, pick(q.allocated)) +
+                         ", requested " + amount(res, pick(q.requested));
+      if (!q.problem.empty()) line += "  [" + q.problem + "]";
+      note(line);
+    }
   }
 
   // ---------------------------------------------------------------- expectations

@@ -294,6 +294,10 @@ class Session {
   /// name stands for one set of nodes within a session.
   void restrictTo(const NodeDomain* domain) { domain_ = domain; }
   const NodeDomain* restriction() const { return domain_; }
+  /// Every change of a node's working state appends its index here; with nodeVersion() this lets
+  /// callers keep their own lazily refreshed views of the nodes (as findPlacement does).
+  const std::vector<int>& nodeChangeLog() const { return nodeChanges_; }
+  uint32_t nodeVersion(int node) const { return nodeVersion_[node]; }
   /// The key under which findPlacement caches node rankings for `task`.
   std::string placementKey(const SessionTask& task) const;
   /// Whole GPUs free on the best node, counting releasing resources (an upper bound for any task).
