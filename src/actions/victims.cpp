@@ -42,6 +42,13 @@ void VictimSearch::indexNodes() {
       if (t.node < 0) t.node = ssn_.findNode(t.info->nodeName);
       if (t.node >= 0) onNode_[t.node].push_back({j.index, t.index});
     }
+  queueNodes_.assign(ssn_.queues().size(), {});
+  for (size_t n = 0; n < onNode_.size(); ++n)
+    for (const Victim& v : onNode_[n]) {
+      const int q = ssn_.jobs()[v.job].queue;
+      if (q >= 0 && (queueNodes_[q].empty() || queueNodes_[q].back() != static_cast<int>(n)))
+        queueNodes_[q].push_back(static_cast<int>(n));
+    }
   for (auto& list : onNode_)
     std::sort(list.begin(), list.end(), [&](const Victim& a, const Victim& b) {
       return ssn_.victimLess(ssn_.task(a.job, a.task), ssn_.task(b.job, b.task));
@@ -135,11 +142,16 @@ bool VictimSearch::run(SessionJob& job, std::string& reason) {
       return false;
     }
     // Moving pods around creates no room: the cluster's free resources must hold the job already.
-    api::Resources free, want;
-    for (const auto& n : ssn_.nodes()) free += n.futureIdle();
+    if (freeAt_ != ssn_.nodeChangeLog().size() || !freeKnown_) {  // recounted only after changes
+      free_ = api::Resources();
+      for (const auto& n : ssn_.nodes()) free_ += n.futureIdle();
+      freeAt_ = ssn_.nodeChangeLog().size();
+      freeKnown_ = true;
+    }
+    api::Resources want;
     for (const SessionTask& t : job.tasks)
       if (t.state == TaskState::Pending) want += t.request();
-    if (!want.fitsIn(free)) {
+    if (!want.fitsIn(free_)) {
       reason = "the cluster's free resources cannot hold the job, wherever its pods run";
       return false;
     }
@@ -244,8 +256,14 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
   Ranking& rk = it->second;
   const std::vector<int>& log = ssn_.nodeChangeLog();
   if (fresh) {
-    for (const auto& n : ssn_.nodes())
-      if (auto c = evaluate(job, task, n.index)) rk.heap.push_back(*c);
+    if (mode_ == VictimMode::Preempt) {  // victims live in the claimant's queue: only its nodes
+      if (job.queue >= 0)
+        for (int ni : queueNodes_[job.queue])
+          if (auto c = evaluate(job, task, ni)) rk.heap.push_back(*c);
+    } else {
+      for (const auto& n : ssn_.nodes())
+        if (auto c = evaluate(job, task, n.index)) rk.heap.push_back(*c);
+    }
     std::make_heap(rk.heap.begin(), rk.heap.end(), WorseCandidate{});
   } else {
     for (size_t i = rk.changesSeen; i < log.size(); ++i)

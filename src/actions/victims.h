@@ -76,6 +76,10 @@ class VictimSearch {
     size_t changesSeen = 0;
   };
   std::map<std::string, Ranking> rankings_;
+  std::vector<std::vector<int>> queueNodes_;  ///< per queue: nodes running its pods (ascending)
+  api::Resources free_;                       ///< the cluster's future idle, as of freeAt_ changes
+  size_t freeAt_ = 0;
+  bool freeKnown_ = false;
 };
 
 }  // namespace tessera::actions
