@@ -267,13 +267,17 @@ struct Cache::Impl {
       case TaskStatus::Failed: job.failedCount += sign; break;
       default: job.allocatedCount += sign; break;
     }
-    if (holdsResources(t.status)) {
-      if (sign > 0) job.allocated += t.request;
-      else {
-        job.allocated -= t.request;
-        job.allocated.normalize();
+    auto add = [&](api::Resources& total) {
+      if (sign > 0) {
+        total += t.request;
+      } else {
+        total -= t.request;
+        total.normalize();
       }
-    }
+    };
+    if (holdsResources(t.status)) add(job.allocated);
+    if (t.status == TaskStatus::Releasing) add(job.releasing);
+    if (t.status == TaskStatus::Pending) add(job.pendingRequest);
   }
 
   void removeTask(const std::string& jobKey, const std::string& podKey) {

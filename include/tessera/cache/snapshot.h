@@ -61,7 +61,9 @@ struct JobInfo {
   api::Preemptibility preemptibility = api::Preemptibility::Unset;
   std::vector<TaskInfo> tasks;   ///< sorted by pod key
   // Totals kept incrementally by the cache.
-  api::Resources allocated;      ///< sum over tasks holding resources
+  api::Resources allocated;      ///< sum over tasks holding resources (releasing ones included)
+  api::Resources releasing;      ///< the part of `allocated` held by terminating pods
+  api::Resources pendingRequest; ///< sum over pending tasks
   int32_t pendingCount = 0, allocatedCount = 0, succeededCount = 0, failedCount = 0;
 
   bool isSingleton() const { return key.rfind("Pod/", 0) == 0; }

@@ -57,10 +57,6 @@ struct QNode {
   Amounts fairShare{0, 0, 0};
 };
 
-/// Whether `job` holds or is promised resources in this state (releasing ones are on their way out).
-bool counts(TaskState s) {
-  return s == TaskState::Allocated || s == TaskState::Pipelined || s == TaskState::Bound || s == TaskState::Running;
-}
 
 class State {
  public:
@@ -282,16 +278,14 @@ class State {
       if (q_[i].parent >= 0) q_[q_[i].parent].children.push_back(static_cast<int>(i));
 
     // What each subtree holds and asks for.
+    // At session open the working state is the cache's: its per-job totals answer without
+    // visiting every task.
     for (const SessionJob& j : ssn_.jobs()) {
       if (j.queue < 0) continue;
-      Amounts held{0, 0, 0}, pending{0, 0, 0};
-      for (const SessionTask& t : j.tasks) {
-        const Amounts a = amountsOf(t.request());
-        if (counts(t.state))
-          for (int r = 0; r < kResources; ++r) held[r] += a[r];
-        else if (t.state == TaskState::Pending)
-          for (int r = 0; r < kResources; ++r) pending[r] += a[r];
-      }
+      const Amounts all = amountsOf(j.info->allocated), rel = amountsOf(j.info->releasing);
+      const Amounts pending = amountsOf(j.info->pendingRequest);
+      Amounts held;
+      for (int r = 0; r < kResources; ++r) held[r] = all[r] - rel[r];
       for (int c = j.queue; c >= 0; c = q_[c].parent)
         for (int r = 0; r < kResources; ++r) {
           q_[c].allocated[r] += held[r];
