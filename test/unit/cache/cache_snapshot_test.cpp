@@ -497,11 +497,21 @@ TEST_CASE("incremental totals equal a from-scratch recomputation after random ev
         if (pick(2) == 0) meta["labels"][queueKeys[pick(2)]] = queueNames[pick(3)];
         e.create(Kind::PodGroup, podGroup(ns, name, 1 + static_cast<int>(pick(3)), pick(2) ? queueNames[pick(3)] : "", meta));
       }
-    } else if (what < 16) {  // a pod's queue label changes
+    } else if (what < 16) {  // a pod's queue label, or the PodGroup it names, changes
       auto pods = listPods();
       if (pods.empty()) continue;
       Json p = pods[pick(pods.size())];
-      p["metadata"]["labels"][queueKeys[pick(2)]] = queueNames[pick(3)];
+      if (pick(2) == 0) {
+        p["metadata"]["labels"][queueKeys[pick(2)]] = queueNames[pick(3)];
+      } else {
+        for (const auto& k : groupKeys) {
+          if (p["metadata"].contains("annotations")) p["metadata"]["annotations"].erase(k);
+          if (p["metadata"].contains("labels")) p["metadata"]["labels"].erase(k);
+        }
+        const size_t g = pick(4);
+        if (g < 2) p["metadata"]["annotations"][groupKeys[g]] = "g" + std::to_string(pick(4));
+        else if (g < 3) p["metadata"]["labels"][groupKeys[g]] = "g" + std::to_string(pick(4));
+      }
       (void)e.cluster.update(Kind::Pod, p);
     } else if (what < 17) {  // a node changes, goes, or comes back
       const std::string n = nodeNames[pick(nodeNames.size())];
