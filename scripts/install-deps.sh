@@ -12,6 +12,9 @@ PACKAGES=(
   nlohmann-json3-dev
   libyaml-cpp-dev
   catch2
+  libboost-dev        # Asio and Beast (header-only; compiled once in src/cache/client/http)
+  libssl-dev          # TLS to the API server
+  prometheus-cpp-dev  # /metrics of tessera run (the core library only)
 )
 
 missing=()

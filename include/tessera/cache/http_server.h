@@ -1,0 +1,93 @@
+#pragma once
+/// HTTP servers on 127.0.0.1 (or any address), Boost.Beast kept inside src/cache/client/http:
+///  - ApiServer: the embedded cluster (MemoryCluster) served with the Kubernetes REST semantics the
+///    daemon relies on, plus fault injection. For integration tests, `tessera serve-cluster` and the
+///    end-to-end bench.
+///  - HttpServer: a tiny request -> reply server (the daemon's /healthz, /readyz, /metrics).
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "tessera/api/result.h"
+#include "tessera/cache/memory_cluster.h"
+
+namespace tessera::cache {
+
+struct ApiServerOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;  ///< 0: any free port (read it back with port())
+  int threads = 2;
+  /// BOOKMARK events on watches that asked for them, this often (0: only when a watch times out).
+  int64_t bookmarkIntervalMs = 0;
+  /// A watch from a compacted RV is answered with HTTP 410 instead of 200 + an ERROR event
+  /// (real servers do either, depending on the version and the watch cache).
+  bool goneAsHttpStatus = false;
+  /// Runs the simulated kubelet (MemoryCluster::kubeletTick, completeExpired) this often; 0 = never.
+  int64_t kubeletPeriodMs = 0;
+};
+
+/// Serves `cluster` at http://host:port. REST paths /api/v1/... and /apis/GROUP/VERSION/...:
+/// list (labelSelector, fieldSelector, limit, continue; 410 for an expired continue token), watch
+/// (chunked stream of events from resourceVersion; bookmarks when allowWatchBookmarks=true; ends
+/// after timeoutSeconds; a compacted RV gets 410), get, create (POST, 409 AlreadyExists), update
+/// (PUT, 409 Conflict on a stale RV), status subresource (PUT/PATCH .../status), patch (merge,
+/// strategic merge, JSON patch by Content-Type), delete (DeleteOptions body: gracePeriodSeconds,
+/// preconditions.uid) and pods/NAME/binding (409 for a pod already bound).
+/// Watches ignore label and field selectors (Tessera watches whole collections).
+/// Thread-safe; fault-injection calls may come from any thread.
+class ApiServer {
+ public:
+  ApiServer(MemoryCluster& cluster, ApiServerOptions options = {});
+  ~ApiServer();
+  ApiServer(const ApiServer&) = delete;
+  ApiServer& operator=(const ApiServer&) = delete;
+
+  api::Status start();
+  void stop();
+  uint16_t port() const;
+  std::string url() const;  ///< "http://127.0.0.1:PORT"
+
+  // ---- fault injection ----
+  /// The next `n` requests (of HTTP method `method`, e.g. "POST"; empty = any, watches included)
+  /// are answered `code` (500, 429, ...) without being executed.
+  void failNextRequests(int n, int code, const std::string& method = {});
+  /// Every answer waits this long first (0: none). Watches are not delayed once streaming.
+  void delayResponses(int64_t millis);
+  /// Closes every open watch stream mid-stream, without the terminating chunk.
+  void dropWatches();
+  /// Forgets the watch history (as etcd compaction does): watches from an older RV get 410.
+  void compact();
+  /// Open watch streams now.
+  size_t openWatches() const;
+  /// Requests answered since start (watches counted once).
+  uint64_t requestCount() const;
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+struct HttpReply {
+  int code = 200;
+  std::string contentType = "text/plain; charset=utf-8";
+  std::string body;
+};
+/// `method`, `path` (no query) -> reply. Runs on the server's thread; must not block for long.
+using HttpHandler = std::function<HttpReply(const std::string& method, const std::string& path)>;
+
+/// A small HTTP/1.1 server with one I/O thread. Thread-safe start/stop.
+class HttpServer {
+ public:
+  HttpServer(HttpHandler handler, std::string host = "0.0.0.0", uint16_t port = 0);
+  ~HttpServer();
+  api::Status start();
+  void stop();
+  uint16_t port() const;
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace tessera::cache

@@ -1,0 +1,695 @@
+// The test API server (MemoryCluster over HTTP with Kubernetes REST semantics and fault injection)
+// and the daemon's small status server. One Session type serves both: a request/reply loop, and for
+// watches a chunked stream fed from the cluster's watch callback.
+#include <atomic>
+#include <deque>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include "rest_paths.h"
+#include "tessera/cache/http_server.h"
+#include "tessera/cache/watch_decoder.h"
+
+namespace tessera::cache {
+
+namespace {
+
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using Request = bhttp::request<bhttp::string_body>;
+
+class Session;
+using Dispatch = std::function<void(const std::shared_ptr<Session>&, Request&&)>;
+
+/// One accepted connection. All socket work runs on its strand.
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, Dispatch dispatch) : stream_(std::move(socket)), dispatch_(std::move(dispatch)) {}
+
+  void start() {
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read(); });
+  }
+
+  net::any_io_executor executor() { return stream_.get_executor(); }
+
+  /// Sends a complete answer (on the strand), then reads the next request or closes.
+  void reply(int code, const std::string& contentType, std::string body, bool keepAlive,
+             std::vector<std::pair<std::string, std::string>> headers = {}) {
+    auto res = std::make_shared<bhttp::response<bhttp::string_body>>(static_cast<bhttp::status>(code), 11);
+    res->set(bhttp::field::server, "tessera-test-apiserver");
+    res->set(bhttp::field::content_type, contentType);
+    for (auto& [k, v] : headers) res->set(k, v);
+    res->keep_alive(keepAlive);
+    res->body() = std::move(body);
+    res->prepare_payload();
+    auto self = shared_from_this();
+    net::dispatch(stream_.get_executor(), [self, res] {
+      self->stream_.expires_after(std::chrono::seconds(30));
+      bhttp::async_write(self->stream_, *res, [self, res](beast::error_code ec, size_t) {
+        if (ec || !res->keep_alive()) return self->close();
+        self->read();
+      });
+    });
+  }
+
+  // ---- streaming (watch) ----
+  /// Starts a chunked 200 answer; push() adds chunks, end() finishes. Thread-safe.
+  void beginStream() {
+    std::lock_guard lock(mu_);
+    streaming_ = true;
+    out_ +=
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+        "Cache-Control: no-cache, private\r\nConnection: close\r\n\r\n";
+    schedule();
+  }
+  void push(const std::string& data) {
+    if (data.empty()) return;
+    std::lock_guard lock(mu_);
+    if (ended_) return;
+    char len[20];
+    std::snprintf(len, sizeof len, "%zx\r\n", data.size());
+    out_ += len;
+    out_ += data;
+    out_ += "\r\n";
+    schedule();
+  }
+  /// graceful: the terminating chunk, then close; otherwise close at once (a dropped stream).
+  void end(bool graceful) {
+    std::lock_guard lock(mu_);
+    if (ended_) return;
+    ended_ = true;
+    if (graceful) {
+      out_ += "0\r\n\r\n";
+      closeAfterFlush_ = true;
+      schedule();
+    } else {
+      net::post(stream_.get_executor(), [self = shared_from_this()] { self->close(); });
+    }
+  }
+  /// Called once when the stream is closed (either side), on the strand.
+  void onClosed(std::function<void()> f) {
+    std::lock_guard lock(mu_);
+    closedHook_ = std::move(f);
+  }
+  bool closed() const { return closed_; }
+
+  void close() {
+    if (closed_.exchange(true)) return;
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream_.socket().close(ec);
+    std::function<void()> hook;
+    {
+      std::lock_guard lock(mu_);
+      hook = std::move(closedHook_);
+      ended_ = true;
+    }
+    if (hook) hook();
+  }
+
+ private:
+  void read() {
+    if (closed_) return;
+    req_ = {};
+    stream_.expires_after(std::chrono::seconds(120));  // idle keep-alive connections go away
+    auto self = shared_from_this();
+    bhttp::async_read(stream_, buffer_, req_, [self](beast::error_code ec, size_t) {
+      if (ec) return self->close();
+      self->stream_.expires_never();
+      self->dispatch_(self, std::move(self->req_));
+    });
+  }
+
+  void schedule() {  // mu_ held
+    if (writing_ || out_.empty()) return;
+    writing_ = true;
+    net::post(stream_.get_executor(), [self = shared_from_this()] { self->flush(); });
+  }
+
+  void flush() {
+    {
+      std::lock_guard lock(mu_);
+      if (out_.empty() || closed_) {
+        writing_ = false;
+        if (closeAfterFlush_ && out_.empty()) {
+          net::post(stream_.get_executor(), [self = shared_from_this()] { self->close(); });
+        }
+        return;
+      }
+      sending_.swap(out_);
+      out_.clear();
+    }
+    stream_.expires_after(std::chrono::seconds(60));
+    auto self = shared_from_this();
+    net::async_write(stream_.socket(), net::buffer(sending_), [self](beast::error_code ec, size_t) {
+      self->stream_.expires_never();
+      if (ec) {
+        {
+          std::lock_guard lock(self->mu_);
+          self->writing_ = false;
+        }
+        return self->close();
+      }
+      self->sending_.clear();
+      self->flush();
+    });
+  }
+
+  beast::tcp_stream stream_;
+  Dispatch dispatch_;
+  beast::flat_buffer buffer_;
+  Request req_;
+
+  std::mutex mu_;
+  std::string out_, sending_;
+  bool streaming_ = false, writing_ = false, ended_ = false, closeAfterFlush_ = false;
+  std::atomic<bool> closed_{false};
+  std::function<void()> closedHook_;
+};
+
+/// Accepts connections and hands them to sessions; owns the io_context threads.
+class Listener {
+ public:
+  Listener(Dispatch dispatch, int threads) : dispatch_(std::move(dispatch)), threads_(std::max(1, threads)) {}
+  ~Listener() { stop(); }
+
+  api::Status start(const std::string& host, uint16_t port) {
+    beast::error_code ec;
+    auto addr = net::ip::make_address(host, ec);
+    if (ec) return api::makeError("listen address \"" + host + "\": " + ec.message());
+    tcp::endpoint ep(addr, port);
+    acceptor_.open(ep.protocol(), ec);
+    if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor_.bind(ep, ec);
+    if (!ec) acceptor_.listen(net::socket_base::max_listen_connections, ec);
+    if (ec) return api::makeError("listening on " + host + ":" + std::to_string(port) + ": " + ec.message());
+    port_ = acceptor_.local_endpoint().port();
+    accept();
+    for (int i = 0; i < threads_; ++i) pool_.emplace_back([this] { ioc_.run(); });
+    return api::Status::success();
+  }
+
+  void stop() {
+    if (stopped_.exchange(true)) return;
+    net::post(acceptor_.get_executor(), [this] {
+      beast::error_code ec;
+      acceptor_.close(ec);
+    });
+    work_.reset();
+    ioc_.stop();
+    for (auto& t : pool_) t.join();
+    pool_.clear();
+  }
+
+  uint16_t port() const { return port_; }
+  net::io_context& ioc() { return ioc_; }
+
+ private:
+  void accept() {
+    acceptor_.async_accept(net::make_strand(ioc_), [this](beast::error_code ec, tcp::socket socket) {
+      if (ec) {
+        if (ec == net::error::operation_aborted || stopped_) return;
+      } else {
+        beast::error_code ignored;
+        socket.set_option(tcp::no_delay(true), ignored);
+        std::make_shared<Session>(std::move(socket), dispatch_)->start();
+      }
+      accept();
+    });
+  }
+
+  net::io_context ioc_;
+  net::executor_work_guard<net::io_context::executor_type> work_{ioc_.get_executor()};
+  tcp::acceptor acceptor_{net::make_strand(ioc_)};
+  Dispatch dispatch_;
+  int threads_;
+  std::vector<std::thread> pool_;
+  uint16_t port_ = 0;
+  std::atomic<bool> stopped_{false};
+};
+
+std::string methodName(const Request& req) { return std::string(req.method_string()); }
+
+}  // namespace
+
+// =====================================================================================================
+// ApiServer
+
+struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
+  MemoryCluster& cluster;
+  ApiServerOptions options;
+  std::unique_ptr<Listener> listener;
+  std::unique_ptr<net::steady_timer> kubeletTimer;
+
+  std::mutex mu;
+  int failCount = 0;
+  int failCode = 500;
+  std::string failMethod;
+  int64_t delayMs = 0;
+  std::atomic<uint64_t> requests{0};
+
+  /// An open watch: its session (kept alive here until it closes) and the cluster's handle.
+  struct Watch {
+    std::shared_ptr<Session> session;
+    std::unique_ptr<WatchHandle> handle;
+    std::unique_ptr<net::steady_timer> timeout, bookmarks;
+  };
+  std::mutex watchMu;
+  std::map<uint64_t, std::shared_ptr<Watch>> watches;
+  uint64_t nextWatch = 0;
+
+  Impl(MemoryCluster& c, ApiServerOptions o) : cluster(c), options(std::move(o)) {}
+
+  void handle(const std::shared_ptr<Session>& s, Request&& req) {
+    ++requests;
+    int64_t delay;
+    {
+      std::lock_guard lock(mu);
+      delay = delayMs;
+      if (failCount > 0 && (failMethod.empty() || failMethod == methodName(req))) {
+        --failCount;
+        const int code = failCode;
+        auto body = http::statusJson(code, "injected failure").dump();
+        return s->reply(code, "application/json", std::move(body), req.keep_alive());
+      }
+    }
+    if (delay > 0) {
+      auto timer = std::make_shared<net::steady_timer>(s->executor(), std::chrono::milliseconds(delay));
+      auto self = shared_from_this();
+      auto r = std::make_shared<Request>(std::move(req));
+      timer->async_wait([self, s, r, timer](beast::error_code) { self->serve(s, std::move(*r)); });
+      return;
+    }
+    serve(s, std::move(req));
+  }
+
+  void error(const std::shared_ptr<Session>& s, const Request& req, int code, const std::string& message) {
+    if (code == 0) code = 500;
+    s->reply(code, "application/json", http::statusJson(code, message).dump(), req.keep_alive());
+  }
+
+  void ok(const std::shared_ptr<Session>& s, const Request& req, int code, const Json& body) {
+    s->reply(code, "application/json", body.dump(), req.keep_alive());
+  }
+
+  void serve(const std::shared_ptr<Session>& s, Request&& req) {
+    const std::string target(req.target());
+    const auto q = target.find('?');
+    const std::string path = target.substr(0, q);
+    const auto query = http::parseQuery(q == std::string::npos ? std::string_view() : std::string_view(target).substr(q + 1));
+    auto rp = http::parseResourcePath(path);
+    if (!rp) return error(s, req, 404, "the server could not find the requested resource (" + path + ")");
+    const api::KindInfo& ki = api::kindInfo(rp->kind);
+    Json body;
+    if (!req.body().empty()) {
+      try {
+        body = Json::parse(req.body());
+      } catch (const std::exception& e) {
+        return error(s, req, 400, std::string("malformed JSON body: ") + e.what());
+      }
+    }
+    const auto method = req.method();
+    if (rp->name.empty()) {
+      if (method == bhttp::verb::get) {
+        auto w = query.find("watch");
+        if (w != query.end() && (w->second == "true" || w->second == "1")) return watch(s, req, *rp, query);
+        return list(s, req, *rp, query);
+      }
+      if (method == bhttp::verb::post) {
+        if (!body.is_object()) return error(s, req, 400, "the body must be an object");
+        if (ki.namespaced && !rp->ns.empty()) {
+          if (!body.contains("metadata") || !body["metadata"].is_object()) body["metadata"] = Json::object();
+          const std::string given = body["metadata"].value("namespace", "");
+          if (!given.empty() && given != rp->ns)
+            return error(s, req, 400, "the namespace of the object does not match the namespace on the request");
+          body["metadata"]["namespace"] = rp->ns;
+        }
+        auto r = cluster.create(rp->kind, body);
+        if (!r.ok()) return error(s, req, r.error().code, r.error().message);
+        return ok(s, req, 201, *r);
+      }
+      return error(s, req, 405, "method not allowed on a collection");
+    }
+    if (!rp->subresource.empty() && rp->subresource != "status" &&
+        !(rp->subresource == "binding" && rp->kind == api::Kind::Pod))
+      return error(s, req, 404, "unknown subresource " + rp->subresource);
+    const bool status = rp->subresource == "status";
+    switch (method) {
+      case bhttp::verb::get: {
+        auto r = cluster.get(rp->kind, rp->ns, rp->name);
+        if (!r.ok()) return error(s, req, r.error().code, r.error().message);
+        return ok(s, req, 200, *r);
+      }
+      case bhttp::verb::post: {
+        if (rp->subresource != "binding") return error(s, req, 405, "POST to an object");
+        if (!body.is_object() || !body.contains("target") || !body["target"].is_object())
+          return error(s, req, 400, "Binding: target: required");
+        std::string uid;
+        if (body.contains("metadata") && body["metadata"].is_object()) uid = body["metadata"].value("uid", "");
+        const std::string node = body["target"].value("name", "");
+        if (node.empty()) return error(s, req, 400, "Binding: target.name: required");
+        auto st = cluster.bind(rp->ns, rp->name, uid, node);
+        if (!st.ok()) return error(s, req, st.error().code, st.error().message);
+        return ok(s, req, 201, http::statusJson(201, ""));
+      }
+      case bhttp::verb::put: {
+        if (!body.is_object()) return error(s, req, 400, "the body must be an object");
+        if (!body.contains("metadata") || !body["metadata"].is_object()) body["metadata"] = Json::object();
+        const std::string name = body["metadata"].value("name", "");
+        if (name != rp->name)
+          return error(s, req, 400, "the name of the object (" + name + ") does not match the name on the URL (" +
+                                        rp->name + ")");
+        if (ki.namespaced) body["metadata"]["namespace"] = rp->ns;
+        auto r = status ? cluster.updateStatus(rp->kind, body) : cluster.update(rp->kind, body);
+        if (!r.ok()) return error(s, req, r.error().code, r.error().message);
+        return ok(s, req, 200, *r);
+      }
+      case bhttp::verb::patch: {
+        const std::string ct(req[bhttp::field::content_type]);
+        PatchType type;
+        if (ct.rfind("application/merge-patch+json", 0) == 0) type = PatchType::Merge;
+        else if (ct.rfind("application/strategic-merge-patch+json", 0) == 0) type = PatchType::StrategicMerge;
+        else if (ct.rfind("application/json-patch+json", 0) == 0) type = PatchType::JsonPatch;
+        else return error(s, req, 415, "the body of the request was in an unknown format - accepted media types "
+                                       "include: application/json-patch+json, application/merge-patch+json, "
+                                       "application/strategic-merge-patch+json");
+        if (type == PatchType::StrategicMerge && !ki.group.empty() && ki.group != "coordination.k8s.io" &&
+            ki.group != "scheduling.k8s.io")
+          return error(s, req, 415, "strategic merge patch is not supported for custom resources");
+        auto r = cluster.patch(rp->kind, rp->ns, rp->name, type, body, status);
+        if (!r.ok()) return error(s, req, r.error().code, r.error().message);
+        return ok(s, req, 200, *r);
+      }
+      case bhttp::verb::delete_: {
+        DeleteOptions o;
+        if (body.is_object()) {
+          if (body.contains("gracePeriodSeconds") && body["gracePeriodSeconds"].is_number_integer())
+            o.gracePeriodSeconds = body["gracePeriodSeconds"].get<int64_t>();
+          if (body.contains("preconditions") && body["preconditions"].is_object())
+            o.preconditionUid = body["preconditions"].value("uid", "");
+        }
+        auto st = cluster.remove(rp->kind, rp->ns, rp->name, o);
+        if (!st.ok()) return error(s, req, st.error().code, st.error().message);
+        return ok(s, req, 200, http::statusJson(200, ""));
+      }
+      default: return error(s, req, 405, "method not allowed");
+    }
+  }
+
+  void list(const std::shared_ptr<Session>& s, const Request& req, const http::ResourcePath& rp,
+            const std::map<std::string, std::string>& query) {
+    ListOptions o;
+    o.namespace_ = rp.ns;
+    auto get = [&](const char* k) {
+      auto it = query.find(k);
+      return it == query.end() ? std::string() : it->second;
+    };
+    o.labelSelector = get("labelSelector");
+    o.fieldSelector = get("fieldSelector");
+    o.continueToken = get("continue");
+    if (auto l = get("limit"); !l.empty()) {
+      try {
+        o.limit = std::stoll(l);
+      } catch (...) {
+        return error(s, req, 400, "limit: not an integer");
+      }
+    }
+    auto r = cluster.list(rp.kind, o);
+    if (!r.ok()) return error(s, req, r.error().code, r.error().message);
+    const api::KindInfo& ki = api::kindInfo(rp.kind);
+    Json meta = {{"resourceVersion", r->resourceVersion}};
+    if (!r->continueToken.empty()) meta["continue"] = r->continueToken;
+    Json out = {{"kind", std::string(ki.name) + "List"}, {"apiVersion", ki.apiVersion()}, {"metadata", meta},
+                {"items", std::move(r->items)}};
+    ok(s, req, 200, out);
+  }
+
+  std::string currentRv(api::Kind kind) {
+    ListOptions o;
+    o.limit = 1;
+    auto r = cluster.list(kind, o);
+    return r.ok() ? r->resourceVersion : std::string();
+  }
+
+  static std::string frame(WatchEventType type, const Json& object) {
+    return Json{{"type", WatchDecoder::typeName(type)}, {"object", object}}.dump() + "\n";
+  }
+
+  void watch(const std::shared_ptr<Session>& s, const Request& req, const http::ResourcePath& rp,
+             const std::map<std::string, std::string>& query) {
+    auto get = [&](const char* k) {
+      auto it = query.find(k);
+      return it == query.end() ? std::string() : it->second;
+    };
+    const std::string rv = get("resourceVersion");
+    const bool bookmarks = get("allowWatchBookmarks") == "true";
+    int64_t timeoutSeconds = 1800;
+    if (auto t = get("timeoutSeconds"); !t.empty()) {
+      try {
+        timeoutSeconds = std::stoll(t);
+      } catch (...) {
+        return error(s, req, 400, "timeoutSeconds: not an integer");
+      }
+    }
+    const api::Kind kind = rp.kind;
+    const std::string ns = rp.ns;
+    const bool namespaced = api::kindInfo(kind).namespaced;
+
+    // Register the stream first: the cluster replays history synchronously inside watch().
+    auto w = std::make_shared<Watch>();
+    w->session = s;
+    uint64_t id;
+    {
+      std::lock_guard lock(watchMu);
+      id = nextWatch++;
+    }
+    std::weak_ptr<Session> weak = s;
+    s->beginStream();
+    auto handle = cluster.watch(kind, rv, [weak, ns, namespaced](const WatchEvent& ev) {
+      if (namespaced && !ns.empty() && ev.object.contains("metadata") &&
+          ev.object["metadata"].value("namespace", "") != ns)
+        return;
+      if (auto sp = weak.lock()) sp->push(frame(ev.type, ev.object));
+    });
+    if (!handle.ok()) {
+      const int code = handle.error().code == 0 ? 500 : handle.error().code;
+      s->push(frame(WatchEventType::Error, http::statusJson(code, handle.error().message)));
+      s->end(true);
+      return;
+    }
+    w->handle = std::move(handle).value();
+    auto self = shared_from_this();
+    {
+      std::lock_guard lock(watchMu);
+      watches[id] = w;
+    }
+    s->onClosed([self, id] { self->forget(id); });
+    if (s->closed()) return forget(id);
+    w->timeout = std::make_unique<net::steady_timer>(s->executor(), std::chrono::seconds(timeoutSeconds));
+    w->timeout->async_wait([self, weak, kind, bookmarks](beast::error_code ec) {
+      if (ec) return;
+      auto sp = weak.lock();
+      if (!sp) return;
+      if (bookmarks) sp->push(frame(WatchEventType::Bookmark, self->bookmark(kind)));
+      sp->end(true);
+    });
+    if (bookmarks && options.bookmarkIntervalMs > 0) scheduleBookmark(w, kind);
+  }
+
+  Json bookmark(api::Kind kind) {
+    const api::KindInfo& ki = api::kindInfo(kind);
+    return Json{{"kind", std::string(ki.name)},
+                {"apiVersion", ki.apiVersion()},
+                {"metadata", {{"resourceVersion", currentRv(kind)}}}};
+  }
+
+  void scheduleBookmark(const std::shared_ptr<Watch>& w, api::Kind kind) {
+    auto sp = w->session;
+    if (!sp) return;
+    if (!w->bookmarks) w->bookmarks = std::make_unique<net::steady_timer>(sp->executor());
+    w->bookmarks->expires_after(std::chrono::milliseconds(options.bookmarkIntervalMs));
+    std::weak_ptr<Watch> ww = w;
+    auto self = shared_from_this();
+    w->bookmarks->async_wait([self, ww, kind](beast::error_code ec) {
+      if (ec) return;
+      auto w = ww.lock();
+      if (!w) return;
+      auto sp = w->session;
+      if (!sp || sp->closed()) return;
+      sp->push(frame(WatchEventType::Bookmark, self->bookmark(kind)));
+      self->scheduleBookmark(w, kind);
+    });
+  }
+
+  void forget(uint64_t id) {
+    std::shared_ptr<Watch> w;
+    {
+      std::lock_guard lock(watchMu);
+      auto it = watches.find(id);
+      if (it == watches.end()) return;
+      w = std::move(it->second);
+      watches.erase(it);
+    }
+    if (w->handle) w->handle->stop();
+    if (w->timeout) w->timeout->cancel();
+    if (w->bookmarks) w->bookmarks->cancel();
+  }
+
+  void tickKubelet() {
+    if (!kubeletTimer) return;
+    kubeletTimer->expires_after(std::chrono::milliseconds(options.kubeletPeriodMs));
+    std::weak_ptr<Impl> weak = shared_from_this();
+    kubeletTimer->async_wait([weak](beast::error_code ec) {
+      if (ec) return;
+      auto self = weak.lock();
+      if (!self) return;
+      (void)self->cluster.kubeletTick();
+      (void)self->cluster.completeExpired();
+      self->tickKubelet();
+    });
+  }
+};
+
+ApiServer::ApiServer(MemoryCluster& cluster, ApiServerOptions options)
+    : impl_(std::make_shared<Impl>(cluster, std::move(options))) {}
+
+ApiServer::~ApiServer() { stop(); }
+
+api::Status ApiServer::start() {
+  std::weak_ptr<Impl> weak = impl_;
+  impl_->listener = std::make_unique<Listener>(
+      [weak](const std::shared_ptr<Session>& s, Request&& req) {
+        auto impl = weak.lock();
+        if (!impl) return s->close();
+        // A watch whose RV is gone is answered 410 before any stream starts when so configured.
+        if (impl->options.goneAsHttpStatus && req.method() == bhttp::verb::get) {
+          const std::string target(req.target());
+          const auto q = target.find('?');
+          if (q != std::string::npos) {
+            auto query = http::parseQuery(std::string_view(target).substr(q + 1));
+            auto rp = http::parseResourcePath(target.substr(0, q));
+            if (rp && query["watch"] == "true" && !query["resourceVersion"].empty()) {
+              auto probe = impl->cluster.watch(rp->kind, query["resourceVersion"], [](const WatchEvent&) {});
+              if (!probe.ok() && probe.error().code == 410) {
+                ++impl->requests;
+                return impl->error(s, req, 410, probe.error().message);
+              }
+            }
+          }
+        }
+        impl->handle(s, std::move(req));
+      },
+      impl_->options.threads);
+  if (auto st = impl_->listener->start(impl_->options.host, impl_->options.port); !st.ok()) return st;
+  if (impl_->options.kubeletPeriodMs > 0) {
+    impl_->kubeletTimer = std::make_unique<net::steady_timer>(net::make_strand(impl_->listener->ioc()));
+    net::post(impl_->kubeletTimer->get_executor(), [impl = impl_] { impl->tickKubelet(); });
+  }
+  return api::Status::success();
+}
+
+void ApiServer::stop() {
+  if (!impl_->listener) return;
+  dropWatches();
+  impl_->listener->stop();
+  std::map<uint64_t, std::shared_ptr<Impl::Watch>> left;
+  {
+    std::lock_guard lock(impl_->watchMu);
+    left.swap(impl_->watches);
+  }
+  for (auto& [id, w] : left)
+    if (w->handle) w->handle->stop();
+  left.clear();  // sessions go before the io_context they live on
+  impl_->kubeletTimer.reset();
+  impl_->listener.reset();
+}
+
+uint16_t ApiServer::port() const { return impl_->listener ? impl_->listener->port() : 0; }
+std::string ApiServer::url() const { return "http://" + impl_->options.host + ":" + std::to_string(port()); }
+
+void ApiServer::failNextRequests(int n, int code, const std::string& method) {
+  std::lock_guard lock(impl_->mu);
+  impl_->failCount = n;
+  impl_->failCode = code;
+  impl_->failMethod = method;
+}
+
+void ApiServer::delayResponses(int64_t millis) {
+  std::lock_guard lock(impl_->mu);
+  impl_->delayMs = millis;
+}
+
+void ApiServer::dropWatches() {
+  std::vector<std::shared_ptr<Session>> sessions;
+  {
+    std::lock_guard lock(impl_->watchMu);
+    for (auto& [id, w] : impl_->watches)
+      if (w->session) sessions.push_back(w->session);
+  }
+  for (auto& s : sessions) s->end(false);
+}
+
+void ApiServer::compact() {
+  impl_->cluster.setWatchWindow(0);
+  impl_->cluster.setWatchWindow(10000);
+}
+
+size_t ApiServer::openWatches() const {
+  std::lock_guard lock(impl_->watchMu);
+  return impl_->watches.size();
+}
+
+uint64_t ApiServer::requestCount() const { return impl_->requests; }
+
+// =====================================================================================================
+// HttpServer
+
+struct HttpServer::Impl {
+  HttpHandler handler;
+  std::string host;
+  uint16_t port;
+  std::unique_ptr<Listener> listener;
+};
+
+HttpServer::HttpServer(HttpHandler handler, std::string host, uint16_t port)
+    : impl_(std::make_shared<Impl>(Impl{std::move(handler), std::move(host), port, nullptr})) {}
+
+HttpServer::~HttpServer() { stop(); }
+
+api::Status HttpServer::start() {
+  std::weak_ptr<Impl> weak = impl_;
+  impl_->listener = std::make_unique<Listener>(
+      [weak](const std::shared_ptr<Session>& s, Request&& req) {
+        auto impl = weak.lock();
+        if (!impl) return s->close();
+        const std::string target(req.target());
+        HttpReply r;
+        try {
+          r = impl->handler(std::string(req.method_string()), target.substr(0, target.find('?')));
+        } catch (const std::exception& e) {
+          r = HttpReply{500, "text/plain", std::string("internal error: ") + e.what() + "\n"};
+        }
+        s->reply(r.code, r.contentType, std::move(r.body), req.keep_alive());
+      },
+      1);
+  return impl_->listener->start(impl_->host, impl_->port);
+}
+
+void HttpServer::stop() {
+  if (impl_->listener) impl_->listener->stop();
+  impl_->listener.reset();
+}
+
+uint16_t HttpServer::port() const { return impl_->listener ? impl_->listener->port() : 0; }
+
+}  // namespace tessera::cache

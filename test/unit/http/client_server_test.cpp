@@ -1,0 +1,246 @@
+// The HTTP client against the test API server over real sockets on 127.0.0.1.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <set>
+
+#include "tessera/cache/http_client.h"
+#include "tessera/cache/http_server.h"
+#include "tessera/cache/memory_cluster.h"
+
+using namespace tessera;
+using namespace tessera::cache;
+
+namespace {
+
+Json node(const std::string& name) {
+  return Json{{"apiVersion", "v1"},
+              {"kind", "Node"},
+              {"metadata", {{"name", name}}},
+              {"status", {{"allocatable", {{"cpu", "8"}, {"memory", "32Gi"}, {"pods", "110"}}},
+                          {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
+}
+
+Json pod(const std::string& name) {
+  return Json{{"apiVersion", "v1"},
+              {"kind", "Pod"},
+              {"metadata", {{"name", name}, {"namespace", "default"}}},
+              {"spec", {{"schedulerName", "tessera"},
+                        {"containers", {{{"name", "c"}, {"image", "x"}, {"resources", {{"requests", {{"cpu", "1"}}}}}}}}}}};
+}
+
+/// Collects watch events; waits for a condition with a generous safety deadline (never for timing).
+struct Sink {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<WatchEvent> events;
+  WatchCallback callback() {
+    return [this](const WatchEvent& e) {
+      std::lock_guard lock(mu);
+      events.push_back(e);
+      cv.notify_all();
+    };
+  }
+  template <class Pred>
+  bool waitFor(Pred pred) {
+    std::unique_lock lock(mu);
+    bool ok = cv.wait_for(lock, std::chrono::seconds(30), [&] { return pred(events); });
+    if (!ok) {
+      for (const auto& e : events) UNSCOPED_INFO(static_cast<int>(e.type) << " " << e.object.dump());
+    }
+    return ok;
+  }
+  static size_t count(const std::vector<WatchEvent>& ev, WatchEventType t) {
+    size_t n = 0;
+    for (const auto& e : ev) n += e.type == t;
+    return n;
+  }
+};
+
+struct Fixture {
+  api::SystemClock clock;
+  MemoryCluster cluster{clock};
+  std::unique_ptr<ApiServer> server;
+  std::unique_ptr<ClusterClient> client;
+
+  explicit Fixture(ApiServerOptions so = {}) {
+    server = std::make_unique<ApiServer>(cluster, so);
+    REQUIRE(server->start().ok());
+    RestConfig rc;
+    rc.server = server->url();
+    HttpClientOptions o;
+    o.qps = 0;
+    o.retryInitialMs = 1;
+    o.retryMaxMs = 5;
+    o.watchReconnectInitialMs = 1;
+    o.watchReconnectMaxMs = 20;
+    auto c = makeHttpClient(rc, o);
+    REQUIRE(c.ok());
+    client = std::move(c).value();
+  }
+  ~Fixture() {
+    client.reset();
+    server->stop();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("http: create, get, list with pages, update conflict, status patch, delete precondition") {
+  Fixture f;
+  for (int i = 0; i < 5; ++i) REQUIRE(f.client->create(api::Kind::Node, node("n" + std::to_string(i))).ok());
+  auto dup = f.client->create(api::Kind::Node, node("n0"));
+  REQUIRE(!dup.ok());
+  CHECK(dup.error().code == 409);
+
+  ListOptions lo;
+  lo.limit = 2;
+  std::vector<std::string> names;
+  std::string rv;
+  for (;;) {
+    auto page = f.client->list(api::Kind::Node, lo);
+    REQUIRE(page.ok());
+    if (rv.empty()) rv = page->resourceVersion;
+    CHECK(page->resourceVersion == rv);  // later pages show the first page's RV
+    for (auto& it : page->items) {
+      CHECK(it["kind"] == "Node");
+      names.push_back(it["metadata"]["name"]);
+    }
+    if (page->continueToken.empty()) break;
+    lo.continueToken = page->continueToken;
+  }
+  CHECK(names == std::vector<std::string>{"n0", "n1", "n2", "n3", "n4"});
+
+  auto got = f.client->get(api::Kind::Node, "", "n1");
+  REQUIRE(got.ok());
+  Json stale = *got;
+  Json fresh = *got;
+  fresh["metadata"]["labels"] = {{"a", "b"}};
+  REQUIRE(f.client->update(api::Kind::Node, fresh).ok());
+  auto conflict = f.client->update(api::Kind::Node, stale);
+  REQUIRE(!conflict.ok());
+  CHECK(conflict.error().code == 409);
+
+  REQUIRE(f.client->create(api::Kind::Pod, pod("p")).ok());
+  Json cond = {{"status", {{"conditions", {{{"type", "PodScheduled"}, {"status", "False"}, {"reason", "Unschedulable"}}}}}}};
+  auto patched = f.client->patch(api::Kind::Pod, "default", "p", PatchType::StrategicMerge, cond, true);
+  REQUIRE(patched.ok());
+  CHECK((*patched)["status"]["conditions"][0]["reason"] == "Unschedulable");
+
+  auto missing = f.client->get(api::Kind::Pod, "default", "nope");
+  REQUIRE(!missing.ok());
+  CHECK(missing.error().code == 404);
+
+  DeleteOptions wrongUid;
+  wrongUid.preconditionUid = "not-the-uid";
+  auto del = f.client->remove(api::Kind::Pod, "default", "p", wrongUid);
+  REQUIRE(!del.ok());
+  CHECK(del.error().code == 409);
+  REQUIRE(f.client->remove(api::Kind::Pod, "default", "p").ok());
+}
+
+TEST_CASE("http: bind, and a second bind is 409") {
+  Fixture f;
+  REQUIRE(f.client->create(api::Kind::Node, node("n0")).ok());
+  auto p = f.client->create(api::Kind::Pod, pod("p"));
+  REQUIRE(p.ok());
+  const std::string uid = (*p)["metadata"]["uid"];
+  REQUIRE(f.client->bind("default", "p", uid, "n0").ok());
+  auto again = f.client->bind("default", "p", uid, "n0");
+  REQUIRE(!again.ok());
+  CHECK(again.error().code == 409);
+  auto got = f.client->get(api::Kind::Pod, "default", "p");
+  REQUIRE(got.ok());
+  CHECK((*got)["spec"]["nodeName"] == "n0");
+}
+
+TEST_CASE("http: watch streams events from the list's RV, with bookmarks") {
+  ApiServerOptions so;
+  so.bookmarkIntervalMs = 5;
+  Fixture f(so);
+  auto listed = f.client->list(api::Kind::Pod);
+  REQUIRE(listed.ok());
+  Sink sink;
+  auto w = f.client->watch(api::Kind::Pod, listed->resourceVersion, sink.callback());
+  REQUIRE(w.ok());
+  for (int i = 0; i < 20; ++i) REQUIRE(f.client->create(api::Kind::Pod, pod("p" + std::to_string(i))).ok());
+  REQUIRE(f.client->remove(api::Kind::Pod, "default", "p3").ok());
+  REQUIRE(sink.waitFor([](const auto& ev) {
+    return Sink::count(ev, WatchEventType::Added) == 20 && Sink::count(ev, WatchEventType::Deleted) == 1 &&
+           Sink::count(ev, WatchEventType::Bookmark) > 0;
+  }));
+  (*w)->stop();
+}
+
+TEST_CASE("http: a dropped watch reconnects from the last RV and loses nothing") {
+  Fixture f;
+  auto listed = f.client->list(api::Kind::Pod);
+  REQUIRE(listed.ok());
+  Sink sink;
+  auto w = f.client->watch(api::Kind::Pod, listed->resourceVersion, sink.callback());
+  REQUIRE(w.ok());
+  REQUIRE(f.client->create(api::Kind::Pod, pod("before")).ok());
+  REQUIRE(sink.waitFor([](const auto& ev) { return ev.size() == 1; }));
+  f.server->dropWatches();
+  // Written while the stream is down (or reconnecting): replayed from the last RV.
+  for (int i = 0; i < 5; ++i) REQUIRE(f.client->create(api::Kind::Pod, pod("after" + std::to_string(i))).ok());
+  REQUIRE(sink.waitFor([](const auto& ev) { return Sink::count(ev, WatchEventType::Added) == 6; }));
+  std::lock_guard lock(sink.mu);
+  CHECK(Sink::count(sink.events, WatchEventType::Error) == 0);
+  std::set<std::string> names;
+  for (auto& e : sink.events) names.insert(e.object["metadata"]["name"].get<std::string>());
+  CHECK(names.size() == 6);  // no duplicates, none lost
+}
+
+TEST_CASE("http: a compacted RV ends the watch with one Error event (code 410), both server styles") {
+  for (bool asStatus : {false, true}) {
+    ApiServerOptions so;
+    so.goneAsHttpStatus = asStatus;
+    INFO("goneAsHttpStatus " << asStatus);
+    Fixture f(so);
+    REQUIRE(f.client->create(api::Kind::Pod, pod("first")).ok());  // RV "0" would mean "any": start past it
+    auto listed = f.client->list(api::Kind::Pod);
+    REQUIRE(listed.ok());
+    REQUIRE(f.client->create(api::Kind::Pod, pod("a")).ok());
+    REQUIRE(f.client->create(api::Kind::Pod, pod("b")).ok());
+    f.server->compact();
+    Sink sink;
+    auto w = f.client->watch(api::Kind::Pod, listed->resourceVersion, sink.callback());
+    REQUIRE(w.ok());
+    REQUIRE(sink.waitFor([](const auto& ev) { return Sink::count(ev, WatchEventType::Error) == 1; }));
+    std::lock_guard lock(sink.mu);
+    CHECK(sink.events.back().object["code"] == 410);
+  }
+}
+
+TEST_CASE("http: 500 and 429 bursts are retried for reads; a POST is retried only on 429") {
+  Fixture f;
+  REQUIRE(f.client->create(api::Kind::Node, node("n0")).ok());
+  f.server->failNextRequests(3, 500);
+  CHECK(f.client->get(api::Kind::Node, "", "n0").ok());
+  f.server->failNextRequests(3, 429);
+  CHECK(f.client->list(api::Kind::Node).ok());
+  f.server->failNextRequests(2, 429, "POST");
+  CHECK(f.client->create(api::Kind::Pod, pod("p429")).ok());
+  f.server->failNextRequests(1, 500, "POST");
+  auto r = f.client->create(api::Kind::Pod, pod("p500"));
+  REQUIRE(!r.ok());
+  CHECK(r.error().code == 500);
+  f.server->failNextRequests(0, 500);
+}
+
+TEST_CASE("http: a server that is gone is a transport error with code 0") {
+  RestConfig rc;
+  rc.server = "http://127.0.0.1:1";  // nothing listens on port 1
+  HttpClientOptions o;
+  o.maxRetries = 1;
+  o.retryInitialMs = 1;
+  auto c = makeHttpClient(rc, o);
+  REQUIRE(c.ok());
+  auto r = (*c)->get(api::Kind::Node, "", "x");
+  REQUIRE(!r.ok());
+  CHECK(r.error().code == 0);
+  CHECK(r.error().message.find("127.0.0.1:1") != std::string::npos);
+}
