@@ -35,8 +35,11 @@ class StaleGangEviction final : public framework::Action {
       framework::Statement stmt(ssn);
       const std::string why = "stale gang: " + std::to_string(runningNow) + "/" + std::to_string(job.minMember()) +
                               " pods running for more than " + api::formatDuration(grace_);
-      for (auto& t : job.tasks)
-        if (t.state == TaskState::Running || t.state == TaskState::Bound) stmt.evict(t, why);
+      for (auto& t : job.tasks) {
+        if (t.state != TaskState::Running && t.state != TaskState::Bound) continue;
+        if (t.node < 0) t.node = ssn.findNode(t.info->nodeName);
+        if (t.node >= 0) stmt.evict(t, why);  // a pod on a node that is gone holds nothing to free here
+      }
       stmt.commit();
     }
     staleSince_ = std::move(stillStale);

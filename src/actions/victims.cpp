@@ -193,6 +193,14 @@ std::optional<VictimSearch::Candidate> VictimSearch::evaluate(const SessionJob& 
     }
     return e == 1 && running(ssn_.task(v.job, v.task));
   };
+  // Victims evicted as a whole gang are counted once, with every pod of the gang.
+  std::vector<int> gangs;
+  auto taken = [&](const Victim& v) { return std::find(gangs.begin(), gangs.end(), v.job) != gangs.end(); };
+  auto chunk = [&](const Victim& v) {
+    std::vector<Victim> c = chunkOf(v);
+    if (c.size() > 1) gangs.push_back(v.job);
+    return c;
+  };
   int count = 0;
   bool fits = false;
   if (req.scalars.empty()) {
@@ -209,10 +217,12 @@ std::optional<VictimSearch::Candidate> VictimSearch::evaluate(const SessionJob& 
               n.idle.milliGpu + n.releasing.milliGpu - n.pipelined.milliGpu};
     for (const Victim& v : onNode_[node]) {
       if ((fits = room.holds(req))) break;
-      if (!eligibleJob(v)) continue;
-      const api::Resources& vr = ssn_.task(v.job, v.task).request();
-      room.cpu += vr.milliCpu, room.mem += vr.memory, room.gpu += vr.milliGpu;
-      ++count;
+      if (!eligibleJob(v) || taken(v)) continue;
+      for (const Victim& c : chunk(v)) {  // a gang at its minimum goes whole: all of it counts
+        const SessionTask& ct = ssn_.task(c.job, c.task);
+        if (ct.node == node) room.cpu += ct.request().milliCpu, room.mem += ct.request().memory, room.gpu += ct.request().milliGpu;
+        ++count;
+      }
     }
     fits = fits || room.holds(req);
   } else {
@@ -220,9 +230,12 @@ std::optional<VictimSearch::Candidate> VictimSearch::evaluate(const SessionJob& 
     api::Resources room = n.futureIdle();
     for (const Victim& v : onNode_[node]) {
       if ((fits = req.fitsIn(room))) break;
-      if (!eligibleJob(v)) continue;
-      room += ssn_.task(v.job, v.task).request();
-      ++count;
+      if (!eligibleJob(v) || taken(v)) continue;
+      for (const Victim& c : chunk(v)) {
+        const SessionTask& ct = ssn_.task(c.job, c.task);
+        if (ct.node == node) room += ct.request();
+        ++count;
+      }
     }
     fits = fits || req.fitsIn(room);
   }

@@ -122,14 +122,15 @@ class State {
   std::optional<std::string> canReclaim(const SessionJob& job) {
     ensureDivided();
     if (job.queue < 0) return std::string("no queue");
+    // The claimant's own queue only: whether its ancestors may grow depends on where the victim is
+    // (a reclaim between siblings does not change their parent's allocation); reclaimable() checks
+    // the level where the two paths diverge.
     const Amounts req = pendingRequest(job);
-    for (int c = job.queue; c >= 0; c = q_[c].parent) {
-      const QNode& q = q_[c];
-      for (int r = 0; r < kResources; ++r)
-        if (req[r] > 0 && q.allocated[r] + req[r] > q.fairShare[r])
-          return "queue " + ssn_.queues()[c].name + " would exceed its fair share: " + kResourceNames[r] + " " +
-                 fmt(r, q.allocated[r]) + " + " + fmt(r, req[r]) + " > " + fmt(r, q.fairShare[r]);
-    }
+    const QNode& q = q_[job.queue];
+    for (int r = 0; r < kResources; ++r)
+      if (req[r] > 0 && q.allocated[r] + req[r] > q.fairShare[r])
+        return "queue " + ssn_.queues()[job.queue].name + " would exceed its fair share: " + kResourceNames[r] + " " +
+               fmt(r, q.allocated[r]) + " + " + fmt(r, req[r]) + " > " + fmt(r, q.fairShare[r]);
     if (auto c = capacity(job, resourcesOf(req))) return c;
     return std::nullopt;
   }

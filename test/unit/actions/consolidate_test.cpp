@@ -110,7 +110,7 @@ TEST_CASE("consolidate: moves a pod when it can be re-placed, and only then", "[
   CHECK(evicted(r) == std::vector<std::string>{"t/mover"});
   CHECK(pipelinedTo(r, "t/big") == "n1");
   CHECK(r.binds.empty());  // the reserved room on n2 is not a bind
-  CHECK_THAT(r.evictions[0].reason, Catch::Contains("moved to make room for Pod/t/big"));
+  CHECK_THAT(r.evictions[0].reason, Catch::Contains("moved to make room for pod t/big"));
 }
 
 TEST_CASE("consolidate: refuses when a victim cannot be re-placed", "[actions][consolidate]") {

@@ -113,7 +113,7 @@ TEST_CASE("reclaim: the claimant takes the node needing the fewest victims", "[a
   CHECK((r.evictions[0].podKey == "t/b5" || r.evictions[0].podKey == "t/b6"));
   CHECK(r.evictions[0].node == "n2");
   CHECK(pipelinedTo(r, "t/claim") == "n2");
-  CHECK_THAT(r.evictions[0].reason, Catch::Contains("reclaimed for Pod/t/claim (queue a)"));
+  CHECK_THAT(r.evictions[0].reason, Catch::Contains("reclaimed by queue a for pod t/claim"));
 }
 
 TEST_CASE("reclaim: an elastic victim above minMember loses surplus pods only", "[actions][victims]") {
@@ -129,11 +129,8 @@ TEST_CASE("reclaim: an elastic victim above minMember loses surplus pods only", 
   for (const auto& k : ev) CHECK(k.rfind("t/el-", 0) == 0);
 }
 
-// KNOWN BUG (tagged !shouldfail until fixed; then drop the tag): VictimSearch::runIn counts the
-// candidate victims of a node pod by pod (src/actions/victims.cpp, the `room += vt.request();
-// ++count;` loop), while makeRoomOn evicts whole chunks (chunkOf: a gang at its minMember goes
-// whole). So n1 is counted as 1 victim and chosen, and 3 gang pods are evicted instead of 2 pods.
-TEST_CASE("reclaim: victims are counted as whole gangs when choosing the node", "[actions][victims][!shouldfail]") {
+// Candidate nodes count victims as makeRoomOn evicts them: a gang at its minMember whole.
+TEST_CASE("reclaim: victims are counted as whole gangs when choosing the node", "[actions][victims]") {
   // n1 (6 GPUs): b's gang g (minMember 3) runs three 2-GPU pods. n2 (4 GPUs): four 1-GPU pods of b.
   // A 2-GPU claimant: on n1 one gang pod would free enough, but the gang goes whole (3 pods); on n2
   // two pods do. The smallest victim set is the two pods on n2.

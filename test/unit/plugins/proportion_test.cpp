@@ -386,15 +386,11 @@ TEST_CASE("reclaimable: the min runtime is inherited from the parent queue", "[p
   CHECK(e.ssn->reclaimable(e.job("a-job"), e.task("b0")));
 }
 
-// KNOWN BUG (tagged !shouldfail until fixed; then drop the tag): canReclaim checks allocated + job
-// <= fair share at every ancestor of the claimant (src/plugins/proportion/proportion.cpp,
-// State::canReclaim). A reclaim from a sibling inside the same department does not change the
-// department's allocation, so a department at its fair share blocks it, and a team below its
-// share stays there while its sibling holds more than its share (KAI compares siblings under the
-// same parent). 8 GPUs: dept-a 4 (a1 holds 4), dept-b 4 (b2 holds 3 of its share 2, b1 holds 1 of
-// 2 and asks 1 more): dept-b 4 + 1 > 4 refuses, though b2 is over its share.
+// canReclaim checks the claimant's own queue; a reclaim from a sibling inside the same department
+// does not change the department's allocation, so a department at its fair share does not block it.
+// 8 GPUs: dept-a 4 (a1 holds 4), dept-b 4 (b2 holds 3 of its share 2, b1 holds 1 of 2 and asks 1 more).
 TEST_CASE("reclaim: a team below its share may reclaim from an over-share sibling in a full department",
-          "[proportion][reclaim][!shouldfail]") {
+          "[proportion][reclaim]") {
   Env e;
   e.start(queue("dept-a", {.gpuQuota = "4"}) + queue("dept-b", {.gpuQuota = "4"}) +
           queue("a1", {.gpuQuota = "4", .parent = "dept-a"}) + queue("b1", {.gpuQuota = "2", .parent = "dept-b"}) +
