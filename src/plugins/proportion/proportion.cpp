@@ -125,7 +125,7 @@ class State {
     // The claimant's own queue only: whether its ancestors may grow depends on where the victim is
     // (a reclaim between siblings does not change their parent's allocation); reclaimable() checks
     // the level where the two paths diverge.
-    const Amounts req = pendingRequest(job);
+    const Amounts req = minimumRequest(job);
     const QNode& q = q_[job.queue];
     for (int r = 0; r < kResources; ++r)
       if (req[r] > 0 && q.allocated[r] + req[r] > q.fairShare[r])
@@ -143,7 +143,7 @@ class State {
     const SessionJob& vj = ssn_.jobs()[victim.job];
     if (claimant.queue < 0 || vj.queue < 0 || claimant.queue == vj.queue || !vj.preemptible) return false;
     if (youngerThan(vj, &api::Queue::reclaimMinRuntime)) return false;
-    const Amounts req = pendingRequest(claimant);
+    const Amounts req = minimumRequest(claimant);
     if (!mayTake(claimant.queue, vj.queue, req)) return false;
     // Where the paths diverge.
     std::vector<int> cp, vp;
@@ -362,6 +362,22 @@ class State {
           const Amounts x = amountsOf(t.request());
           for (int r = 0; r < kResources; ++r) a[r] += x[r];
         }
+    }
+    return a;
+  }
+
+  /// What the job needs to start: its first pending pods (task order) up to the gang minimum;
+  /// reclaim and preempt make room for that, not for pods above minMember.
+  Amounts minimumRequest(const SessionJob& job) const {
+    std::vector<const SessionTask*> pending;
+    for (const SessionTask& t : job.tasks)
+      if (t.state == TaskState::Pending) pending.push_back(&t);
+    std::sort(pending.begin(), pending.end(), [&](const SessionTask* a, const SessionTask* b) { return ssn_.taskLess(*a, *b); });
+    const size_t need = static_cast<size_t>(std::max(1, job.minMember() - job.readyCount));
+    Amounts a{0, 0, 0};
+    for (size_t i = 0; i < pending.size() && i < need; ++i) {
+      const Amounts x = amountsOf(pending[i]->request());
+      for (int r = 0; r < kResources; ++r) a[r] += x[r];
     }
     return a;
   }
