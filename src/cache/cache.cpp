@@ -1,9 +1,13 @@
 #include "tessera/cache/cache.h"
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <set>
+#include <thread>
 #include <utility>
 
 #include "tessera/api/convert.h"
@@ -86,14 +90,30 @@ struct PodEntry {
 
 }  // namespace
 
+/// One queued change: a watch event, or (after a relist) the full list of a kind to reconcile.
+struct InboxItem {
+  Kind kind;
+  WatchEvent event;
+  std::shared_ptr<const std::vector<Json>> replace;
+};
+
 struct Cache::Impl {
   ClusterClient& client;
   const api::Clock& clock;
   CacheOptions options;
 
   std::mutex inboxMu;
-  std::vector<std::pair<Kind, WatchEvent>> inbox;
-  std::vector<std::unique_ptr<WatchHandle>> watches;
+  std::vector<InboxItem> inbox;
+
+  /// Watches by kind, and the relist worker. watchMu guards watches, relistQueue, stopping.
+  std::mutex watchMu;
+  std::condition_variable relistCv;
+  std::map<Kind, std::unique_ptr<WatchHandle>> watches;
+  std::set<Kind> relistQueue;
+  bool stopping = false;
+  std::thread worker;
+  std::atomic<uint64_t> relistCount{0};
+  bool isSynced = false;
 
   std::map<std::string, PodEntry> pods;
   std::map<std::string, std::shared_ptr<NodeInfo>> nodes;
@@ -475,6 +495,134 @@ struct Cache::Impl {
     }
   }
 
+  /// Upserts every listed object of `kind` and deletes the ones the cache holds that the list lacks.
+  void reconcile(Kind kind, const std::vector<Json>& items) {
+    std::set<std::string> present;
+    for (const auto& item : items) {
+      auto meta = api::metaFromJson(item);
+      if (meta.ok()) present.insert(meta->key());
+      apply(kind, WatchEvent{WatchEventType::Modified, item});
+    }
+    std::vector<std::string> gone;
+    auto collect = [&](const std::string& key) {
+      if (!present.count(key)) gone.push_back(key);
+    };
+    switch (kind) {
+      case Kind::Pod: for (const auto& [k, e] : pods) collect(k); break;
+      case Kind::Node: for (const auto& [k, n] : nodes) if (n->node) collect(k); break;
+      case Kind::PodGroup: for (const auto& [k, pg] : podGroups) collect(k); break;
+      case Kind::Queue: for (const auto& [k, q] : queues) if (q->queue) collect(k); break;
+      case Kind::PriorityClass: for (const auto& [k, pc] : priorityClasses) collect(k); break;
+      case Kind::Topology: for (const auto& [k, t] : topologies) collect(k); break;
+      default: break;
+    }
+    // Objects that failed conversion are only in `errors`: they may be gone too.
+    const std::string prefix = std::string(api::kindInfo(kind).name) + "/";
+    for (const auto& [k, e] : errors)
+      if (k.rfind(prefix, 0) == 0) collect(k.substr(prefix.size()));
+    std::sort(gone.begin(), gone.end());
+    gone.erase(std::unique(gone.begin(), gone.end()), gone.end());
+    for (const auto& key : gone) {
+      auto slash = key.find('/');
+      Json meta = slash == std::string::npos ? Json{{"name", key}}
+                                             : Json{{"namespace", key.substr(0, slash)}, {"name", key.substr(slash + 1)}};
+      apply(kind, WatchEvent{WatchEventType::Deleted, Json{{"metadata", std::move(meta)}}});
+      errors.erase(prefix + key);
+    }
+  }
+
+  /// Lists every page of `kind`. An expired continue token (410) restarts the list.
+  api::Result<ListResult> listAll(Kind kind) {
+    for (int restart = 0;; ++restart) {
+      ListOptions o;
+      o.limit = options.listPageSize;
+      ListResult all;
+      bool expired = false;
+      for (;;) {
+        auto page = client.list(kind, o);
+        if (!page.ok()) {
+          if (page.error().code == 410 && !o.continueToken.empty() && restart < 3) {
+            expired = true;
+            break;
+          }
+          return page.error();
+        }
+        if (all.resourceVersion.empty()) all.resourceVersion = page->resourceVersion;
+        for (auto& item : page->items) all.items.push_back(std::move(item));
+        if (page->continueToken.empty()) return all;
+        o.continueToken = page->continueToken;
+      }
+      if (!expired) return all;
+    }
+  }
+
+  /// Starts the watch of `kind` from `rv`; its events (and a relist request on Error) go to the inbox.
+  api::Result<std::unique_ptr<WatchHandle>> startWatch(Kind kind, const std::string& rv) {
+    return client.watch(kind, rv, [this, kind](const WatchEvent& ev) {
+      {
+        std::lock_guard<std::mutex> lock(inboxMu);
+        inbox.push_back(InboxItem{kind, ev, nullptr});
+      }
+      if (ev.type == WatchEventType::Error) requestRelist(kind);
+      if (options.onEvent) options.onEvent();
+    });
+  }
+
+  void requestRelist(Kind kind) {
+    std::lock_guard<std::mutex> lock(watchMu);
+    if (stopping) return;
+    relistQueue.insert(kind);
+    if (!worker.joinable()) worker = std::thread([this] { relistLoop(); });
+    relistCv.notify_all();
+  }
+
+  /// The relist worker: stops the failed watch, lists, queues the replacement, watches again.
+  void relistLoop() {
+    std::unique_lock<std::mutex> lock(watchMu);
+    for (;;) {
+      relistCv.wait(lock, [&] { return stopping || !relistQueue.empty(); });
+      if (stopping) return;
+      const Kind kind = *relistQueue.begin();
+      relistQueue.erase(relistQueue.begin());
+      std::unique_ptr<WatchHandle> old = std::move(watches[kind]);
+      lock.unlock();
+      if (old) old->stop();  // not from inside its callback: this is the worker thread
+      old.reset();
+      api::Duration delay = options.relistRetry;
+      for (;;) {
+        auto listed = listAll(kind);
+        api::Result<std::unique_ptr<WatchHandle>> handle = api::makeError("not listed");
+        if (listed.ok()) {
+          {
+            std::lock_guard<std::mutex> inboxLock(inboxMu);
+            inbox.push_back(InboxItem{kind, WatchEvent{WatchEventType::Bookmark, Json::object()},
+                                      std::make_shared<const std::vector<Json>>(std::move(listed->items))});
+          }
+          handle = startWatch(kind, listed->resourceVersion);
+        }
+        if (handle.ok()) {
+          ++relistCount;
+          if (options.onEvent) options.onEvent();
+          lock.lock();
+          if (stopping) {
+            lock.unlock();
+            (*handle)->stop();
+            return;
+          }
+          watches[kind] = std::move(handle).value();
+          break;
+        }
+        const api::Error& err = listed.ok() ? handle.error() : listed.error();
+        std::fprintf(stderr, "tessera: relisting %s: %s (retrying)\n",
+                     std::string(api::kindInfo(kind).plural).c_str(), err.message.c_str());
+        lock.lock();
+        if (relistCv.wait_for(lock, std::chrono::milliseconds(delay.millis), [&] { return stopping; })) return;
+        lock.unlock();
+        delay.millis = std::min<int64_t>(delay.millis * 2, 30'000);
+      }
+    }
+  }
+
   void expireAssumptions() {
     const api::Time now = clock.now();
     std::vector<std::string> gone;
@@ -488,12 +636,15 @@ struct Cache::Impl {
   }
 
   void drainInbox() {
-    std::vector<std::pair<Kind, WatchEvent>> batch;
+    std::vector<InboxItem> batch;
     {
       std::lock_guard<std::mutex> lock(inboxMu);
       batch.swap(inbox);
     }
-    for (const auto& [kind, ev] : batch) apply(kind, ev);
+    for (const auto& item : batch) {
+      if (item.replace) reconcile(item.kind, *item.replace);
+      else apply(item.kind, item.event);
+    }
   }
 
   /// The last snapshot's sorted list with the dirty keys re-read from `table`: one merge pass,
@@ -553,27 +704,36 @@ api::Status Cache::start() {
   static constexpr Kind kWatched[] = {Kind::PriorityClass, Kind::Queue,    Kind::Topology,
                                       Kind::Node,          Kind::PodGroup, Kind::Pod};
   for (Kind kind : kWatched) {
-    auto listed = impl_->client.list(kind);
+    auto listed = impl_->listAll(kind);
     if (!listed.ok())
       return api::makeError("listing " + std::string(api::kindInfo(kind).plural) + ": " + listed.error().message,
                             listed.error().code);
     for (const auto& item : listed->items) impl_->apply(kind, WatchEvent{WatchEventType::Added, item});
-    Impl* impl = impl_.get();
-    auto handle = impl_->client.watch(kind, listed->resourceVersion, [impl, kind](const WatchEvent& ev) {
-      std::lock_guard<std::mutex> lock(impl->inboxMu);
-      impl->inbox.emplace_back(kind, ev);
-    });
+    auto handle = impl_->startWatch(kind, listed->resourceVersion);
     if (!handle.ok())
       return api::makeError("watching " + std::string(api::kindInfo(kind).plural) + ": " + handle.error().message,
                             handle.error().code);
-    impl_->watches.push_back(std::move(handle).value());
+    std::lock_guard<std::mutex> lock(impl_->watchMu);
+    impl_->watches[kind] = std::move(handle).value();
   }
+  impl_->isSynced = true;
   return api::Status::success();
 }
 
 void Cache::stop() {
-  for (auto& w : impl_->watches) w->stop();
-  impl_->watches.clear();
+  std::map<Kind, std::unique_ptr<WatchHandle>> watches;
+  {
+    std::lock_guard<std::mutex> lock(impl_->watchMu);
+    impl_->stopping = true;
+    impl_->relistCv.notify_all();
+  }
+  if (impl_->worker.joinable()) impl_->worker.join();
+  {
+    std::lock_guard<std::mutex> lock(impl_->watchMu);
+    watches.swap(impl_->watches);
+  }
+  for (auto& [kind, w] : watches)
+    if (w) w->stop();
 }
 
 std::shared_ptr<const Snapshot> Cache::snapshot() {
@@ -599,6 +759,10 @@ void Cache::forgetAssumed(const std::string& podKey) {
 }
 
 uint64_t Cache::expiredAssumptions() const { return impl_->expired; }
+
+bool Cache::synced() const { return impl_->isSynced; }
+
+uint64_t Cache::relists() const { return impl_->relistCount; }
 
 void Cache::applyEvent(api::Kind kind, const WatchEvent& event) { impl_->apply(kind, event); }
 

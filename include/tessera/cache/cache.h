@@ -2,6 +2,7 @@
 /// The cluster cache: consumes watch events from a ClusterClient, keeps NodeInfo / JobInfo /
 /// QueueInfo with totals maintained incrementally, and publishes an immutable Snapshot per cycle.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,11 +18,24 @@ struct CacheOptions {
   std::string schedulerName = "tessera";
   /// An assumed bind not confirmed by the watch within this time is forgotten (counted).
   api::Duration assumeTtl{60'000};
+  /// Page size of the initial list and of relists (0: one request).
+  int64_t listPageSize = 500;
+  /// Called (on the watch's thread, possibly under the client's locks: only notify) after any
+  /// event was queued, so a daemon can start a cycle early. Optional.
+  std::function<void()> onEvent;
+  /// Delay before retrying a failed relist (doubled up to 30 s).
+  api::Duration relistRetry{500};
 };
 
 /// Thread-safety: watch callbacks may arrive on any thread (they only enqueue); every other
 /// method is called from the scheduler's thread. Events are applied in arrival order at the start
 /// of snapshot(), so a cycle sees a consistent state.
+///
+/// Relist: when a watch reports an Error event (410 Gone: its resourceVersion was compacted away,
+/// or any other ERROR), a background thread (started on first need) stops that watch, lists the
+/// kind again (paged) and queues a replacement; snapshot() then reconciles: listed objects are
+/// upserted and objects of that kind the cache holds but the list lacks are deleted. A new watch
+/// starts from the list's resourceVersion. Failed lists are retried with backoff until stop().
 class Cache {
  public:
   Cache(ClusterClient& client, const api::Clock& clock, CacheOptions options = {});
@@ -45,6 +59,10 @@ class Cache {
   void forgetAssumed(const std::string& podKey);
   /// Assumed binds that expired without confirmation since start.
   uint64_t expiredAssumptions() const;
+  /// True once start() has listed every kind (the daemon's /readyz).
+  bool synced() const;
+  /// Relists done after watch errors since start (a metric). Thread-safe.
+  uint64_t relists() const;
 
   /// Test hook: apply one event directly (as if it arrived on the watch of `kind`).
   void applyEvent(api::Kind kind, const WatchEvent& event);
