@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/app/run.h"
 #include "tessera/app/scenario.h"
 
 namespace {
@@ -15,6 +16,8 @@ void usage(std::ostream& out) {
          "commands:\n"
          "  simulate FILE        run a scenario on the embedded cluster and print its timeline\n"
          "  check FILE|DIR...    run scenario files and check their expectations\n"
+         "  run FLAGS            schedule against a Kubernetes API server (tessera run --help)\n"
+         "  serve-cluster FILE   serve a scenario's cluster over HTTP (a test API server)\n"
          "  version              print the version\n";
 }
 
@@ -29,6 +32,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 2, argv + argc);
   if (cmd == "simulate") return tessera::app::simulateCommand(args, std::cout);
   if (cmd == "check") return tessera::app::checkCommand(args, std::cout);
+  if (cmd == "run") return tessera::app::runCommand(args, std::cout, std::cerr);
+  if (cmd == "serve-cluster") return tessera::app::serveClusterCommand(args, std::cout, std::cerr);
   if (cmd == "version" || cmd == "--version") {
     std::cout << "tessera 0.1.0\n";
     return 0;

@@ -1,0 +1,372 @@
+// `tessera run`: the scheduler daemon against a real API server. Wiring only: HTTP client -> cache
+// -> scheduler -> binder, a Lease so only one replica schedules, /healthz /readyz /metrics, and
+// SIGTERM. Cycles run every schedulePeriod and early (debounced) when watch events arrive.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <unistd.h>
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include "tessera/app/leader_election.h"
+#include "tessera/app/registry.h"
+#include "tessera/app/run.h"
+#include "tessera/binder/binder.h"
+#include "tessera/cache/cache.h"
+#include "tessera/cache/http_client.h"
+#include "tessera/cache/http_server.h"
+#include "tessera/framework/config.h"
+#include "tessera/framework/scheduler.h"
+#include "wait_signal.h"
+
+namespace tessera::app {
+
+namespace {
+
+struct RunFlags {
+  std::string kubeconfig, context, configFile;
+  bool inCluster = false;
+  std::string schedulerName;  ///< overrides the config's schedulerName when set
+  double qps = 50;
+  int burst = 100;
+  bool leaderElect = true;
+  LeaseOptions lease;
+  std::string healthAddress = "0.0.0.0";
+  int healthPort = 10259;
+  api::Duration debounce{100};
+};
+
+const char* const kUsage =
+    "usage: tessera run (--kubeconfig PATH [--context NAME] | --in-cluster) [--config FILE]\n"
+    "                   [--scheduler-name NAME] [--kube-api-qps 50] [--kube-api-burst 100]\n"
+    "                   [--leader-elect=true|false] [--lease-name tessera] [--lease-namespace kube-system]\n"
+    "                   [--lease-duration 15s] [--renew-deadline 10s] [--retry-period 2s] [--identity ID]\n"
+    "                   [--health-address 0.0.0.0] [--health-port 10259] [--debounce 100ms]\n";
+
+api::Result<RunFlags> parseFlags(const std::vector<std::string>& args) {
+  RunFlags f;
+  char host[256] = {0};
+  ::gethostname(host, sizeof host - 1);
+  f.lease.identity = std::string(host) + "_" + std::to_string(::getpid());
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string a = args[i], v;
+    bool hasValue = false;
+    if (auto eq = a.find('='); eq != std::string::npos && a.rfind("--", 0) == 0) {
+      v = a.substr(eq + 1);
+      a = a.substr(0, eq);
+      hasValue = true;
+    }
+    auto value = [&]() -> api::Result<std::string> {
+      if (hasValue) return v;
+      if (i + 1 >= args.size()) return api::makeError(a + ": needs a value");
+      return args[++i];
+    };
+    auto duration = [&](api::Duration& out) -> api::Status {
+      auto s = value();
+      if (!s.ok()) return s.error();
+      auto d = api::parseDuration(*s);
+      if (!d.ok()) return api::makeError(a + ": " + d.error().message);
+      out = *d;
+      return api::Status::success();
+    };
+    auto number = [&](double& out) -> api::Status {
+      auto s = value();
+      if (!s.ok()) return s.error();
+      try {
+        out = std::stod(*s);
+      } catch (...) {
+        return api::makeError(a + ": not a number: " + *s);
+      }
+      return api::Status::success();
+    };
+    api::Status st = api::Status::success();
+    double n = 0;
+    if (a == "--kubeconfig") { auto s = value(); if (!s.ok()) return s.error(); f.kubeconfig = *s; }
+    else if (a == "--context") { auto s = value(); if (!s.ok()) return s.error(); f.context = *s; }
+    else if (a == "--config") { auto s = value(); if (!s.ok()) return s.error(); f.configFile = *s; }
+    else if (a == "--in-cluster") f.inCluster = !hasValue || v == "true";
+    else if (a == "--scheduler-name") { auto s = value(); if (!s.ok()) return s.error(); f.schedulerName = *s; }
+    else if (a == "--kube-api-qps") { st = number(f.qps); }
+    else if (a == "--kube-api-burst") { st = number(n); f.burst = static_cast<int>(n); }
+    else if (a == "--leader-elect") f.leaderElect = !hasValue || v == "true";
+    else if (a == "--lease-name") { auto s = value(); if (!s.ok()) return s.error(); f.lease.name = *s; }
+    else if (a == "--lease-namespace") { auto s = value(); if (!s.ok()) return s.error(); f.lease.namespace_ = *s; }
+    else if (a == "--lease-duration") st = duration(f.lease.leaseDuration);
+    else if (a == "--renew-deadline") st = duration(f.lease.renewDeadline);
+    else if (a == "--retry-period") st = duration(f.lease.retryPeriod);
+    else if (a == "--identity") { auto s = value(); if (!s.ok()) return s.error(); f.lease.identity = *s; }
+    else if (a == "--health-address") { auto s = value(); if (!s.ok()) return s.error(); f.healthAddress = *s; }
+    else if (a == "--health-port") { st = number(n); f.healthPort = static_cast<int>(n); }
+    else if (a == "--debounce") st = duration(f.debounce);
+    else return api::makeError("unknown flag " + a);
+    if (!st.ok()) return st.error();
+  }
+  if (f.inCluster == !f.kubeconfig.empty())
+    return api::makeError("exactly one of --kubeconfig PATH and --in-cluster is required");
+  if (f.lease.renewDeadline >= f.lease.leaseDuration)
+    return api::makeError("--renew-deadline must be shorter than --lease-duration");
+  return f;
+}
+
+/// The daemon's Prometheus metrics (prometheus-cpp core; served by our own /metrics handler).
+struct Metrics {
+  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+  prometheus::Family<prometheus::Histogram>& cycle = prometheus::BuildHistogram()
+      .Name("tessera_cycle_duration_seconds").Help("Scheduling cycle duration, by phase (snapshot, open, actions, commit, total)")
+      .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& pending = prometheus::BuildGauge()
+      .Name("tessera_pending_pods").Help("Pods left pending or pipelined by the last cycle, by queue").Register(*registry);
+  prometheus::Family<prometheus::Counter>& binds = prometheus::BuildCounter()
+      .Name("tessera_binds_total").Help("Bind requests by result").Register(*registry);
+  prometheus::Family<prometheus::Counter>& evictions = prometheus::BuildCounter()
+      .Name("tessera_evictions_total").Help("Evictions by result").Register(*registry);
+  prometheus::Family<prometheus::Counter>& relists = prometheus::BuildCounter()
+      .Name("tessera_watch_restarts_total").Help("Relists after a watch error (410 Gone)").Register(*registry);
+  prometheus::Family<prometheus::Counter>& expired = prometheus::BuildCounter()
+      .Name("tessera_assumed_binds_expired_total").Help("Assumed binds the watch never confirmed").Register(*registry);
+  prometheus::Family<prometheus::Histogram>& api = prometheus::BuildHistogram()
+      .Name("tessera_api_request_duration_seconds").Help("API server request latency by verb and HTTP code (0: transport error)")
+      .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& leader = prometheus::BuildGauge()
+      .Name("tessera_leader").Help("1 while this replica holds the Lease and schedules").Register(*registry);
+
+  static const prometheus::Histogram::BucketBoundaries& buckets() {
+    static const prometheus::Histogram::BucketBoundaries b = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                              0.1,    0.25,  0.5,    1,     2.5,  5,    10};
+    return b;
+  }
+
+  std::string text() const {
+    std::ostringstream os;
+    prometheus::TextSerializer().Serialize(os, registry->Collect());
+    return os.str();
+  }
+};
+
+class Daemon {
+ public:
+  Daemon(RunFlags flags, std::ostream& out, std::ostream& err) : flags_(std::move(flags)), out_(out), err_(err) {}
+
+  int run() {
+    blockTerminationSignals();  // before any thread starts: only the signal thread takes them
+    std::thread signals([this] {
+      const int sig = waitForTerminationSignal();
+      if (sig > 0) log("signal " + std::to_string(sig) + ": shutting down");
+      requestStop();
+    });
+    const int rc = runLoop();
+    if (!stopping()) {
+      // Exiting on an error: wake the signal thread with a signal of our own so it can be joined.
+      requestStop();
+    }
+    ::kill(::getpid(), SIGTERM);
+    signals.join();
+    return rc;
+  }
+
+ private:
+  void log(const std::string& line) { err_ << "tessera: " << line << "\n" << std::flush; }
+
+  bool stopping() {
+    std::lock_guard lock(mu_);
+    return stop_;
+  }
+  void requestStop() {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+    cv_.notify_all();
+  }
+  void wake() {
+    std::lock_guard lock(mu_);
+    if (!woken_) {
+      woken_ = true;
+      cv_.notify_all();
+    }
+  }
+
+  int runLoop() {
+    // ---- config ----
+    framework::Config config;
+    {
+      std::string text;
+      if (!flags_.configFile.empty()) {
+        std::ifstream in(flags_.configFile);
+        if (!in) return log("cannot read --config " + flags_.configFile), 1;
+        std::stringstream ss;
+        ss << in.rdbuf();
+        text = ss.str();
+      }
+      auto c = text.empty() ? framework::loadConfig(builtinRegistry(), nullptr)
+                            : framework::loadConfigYaml(builtinRegistry(), text);
+      if (!c.ok()) return log("config: " + c.error().message), 1;
+      config = std::move(c).value();
+      if (!flags_.schedulerName.empty()) config.schedulerName = flags_.schedulerName;
+    }
+    // ---- client ----
+    auto rc = flags_.inCluster ? cache::inClusterConfig() : cache::loadKubeconfig(flags_.kubeconfig, flags_.context);
+    if (!rc.ok()) return log(rc.error().message), 1;
+    cache::HttpClientOptions co;
+    co.qps = flags_.qps;
+    co.burst = flags_.burst;
+    co.observer = [this](const std::string& verb, int code, double seconds) {
+      metrics_.api.Add({{"verb", verb}, {"code", std::to_string(code)}}, Metrics::buckets()).Observe(seconds);
+    };
+    auto client = cache::makeHttpClient(*rc, co);
+    if (!client.ok()) return log(client.error().message), 1;
+
+    // ---- health ----
+    cache::HttpServer health(
+        [this](const std::string&, const std::string& path) -> cache::HttpReply {
+          if (path == "/healthz") return {200, "text/plain", "ok\n"};
+          if (path == "/readyz") return ready_ ? cache::HttpReply{200, "text/plain", "ok\n"}
+                                               : cache::HttpReply{503, "text/plain", "cache not synced\n"};
+          if (path == "/metrics") return {200, "text/plain; version=0.0.4", metrics_.text()};
+          return {404, "text/plain", "not found\n"};
+        },
+        flags_.healthAddress, static_cast<uint16_t>(flags_.healthPort));
+    if (auto st = health.start(); !st.ok()) return log(st.error().message), 1;
+    log("health and metrics on " + flags_.healthAddress + ":" + std::to_string(health.port()) +
+        " (/healthz /readyz /metrics)");
+
+    // ---- cache (retried until it syncs: the API server may be starting too) ----
+    api::SystemClock clock;
+    cache::CacheOptions cacheOptions;
+    cacheOptions.schedulerName = config.schedulerName;
+    cacheOptions.onEvent = [this] { wake(); };
+    auto cachePtr = std::make_unique<cache::Cache>(**client, clock, cacheOptions);
+    for (int64_t delay = 500;; delay = std::min<int64_t>(delay * 2, 30'000)) {
+      auto st = cachePtr->start();
+      if (st.ok()) break;
+      log("syncing the cache: " + st.error().message + " (retrying)");
+      cachePtr = std::make_unique<cache::Cache>(**client, clock, cacheOptions);  // a clean slate
+      std::unique_lock lock(mu_);
+      if (cv_.wait_for(lock, std::chrono::milliseconds(delay), [&] { return stop_; })) return 0;
+    }
+    cache::Cache& cache = *cachePtr;
+    ready_ = true;
+    log("cache synced; scheduler name " + config.schedulerName);
+
+    binder::Binder binder(**client, cache, clock);
+    framework::Scheduler scheduler(cache, config, clock, binder);
+
+    // ---- leader election ----
+    std::unique_ptr<LeaderElector> elector;
+    std::thread electorThread;
+    if (flags_.leaderElect) {
+      elector = std::make_unique<LeaderElector>(**client, clock, flags_.lease);
+      electorThread = std::thread([&] {
+        bool was = false;
+        for (;;) {
+          const bool now = elector->tryAcquireOrRenew();
+          leading_ = now;
+          metrics_.leader.Add({}).Set(now ? 1 : 0);
+          if (now != was) {
+            log(now ? "became leader (lease " + flags_.lease.namespace_ + "/" + flags_.lease.name + ")"
+                    : "not leading (holder: " + elector->observedHolder() + ")");
+            if (now) wake();
+            was = now;
+          }
+          std::unique_lock lock(mu_);
+          if (cv_.wait_for(lock, std::chrono::milliseconds(flags_.lease.retryPeriod.millis), [&] { return stop_; }))
+            break;
+        }
+      });
+    } else {
+      leading_ = true;
+      metrics_.leader.Add({}).Set(1);
+    }
+
+    // ---- the loop ----
+    uint64_t relistsSeen = 0, expiredSeen = 0;
+    auto nextPeriodic = std::chrono::steady_clock::now();
+    for (;;) {
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait_until(lock, nextPeriodic, [&] { return stop_ || woken_; });
+        if (stop_) break;
+        if (woken_ && std::chrono::steady_clock::now() < nextPeriodic) {
+          // Debounce: let a burst of events land before the cycle.
+          cv_.wait_for(lock, std::chrono::milliseconds(flags_.debounce.millis), [&] { return stop_; });
+          if (stop_) break;
+        }
+        woken_ = false;
+      }
+      nextPeriodic = std::chrono::steady_clock::now() + std::chrono::milliseconds(config.schedulePeriod.millis);
+      // A leader that could not renew in time stops at once (isLeader() checks the renew deadline).
+      if (!leading_ || (elector && !elector->isLeader())) continue;
+      framework::CycleStats stats;
+      framework::SessionResult result = scheduler.runCycle(&stats);
+      record(stats, result, binder);
+      if (auto r = cache.relists(); r > relistsSeen) {
+        metrics_.relists.Add({}).Increment(static_cast<double>(r - relistsSeen));
+        relistsSeen = r;
+      }
+      if (auto e = cache.expiredAssumptions(); e > expiredSeen) {
+        metrics_.expired.Add({}).Increment(static_cast<double>(e - expiredSeen));
+        expiredSeen = e;
+      }
+    }
+
+    // ---- shutdown ----
+    if (electorThread.joinable()) electorThread.join();
+    if (elector) elector->release();
+    cache.stop();
+    health.stop();
+    log("stopped");
+    return 0;
+  }
+
+  void record(const framework::CycleStats& stats, const framework::SessionResult& result, const binder::Binder& binder) {
+    auto& b = Metrics::buckets();
+    metrics_.cycle.Add({{"phase", "snapshot"}}, b).Observe(stats.snapshotMs / 1000);
+    metrics_.cycle.Add({{"phase", "open"}}, b).Observe(stats.sessionOpenMs / 1000);
+    metrics_.cycle.Add({{"phase", "actions"}}, b).Observe(stats.actionsMs / 1000);
+    metrics_.cycle.Add({{"phase", "commit"}}, b).Observe(stats.commitMs / 1000);
+    metrics_.cycle.Add({{"phase", "total"}}, b).Observe(stats.totalMs / 1000);
+    std::map<std::string, double> byQueue;
+    for (const auto& q : pendingQueues_) byQueue[q] = 0;  // queues that drained go back to 0
+    for (const auto& p : result.pods) byQueue[result.jobs[p.jobStatus].job->queue] += 1;
+    pendingQueues_.clear();
+    for (const auto& [q, n] : byQueue) {
+      metrics_.pending.Add({{"queue", q}}).Set(n);
+      if (n > 0) pendingQueues_.push_back(q);
+    }
+    for (const auto& rec : binder.lastRecords()) {
+      auto& fam = rec.kind == binder::BindRecord::Kind::Bind ? metrics_.binds : metrics_.evictions;
+      fam.Add({{"result", rec.ok ? "ok" : "error"}}).Increment();
+    }
+  }
+
+  RunFlags flags_;
+  std::ostream& out_;
+  std::ostream& err_;
+  Metrics metrics_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false, woken_ = false;
+  std::atomic<bool> ready_{false}, leading_{false};
+  std::vector<std::string> pendingQueues_;
+};
+
+}  // namespace
+
+int runCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  auto flags = parseFlags(args);
+  if (!flags.ok()) {
+    err << "tessera run: " << flags.error().message << "\n" << kUsage;
+    return 2;
+  }
+  Daemon d(std::move(flags).value(), out, err);
+  return d.run();
+}
+
+}  // namespace tessera::app

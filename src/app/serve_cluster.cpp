@@ -1,0 +1,91 @@
+// `tessera serve-cluster FILE`: a scenario's cluster served over HTTP, for kubectl and for tests.
+#include <csignal>
+#include <fstream>
+#include <sstream>
+
+#include "tessera/api/convert.h"
+#include "tessera/app/run.h"
+#include "tessera/cache/http_server.h"
+#include "wait_signal.h"
+
+namespace tessera::app {
+
+api::Status loadScenarioObjects(const std::string& path, cache::MemoryCluster& cluster, api::Time start) {
+  std::ifstream in(path);
+  if (!in) return api::makeError(path + ": cannot open file");
+  std::stringstream buf;
+  buf << in.rdbuf();
+  auto docs = api::yamlToJson(buf.str());
+  if (!docs.ok()) return api::makeError(path + ": " + docs.error().message);
+  if (docs->size() != 1 || !docs->front().is_object()) return api::makeError(path + ": not a scenario (one YAML map)");
+  const cache::Json& doc = docs->front();
+  if (!doc.contains("objects")) return api::Status::success();
+  const cache::Json& objs = doc["objects"];
+  if (!objs.is_array()) return api::makeError(path + ": objects: must be a list of manifests");
+  int64_t missing = 0;
+  for (const auto& o : objs)
+    if (!(o.is_object() && o.contains("metadata") && o["metadata"].is_object() &&
+          o["metadata"].contains("creationTimestamp")))
+      ++missing;
+  int64_t k = 0;
+  for (size_t i = 0; i < objs.size(); ++i) {
+    cache::Json obj = objs[i];
+    const std::string where = path + ": objects[" + std::to_string(i) + "]";
+    if (!obj.is_object() || !obj.contains("metadata") || !obj["metadata"].is_object())
+      return api::makeError(where + ": must be a manifest with metadata");
+    auto kind = api::kindOf(obj);
+    if (!kind.ok()) return api::makeError(where + ": " + kind.error().message);
+    if (api::kindInfo(*kind).namespaced && !obj["metadata"].contains("namespace")) obj["metadata"]["namespace"] = "default";
+    if (!obj["metadata"].contains("creationTimestamp"))
+      obj["metadata"]["creationTimestamp"] = api::formatTime(start + api::Duration{-(missing - k++) * 1000});
+    auto r = cluster.create(*kind, obj);
+    if (!r.ok()) return api::makeError(where + ": " + r.error().message);
+  }
+  return api::Status::success();
+}
+
+int serveClusterCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  std::string file, address = "127.0.0.1";
+  int port = 0;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> std::string { return i + 1 < args.size() ? args[++i] : std::string(); };
+    if (a == "--address") address = value();
+    else if (a == "--port") port = std::atoi(value().c_str());
+    else if (!a.empty() && a[0] == '-') {
+      err << "tessera serve-cluster: unknown flag " << a << "\n";
+      return 2;
+    } else file = a;
+  }
+  if (file.empty()) {
+    err << "usage: tessera serve-cluster FILE [--address 127.0.0.1] [--port N]\n";
+    return 2;
+  }
+  blockTerminationSignals();
+  api::SystemClock clock;
+  cache::MemoryCluster cluster(clock);
+  if (auto st = loadScenarioObjects(file, cluster, clock.now()); !st.ok()) {
+    err << "tessera serve-cluster: " << st.error().message << "\n";
+    return 1;
+  }
+  cache::ApiServerOptions so;
+  so.host = address;
+  so.port = static_cast<uint16_t>(port);
+  so.kubeletPeriodMs = 200;
+  so.bookmarkIntervalMs = 60'000;
+  cache::ApiServer server(cluster, so);
+  if (auto st = server.start(); !st.ok()) {
+    err << "tessera serve-cluster: " << st.error().message << "\n";
+    return 1;
+  }
+  out << "serving " << file << " at " << server.url() << "\n"
+      << "  kubectl --server " << server.url() << " get pods -A\n"
+      << "  kubeconfig for tessera run: clusters[].cluster.server: " << server.url() << "\n"
+      << std::flush;
+  const int sig = waitForTerminationSignal();
+  out << "tessera serve-cluster: signal " << sig << ", stopping\n";
+  server.stop();
+  return 0;
+}
+
+}  // namespace tessera::app
