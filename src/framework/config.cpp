@@ -33,7 +33,7 @@ api::Result<std::vector<std::string>> stringList(const Json& j, const std::strin
 api::Result<Config> build(const Registry& registry, const Json& root) {
   if (!root.is_object()) return api::makeError("config: must be a map, got " + root.dump());
   for (const auto& [k, v] : root.items()) {
-    if (std::find_if(std::begin(kTopLevelKeys), std::end(kTopLevelKeys), [&](const char* x) { return k == x; }) ==
+    if (std::find_if(std::begin(kTopLevelKeys), std::end(kTopLevelKeys), [&key = k](const char* x) { return key == x; }) ==
         std::end(kTopLevelKeys)) {
       std::string valid;
       for (const char* x : kTopLevelKeys) valid += (valid.empty() ? "" : ", ") + std::string(x);
