@@ -414,7 +414,11 @@ Placement Session::findPlacement(const SessionTask& task, bool allowPipeline) {
   }
   // Inside a domain (a rack, say) the ranking covers the domain's nodes only, kept per domain name:
   // many gangs placed rack by rack reuse one ranking per rack.
-  std::string key = placementKey(task);
+  // The key of a task is built once per session (the same pod is often tried by several actions).
+  const size_t slot = static_cast<size_t>(&task - tasks_.data());
+  if (keyCache_.size() != tasks_.size()) keyCache_.resize(tasks_.size());
+  if (keyCache_[slot].empty()) keyCache_[slot] = placementKey(task);
+  std::string key = keyCache_[slot];
   if (domain_) key += "|domain:" + domain_->name;
   auto [it, fresh] = rankings_.try_emplace(std::move(key));
   Ranking& rk = it->second;

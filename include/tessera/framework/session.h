@@ -389,6 +389,7 @@ class Session {
   std::optional<RankedNode> rank(const SessionTask& task, const SessionNode& node) const;
   void touchNode(const SessionNode& node);
   std::map<std::string, Ranking> rankings_;
+  std::vector<std::string> keyCache_;  ///< placement key per task (index into tasks_), built lazily
   std::vector<int> nodeChanges_;       ///< node indices, appended on every change of a node
   std::vector<uint32_t> nodeVersion_;  ///< per node, bumped on every change
 

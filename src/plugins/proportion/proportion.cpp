@@ -74,17 +74,25 @@ class State {
   int compareQueues(int l, int r, const SessionJob* lJob, const SessionJob* rJob) {
     ensureDivided();
     // Compare where the two paths diverge: the children of their lowest common ancestor.
-    auto path = [&](int q) {
-      std::vector<int> p;
-      for (int c = q; c >= 0; c = q_[c].parent) p.push_back(c);
-      std::reverse(p.begin(), p.end());
-      return p;
+    // Walk both up to the same depth, then together, to the children of their lowest common
+    // ancestor (no allocation: this runs for every heap operation of allocate).
+    auto depth = [&](int q) {
+      int d = 0;
+      for (int c = q_[q].parent; c >= 0; c = q_[c].parent) ++d;
+      return d;
     };
-    const std::vector<int> lp = path(l), rp = path(r);
-    size_t i = 0;
-    while (i < lp.size() && i < rp.size() && lp[i] == rp[i]) ++i;
-    if (i == lp.size() || i == rp.size()) return 0;  // same queue (or one contains the other)
-    const int a = lp[i], b = rp[i];
+    int a = l, b = r;
+    int da = depth(a), db = depth(b);
+    for (; da > db; --da) {
+      if (q_[a].parent == b) return 0;  // one contains the other
+      a = q_[a].parent;
+    }
+    for (; db > da; --db) {
+      if (q_[b].parent == a) return 0;
+      b = q_[b].parent;
+    }
+    if (a == b) return 0;
+    while (q_[a].parent != q_[b].parent) a = q_[a].parent, b = q_[b].parent;
     const Amounts lj = lJob ? pendingRequest(*lJob) : Amounts{0, 0, 0};
     const Amounts rj = rJob ? pendingRequest(*rJob) : Amounts{0, 0, 0};
     const bool lOver = over(a, lj), rOver = over(b, rj);
@@ -352,19 +360,9 @@ class State {
     }
   }
 
-  Amounts pendingRequest(const SessionJob& job) {
-    if (requestCache_.size() != ssn_.jobs().size()) requestCache_.assign(ssn_.jobs().size(), {-1, -1, -1});
-    Amounts& a = requestCache_[job.index];
-    if (a[0] < 0) {
-      a = {0, 0, 0};
-      for (const SessionTask& t : job.tasks)
-        if (t.state == TaskState::Pending) {
-          const Amounts x = amountsOf(t.request());
-          for (int r = 0; r < kResources; ++r) a[r] += x[r];
-        }
-    }
-    return a;
-  }
+  /// The job's pending request as the cycle began (the cache keeps it per job): allocate compares
+  /// a job's queue only before the job is tried, so the opening figure is the one that matters.
+  Amounts pendingRequest(const SessionJob& job) const { return amountsOf(job.info->pendingRequest); }
 
   /// What the job needs to start: its first pending pods (task order) up to the gang minimum;
   /// reclaim and preempt make room for that, not for pods above minMember.
@@ -464,7 +462,6 @@ class State {
   ProportionArgs args_;
   std::vector<QNode> q_;
   bool divided_ = false;
-  std::vector<Amounts> requestCache_;
 };
 
 class ProportionPlugin final : public framework::Plugin {
