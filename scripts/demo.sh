@@ -23,4 +23,8 @@ cmake --build build --target tessera -j "$JOBS"
 echo
 echo "demo: build/src/app/tessera simulate config/examples/demo.yaml"
 echo
-exec build/src/app/tessera simulate config/examples/demo.yaml
+build/src/app/tessera simulate config/examples/demo.yaml || exit 1
+echo
+echo "demo, the reclaim story: build/src/app/tessera simulate config/examples/reclaim.yaml"
+echo
+exec build/src/app/tessera simulate config/examples/reclaim.yaml

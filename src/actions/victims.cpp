@@ -169,16 +169,21 @@ bool VictimSearch::run(SessionJob& job, std::string& reason) {
 }
 
 namespace {
-bool better(const auto& a, const auto& b) {
+}  // namespace
+
+/// Fewest victims; then the node whose most expendable victim comes first in victim order (the
+/// newest, lowest-priority pods go before older ones on another node); then score; then name.
+bool VictimSearch::better(const Candidate& a, const Candidate& b) const {
   if (a.count != b.count) return a.count < b.count;
+  if (a.first.job != b.first.job || a.first.task != b.first.task) {
+    const SessionTask& ta = ssn_.task(a.first.job, a.first.task);
+    const SessionTask& tb = ssn_.task(b.first.job, b.first.task);
+    if (ssn_.victimLess(ta, tb)) return true;
+    if (ssn_.victimLess(tb, ta)) return false;
+  }
   if (a.negScore != b.negScore) return a.negScore < b.negScore;
   return a.node < b.node;
 }
-struct WorseCandidate {
-  template <class T>
-  bool operator()(const T& a, const T& b) const { return better(b, a); }
-};
-}  // namespace
 
 std::optional<VictimSearch::Candidate> VictimSearch::evaluate(const SessionJob& job, const SessionTask& task, int node) {
   const auto& n = ssn_.nodes()[node];
@@ -202,6 +207,7 @@ std::optional<VictimSearch::Candidate> VictimSearch::evaluate(const SessionJob& 
     return c;
   };
   int count = 0;
+  Victim first;
   bool fits = false;
   if (req.scalars.empty()) {
     // The common case, a request of cpu, memory and GPUs only, is counted in three integers.
@@ -218,6 +224,7 @@ std::optional<VictimSearch::Candidate> VictimSearch::evaluate(const SessionJob& 
     for (const Victim& v : onNode_[node]) {
       if ((fits = room.holds(req))) break;
       if (!eligibleJob(v) || taken(v)) continue;
+      if (first.job < 0) first = v;
       for (const Victim& c : chunk(v)) {  // a gang at its minimum goes whole: all of it counts
         const SessionTask& ct = ssn_.task(c.job, c.task);
         if (ct.node == node) room.cpu += ct.request().milliCpu, room.mem += ct.request().memory, room.gpu += ct.request().milliGpu;
@@ -231,6 +238,7 @@ std::optional<VictimSearch::Candidate> VictimSearch::evaluate(const SessionJob& 
     for (const Victim& v : onNode_[node]) {
       if ((fits = req.fitsIn(room))) break;
       if (!eligibleJob(v) || taken(v)) continue;
+      if (first.job < 0) first = v;
       for (const Victim& c : chunk(v)) {
         const SessionTask& ct = ssn_.task(c.job, c.task);
         if (ct.node == node) room += ct.request();
@@ -241,12 +249,13 @@ std::optional<VictimSearch::Candidate> VictimSearch::evaluate(const SessionJob& 
   }
   std::string unused;
   if (count == 0 || !fits || !ssn_.predicate(task, n, unused)) return std::nullopt;
-  return Candidate{count, -ssn_.nodeScore(task, n), node, ssn_.nodeVersion(node)};
+  return Candidate{count, first, -ssn_.nodeScore(task, n), node, ssn_.nodeVersion(node)};
 }
 
 std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTask& task,
                                           const framework::NodeDomain* domain, size_t max) {
   std::vector<int> out;
+  auto worse = [this](const Candidate& a, const Candidate& b) { return better(b, a); };
   // Nothing is evicted while evaluating, so whether a victim job may be taken is asked once per job.
   auto resetVerdicts = [&] {
     for (int j : touched_) verdict_[j] = -1;
@@ -259,7 +268,7 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
     resetVerdicts();
     const size_t keep = std::min(all.size(), max);
     std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(keep), all.end(),
-                      [](const Candidate& a, const Candidate& b) { return better(a, b); });
+                      [&](const Candidate& a, const Candidate& b) { return better(a, b); });
     for (size_t i = 0; i < keep; ++i) out.push_back(all[i].node);
     return out;
   }
@@ -277,12 +286,12 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
       for (const auto& n : ssn_.nodes())
         if (auto c = evaluate(job, task, n.index)) rk.heap.push_back(*c);
     }
-    std::make_heap(rk.heap.begin(), rk.heap.end(), WorseCandidate{});
+    std::make_heap(rk.heap.begin(), rk.heap.end(), worse);
   } else {
     for (size_t i = rk.changesSeen; i < log.size(); ++i)
       if (auto c = evaluate(job, task, log[i])) {
         rk.heap.push_back(*c);
-        std::push_heap(rk.heap.begin(), rk.heap.end(), WorseCandidate{});
+        std::push_heap(rk.heap.begin(), rk.heap.end(), worse);
       }
   }
   resetVerdicts();
@@ -290,7 +299,7 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
   // The best current entries; stale ones (the node changed since) are dropped on the way.
   std::vector<Candidate> taken;
   while (!rk.heap.empty() && out.size() < max) {
-    std::pop_heap(rk.heap.begin(), rk.heap.end(), WorseCandidate{});
+    std::pop_heap(rk.heap.begin(), rk.heap.end(), worse);
     const Candidate c = rk.heap.back();
     rk.heap.pop_back();
     if (c.version != ssn_.nodeVersion(c.node)) continue;
@@ -300,7 +309,7 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
   }
   for (const Candidate& c : taken) {  // still valid until a try changes the node
     rk.heap.push_back(c);
-    std::push_heap(rk.heap.begin(), rk.heap.end(), WorseCandidate{});
+    std::push_heap(rk.heap.begin(), rk.heap.end(), worse);
   }
   return out;
 }

@@ -53,6 +53,7 @@ class VictimSearch {
   /// A node where `task` fits after evicting `count` eligible victims; none when it cannot.
   struct Candidate {
     int count = 0;
+    Victim first;  ///< the most expendable victim taken there: equal counts prefer taking it
     int64_t negScore = 0;
     int node = -1;
     uint32_t version = 0;
@@ -61,6 +62,7 @@ class VictimSearch {
   /// Nodes to try for `task`, best first (at most `max`), from a full scan inside `domain`, or
   /// outside domains from a ranking kept per claimant shape and refreshed with the nodes that
   /// changed since (claimants of one shape then cost O(log n) each, not a scan each).
+  bool better(const Candidate& a, const Candidate& b) const;
   std::vector<int> candidates(const framework::SessionJob& job, const framework::SessionTask& task,
                               const framework::NodeDomain* domain, size_t max);
 
