@@ -3,7 +3,10 @@
 // at every cycle. Each cycle it integrates the last `windowSize` (decayed with `halfLife` when set),
 // normalizes by the cluster's capacity over the same window, and publishes the usage U_i on the
 // session; the proportion plugin turns it into over-quota weights s_i = max(0, w_i + k (w_i - U_i)).
-// Off unless `enabled: true`. The history is in memory: a restart starts it afresh.
+// Off unless `enabled: true`. The history is in memory: a restart starts it afresh (persisting it in
+// a ConfigMap is still to do). The integrals use doubles (time x amount overflows nothing there, and
+// the half-life decay is exponential); what leaves the plugin is rounded to integer millionths, so
+// the division and every ordering decision stay in integers.
 #include <cmath>
 #include <deque>
 #include <map>
