@@ -1,0 +1,341 @@
+// `tessera run` (a child process) against the test API server: shared scenarios end to end, the
+// same final state under each injected fault, kill -9 and restart without double binds, and two
+// replicas with leader election. Waits poll the cluster with generous deadlines as a safety net
+// only; nothing asserts on wall-clock time.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <csignal>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+#include "tessera/api/convert.h"
+#include "tessera/app/run.h"
+#include "tessera/cache/http_server.h"
+
+extern char** environ;
+
+using namespace tessera;
+using cache::Json;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path tempDir() {
+  static fs::path dir = [] {
+    fs::path d = fs::temp_directory_path() / ("tessera-it-" + std::to_string(::getpid()));
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+/// A `tessera run` child process. The destructor kills it (SIGKILL) if still running.
+class DaemonProcess {
+ public:
+  DaemonProcess(const std::string& url, const std::string& identity, std::vector<std::string> extra = {}) {
+    const fs::path kc = tempDir() / ("kubeconfig-" + identity);
+    std::ofstream(kc) << "apiVersion: v1\nkind: Config\ncurrent-context: t\n"
+                         "clusters: [{name: t, cluster: {server: \"" << url << "\"}}]\n"
+                         "contexts: [{name: t, context: {cluster: t}}]\n";
+    log_ = (tempDir() / ("daemon-" + identity + ".log")).string();
+    std::vector<std::string> args = {TESSERA_BINARY, "run", "--kubeconfig", kc.string(), "--health-port", "0",
+                                     "--health-address", "127.0.0.1", "--identity", identity,
+                                     "--lease-namespace", "default", "--lease-duration", "3s",
+                                     "--renew-deadline", "2s", "--retry-period", "200ms", "--debounce", "10ms",
+                                     "--config", (tempDir() / "config.yaml").string()};
+    std::ofstream(tempDir() / "config.yaml") << "schedulePeriod: 200ms\n";
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, log_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    const int rc = posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    REQUIRE(rc == 0);
+  }
+  ~DaemonProcess() { kill(SIGKILL); }
+
+  /// Sends `sig` and reaps the process; returns its exit status (or -1 if it was not running).
+  int kill(int sig) {
+    if (pid_ <= 0) return -1;
+    ::kill(pid_, sig);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return status;
+  }
+  std::string log() const {
+    std::ifstream in(log_);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+
+ private:
+  pid_t pid_ = -1;
+  std::string log_;
+};
+
+/// Polls `cond` until it holds; the deadline only guards against a hang.
+template <class Cond>
+bool eventually(Cond cond, int seconds = 90, int pollMillis = 20) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(pollMillis));  // polling interval, not a timing assumption
+  }
+  return false;
+}
+
+std::map<std::string, std::string> podNodes(cache::MemoryCluster& cluster) {
+  std::map<std::string, std::string> out;
+  auto pods = cluster.list(api::Kind::Pod);
+  REQUIRE(pods.ok());
+  for (const auto& p : pods->items) {
+    const std::string ns = p["metadata"].value("namespace", "");
+    if (ns == "tessera-reservation") continue;
+    out[ns + "/" + p["metadata"].value("name", "")] = p["spec"].value("nodeName", "");
+  }
+  return out;
+}
+
+bool unschedulableReported(cache::MemoryCluster& cluster, const std::string& ref) {
+  auto slash = ref.find('/');
+  auto p = cluster.get(api::Kind::Pod, ref.substr(0, slash), ref.substr(slash + 1));
+  if (!p.ok() || !p->contains("status") || !(*p)["status"].contains("conditions")) return false;
+  for (const auto& c : (*p)["status"]["conditions"])
+    if (c.value("type", "") == "PodScheduled" && c.value("status", "") == "False") return true;
+  return false;
+}
+
+/// The final `bound` and `pending` expectations of a shared scenario (its last expect).
+struct Expected {
+  std::map<std::string, std::string> bound;
+  std::vector<std::string> pending;
+};
+
+Expected expectedOf(const std::string& file) {
+  std::ifstream in(file);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto docs = api::yamlToJson(ss.str());
+  REQUIRE(docs.ok());
+  const Json& doc = docs->front();
+  Json expect;
+  if (doc.contains("expect")) expect = doc["expect"];
+  if (doc.contains("steps"))
+    for (const auto& s : doc["steps"])
+      if (s.contains("expect")) expect = s["expect"];
+  Expected e;
+  if (expect.contains("bound"))
+    for (const auto& [k, v] : expect["bound"].items()) e.bound[k] = v.get<std::string>();
+  if (expect.contains("pending"))
+    for (const auto& p : expect["pending"]) e.pending.push_back(p.get<std::string>());
+  return e;
+}
+
+enum class Fault { None, WatchDrop, Gone, Burst500, Burst429, Slow };
+const char* name(Fault f) {
+  switch (f) {
+    case Fault::None: return "none";
+    case Fault::WatchDrop: return "watch drop";
+    case Fault::Gone: return "410 Gone";
+    case Fault::Burst500: return "500 burst";
+    case Fault::Burst429: return "429 burst";
+    case Fault::Slow: return "slow responses";
+  }
+  return "?";
+}
+
+/// Runs one scenario's objects through a daemon under `fault`; returns the final pod -> node map.
+std::map<std::string, std::string> runScenario(const std::string& file, Fault fault) {
+  api::SystemClock clock;
+  cache::MemoryCluster cluster(clock);
+  REQUIRE(app::loadScenarioObjects(file, cluster, clock.now()).ok());
+  cache::ApiServerOptions so;
+  so.kubeletPeriodMs = 50;
+  so.bookmarkIntervalMs = 100;
+  cache::ApiServer server(cluster, so);
+  REQUIRE(server.start().ok());
+  if (fault == Fault::Burst500) server.failNextRequests(12, 500);
+  if (fault == Fault::Burst429) server.failNextRequests(12, 429);
+  if (fault == Fault::Slow) server.delayResponses(30);
+  const Expected want = expectedOf(file);
+  DaemonProcess daemon(server.url(), "solo", {"--leader-elect=false"});
+  if (fault == Fault::WatchDrop || fault == Fault::Gone) {
+    REQUIRE(eventually([&] { return server.openWatches() >= 6; }));
+    if (fault == Fault::Gone) server.compact();
+    server.dropWatches();
+  }
+  const bool settled = eventually([&] {
+    auto nodes = podNodes(cluster);
+    for (const auto& [ref, node] : want.bound) {
+      auto it = nodes.find(ref);
+      if (it == nodes.end() || it->second.empty()) return false;
+    }
+    for (const auto& ref : want.pending)
+      if (!unschedulableReported(cluster, ref)) return false;
+    return true;
+  });
+  INFO("scenario " << file << ", fault " << name(fault) << "\n" << daemon.log());
+  REQUIRE(settled);
+  auto nodes = podNodes(cluster);
+  for (const auto& [ref, node] : want.bound)
+    if (node != "*") CHECK(nodes[ref] == node);
+  for (const auto& ref : want.pending) CHECK(nodes[ref].empty());
+  CHECK(daemon.kill(SIGTERM) == 0);  // graceful exit 0
+  server.stop();
+  return nodes;
+}
+
+Json gpuNode(const std::string& name, int gpus) {
+  return Json{{"apiVersion", "v1"},
+              {"kind", "Node"},
+              {"metadata", {{"name", name}}},
+              {"status",
+               {{"allocatable", {{"cpu", "256"}, {"memory", "2Ti"}, {"pods", "500"}, {"nvidia.com/gpu", std::to_string(gpus)}}},
+                {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
+}
+
+Json gpuPod(const std::string& name) {
+  return Json{{"apiVersion", "v1"},
+              {"kind", "Pod"},
+              {"metadata", {{"name", name}, {"namespace", "default"}}},
+              {"spec",
+               {{"schedulerName", "tessera"},
+                {"containers",
+                 {{{"name", "c"},
+                   {"image", "x"},
+                   {"resources",
+                    {{"requests", {{"cpu", "100m"}, {"nvidia.com/gpu", "1"}}}, {"limits", {{"nvidia.com/gpu", "1"}}}}}}}}}}};
+}
+
+/// Pods without a queue label go to queue "default", which must exist.
+Json defaultQueue() {
+  const Json unlimited = {{"quota", "-1"}, {"limit", "-1"}, {"overQuotaWeight", "1"}};
+  return Json{{"apiVersion", "scheduling.tessera.dev/v1alpha1"},
+              {"kind", "Queue"},
+              {"metadata", {{"name", "default"}}},
+              {"spec", {{"resources", {{"gpu", unlimited}, {"cpu", unlimited}, {"memory", unlimited}}}}}};
+}
+
+}  // namespace
+
+TEST_CASE("daemon: shared scenarios end to end, same final state under every fault") {
+  const std::string dir = TESSERA_SHARED_DIR "/scenarios/";
+  if (!fs::exists(dir)) {
+    WARN("shared scenarios not found at " << dir);
+    return;
+  }
+  for (const char* s : {"gang/spread-across-nodes.yaml", "gang/competing-gangs.yaml", "gang/all-or-nothing.yaml",
+                        "predicates/taints-tolerations.yaml", "predicates/node-selector-affinity.yaml",
+                        "pipelining/terminating-pod.yaml"}) {
+    const std::string file = dir + s;
+    const auto clean = runScenario(file, Fault::None);
+    for (Fault f : {Fault::WatchDrop, Fault::Gone, Fault::Burst500, Fault::Burst429, Fault::Slow}) {
+      INFO("scenario " << s << ", fault " << name(f));
+      CHECK(runScenario(file, f) == clean);
+    }
+  }
+}
+
+TEST_CASE("daemon: kill -9 in the middle of a load, restart: nothing bound twice, everything bound") {
+  api::SystemClock clock;
+  cache::MemoryCluster cluster(clock);
+  REQUIRE(cluster.create(api::Kind::Queue, defaultQueue()).ok());
+  for (int i = 0; i < 50; ++i) REQUIRE(cluster.create(api::Kind::Node, gpuNode("n" + std::to_string(i), 40)).ok());
+  cache::ApiServerOptions so;
+  so.threads = 2;
+  cache::ApiServer server(cluster, so);
+  REQUIRE(server.start().ok());
+
+  // Count binds per pod as the server sees them: a second bind of one pod would be a 409 there,
+  // so double binding shows up as a pod whose nodeName changed; record every node a pod ever had.
+  std::mutex mu;
+  std::map<std::string, std::set<std::string>> nodesSeen;
+  auto listed = cluster.list(api::Kind::Pod);
+  REQUIRE(listed.ok());
+  auto watch = cluster.watch(api::Kind::Pod, listed->resourceVersion, [&](const cache::WatchEvent& ev) {
+    const std::string node = ev.object["spec"].value("nodeName", "");
+    if (node.empty()) return;
+    std::lock_guard lock(mu);
+    nodesSeen[ev.object["metadata"].value("name", "")].insert(node);
+  });
+  REQUIRE(watch.ok());
+
+  const int kPods = 2000;
+  auto first = std::make_unique<DaemonProcess>(server.url(), "first", std::vector<std::string>{"--leader-elect=false"});
+  for (int i = 0; i < kPods; ++i) REQUIRE(cluster.create(api::Kind::Pod, gpuPod("p" + std::to_string(i))).ok());
+  auto boundCount = [&] {
+    int n = 0;
+    for (const auto& [ref, node] : podNodes(cluster)) n += !node.empty();
+    return n;
+  };
+  // Kill it without any cleanup once it has bound some but (very likely) not all.
+  REQUIRE(eventually([&] { return boundCount() > 0; }));
+  first->kill(SIGKILL);
+  first.reset();
+  const int boundAtKill = boundCount();
+  DaemonProcess second(server.url(), "second", {"--leader-elect=false"});
+  REQUIRE(eventually([&] { return boundCount() == kPods; }, 300, 250));
+  INFO("bound when killed: " << boundAtKill);
+  std::lock_guard lock(mu);
+  for (const auto& [pod, nodes] : nodesSeen) {
+    INFO(pod);
+    CHECK(nodes.size() == 1);
+  }
+  CHECK(nodesSeen.size() == static_cast<size_t>(kPods));
+  (*watch)->stop();
+  second.kill(SIGTERM);
+  server.stop();
+}
+
+TEST_CASE("daemon: two replicas with leader election; the other takes over when the leader dies") {
+  api::SystemClock clock;
+  cache::MemoryCluster cluster(clock);
+  REQUIRE(cluster.create(api::Kind::Queue, defaultQueue()).ok());
+  REQUIRE(cluster.create(api::Kind::Node, gpuNode("n0", 100)).ok());
+  cache::ApiServer server(cluster);
+  REQUIRE(server.start().ok());
+  auto a = std::make_unique<DaemonProcess>(server.url(), "replica-a");
+  auto b = std::make_unique<DaemonProcess>(server.url(), "replica-b");
+  auto holder = [&]() -> std::string {
+    auto l = cluster.get(api::Kind::Lease, "default", "tessera");
+    return l.ok() ? (*l)["spec"].value("holderIdentity", "") : "";
+  };
+  REQUIRE(eventually([&] { return !holder().empty(); }));
+  const std::string leader = holder();
+  REQUIRE(cluster.create(api::Kind::Pod, gpuPod("before")).ok());
+  REQUIRE(eventually([&] { return !podNodes(cluster)["default/before"].empty(); }));
+  // Exactly one scheduled: only the leader logs that it leads.
+  const bool aLeads = leader == "replica-a";
+  CHECK((a->log().find("became leader") != std::string::npos) == aLeads);
+  CHECK((b->log().find("became leader") != std::string::npos) == !aLeads);
+
+  // Kill the leader without releasing the lease: the other takes over once it expires.
+  (aLeads ? a : b)->kill(SIGKILL);
+  REQUIRE(cluster.create(api::Kind::Pod, gpuPod("after")).ok());
+  REQUIRE(eventually([&] { return !podNodes(cluster)["default/after"].empty(); }));
+  CHECK(holder() == (aLeads ? "replica-b" : "replica-a"));
+  auto l = cluster.get(api::Kind::Lease, "default", "tessera");
+  REQUIRE(l.ok());
+  CHECK((*l)["spec"].value("leaseTransitions", 0) == 1);
+  a.reset();
+  b.reset();
+  server.stop();
+}
