@@ -26,10 +26,10 @@ namespace {
 using Json = nlohmann::json;
 using tessera::api::Kind;
 
-const char* const kKeys[] = {tessera::api::kGpuFraction, tessera::api::kGpuMemory,
-                             tessera::api::kGpuFractionNumDevices, tessera::api::kNodePolicy,
-                             tessera::api::kQueueLabel,  "pod-group-name",
-                             tessera::api::kTaskPriorityLabel};
+const char* const kKeys[] = {tessera::api::keys::kGpuFraction, tessera::api::keys::kGpuMemory,
+                             tessera::api::keys::kGpuFractionNumDevices, tessera::api::keys::kNodePolicy,
+                             tessera::api::keys::kQueueLabel,  "pod-group-name",
+                             tessera::api::keys::kTaskPriorityLabel};
 
 Json manifest(const char* yaml) { return tessera::api::yamlToJson(yaml).value().front(); }
 
@@ -48,7 +48,7 @@ spec:
   lab = Json::object();
   for (size_t i = 0; i < std::size(kKeys) && i < values.size(); ++i) {
     const std::string key = kKeys[i];
-    const bool label = asLabels && (key == tessera::api::kQueueLabel || key == tessera::api::kTaskPriorityLabel);
+    const bool label = asLabels && (key == tessera::api::keys::kQueueLabel || key == tessera::api::keys::kTaskPriorityLabel);
     (label ? lab : ann)[key] = values[i];
   }
   return p;
