@@ -4,9 +4,11 @@
 #include <cerrno>
 #include <cstdlib>
 #include <limits>
+#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include "tessera/api/convert.h"
@@ -128,10 +130,46 @@ Result<json> convert(const YAML::Node& node, int depth) {
   return json(nullptr);
 }
 
+/// Builds nothing; notes where each document starts. See parserProgresses().
+class DocumentStarts final : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark& mark) override { pos = mark.pos; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+  int pos = -1;
+};
+
+/// yaml-cpp 0.7 (Debian 12) never returns from LoadAll on some malformed streams, e.g. " a: b\n,\n"
+/// (a flow indicator below the block's indentation; jbeder/yaml-cpp#1040, fixed upstream by #1319):
+/// the parser reports empty documents forever without consuming input, and LoadAll collects them
+/// until memory runs out. Found by test/fuzz/yaml_fuzz.cpp. This walks the documents first without
+/// building them and gives up when a document does not start past the previous one, or when there
+/// are more documents than the text has bytes. Parse errors are left to LoadAll to report.
+bool parserProgresses(std::string_view text) {
+  std::stringstream in{std::string(text)};
+  YAML::Parser parser(in);
+  DocumentStarts starts;
+  int last = -1;
+  for (size_t docs = 0;; ++docs) {
+    if (!parser.HandleNextDocument(starts)) return true;
+    if (docs > text.size() || (docs > 0 && starts.pos <= last)) return false;
+    last = starts.pos;
+  }
+}
+
 }  // namespace
 
 Result<std::vector<json>> yamlToJson(std::string_view text) {
   try {
+    if (!parserProgresses(text))
+      return makeError("yaml: malformed stream: the parser stops making progress (a stray ',', ']' or '}' "
+                       "outside a flow collection?)");
     std::vector<json> out;
     for (const auto& doc : YAML::LoadAll(std::string(text))) {
       if (doc.IsNull() || !doc.IsDefined()) continue;  // e.g. an empty document after a trailing ---
