@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Every test, twice: installs what is missing, then
+# Every test, twice, then the fuzzers: installs what is missing, then
 #   1. build/       Release, everything (tessera, unit tests, scenarios, tessera-bench); ctest
 #   2. build-asan/  AddressSanitizer + UndefinedBehaviorSanitizer (-O1 -g, assertions on), no bench; ctest
+#   3. build-fuzz/  clang + libFuzzer: every target in test/fuzz for FUZZ_SECONDS (default 60) each
+#                   (scripts/fuzz.sh; any crash, hang or sanitizer report fails)
 # Prints one summary line per build and a closing "total: N passed, M failed" line; exits non-zero if
 # any build or test fails. The shared acceptance scenarios run when ../shared/scenarios exists.
 # Usage (from anywhere, as root on a fresh Debian 12 machine): bash scripts/test.sh
@@ -93,6 +95,27 @@ run_examples() {
   SUMMARY+=("examples: $verdict: $passed passed, $failed failed (config/examples)")
 }
 
+# run_fuzz SECONDS: scripts/fuzz.sh; one summary line with the targets that ran and the time taken.
+run_fuzz() {
+  local seconds=$1 log=build-fuzz/fuzz.log start end
+  echo
+  echo "==== fuzz: scripts/fuzz.sh $seconds"
+  mkdir -p build-fuzz
+  start=$(date +%s)
+  bash scripts/fuzz.sh "$seconds" 2>&1 | tee "$log"
+  local rc=${PIPESTATUS[0]}
+  end=$(date +%s)
+  local ok failed
+  ok=$(grep -cE '^fuzz_[a-z_]+: ok:' "$log")
+  failed=$(grep -cE '^fuzz_[a-z_]+: FAILED' "$log")
+  if [[ $rc -ne 0 && $failed -eq 0 ]]; then failed=1; fi  # the build (or clang) failed
+  TOTAL_PASSED=$((TOTAL_PASSED + ok))
+  TOTAL_FAILED=$((TOTAL_FAILED + failed))
+  local verdict=ok
+  if [[ $rc -ne 0 || $failed -ne 0 ]]; then verdict=FAILED STATUS=1; fi
+  SUMMARY+=("fuzz: $verdict: $ok/$((ok + failed)) targets clean, ${seconds} s each ($((end - start)) s with the build)")
+}
+
 T0=$(date +%s)
 run_build "release" build -DCMAKE_BUILD_TYPE=Release \
   -DTESSERA_SANITIZE=OFF -DTESSERA_BUILD_TESTS=ON -DTESSERA_BUILD_BENCH=ON
@@ -100,6 +123,7 @@ run_examples build
 run_build "asan+ubsan" build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
   -DTESSERA_SANITIZE=ON -DTESSERA_BUILD_TESTS=ON -DTESSERA_BUILD_BENCH=OFF
+run_fuzz "${FUZZ_SECONDS:-60}"
 T1=$(date +%s)
 
 echo
