@@ -157,19 +157,39 @@ bool VictimSearch::run(SessionJob& job, std::string& reason) {
     }
   }
   indexNodes();
+  // KAI's scheduling signatures: a job just like one that failed, with nothing changed on any node
+  // since, fails the same way; it is not searched again.
+  const std::string sig = signature(job);
+  auto failed = failedAt_.find(sig);
+  if (failed != failedAt_.end() && failed->second == ssn_.nodeChangeLog().size()) {
+    reason = "no eligible victims would make room (as for a job of the same shape)";
+    return false;
+  }
+  bool ok = false;
   // A claimant constrained by topology makes room inside one of its domains, in the plugin's order.
   auto domains = ssn_.jobDomains(job, reason);
-  if (!domains) return runIn(job, nullptr, reason);
-  for (const framework::NodeDomain& d : *domains) {
-    std::string why;
-    if (runIn(job, &d, why)) return true;
-    if (reason.empty()) reason = d.name + ": " + why;
+  if (!domains) {
+    ok = runIn(job, nullptr, reason);
+  } else {
+    for (const framework::NodeDomain& d : *domains) {
+      std::string why;
+      if ((ok = runIn(job, &d, why))) break;
+      if (reason.empty()) reason = d.name + ": " + why;
+    }
   }
-  return false;
+  if (!ok && !sig.empty()) failedAt_[sig] = ssn_.nodeChangeLog().size();
+  return ok;
 }
 
-namespace {
-}  // namespace
+std::string VictimSearch::signature(const SessionJob& job) const {
+  // Pending pods' placement keys (in task order), the job's queue, priority, preemptibility and
+  // how many pods it still needs; jobs under topology constraints are not compared.
+  if (job.info->podGroup && !job.info->podGroup->topologyConstraint.empty()) return "";
+  std::string sig = job.info->queue + "|" + std::to_string(job.priority) + (job.preemptible ? "|p|" : "|n|") +
+                    std::to_string(job.minMember() - job.readyCount);
+  for (int ti : pendingTasks(ssn_, job)) sig += "|" + ssn_.placementKey(job.tasks[ti]);
+  return sig;
+}
 
 /// Fewest victims; then the node whose most expendable victim comes first in victim order (the
 /// newest, lowest-priority pods go before older ones on another node); then score; then name.

@@ -78,6 +78,9 @@ class VictimSearch {
     size_t changesSeen = 0;
   };
   std::map<std::string, Ranking> rankings_;
+  /// Signatures of jobs that found no solution, with the node change count at that moment.
+  std::map<std::string, size_t> failedAt_;
+  std::string signature(const framework::SessionJob& job) const;
   std::vector<std::vector<int>> queueNodes_;  ///< per queue: nodes running its pods (ascending)
   api::Resources free_;                       ///< the cluster's future idle, as of freeAt_ changes
   size_t freeAt_ = 0;
