@@ -1,7 +1,9 @@
 // YAML -> JSON with the YAML 1.2 core schema for plain scalars (what sigs.k8s.io/yaml and kubectl
 // effectively do): quoted scalars always stay strings, so `"4"` is a string and `4` an integer.
 // yaml-cpp exceptions are caught here and turned into errors with a line and column.
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <limits>
 #include <sstream>
@@ -130,6 +132,34 @@ Result<json> convert(const YAML::Node& node, int depth) {
   return json(nullptr);
 }
 
+/// The position of the first byte that is not valid UTF-8 (overlong forms, surrogates and code
+/// points past U+10FFFF included), or npos. A YAML stream is Unicode text; yaml-cpp passes other
+/// bytes through into strings, and nlohmann::json throws on them at the first dump() (a config file
+/// with such a byte aborted the daemon: found by test/fuzz/config_fuzz.cpp).
+size_t invalidUtf8(std::string_view text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    size_t n = 0;
+    uint32_t cp = 0;
+    if (c < 0x80) { ++i; continue; }
+    if (c >= 0xC2 && c <= 0xDF) n = 1, cp = c & 0x1F;
+    else if (c >= 0xE0 && c <= 0xEF) n = 2, cp = c & 0x0F;
+    else if (c >= 0xF0 && c <= 0xF4) n = 3, cp = c & 0x07;
+    else return i;
+    for (size_t k = 1; k <= n; ++k) {
+      if (i + k >= text.size()) return i;
+      const auto cc = static_cast<unsigned char>(text[i + k]);
+      if ((cc & 0xC0) != 0x80) return i;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    if ((n == 2 && cp < 0x800) || (n == 3 && (cp < 0x10000 || cp > 0x10FFFF)) || (cp >= 0xD800 && cp <= 0xDFFF))
+      return i;
+    i += n + 1;
+  }
+  return std::string_view::npos;
+}
+
 /// Builds nothing; notes where each document starts. See parserProgresses().
 class DocumentStarts final : public YAML::EventHandler {
  public:
@@ -167,6 +197,14 @@ bool parserProgresses(std::string_view text) {
 
 Result<std::vector<json>> yamlToJson(std::string_view text) {
   try {
+    if (size_t bad = invalidUtf8(text); bad != std::string_view::npos) {
+      const std::string_view before = text.substr(0, bad);
+      const size_t line = static_cast<size_t>(std::count(before.begin(), before.end(), '\n')) + 1;
+      const size_t nl = before.rfind('\n');
+      const size_t column = bad - (nl == std::string_view::npos ? 0 : nl + 1) + 1;
+      return makeError("yaml: line " + std::to_string(line) + ", column " + std::to_string(column) +
+                       ": not UTF-8 text (byte " + std::to_string(static_cast<unsigned char>(text[bad])) + ")");
+    }
     if (!parserProgresses(text))
       return makeError("yaml: malformed stream: the parser stops making progress (a stray ',', ']' or '}' "
                        "outside a flow collection?)");

@@ -96,3 +96,29 @@ TEST_CASE("yaml: errors carry a line and column and never throw", "[yaml]") {
   CHECK_FALSE(yamlToJson("{[1]: x}").ok());
   CHECK_FALSE(yamlToJson("\"unterminated").ok());
 }
+
+TEST_CASE("yaml: streams on which yaml-cpp 0.7 stops making progress are errors, not hangs", "[yaml]") {
+  // Found by test/fuzz/yaml_fuzz.cpp (jbeder/yaml-cpp#1040): LoadAll looped forever on these.
+  for (const char* text : {",", " a: b\n,\n", "  a: b\n ,\n    c: d\n"}) {
+    auto r = yamlToJson(text);
+    INFO(text);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().message.find("stops making progress") != std::string::npos);
+  }
+  // Empty documents between real ones are still skipped, not taken for a stuck parser.
+  auto docs = yamlToJson("a: 1\n---\n---\nb: 2\n");
+  REQUIRE(docs.ok());
+  CHECK(docs->size() == 2);
+}
+
+TEST_CASE("yaml: text that is not UTF-8 is an error naming the line", "[yaml]") {
+  // Found by test/fuzz/config_fuzz.cpp: the bytes reached nlohmann::json, whose dump() throws.
+  auto r = yamlToJson("a: b\nc: \xff\n");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message.find("yaml: line 2, column 4: not UTF-8") != std::string::npos);
+  CHECK_FALSE(yamlToJson("a: \xed\xa0\x80\n").ok());  // a surrogate
+  CHECK_FALSE(yamlToJson("a: \xc3").ok());            // cut short
+  auto ok = yamlToJson("a: h\xc3\xa9llo \xf0\x9d\x84\x9e\n");
+  REQUIRE(ok.ok());
+  CHECK(ok->front()["a"] == "h\xc3\xa9llo \xf0\x9d\x84\x9e");
+}
