@@ -555,10 +555,17 @@ class Soak {
                                              ") has no PodScheduled=False condition with a message");
     }
     if (final) {
+      // A gang that lost members to evictions or deletion below its minMember can never run again:
+      // its pods are not schedulable (the scheduler says "only N pods exist").
+      std::map<std::string, int> members;
+      for (const auto& [name, plan] : pods_)
+        if (!plan.group.empty() && byName.count(name) && !byName[name]->at("metadata").contains("deletionTimestamp"))
+          ++members[plan.group];
       std::string stragglers;
       int n = 0;
       for (const auto& [name, plan] : pods_) {
         if (!plan.valid) continue;
+        if (!plan.group.empty() && members[plan.group] < groups_[plan.group].minMember) continue;
         auto it = byName.find(name);
         if (it == byName.end()) continue;
         const Json& p = *it->second;
