@@ -95,6 +95,8 @@ json resolvePlain(const std::string& s) {
   return s;
 }
 
+size_t invalidUtf8(std::string_view text);
+
 Result<json> convert(const YAML::Node& node, int depth) {
   if (depth > kMaxDepth) return makeError(where(node.Mark()) + ": nesting too deep");
   switch (node.Type()) {
@@ -103,6 +105,10 @@ Result<json> convert(const YAML::Node& node, int depth) {
       return json(nullptr);
     case YAML::NodeType::Scalar: {
       const std::string& tag = node.Tag();
+      // The input is checked as a whole, but yaml-cpp 0.7 can still yield bytes that were not in it
+      // (seen with NUL bytes); a string nlohmann::json cannot dump must not leave here.
+      if (invalidUtf8(node.Scalar()) != std::string_view::npos)
+        return makeError(where(node.Mark()) + ": scalar is not UTF-8 text");
       // "!" marks a quoted scalar (non-specific tag); !!str an explicit string.
       if (tag == "!" || tag == "tag:yaml.org,2002:str") return json(node.Scalar());
       return resolvePlain(node.Scalar());
@@ -121,6 +127,8 @@ Result<json> convert(const YAML::Node& node, int depth) {
       for (const auto& kv : node) {
         if (!kv.first.IsScalar()) return makeError(where(kv.first.Mark()) + ": mapping key is not a scalar");
         const std::string& key = kv.first.Scalar();
+        if (invalidUtf8(key) != std::string_view::npos)
+          return makeError(where(kv.first.Mark()) + ": mapping key is not UTF-8 text");
         if (obj.contains(key)) return makeError(where(kv.first.Mark()) + ": duplicate key \"" + key + "\"");
         auto v = convert(kv.second, depth + 1);
         if (!v) return v.error();
@@ -133,7 +141,7 @@ Result<json> convert(const YAML::Node& node, int depth) {
 }
 
 /// The position of the first byte that is not valid UTF-8 (overlong forms, surrogates and code
-/// points past U+10FFFF included), or npos. A YAML stream is Unicode text; yaml-cpp passes other
+/// points past U+10FFFF included) or is a control character YAML does not allow, or npos. A YAML stream is Unicode text; yaml-cpp passes other
 /// bytes through into strings, and nlohmann::json throws on them at the first dump() (a config file
 /// with such a byte aborted the daemon: found by test/fuzz/config_fuzz.cpp).
 size_t invalidUtf8(std::string_view text) {
@@ -142,7 +150,12 @@ size_t invalidUtf8(std::string_view text) {
     const auto c = static_cast<unsigned char>(text[i]);
     size_t n = 0;
     uint32_t cp = 0;
-    if (c < 0x80) { ++i; continue; }
+    if (c < 0x80) {
+      // YAML's printable set: no C0 controls but tab, LF and CR, and no DEL (yaml-cpp mishandles NUL).
+      if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7F) return i;
+      ++i;
+      continue;
+    }
     if (c >= 0xC2 && c <= 0xDF) n = 1, cp = c & 0x1F;
     else if (c >= 0xE0 && c <= 0xEF) n = 2, cp = c & 0x0F;
     else if (c >= 0xF0 && c <= 0xF4) n = 3, cp = c & 0x07;
@@ -203,7 +216,7 @@ Result<std::vector<json>> yamlToJson(std::string_view text) {
       const size_t nl = before.rfind('\n');
       const size_t column = bad - (nl == std::string_view::npos ? 0 : nl + 1) + 1;
       return makeError("yaml: line " + std::to_string(line) + ", column " + std::to_string(column) +
-                       ": not UTF-8 text (byte " + std::to_string(static_cast<unsigned char>(text[bad])) + ")");
+                       ": not printable UTF-8 text (byte " + std::to_string(static_cast<unsigned char>(text[bad])) + ")");
     }
     if (!parserProgresses(text))
       return makeError("yaml: malformed stream: the parser stops making progress (a stray ',', ']' or '}' "

@@ -115,10 +115,16 @@ TEST_CASE("yaml: text that is not UTF-8 is an error naming the line", "[yaml]") 
   // Found by test/fuzz/config_fuzz.cpp: the bytes reached nlohmann::json, whose dump() throws.
   auto r = yamlToJson("a: b\nc: \xff\n");
   REQUIRE_FALSE(r.ok());
-  CHECK(r.error().message.find("yaml: line 2, column 4: not UTF-8") != std::string::npos);
+  CHECK(r.error().message.find("yaml: line 2, column 4: not printable UTF-8") != std::string::npos);
   CHECK_FALSE(yamlToJson("a: \xed\xa0\x80\n").ok());  // a surrogate
   CHECK_FALSE(yamlToJson("a: \xc3").ok());            // cut short
   auto ok = yamlToJson("a: h\xc3\xa9llo \xf0\x9d\x84\x9e\n");
   REQUIRE(ok.ok());
   CHECK(ok->front()["a"] == "h\xc3\xa9llo \xf0\x9d\x84\x9e");
+}
+
+TEST_CASE("yaml: control characters YAML does not allow are errors", "[yaml]") {
+  CHECK_FALSE(yamlToJson(std::string("a: b\0c\n", 7)).ok());  // yaml-cpp 0.7 turned a NUL into stray bytes
+  CHECK_FALSE(yamlToJson("a: \x01\n").ok());
+  CHECK(yamlToJson("a:\tb\r\nc: d\n").ok());
 }
