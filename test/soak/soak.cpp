@@ -573,7 +573,9 @@ class Soak {
         ++checks_;
         if (!p["spec"].value("nodeName", "").empty()) continue;
         ++n;
-        stragglers += " " + std::string(kNs) + "/" + name + (hasReason(p) ? " (" + reasonOf(p) + ")" : "");
+        // Appended piece by piece: GCC 12 warns (-Wrestrict, a false positive) on " (" + string.
+        stragglers.append(" ").append(kNs).append("/").append(name);
+        if (hasReason(p)) stragglers.append(" (").append(reasonOf(p)).append(")");
       }
       if (n > 0) violation("eventually", std::to_string(n) + " valid pods never bound:" + stragglers);
     }
