@@ -1,0 +1,63 @@
+#pragma once
+/// The GPU-sharing and GPU-placement annotations of a pod (BRIEF.md, "Conventions"), parsed and
+/// validated in one place: the scheduler (cache), the admission webhook and the fuzzers use this.
+/// Every error names the annotation key and the bad value.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tessera/api/objects.h"
+#include "tessera/api/resources.h"
+#include "tessera/api/result.h"
+
+namespace tessera::api {
+
+enum class GpuPolicy { Unset, Binpack, Spread };
+/// tessera.dev/isolation: how the GPU memory limit is enforced (docs/isolation.md).
+enum class Isolation { Unset, Hard, Mps, None };
+
+/// A pod's GPU annotations after validation.
+struct PodGpuSpec {
+  /// gpu-fraction in thousandths of a GPU (1..999); 0 when not given.
+  int64_t fractionMilli = 0;
+  /// gpu-memory in MiB (> 0); 0 when not given.
+  int64_t memoryMiB = 0;
+  /// gpu-fraction-num-devices: GPUs each holding the fraction (or the memory); >= 1.
+  int32_t numDevices = 1;
+  GpuPolicy gpuPolicy = GpuPolicy::Unset;   ///< tessera.dev/gpu-policy
+  GpuPolicy nodePolicy = GpuPolicy::Unset;  ///< tessera.dev/node-policy
+  std::vector<std::string> useGpuTypes;     ///< tessera.dev/use-gpu-type (comma list)
+  std::vector<std::string> avoidGpuTypes;   ///< tessera.dev/avoid-gpu-type (comma list)
+  Isolation isolation = Isolation::Unset;   ///< tessera.dev/isolation
+
+  /// The pod asks for part of a GPU (by fraction or by memory).
+  bool shared() const { return fractionMilli > 0 || memoryMiB > 0; }
+  /// The pod filters on GPU models.
+  bool filtersGpuTypes() const { return !useGpuTypes.empty() || !avoidGpuTypes.empty(); }
+};
+
+/// Parses a pod's annotations. `requests` is the pod's effective request: a fraction or memory
+/// request together with whole nvidia.com/gpu is an error. Errors read
+/// `annotation gpu-fraction: "1.5" is not a number between 0 and 1 (exclusive)`.
+Result<PodGpuSpec> parsePodGpuSpec(const StringMap& annotations, const Resources& requests);
+
+/// Parses a decimal fraction "0.25" / ".5" into thousandths, rounded to the nearest; nullopt when
+/// the text is not a plain decimal number (no sign, no exponent).
+std::optional<int64_t> parseDecimalMilli(const std::string& text);
+
+/// The node label nvidia.com/gpu.memory (MiB per GPU): nullopt when absent; an error naming the
+/// node and the label when it is not a positive integer.
+Result<std::optional<int64_t>> nodeGpuMemoryMiB(const Node& node);
+
+/// Name of the ConfigMap holding a fractional pod's GPU environment: the annotation
+/// tessera.dev/gpu-configmap when the webhook set it, else "<pod name>-tessera-gpu".
+std::string gpuConfigMapName(const ObjectMeta& pod);
+
+namespace keys {
+inline constexpr const char* kGpuConfigMapAnnotation = "tessera.dev/gpu-configmap";
+/// All GPU groups of a multi-device fractional pod, comma-separated (the label holds the first).
+inline constexpr const char* kGpuGroupsAnnotation = "tessera.dev/gpu-groups";
+}  // namespace keys
+
+}  // namespace tessera::api

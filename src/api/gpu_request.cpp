@@ -1,0 +1,171 @@
+#include "tessera/api/gpu_request.h"
+
+#include <charconv>
+#include <cstdio>
+
+namespace tessera::api {
+
+namespace {
+
+std::string quoted(const std::string& v) {
+  std::string out = "\"";
+  for (char c : v.substr(0, 64)) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f || c == '"' || c == '\\') {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  if (v.size() > 64) out += "...";
+  return out + "\"";
+}
+
+Error bad(const char* key, const std::string& value, const std::string& what) {
+  return makeError(std::string("annotation ") + key + ": " + quoted(value) + " " + what, 422);
+}
+
+/// A positive decimal integer without sign or spaces, up to `max`.
+std::optional<int64_t> parsePositiveInt(const std::string& s, int64_t max) {
+  if (s.empty() || s.size() > 18) return std::nullopt;
+  int64_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size() || v <= 0 || v > max) return std::nullopt;
+  return v;
+}
+
+std::vector<std::string> splitList(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t comma = s.find(',', start);
+    if (comma == std::string::npos) comma = s.size();
+    std::string item = s.substr(start, comma - start);
+    const size_t b = item.find_first_not_of(" \t");
+    const size_t e = item.find_last_not_of(" \t");
+    if (b != std::string::npos) out.push_back(item.substr(b, e - b + 1));
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::optional<GpuPolicy> parsePolicy(const std::string& v) {
+  if (v == "binpack") return GpuPolicy::Binpack;
+  if (v == "spread") return GpuPolicy::Spread;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<int64_t> parseDecimalMilli(const std::string& text) {
+  if (text.empty() || text.size() > 32) return std::nullopt;
+  size_t i = 0;
+  int64_t whole = 0;
+  bool digits = false;
+  while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
+    if (whole > 1'000'000) return std::nullopt;
+    whole = whole * 10 + (text[i] - '0');
+    ++i, digits = true;
+  }
+  // Thousandths plus the next digit, for rounding to nearest.
+  int64_t frac = 0;
+  int places = 0;
+  if (i < text.size() && text[i] == '.') {
+    ++i;
+    bool fracDigits = false;
+    while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
+      if (places < 4) frac = frac * 10 + (text[i] - '0'), ++places;
+      ++i, fracDigits = true;
+    }
+    if (!fracDigits && !digits) return std::nullopt;
+    digits = true;
+  }
+  if (!digits || i != text.size()) return std::nullopt;
+  while (places < 4) frac *= 10, ++places;
+  return whole * 1000 + (frac + 5) / 10;
+}
+
+Result<PodGpuSpec> parsePodGpuSpec(const StringMap& annotations, const Resources& requests) {
+  PodGpuSpec spec;
+  auto get = [&](const char* key) -> const std::string* {
+    auto it = annotations.find(std::string_view(key));
+    return it == annotations.end() ? nullptr : &it->second;
+  };
+  if (const std::string* v = get(keys::kGpuFraction)) {
+    auto milli = parseDecimalMilli(*v);
+    if (!milli) return bad(keys::kGpuFraction, *v, "is not a number between 0 and 1 (exclusive)");
+    if (*milli <= 0 || *milli >= 1000)
+      return bad(keys::kGpuFraction, *v,
+                 *milli <= 0 ? "is out of range: must be above 0 (at least 0.001)"
+                             : "is out of range: must be below 1 (request whole GPUs with nvidia.com/gpu)");
+    spec.fractionMilli = *milli;
+  }
+  if (const std::string* v = get(keys::kGpuMemory)) {
+    auto mib = parsePositiveInt(*v, int64_t{1} << 40);
+    if (!mib) return bad(keys::kGpuMemory, *v, "is not a positive integer number of MiB");
+    spec.memoryMiB = *mib;
+  }
+  if (spec.fractionMilli > 0 && spec.memoryMiB > 0)
+    return makeError(std::string("annotations ") + keys::kGpuFraction + " and " + keys::kGpuMemory +
+                         " are both set: give one of them",
+                     422);
+  if (const std::string* v = get(keys::kGpuFractionNumDevices)) {
+    auto n = parsePositiveInt(*v, 1024);
+    if (!n) return bad(keys::kGpuFractionNumDevices, *v, "is not an integer of at least 1");
+    if (!spec.shared())
+      return makeError(std::string("annotation ") + keys::kGpuFractionNumDevices + " needs " + keys::kGpuFraction +
+                           " or " + keys::kGpuMemory,
+                       422);
+    spec.numDevices = static_cast<int32_t>(*n);
+  }
+  if (spec.shared() && requests.milliGpu > 0)
+    return makeError(std::string("annotation ") + (spec.fractionMilli > 0 ? keys::kGpuFraction : keys::kGpuMemory) +
+                         " cannot be combined with a whole nvidia.com/gpu request (" +
+                         std::to_string(requests.milliGpu / 1000) + ")",
+                     422);
+  if (const std::string* v = get(keys::kGpuPolicy)) {
+    auto p = parsePolicy(*v);
+    if (!p) return bad(keys::kGpuPolicy, *v, "is not a known policy (valid: binpack, spread)");
+    spec.gpuPolicy = *p;
+  }
+  if (const std::string* v = get(keys::kNodePolicy)) {
+    auto p = parsePolicy(*v);
+    if (!p) return bad(keys::kNodePolicy, *v, "is not a known policy (valid: binpack, spread)");
+    spec.nodePolicy = *p;
+  }
+  if (const std::string* v = get(keys::kUseGpuType)) {
+    spec.useGpuTypes = splitList(*v);
+    if (spec.useGpuTypes.empty()) return bad(keys::kUseGpuType, *v, "names no GPU model");
+  }
+  if (const std::string* v = get(keys::kAvoidGpuType)) {
+    spec.avoidGpuTypes = splitList(*v);
+    if (spec.avoidGpuTypes.empty()) return bad(keys::kAvoidGpuType, *v, "names no GPU model");
+  }
+  if (const std::string* v = get(keys::kIsolation)) {
+    if (*v == "hard") spec.isolation = Isolation::Hard;
+    else if (*v == "mps") spec.isolation = Isolation::Mps;
+    else if (*v == "none") spec.isolation = Isolation::None;
+    else return bad(keys::kIsolation, *v, "is not a known isolation backend (valid: hard, mps, none)");
+  }
+  return spec;
+}
+
+Result<std::optional<int64_t>> nodeGpuMemoryMiB(const Node& node) {
+  const std::string* v = node.meta.label(keys::kNodeGpuMemoryLabel);
+  if (!v) return std::optional<int64_t>{};
+  auto mib = parsePositiveInt(*v, int64_t{1} << 40);
+  if (!mib)
+    return makeError("Node " + node.meta.name + ": label " + keys::kNodeGpuMemoryLabel + ": " + quoted(*v) +
+                         " is not a positive integer number of MiB",
+                     422);
+  return std::optional<int64_t>{*mib};
+}
+
+std::string gpuConfigMapName(const ObjectMeta& pod) {
+  if (const std::string* v = pod.annotation(keys::kGpuConfigMapAnnotation); v && !v->empty()) return *v;
+  return pod.name + "-tessera-gpu";
+}
+
+}  // namespace tessera::api
