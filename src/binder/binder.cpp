@@ -26,6 +26,7 @@ void Binder::apply(const framework::SessionResult& result, const cache::Snapshot
   for (const auto& b : result.binds) bind(b);
   for (const auto& p : result.pods) reportUnschedulable(p.task->key, result.podMessage(p));
   for (const auto& j : result.jobs) reportJob(j.job->key, result.message(j));
+  if (options_.afterApply) options_.afterApply(result);
 }
 
 void Binder::evict(const framework::SessionResult::Evict& e) {
@@ -55,6 +56,16 @@ void Binder::evict(const framework::SessionResult::Evict& e) {
 
 void Binder::bind(const framework::SessionResult::Bind& b) {
   auto [ns, name] = splitKey(b.podKey);
+  if (options_.preBind && !b.gpus.empty()) {
+    auto prep = options_.preBind(b);
+    if (!prep.ok()) {
+      std::fprintf(stderr, "tessera: preparing GPUs of pod %s on %s: %s\n", b.podKey.c_str(), b.node.c_str(),
+                   prep.error().message.c_str());
+      event(api::Kind::Pod, ns, name, b.podUid, "Warning", "FailedBinding", prep.error().message);
+      records_.push_back(BindRecord{BindRecord::Kind::Bind, b.podKey, b.node, false, prep.error().message});
+      return;
+    }
+  }
   auto st = client_.bind(ns, name, b.podUid, b.node);
   bool ok = st.ok();
   std::string error = ok ? "" : st.error().message;

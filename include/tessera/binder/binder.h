@@ -3,6 +3,7 @@
 /// DisruptionTarget condition, then DELETE), binds (POST pods/binding), and what users read:
 /// the PodScheduled condition and deduplicated core/v1 Events on pods and PodGroups.
 /// Each bind and eviction is recorded in the cache as an assumption until the watch confirms it.
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -15,9 +16,19 @@
 
 namespace tessera::binder {
 
+/// Work that must be done before a pod is bound (GPU reservation pod, GPU ConfigMap, group label):
+/// an error fails that bind with its message. May be called from binder threads concurrently for
+/// different pods; the callee serializes what must be serialized (one GPU group at a time).
+using PreBindFn = std::function<api::Status(const framework::SessionResult::Bind&)>;
+/// Runs at the end of apply(), once every bind and eviction of the result is done (GPU
+/// reservation garbage collection).
+using AfterApplyFn = std::function<void(const framework::SessionResult&)>;
+
 struct BinderOptions {
   std::string component = "tessera";  ///< Event source.component
   bool writeEvents = true;
+  PreBindFn preBind;        ///< optional
+  AfterApplyFn afterApply;  ///< optional
 };
 
 /// Outcome of one bind or eviction, for timelines and metrics.

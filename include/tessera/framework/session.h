@@ -105,7 +105,18 @@ struct Operation {
 /// What a session decided, in terms the binder and the status writer understand. Pointers point
 /// into `snapshot`, which the result keeps alive.
 struct SessionResult {
-  struct Bind { std::string podKey, podUid, node; };
+  /// One GPU of a fractional pod's placement (GPU-sharing work): the GPU group it joins or opens.
+  struct GpuAssignment {
+    std::string group;          ///< GPU group id (label tessera.dev/gpu-group)
+    bool newGroup = false;      ///< opened by this bind: the binder creates its reservation pod
+    int64_t portionMilli = 0;   ///< the pod's share of that GPU, in thousandths
+    int64_t memoryMiB = 0;      ///< the pod's GPU memory limit on that GPU (0: node has no memory label)
+    int device = -1;            ///< device index when known (the reservation pod's), else -1
+  };
+  struct Bind {
+    std::string podKey, podUid, node;
+    std::vector<GpuAssignment> gpus;  ///< empty unless the pod shares GPUs
+  };
   struct Evict { std::string podKey, podUid, node, reason; };
   struct Pipeline { std::string podKey, node; };
   /// A job with pods left pending or pipelined this cycle, and why.
