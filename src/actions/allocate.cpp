@@ -36,7 +36,7 @@ class Allocate final : public framework::Action {
     if (ssn.jobReady(job)) return false;
     int64_t minGpus = INT64_MAX;
     for (const SessionTask& t : job.tasks)
-      if (t.state == TaskState::Pending) minGpus = std::min<int64_t>(minGpus, t.request().milliGpu / 1000);
+      if (t.state == TaskState::Pending) minGpus = std::min<int64_t>(minGpus, t.nodeRequest().milliGpu / 1000);
     if (minGpus == INT64_MAX || minGpus <= ssn.maxFreeGpus()) return false;
     for (const SessionTask& t : job.tasks) {  // a task-level problem (a bad annotation) is said first
       if (t.state != TaskState::Pending) continue;

@@ -94,14 +94,13 @@ bool VictimSearch::replace(Statement& stmt, const std::vector<Victim>& victims, 
 bool VictimSearch::makeRoomOn(Statement& stmt, SessionJob& job, SessionTask& task, int node, int& evicted) {
   const auto cp = stmt.checkpoint();
   const int before = evicted;
-  const api::Resources& req = task.request();
   const std::string who = describeJob(job);
   const std::string why = mode_ == VictimMode::Reclaim   ? "reclaimed by queue " + job.info->queue + " for " + who
                           : mode_ == VictimMode::Preempt ? "preempted by " + who + " (priority " +
                                                                std::to_string(job.priority) + ")"
                                                          : "moved to make room for " + who;
   for (const Victim& v : onNode_[node]) {
-    if (req.fitsIn(ssn_.nodes()[node].futureIdle())) break;
+    if (ssn_.fits(task, ssn_.nodes()[node], /*future=*/true)) break;
     SessionTask& vt = ssn_.task(v.job, v.task);
     if (!eligible(job, vt)) continue;
     std::vector<Victim> chunk = chunkOf(v);
@@ -120,12 +119,12 @@ bool VictimSearch::makeRoomOn(Statement& stmt, SessionJob& job, SessionTask& tas
     if (evicted > maxVictims_) break;
   }
   const auto& n = ssn_.nodes()[node];
-  if (evicted > maxVictims_ || !req.fitsIn(n.futureIdle())) {
+  if (evicted > maxVictims_ || !ssn_.fits(task, n, /*future=*/true)) {
     stmt.rollback(cp);
     evicted = before;
     return false;
   }
-  if (req.fitsIn(n.idle)) stmt.allocate(task, node);
+  if (ssn_.fits(task, n, /*future=*/false)) stmt.allocate(task, node);
   else stmt.pipeline(task, node);
   return true;
 }
@@ -150,7 +149,7 @@ bool VictimSearch::run(SessionJob& job, std::string& reason) {
     }
     api::Resources want;
     for (const SessionTask& t : job.tasks)
-      if (t.state == TaskState::Pending) want += t.request();
+      if (t.state == TaskState::Pending) want += t.nodeRequest();
     if (!want.fitsIn(free_)) {
       reason = "the cluster's free resources cannot hold the job, wherever its pods run";
       return false;
@@ -208,7 +207,7 @@ bool VictimSearch::better(const Candidate& a, const Candidate& b) const {
 std::optional<VictimSearch::Candidate> VictimSearch::evaluate(const SessionJob& job, const SessionTask& task, int node) {
   const auto& n = ssn_.nodes()[node];
   if (onNode_[node].empty()) return std::nullopt;
-  const api::Resources& req = task.request();
+  const api::Resources& req = task.nodeRequest();
   if (verdict_.size() != ssn_.jobs().size()) verdict_.assign(ssn_.jobs().size(), -1);
   auto eligibleJob = [&](const Victim& v) {
     int8_t& e = verdict_[v.job];
@@ -247,7 +246,8 @@ std::optional<VictimSearch::Candidate> VictimSearch::evaluate(const SessionJob& 
       if (first.job < 0) first = v;
       for (const Victim& c : chunk(v)) {  // a gang at its minimum goes whole: all of it counts
         const SessionTask& ct = ssn_.task(c.job, c.task);
-        if (ct.node == node) room.cpu += ct.request().milliCpu, room.mem += ct.request().memory, room.gpu += ct.request().milliGpu;
+        const api::Resources& cr = ct.nodeRequest();
+        if (ct.node == node) room.cpu += cr.milliCpu, room.mem += cr.memory, room.gpu += cr.milliGpu;
         ++count;
       }
     }
@@ -261,7 +261,7 @@ std::optional<VictimSearch::Candidate> VictimSearch::evaluate(const SessionJob& 
       if (first.job < 0) first = v;
       for (const Victim& c : chunk(v)) {
         const SessionTask& ct = ssn_.task(c.job, c.task);
-        if (ct.node == node) room += ct.request();
+        if (ct.node == node) room += ct.nodeRequest();
         ++count;
       }
     }

@@ -16,6 +16,7 @@
 #include "tessera/api/quantity.h"
 #include "tessera/app/registry.h"
 #include "tessera/binder/binder.h"
+#include "tessera/binder/gpu_binding.h"
 #include "tessera/cache/cache.h"
 #include "tessera/cache/memory_cluster.h"
 #include "tessera/framework/config.h"
@@ -141,7 +142,10 @@ class Runner {
     }
     cache_ = std::make_unique<cache::Cache>(*cluster_, *clock_, cache::CacheOptions{config_.schedulerName});
     if (auto st = cache_->start(); !st.ok()) throw ScenarioError{file_ + ": starting the cache: " + st.error().message};
-    binder_ = std::make_unique<binder::Binder>(*cluster_, *cache_, *clock_);
+    gpu_ = std::make_unique<binder::GpuBinding>(*cluster_, *clock_);
+    binder::BinderOptions bopts;
+    bopts.preBind = [this](const framework::SessionResult::Bind& b) { return gpu_->prepare(b); };
+    binder_ = std::make_unique<binder::Binder>(*cluster_, *cache_, *clock_, bopts);
     scheduler_ = std::make_unique<framework::Scheduler>(*cache_, config_, *clock_, *binder_);
   }
 
@@ -266,6 +270,8 @@ class Runner {
       for (const auto& p : result.pipelined) lastPipelined_[p.podKey] = p.node;
       for (const auto& rec : binder_->lastRecords())
         if (rec.kind == binder::BindRecord::Kind::Evict && rec.ok) evicted_.insert(rec.podKey);
+      // GPU reservation pods no fractional pod uses any more go at the end of the cycle.
+      gpu_->collectGarbage(*cache_->snapshot());
       printCycle(result, stats);
       auto report = cluster_->kubeletTick();
       if (options_.timeline) {
@@ -637,6 +643,7 @@ class Runner {
   std::unique_ptr<api::FakeClock> clock_;
   std::unique_ptr<cache::MemoryCluster> cluster_;
   std::unique_ptr<cache::Cache> cache_;
+  std::unique_ptr<binder::GpuBinding> gpu_;
   std::unique_ptr<binder::Binder> binder_;
   std::unique_ptr<framework::Scheduler> scheduler_;
   int cycle_ = 0;

@@ -34,6 +34,42 @@ const NodeInfo* Snapshot::findNode(const std::string& name) const {
   return it != nodes.end() && (*it)->name == name ? it->get() : nullptr;
 }
 
+const GpuGroupInfo* NodeInfo::findGpuGroup(const std::string& id) const {
+  auto it = std::lower_bound(gpuGroups.begin(), gpuGroups.end(), id,
+                             [](const GpuGroupInfo& g, const std::string& k) { return g.id < k; });
+  return it != gpuGroups.end() && it->id == id ? &*it : nullptr;
+}
+
+int64_t gpuUnitsOn(const api::PodGpuSpec& spec, const NodeInfo& node) {
+  if (spec.fractionMilli > 0) return spec.fractionMilli * (node.gpuMemoryMiB > 0 ? node.gpuMemoryMiB : 1);
+  if (spec.memoryMiB > 0 && node.gpuMemoryMiB > 0) return spec.memoryMiB * 1000;
+  return 0;
+}
+
+int64_t gpuChargeMilli(const api::PodGpuSpec& spec, int64_t gpuMemoryMiB) {
+  int64_t each = spec.fractionMilli;
+  if (spec.memoryMiB > 0) each = gpuMemoryMiB > 0 ? std::min<int64_t>(1000, (spec.memoryMiB * 1000 + gpuMemoryMiB - 1) / gpuMemoryMiB) : 1000;
+  return each * spec.numDevices;
+}
+
+std::vector<std::string> gpuGroupsOf(const api::ObjectMeta& meta) {
+  std::vector<std::string> out;
+  if (const std::string* all = meta.annotation(api::keys::kGpuGroupsAnnotation)) {
+    size_t start = 0;
+    while (start <= all->size()) {
+      size_t comma = all->find(',', start);
+      if (comma == std::string::npos) comma = all->size();
+      if (comma > start) out.push_back(all->substr(start, comma - start));
+      start = comma + 1;
+    }
+  }
+  if (out.empty())
+    if (const std::string* g = meta.label(api::keys::kGpuGroupLabel); g && !g->empty()) out.push_back(*g);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 const JobInfo* Snapshot::findJob(const std::string& key) const {
   auto it = std::lower_bound(jobs.begin(), jobs.end(), key,
                              [](const std::shared_ptr<const JobInfo>& j, const std::string& k) { return j->key < k; });
@@ -86,6 +122,13 @@ struct PodEntry {
   TaskStatus status = TaskStatus::Pending;
   std::string node;    ///< node it is accounted on (holds resources)
   std::string jobKey;  ///< empty when not ours
+  // GPU sharing: what the pod contributed to its node's GPU groups, taken back exactly.
+  std::shared_ptr<const api::PodGpuSpec> gpuSpec;
+  std::string gpuSpecError;
+  std::vector<std::string> gpuGroups;  ///< groups a fractional pod holds
+  int64_t gpuUnits = 0;                ///< units per group
+  std::string reservationGroup;        ///< set for a live GPU reservation pod
+  bool reservation = false;            ///< a GPU reservation pod (live or terminating)
 };
 
 }  // namespace
@@ -136,6 +179,8 @@ struct Cache::Impl {
   std::set<std::string> assumedEvicted;
   uint64_t expired = 0;
   uint64_t generation = 0;
+  /// The largest nvidia.com/gpu.memory label seen: pending gpu-memory pods are charged against it.
+  int64_t maxGpuMemoryMiB = 0;
 
   Impl(ClusterClient& c, const api::Clock& k, CacheOptions o) : client(c), clock(k), options(std::move(o)) {}
 
@@ -174,6 +219,47 @@ struct Cache::Impl {
   }
 
   // ---- node accounting ----
+  /// The GPU a group holds by itself: one, while fractional pods use it and no reservation pod does.
+  static int64_t groupHold(const GpuGroupInfo& g) { return !g.reserved && g.pods > 0 ? 1000 : 0; }
+
+  /// Runs `fn` on the node's group `id` (created on demand), keeping the node's GPU use exact;
+  /// an unused, unreserved group is dropped.
+  template <class Fn>
+  void withGpuGroup(NodeInfo& n, const std::string& id, Fn&& fn) {
+    auto it = std::lower_bound(n.gpuGroups.begin(), n.gpuGroups.end(), id,
+                               [](const GpuGroupInfo& g, const std::string& k) { return g.id < k; });
+    if (it == n.gpuGroups.end() || it->id != id) {
+      it = n.gpuGroups.insert(it, GpuGroupInfo{});
+      it->id = id;
+    }
+    const int64_t before = groupHold(*it);
+    fn(*it);
+    n.used.milliGpu += groupHold(*it) - before;
+    if (!it->reserved && it->pods <= 0) n.gpuGroups.erase(it);
+  }
+
+  void addGpuUse(NodeInfo& n, const PodEntry& e, TaskStatus st, int sign) {
+    for (const auto& id : e.gpuGroups)
+      withGpuGroup(n, id, [&](GpuGroupInfo& g) {
+        g.used += sign * e.gpuUnits;
+        if (st == TaskStatus::Releasing) g.releasing += sign * e.gpuUnits;
+        g.pods += sign;
+      });
+    if (!e.reservationGroup.empty())
+      withGpuGroup(n, e.reservationGroup, [&](GpuGroupInfo& g) {
+        if (sign > 0) {
+          g.reserved = true;
+          g.reservationPod = e.pod->meta.key();
+          const std::string* uuid = e.pod->meta.annotation(api::keys::kGpuUuidAnnotation);
+          g.uuid = uuid ? *uuid : std::string();
+        } else if (g.reservationPod == e.pod->meta.key()) {
+          g.reserved = false;
+          g.reservationPod.clear();
+          g.uuid.clear();
+        }
+      });
+  }
+
   void addToNode(const std::string& key, const api::Pod& pod, TaskStatus st, const std::string& node, bool ours) {
     NodeInfo& n = nodeEntry(node);
     n.used += pod.requests;
@@ -310,8 +396,9 @@ struct Cache::Impl {
     });
   }
 
-  void addTask(const std::string& jobKey, const std::string& podKey, const std::shared_ptr<const api::Pod>& pod,
-               TaskStatus st, const std::string& node) {
+  void addTask(const std::string& jobKey, const std::string& podKey, const PodEntry& e, TaskStatus st,
+               const std::string& node) {
+    const std::shared_ptr<const api::Pod>& pod = e.pod;
     withJob(jobKey, [&](JobInfo& job) {
       TaskInfo t;
       t.pod = pod;
@@ -320,6 +407,18 @@ struct Cache::Impl {
       t.status = st;
       t.nodeName = holdsResources(st) ? node : std::string();
       t.request = pod->requests;
+      t.nodeRequest = pod->requests;
+      t.gpuSpec = e.gpuSpec;
+      t.gpuSpecError = e.gpuSpecError;
+      if (e.gpuSpec && e.gpuSpec->shared()) {
+        // Queues are charged the fraction (milli-GPU), or the memory as a portion of the GPUs of the
+        // node it is on (pending: of the largest GPUs seen).
+        int64_t mem = maxGpuMemoryMiB;
+        if (holdsResources(st))
+          if (auto nit = nodes.find(node); nit != nodes.end()) mem = nit->second->gpuMemoryMiB;
+        t.request.milliGpu = gpuChargeMilli(*e.gpuSpec, mem);
+        t.gpuGroups = e.gpuGroups;
+      }
       t.taskPriority = parseTaskPriority(*pod);
       if (const auto* sg = firstOf(pod->meta.labels, {api::keys::kSubGroupLabel, api::keys::kSubGroupLabelKai}))
         t.subGroup = *sg;
@@ -337,7 +436,11 @@ struct Cache::Impl {
     if (it == pods.end()) return;
     PodEntry e = std::move(it->second);
     pods.erase(it);
-    if (holdsResources(e.status)) removeFromNode(key, *e.pod, e.status, e.node, e.ours);
+    if (holdsResources(e.status)) {
+      auto nit = nodes.find(e.node);
+      if (nit != nodes.end()) addGpuUse(mutableEntry(nit->second), e, e.status, -1), dirtyNodes.insert(e.node);
+      removeFromNode(key, *e.pod, e.status, e.node, e.ours || e.reservation);
+    }
     if (!e.jobKey.empty()) removeTask(e.jobKey, key);
   }
 
@@ -349,12 +452,43 @@ struct Cache::Impl {
     e.ours = e.pod->schedulerName == options.schedulerName;
     e.status = statusOf(key, *e.pod, e.node);
     if (!e.ours && !holdsResources(e.status)) return;  // another scheduler's concern
-    if (holdsResources(e.status)) addToNode(key, *e.pod, e.status, e.node, e.ours);
+    if (e.ours) parseGpu(e);
+    // A GPU reservation pod (the binder's, one per GPU group) is ours in spirit: its GPU is shared
+    // by our fractional pods, so it is not foreign use.
+    if (e.pod->meta.namespace_ == api::keys::kReservationNamespace)
+      if (const std::string* g = e.pod->meta.label(api::keys::kGpuGroupLabel); g && !g->empty()) {
+        e.reservation = true;
+        if (!e.pod->terminating()) e.reservationGroup = *g;
+      }
+    if (holdsResources(e.status)) {
+      addToNode(key, *e.pod, e.status, e.node, e.ours || e.reservation);
+      NodeInfo& n = nodeEntry(e.node);
+      if (e.gpuSpec && e.gpuSpec->shared()) {
+        e.gpuGroups = gpuGroupsOf(e.pod->meta);
+        e.gpuUnits = gpuUnitsOn(*e.gpuSpec, n);
+      }
+      addGpuUse(n, e, e.status, +1);
+    }
     if (e.ours) {
       e.jobKey = jobKeyOf(*e.pod);
-      addTask(e.jobKey, key, e.pod, e.status, e.node);
+      addTask(e.jobKey, key, e, e.status, e.node);
     }
     pods.emplace(key, std::move(e));
+  }
+
+  /// Parses the pod's GPU annotations once per pod version.
+  void parseGpu(PodEntry& e) {
+    const auto& ann = e.pod->meta.annotations;
+    if (ann.empty()) return;
+    auto spec = api::parsePodGpuSpec(ann, e.pod->requests);
+    if (!spec.ok()) {
+      e.gpuSpecError = "Pod " + e.pod->meta.key() + ": " + spec.error().message;
+      return;
+    }
+    const api::PodGpuSpec& g = *spec;
+    if (g.shared() || g.filtersGpuTypes() || g.gpuPolicy != api::GpuPolicy::Unset ||
+        g.nodePolicy != api::GpuPolicy::Unset || g.isolation != api::Isolation::Unset)
+      e.gpuSpec = std::make_shared<const api::PodGpuSpec>(std::move(spec).value());
   }
 
   /// Re-evaluates a pod after an assumption about it changed.
@@ -415,6 +549,11 @@ struct Cache::Impl {
     errors.erase("Node/" + node->meta.name);
     NodeInfo& n = nodeEntry(node->meta.name);
     n.allocatable = node->allocatable;
+    n.gpuMemoryMiB = 0;
+    n.gpuLabelError.clear();
+    auto mem = api::nodeGpuMemoryMiB(*node);
+    if (!mem.ok()) n.gpuLabelError = mem.error().message;
+    else if (*mem) n.gpuMemoryMiB = **mem, maxGpuMemoryMiB = std::max(maxGpuMemoryMiB, **mem);
     n.node = std::make_shared<const api::Node>(std::move(node).value());
   }
 

@@ -69,6 +69,7 @@ void Session::buildState() {
     n.releasing = info.releasing;
     n.podCount = info.podCount;
   }
+  buildGpuGroups();
   gpuShortage_ = nodes_.empty() ? std::string("no nodes available")
                                : "insufficient " + std::string(api::kResourceGpu) + " (" + std::to_string(nodes_.size()) +
                                      (nodes_.size() == 1 ? " node)" : " nodes)");
@@ -304,9 +305,9 @@ int64_t Session::nodeScore(const SessionTask& task, const SessionNode& node) con
   return s;
 }
 
-int64_t Session::gpuScore(const SessionTask& task, const SessionNode& node, int gpuIndex) const {
+int64_t Session::gpuScore(const SessionTask& task, const SessionNode& node, int gpuGroup) const {
   int64_t s = 0;
-  for (const auto& f : gpuOrder_) s += f.fn(task, node, gpuIndex);
+  for (const auto& f : gpuOrder_) s += f.fn(task, node, gpuGroup);
   return s;
 }
 
@@ -394,10 +395,9 @@ std::string Session::placementKey(const SessionTask& task) const {
 std::optional<Session::RankedNode> Session::rank(const SessionTask& task, const SessionNode& n) const {
   std::string reason;
   if (!predicate(task, n, reason)) return std::nullopt;
-  const api::Resources& req = task.request();
-  if (!req.fitsIn(n.futureIdle())) return std::nullopt;
+  if (!fits(task, n, /*future=*/true)) return std::nullopt;
   RankedNode r;
-  r.fitsNow = req.fitsIn(n.idle);
+  r.fitsNow = fits(task, n, /*future=*/false);
   r.score = nodeScore(task, n);
   r.node = n.index;
   r.version = nodeVersion_[n.index];
@@ -405,7 +405,7 @@ std::optional<Session::RankedNode> Session::rank(const SessionTask& task, const 
 }
 
 Placement Session::findPlacement(const SessionTask& task, bool allowPipeline) {
-  const int64_t need = levelOf(task.request().milliGpu);
+  const int64_t need = levelOf(task.nodeRequest().milliGpu);
   if (need > maxFreeGpus()) {
     // No node has that many GPUs free, even counting releasing ones: no need to look.
     Placement p;
@@ -462,7 +462,7 @@ Placement Session::findPlacement(const SessionTask& task, bool allowPipeline) {
 }
 
 Placement Session::scanPlacement(const SessionTask& task, bool allowPipeline) const {
-  const api::Resources& req = task.request();
+  const api::Resources& req = task.nodeRequest();
   std::map<std::string, int> reasons;
   int best = -1, bestFuture = -1;
   int64_t bestScore = 0, bestFutureScore = 0;
@@ -477,8 +477,8 @@ Placement Session::scanPlacement(const SessionTask& task, bool allowPipeline) co
       return;
     }
     const api::Resources future = n.futureIdle();
-    const bool fitsFuture = req.fitsIn(future);
-    const bool fitsNow = fitsFuture && req.fitsIn(n.idle);
+    const bool fitsFuture = fits(task, n, /*future=*/true);
+    const bool fitsNow = fitsFuture && fits(task, n, /*future=*/false);
     if (fitsNow) {
       const int64_t s = nodeScore(task, n);
       if (best < 0 || s > bestScore) best = ni, bestScore = s;  // equal score: lower index = name order
@@ -491,6 +491,9 @@ Placement Session::scanPlacement(const SessionTask& task, bool allowPipeline) co
     }
     short_.clear();
     req.insufficient(allowPipeline ? future : n.idle, short_);
+    if (short_.empty() && task.sharesGpu() && !gpuShareFits(task, n, allowPipeline))
+      short_.push_back(task.info->gpuSpec->numDevices > 1 ? "GPUs with room for the pod's GPU share"
+                                                          : "GPU with room for the pod's GPU share");
     if (short_.empty()) short_.push_back("resources promised to pipelined pods");
     for (const auto& r : short_) reasons["insufficient " + r]++;
   };
@@ -599,11 +602,11 @@ void Session::applyRepipeline(SessionTask& task) {
   TESSERA_ASSERT(task.state == TaskState::Allocated);
   SessionNode& n = nodes_[task.node];
   SessionJob& j = jobs_[task.job];
-  n.idle += task.request();
+  n.idle += task.nodeRequest();
   n.idle.normalize();
   n.podCount--;
   removePorts(n.addedPorts, task.pod().hostPorts);
-  n.pipelined += task.request();
+  n.pipelined += task.nodeRequest();
   nodeChanged(n);
   task.state = TaskState::Pipelined;
   j.pipelinedCount++;  // still ready, still counted in allocated
@@ -611,7 +614,7 @@ void Session::applyRepipeline(SessionTask& task) {
 
 void Session::applyReserve(const SessionTask& task, int node) {
   SessionNode& n = nodes_[node];
-  n.pipelined += task.request();
+  n.pipelined += task.nodeRequest();
   nodeChanged(n);
 }
 
@@ -619,7 +622,8 @@ void Session::applyAllocate(SessionTask& task, int node) {
   TESSERA_ASSERT(task.state == TaskState::Pending);
   SessionNode& n = nodes_[node];
   SessionJob& j = jobs_[task.job];
-  n.idle -= task.request();
+  n.idle -= task.nodeRequest();
+  if (task.sharesGpu()) takeGpus(task, n, /*pipelined=*/false);
   n.podCount++;
   n.addedPorts.insert(n.addedPorts.end(), task.pod().hostPorts.begin(), task.pod().hostPorts.end());
   nodeChanged(n);
@@ -636,7 +640,8 @@ void Session::applyPipeline(SessionTask& task, int node) {
   TESSERA_ASSERT(task.state == TaskState::Pending);
   SessionNode& n = nodes_[node];
   SessionJob& j = jobs_[task.job];
-  n.pipelined += task.request();
+  n.pipelined += task.nodeRequest();
+  if (task.sharesGpu()) takeGpus(task, n, /*pipelined=*/true);
   nodeChanged(n);
   task.state = TaskState::Pipelined;
   task.node = node;
@@ -654,7 +659,8 @@ void Session::applyEvict(SessionTask& task) {
   TESSERA_ASSERT(task.node >= 0);
   SessionNode& n = nodes_[task.node];
   SessionJob& j = jobs_[task.job];
-  n.releasing += task.request();
+  n.releasing += task.nodeRequest();
+  if (task.sharesGpu()) releaseGpus(task, n, +1);
   nodeChanged(n);
   task.state = TaskState::Releasing;
   j.readyCount--;
@@ -668,7 +674,7 @@ void Session::undo(const Operation& op) {
   SessionNode& n = nodes_[op.node];
   SessionJob& j = jobs_[op.job];
   if (op.type == Operation::Type::Reserve) {
-    n.pipelined -= task.request();
+    n.pipelined -= task.nodeRequest();
     n.pipelined.normalize();
     nodeChanged(n);
     return;
@@ -676,7 +682,8 @@ void Session::undo(const Operation& op) {
   switch (op.type) {
     case Operation::Type::Allocate: {
       TESSERA_ASSERT(task.state == TaskState::Allocated);
-      n.idle += task.request();
+      n.idle += task.nodeRequest();
+      if (task.sharesGpu()) returnGpus(task, n, /*pipelined=*/false);
       n.podCount--;
       removePorts(n.addedPorts, task.pod().hostPorts);
       j.readyCount--;
@@ -685,7 +692,8 @@ void Session::undo(const Operation& op) {
     }
     case Operation::Type::Pipeline: {
       TESSERA_ASSERT(task.state == TaskState::Pipelined);
-      n.pipelined -= task.request();
+      n.pipelined -= task.nodeRequest();
+      if (task.sharesGpu()) returnGpus(task, n, /*pipelined=*/true);
       j.readyCount--;
       j.pendingCount++;
       j.pipelinedCount--;
@@ -693,16 +701,17 @@ void Session::undo(const Operation& op) {
     }
     case Operation::Type::Evict: {
       TESSERA_ASSERT(task.state == TaskState::Releasing);
-      n.releasing -= task.request();
+      n.releasing -= task.nodeRequest();
+      if (task.sharesGpu()) releaseGpus(task, n, -1);
       j.readyCount++;
       break;
     }
     case Operation::Type::Repipeline: {
       // Back to Allocated on the same node; the job's and queue's totals do not change.
       TESSERA_ASSERT(task.state == TaskState::Pipelined);
-      n.pipelined -= task.request();
+      n.pipelined -= task.nodeRequest();
       n.pipelined.normalize();
-      n.idle -= task.request();
+      n.idle -= task.nodeRequest();
       n.podCount++;
       n.addedPorts.insert(n.addedPorts.end(), task.pod().hostPorts.begin(), task.pod().hostPorts.end());
       j.pipelinedCount--;
@@ -750,7 +759,22 @@ SessionResult Session::close() {
     const SessionTask& t = jobs_[op.job].tasks[op.task];
     switch (op.type) {
       case Operation::Type::Allocate:
-        if (t.state == TaskState::Allocated) r.binds.push_back({t.info->key, t.info->uid, nodes_[op.node].name()});
+        if (t.state == TaskState::Allocated) {
+          r.binds.push_back({t.info->key, t.info->uid, nodes_[op.node].name(), {}});
+          if (t.sharesGpu()) {
+            const SessionNode& n = nodes_[op.node];
+            const int64_t units = cache::gpuUnitsOn(*t.info->gpuSpec, *n.info);
+            for (int gi : gpuGroupsOf(t)) {
+              const SessionGpuGroup& g = n.gpuGroups[gi];
+              SessionResult::GpuAssignment a;
+              a.group = g.id;
+              a.newGroup = g.info == nullptr;
+              a.portionMilli = g.capacity > 0 ? units * 1000 / g.capacity : 0;
+              a.memoryMiB = n.info->gpuMemoryMiB > 0 ? units / 1000 : 0;
+              r.binds.back().gpus.push_back(std::move(a));
+            }
+          }
+        }
         break;
       case Operation::Type::Pipeline:
       case Operation::Type::Repipeline:

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/api/gpu_request.h"
 #include "tessera/api/kinds.h"
 #include "tessera/api/objects.h"
 #include "tessera/api/resources.h"
@@ -42,6 +43,17 @@ struct TaskInfo {
   int32_t taskPriority = 0;  ///< label tessera.dev/task-priority
   std::string subGroup;      ///< label tessera.dev/subgroup
   bool assumed = false;      ///< bound by us, not yet confirmed by the watch
+  /// What the pod takes from its node's idle resources: `request` without nvidia.com/gpu for pods
+  /// that share GPUs (those are accounted through the node's GPU groups).
+  api::Resources nodeRequest;
+  /// The pod's GPU annotations (gpu-fraction, gpu-memory, policies, model filters); null when it
+  /// has none, or when they are invalid (then `gpuSpecError` says why and the pod is not placed).
+  std::shared_ptr<const api::PodGpuSpec> gpuSpec;
+  std::string gpuSpecError;
+  /// GPU groups a bound fractional pod holds (label tessera.dev/gpu-group, annotation
+  /// tessera.dev/gpu-groups for several devices).
+  std::vector<std::string> gpuGroups;
+  bool sharesGpu() const { return gpuSpec && gpuSpec->shared(); }
 };
 
 /// A PodGroup with its pods; a pod without a group is a job of one.
@@ -69,6 +81,20 @@ struct JobInfo {
   bool isSingleton() const { return key.rfind("Pod/", 0) == 0; }
 };
 
+/// One physical GPU of a node shared by fractional pods: a GPU group. It holds a whole GPU (through
+/// its reservation pod, or by itself while that pod does not exist yet) and divides it in units:
+/// milli-MiB when the node has the nvidia.com/gpu.memory label (capacity = MiB x 1000), else
+/// thousandths of a GPU (capacity 1000). Units are exact for both fractions and memory requests.
+struct GpuGroupInfo {
+  std::string id;
+  bool reserved = false;     ///< a (non-terminating) reservation pod holds its GPU
+  std::string reservationPod;///< "ns/name" of that pod
+  std::string uuid;          ///< GPU UUID the reservation pod reported (tessera.dev/gpu-uuid)
+  int64_t used = 0;          ///< units held by fractional pods (releasing ones included)
+  int64_t releasing = 0;     ///< units held by terminating fractional pods
+  int32_t pods = 0;          ///< fractional pods in the group
+};
+
 /// A node with its resource accounting.
 struct NodeInfo {
   std::shared_ptr<const api::Node> node;
@@ -80,8 +106,26 @@ struct NodeInfo {
   int32_t podCount = 0;
   std::vector<std::string> pods;          ///< keys "ns/name" of pods holding resources here, sorted
   std::vector<api::HostPort> usedPorts;   ///< host ports of those pods
+  /// GPU groups on this node, sorted by id. A group without a reservation pod still holds a GPU:
+  /// `used` includes 1 nvidia.com/gpu for each such group.
+  std::vector<GpuGroupInfo> gpuGroups;
+  /// Label nvidia.com/gpu.memory (MiB per GPU); 0 when absent or invalid (`gpuLabelError`).
+  int64_t gpuMemoryMiB = 0;
+  std::string gpuLabelError;
+  /// Capacity of one GPU in group units (see GpuGroupInfo).
+  int64_t gpuUnits() const { return gpuMemoryMiB > 0 ? gpuMemoryMiB * 1000 : 1000; }
+  const GpuGroupInfo* findGpuGroup(const std::string& id) const;
   api::Resources idle() const { return allocatable - used; }
 };
+
+/// Group units a fractional pod takes on each of its GPUs on `node`; 0 when it cannot run there
+/// (a gpu-memory request on a node without the nvidia.com/gpu.memory label).
+int64_t gpuUnitsOn(const api::PodGpuSpec& spec, const NodeInfo& node);
+/// What a fractional pod charges its queue, in milli-GPU: the fraction, or the memory as a portion
+/// of a GPU of `gpuMemoryMiB` (rounded up; 1000 per device when unknown), times the devices.
+int64_t gpuChargeMilli(const api::PodGpuSpec& spec, int64_t gpuMemoryMiB);
+/// The GPU groups named on a pod (annotation tessera.dev/gpu-groups, else label tessera.dev/gpu-group).
+std::vector<std::string> gpuGroupsOf(const api::ObjectMeta& meta);
 
 /// A queue with the totals of its own jobs.
 struct QueueInfo {

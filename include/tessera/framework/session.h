@@ -44,8 +44,29 @@ struct SessionTask {
   int index = -1;  ///< index in the job's tasks
   TaskState state = TaskState::Pending;
   int node = -1;   ///< index in Session::nodes() while on a node (or planned there)
+  /// What the task charges its job and queue (fractional pods: their milli-GPU share).
   const api::Resources& request() const { return info->request; }
+  /// What the task takes from its node's idle resources (fractional pods: no whole GPU; their
+  /// share is placed in the node's GPU groups).
+  const api::Resources& nodeRequest() const { return info->sharesGpu() ? info->nodeRequest : info->request; }
+  bool sharesGpu() const { return info->sharesGpu(); }
   const api::Pod& pod() const { return *info->pod; }
+};
+
+/// A GPU group within a session: the cache's, or one opened this cycle (a whole idle GPU that a
+/// fractional pod starts sharing). Amounts are in the node's group units (cache::GpuGroupInfo).
+struct SessionGpuGroup {
+  const cache::GpuGroupInfo* info = nullptr;  ///< null when opened this session
+  std::string id;
+  int64_t capacity = 0;
+  int64_t used = 0;       ///< held by fractional pods (releasing ones included)
+  int64_t releasing = 0;  ///< held by terminating or evicted fractional pods
+  int64_t pipelined = 0;  ///< promised to pipelined fractional pods
+  int32_t tasks = 0;      ///< fractional pods in it (bound, allocated, pipelined)
+  /// How an opened group took its GPU: 1 from idle GPUs, 2 from releasing ones (pipelined).
+  int8_t opened = 0;
+  int64_t free() const { return capacity - used; }
+  int64_t futureFree() const { return capacity - used + releasing - pipelined; }
 };
 
 struct SessionNode {
@@ -56,6 +77,7 @@ struct SessionNode {
   api::Resources pipelined;  ///< promised to pipelined tasks out of releasing (and idle) resources
   int32_t podCount = 0;
   std::vector<api::HostPort> addedPorts;  ///< host ports of tasks placed this cycle
+  std::vector<SessionGpuGroup> gpuGroups; ///< the cache's groups (same order), then opened ones
   const api::Node& node() const { return *info->node; }
   const std::string& name() const { return info->name; }
   /// Resources free once releasing pods are gone, minus what pipelined tasks were promised.
@@ -174,8 +196,9 @@ using PrePredicateFn = std::function<std::optional<std::string>(const SessionJob
 using PredicateFn = std::function<bool(const SessionTask& task, const SessionNode& node, std::string& reason)>;
 /// Node score; higher is better. Scores of all plugins are summed. Integers: no float ties.
 using NodeOrderFn = std::function<int64_t(const SessionTask& task, const SessionNode& node)>;
-/// GPU score within a node (GPU-sharing work); higher is better.
-using GpuOrderFn = std::function<int64_t(const SessionTask& task, const SessionNode& node, int gpuIndex)>;
+/// GPU score within a node for a fractional task; higher is better. `gpuGroup` indexes
+/// node.gpuGroups, or is -1 for a whole idle GPU the task would start a new group on.
+using GpuOrderFn = std::function<int64_t(const SessionTask& task, const SessionNode& node, int gpuGroup)>;
 /// Victim filters for preempt / reclaim: may `victim` be evicted for `claimant`?
 using VictimFn = std::function<bool(const SessionJob& claimant, const SessionTask& victim)>;
 /// Queue capacity check for placing `request` of `job`; a reason (OverLimit...) when it may not.
@@ -266,7 +289,14 @@ class Session {
   std::optional<std::string> prePredicate(const SessionJob& job, const SessionTask& task) const;
   bool predicate(const SessionTask& task, const SessionNode& node, std::string& reason) const;
   int64_t nodeScore(const SessionTask& task, const SessionNode& node) const;
-  int64_t gpuScore(const SessionTask& task, const SessionNode& node, int gpuIndex) const;
+  int64_t gpuScore(const SessionTask& task, const SessionNode& node, int gpuGroup) const;
+  /// Whether the task fits on the node's idle resources (`future`: idle + releasing - promised),
+  /// its GPU share included (a fractional task needs a group with room, or a whole GPU, per device).
+  bool fits(const SessionTask& task, const SessionNode& node, bool future) const;
+  /// Whether a fractional task finds its devices on the node (idle or future), ignoring cpu/memory.
+  bool gpuShareFits(const SessionTask& task, const SessionNode& node, bool future) const;
+  /// The node.gpuGroups indices a fractional task was given this session (empty otherwise).
+  const std::vector<int>& gpuGroupsOf(const SessionTask& task) const;
   bool preemptable(const SessionJob& claimant, const SessionTask& victim) const;
   bool reclaimable(const SessionJob& claimant, const SessionTask& victim) const;
   std::optional<std::string> capacityCheck(const SessionJob& job, const api::Resources& request) const;
@@ -411,6 +441,17 @@ class Session {
 
   std::vector<Operation> committed_;
   bool closed_ = false;
+  // ---- GPU sharing (session_gpu.cpp) ----
+  size_t slotOf(const SessionTask& task) const { return static_cast<size_t>(&task - tasks_.data()); }
+  void buildGpuGroups();
+  /// Places a fractional task's devices on the node's groups (opening groups on whole GPUs).
+  void takeGpus(SessionTask& task, SessionNode& node, bool pipelined);
+  /// Gives them back (undo of an allocate or pipeline).
+  void returnGpus(SessionTask& task, SessionNode& node, bool pipelined);
+  /// Marks (sign +1) or unmarks (-1) the task's share releasing (evict and its undo).
+  void releaseGpus(SessionTask& task, SessionNode& node, int sign);
+  std::string newGroupId(const SessionTask& task, const SessionNode& node, size_t k) const;
+  std::vector<std::vector<int>> taskGpus_;  ///< per task slot: indices into its node's gpuGroups
   std::vector<std::string> reasons_;            ///< interned messages
   std::map<std::string, int32_t, std::less<>> reasonIndex_;
   std::string scratch_;

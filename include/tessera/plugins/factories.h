@@ -23,6 +23,8 @@ PluginResult makeNodeOrder(framework::Args& args);
 PluginResult makeProportion(framework::Args& args);
 /// timeaware: queues' usage over a sliding window adjusts over-quota weights (off unless enabled).
 PluginResult makeTimeAware(framework::Args& args);
+/// gpushare: GPU-sharing annotations (validation), nodes able to host GPU shares, GPU model filters.
+PluginResult makeGpuShare(framework::Args& args);
 /// topology: topology-aware placement (required / preferred Topology levels, domain bin-packing).
 PluginResult makeTopology(framework::Args& args);
 

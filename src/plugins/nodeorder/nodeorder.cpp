@@ -2,6 +2,7 @@
 // scored on the task's GPUs, or on CPU for pods without GPUs, as KAI's node placement does.
 // The default comes from config (plugins.nodeorder.node); a pod may choose with the annotation
 // tessera.dev/node-policy. Scores are integers in [0, 1e6]: no floating-point ties.
+#include <algorithm>
 #include <string>
 
 #include "tessera/framework/session.h"
@@ -26,16 +27,9 @@ class NodeOrderPlugin final : public framework::Plugin {
 
   void onSessionOpen(framework::Session& ssn) override {
     lastTask_ = nullptr;  // task pointers of an earlier snapshot may be reused
-    ssn.addPrePredicateFn(name_, [](const framework::SessionJob&, const framework::SessionTask& task)
-                                     -> std::optional<std::string> {
-      const std::string* v = task.pod().meta.annotation(api::keys::kNodePolicy);
-      if (v && *v != "binpack" && *v != "spread")
-        return "Pod " + task.info->key + ": annotation " + api::keys::kNodePolicy + ": unknown value \"" + *v +
-               "\" (valid: binpack, spread)";
-      return std::nullopt;
-    });
     ssn.addNodeOrderFn(name_, [this](const framework::SessionTask& task, const framework::SessionNode& node) {
       const Policy policy = policyOf(task);
+      if (task.sharesGpu()) return shareScore(task, node, policy);
       const api::Resources& req = task.request();
       const bool byGpu = req.milliGpu > 0;
       const int64_t total = byGpu ? node.info->allocatable.milliGpu : node.info->allocatable.milliCpu;
@@ -46,15 +40,42 @@ class NodeOrderPlugin final : public framework::Plugin {
       const int64_t usedAfter = total - freeAfter;
       return policy == Policy::Binpack ? usedAfter * kMaxScore / total : freeAfter * kMaxScore / total;
     });
+    // GPU axis: which GPU group of the chosen node a fractional pod joins.
+    ssn.addGpuOrderFn(name_, [this](const framework::SessionTask& task, const framework::SessionNode& node,
+                                    int group) -> int64_t {
+      api::GpuPolicy p = task.info->gpuSpec ? task.info->gpuSpec->gpuPolicy : api::GpuPolicy::Unset;
+      const Policy policy = p == api::GpuPolicy::Unset ? args_.gpu : p == api::GpuPolicy::Spread ? Policy::Spread
+                                                                                                 : Policy::Binpack;
+      if (group < 0) return policy == Policy::Spread ? 2 * kMaxScore : 0;  // a whole idle GPU
+      const framework::SessionGpuGroup& g = node.gpuGroups[group];
+      if (g.capacity <= 0) return 0;
+      const int64_t usedAfter = std::min(g.capacity, g.used + cache::gpuUnitsOn(*task.info->gpuSpec, *node.info));
+      const int64_t fill = usedAfter * kMaxScore / g.capacity;
+      return policy == Policy::Binpack ? kMaxScore + fill : kMaxScore - fill;
+    });
   }
 
  private:
+  /// Node axis for a fractional pod: the node's GPU load, shared GPUs counted by how full their
+  /// groups are, after placing the pod's share.
+  int64_t shareScore(const framework::SessionTask& task, const framework::SessionNode& node, Policy policy) {
+    const int64_t total = node.info->allocatable.milliGpu;
+    if (total <= 0) return 0;
+    int64_t load = total - node.idle.milliGpu;  // whole GPUs in use, groups included
+    for (const auto& g : node.gpuGroups)
+      if (g.capacity > 0) load -= 1000 - g.used * 1000 / g.capacity;  // a group counts by its fill
+    load += task.request().milliGpu;
+    load = std::clamp<int64_t>(load, 0, total);
+    return policy == Policy::Binpack ? load * kMaxScore / total : (total - load) * kMaxScore / total;
+  }
+
   /// The task's policy; remembered for the last task, since it is asked once per node.
   Policy policyOf(const framework::SessionTask& task) {
     if (lastTask_ == task.info) return lastPolicy_;
     lastTask_ = task.info;
-    const std::string* v = task.pod().meta.annotation(api::keys::kNodePolicy);
-    lastPolicy_ = v ? (*v == "spread" ? Policy::Spread : Policy::Binpack) : args_.node;
+    // tessera.dev/node-policy, validated with the other GPU annotations (plugin gpushare).
+    const api::GpuPolicy p = task.info->gpuSpec ? task.info->gpuSpec->nodePolicy : api::GpuPolicy::Unset;
+    lastPolicy_ = p == api::GpuPolicy::Unset ? args_.node : p == api::GpuPolicy::Spread ? Policy::Spread : Policy::Binpack;
     return lastPolicy_;
   }
 

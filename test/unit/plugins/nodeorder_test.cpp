@@ -158,11 +158,15 @@ TEST_CASE("the tessera.dev/node-policy annotation overrides the config", "[nodeo
   }
 }
 
-TEST_CASE("an invalid node-policy annotation is a pre-predicate reason", "[nodeorder]") {
+TEST_CASE("an invalid node-policy annotation is a pre-predicate reason (plugin gpushare)", "[nodeorder]") {
   TestCluster c;
   cluster(c, "{tessera.dev/node-policy: fullest}");
   c.create(pod("good", "{cpu: \"1\"}", "", "{tessera.dev/node-policy: spread}"));
-  auto cfg = tessera::testing::configWith({nodeorder("binpack")});
+  nlohmann::json none = nlohmann::json::object();
+  tessera::framework::Args gargs("plugins.gpushare", &none);
+  auto gpushare = tessera::plugins::makeGpuShare(gargs);
+  REQUIRE(gpushare.ok());
+  auto cfg = tessera::testing::configWith({nodeorder("binpack"), std::move(gpushare).value()});
   Session ssn(c.snapshot(), cfg, c.clock);
   ssn.open();
   const auto& bad = tessera::testing::taskOf(ssn, "Pod/t/gpu-pod", "t/gpu-pod");

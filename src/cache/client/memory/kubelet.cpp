@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "store.h"
+#include "tessera/api/objects.h"
 #include "tessera/api/quantity.h"
 
 namespace tessera::cache {
@@ -234,6 +235,36 @@ MemoryCluster::KubeletReport MemoryCluster::kubeletTick() {
   // (3) Pods that have run for their sim.tessera.dev/duration complete.
   s.completeExpiredLocked(report.completed);
   return report;
+}
+
+void MemoryCluster::Impl::startReservationLocked(const Key& key) {
+  const Json* pod = find(api::Kind::Pod, key);
+  if (pod == nullptr || stringAt(*pod, "status", "phase") != "Pending") return;
+  const std::string nodeName = stringAt(*pod, "spec", "nodeName");
+  const Json* node = find(api::Kind::Node, Key{"", nodeName});
+  const int64_t total = node ? amount(allocatableOf(*node), "nvidia.com/gpu") / 1000 : 0;
+  std::set<int> taken;
+  for (const auto& [uid, alloc] : devices)
+    if (alloc.node == nodeName) taken.insert(alloc.devices.begin(), alloc.devices.end());
+  int device = -1;
+  for (int i = 0; i < total && device < 0; ++i)
+    if (!taken.count(i)) device = i;
+  Json next = *pod;
+  Json& status = next["status"];
+  if (device < 0) {
+    status["phase"] = "Failed";
+    status["reason"] = "OutOfnvidia.com/gpu";
+    status["message"] = "Pod was rejected: Node didn't have enough resource: nvidia.com/gpu";
+    modify(api::Kind::Pod, key, *pod, std::move(next));
+    return;
+  }
+  devices[stringAt(*pod, "metadata", "uid")] = memory::DeviceAllocation{nodeName, {device}};
+  status["phase"] = "Running";
+  status["startTime"] = api::formatTime(clock.now());
+  if (!next["metadata"].contains("annotations") || !next["metadata"]["annotations"].is_object())
+    next["metadata"]["annotations"] = Json::object();
+  next["metadata"]["annotations"][api::keys::kGpuUuidAnnotation] = "GPU-sim-" + nodeName + "-" + std::to_string(device);
+  modify(api::Kind::Pod, key, *pod, std::move(next));
 }
 
 std::vector<std::string> MemoryCluster::completeExpired() {

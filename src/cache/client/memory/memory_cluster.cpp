@@ -1,6 +1,7 @@
 // The object store, watch fan-out and write verbs of the in-memory cluster. The simulated kubelet and
 // device plugin live in kubelet.cpp; selectors and strategic merge in their own files.
 #include "tessera/cache/memory_cluster.h"
+#include "tessera/api/objects.h"
 
 #include <algorithm>
 #include <charconv>
@@ -174,6 +175,7 @@ Json MemoryCluster::Impl::commit(api::Kind kind, const Key& key, WatchEventType 
   auto& store = objects[kind];
   if (type == WatchEventType::Deleted) {
     store.erase(key);
+    pendingOwners.push_back(stringAt(object, "metadata", "uid"));
   } else {
     store[key] = object;
   }
@@ -195,7 +197,35 @@ Json MemoryCluster::Impl::commit(api::Kind kind, const Key& key, WatchEventType 
   trimHistory();
   undelivered.push_back(std::move(entry));
   deliver();
+  // Dependents of deleted objects go after them (their events follow the owner's).
+  while (!collecting && !pendingOwners.empty()) {
+    collecting = true;
+    std::string owner = std::move(pendingOwners.back());
+    pendingOwners.pop_back();
+    collectDependentsLocked(owner);
+    collecting = false;
+  }
   return object;
+}
+
+void MemoryCluster::Impl::collectDependentsLocked(const std::string& ownerUid) {
+  if (ownerUid.empty()) return;
+  std::vector<std::pair<api::Kind, Key>> doomed;
+  for (const auto& [kind, store] : objects)
+    for (const auto& [key, obj] : store) {
+      const Json* meta = obj.contains("metadata") ? &obj["metadata"] : nullptr;
+      if (!meta || !meta->contains("ownerReferences") || !(*meta)["ownerReferences"].is_array()) continue;
+      for (const auto& ref : (*meta)["ownerReferences"])
+        if (ref.is_object() && ref.value("uid", "") == ownerUid) {
+          doomed.emplace_back(kind, key);
+          break;
+        }
+    }
+  for (const auto& [kind, key] : doomed)
+    if (Json* obj = find(kind, key)) {
+      Json copy = *obj;
+      commit(kind, key, WatchEventType::Deleted, copy, copy);
+    }
 }
 
 void MemoryCluster::Impl::trimHistory() {
@@ -245,7 +275,14 @@ api::Result<Json> MemoryCluster::Impl::createLocked(api::Kind kind, Json object,
     if (!object.contains("status") || object["status"].is_null()) object["status"] = Json::object();
     if (stringAt(object["status"], "phase").empty()) object["status"]["phase"] = "Pending";
   }
-  return commit(kind, *key, WatchEventType::Added, std::move(object), Json());
+  Json stored = commit(kind, *key, WatchEventType::Added, std::move(object), Json());
+  if (kind == api::Kind::Pod && stringAt(stored, "metadata", "namespace") == api::keys::kReservationNamespace &&
+      !stringAt(stored, "spec", "nodeName").empty() && stored["metadata"].contains("labels") &&
+      stored["metadata"]["labels"].is_object() && stored["metadata"]["labels"].contains(api::keys::kGpuGroupLabel)) {
+    startReservationLocked(*key);
+    if (const Json* now = find(kind, *key)) return *now;
+  }
+  return stored;
 }
 
 Json MemoryCluster::Impl::modify(api::Kind kind, const Key& key, const Json& current, Json next) {

@@ -107,6 +107,8 @@ struct MemoryCluster::Impl {
   std::deque<std::shared_ptr<const memory::HistoryEntry>> undelivered;
   bool delivering = false;
   std::map<std::string, memory::DeviceAllocation> devices;  ///< by pod uid
+  std::vector<std::string> pendingOwners;  ///< uids of deleted objects whose dependents must go
+  bool collecting = false;
   std::map<std::string, memory::Fault> faults;
   std::map<std::string, int> callCounts;
 
@@ -144,6 +146,12 @@ struct MemoryCluster::Impl {
   /// Pod keys in creation order (by uid; uids sort in creation order).
   std::vector<Key> podsInCreationOrder() const;
   void completeExpiredLocked(std::vector<std::string>& completed);
+  /// The simulated device plugin and `tessera reserve` for a GPU reservation pod created on a node
+  /// (namespace tessera-reservation, label tessera.dev/gpu-group): it gets the lowest free GPU at
+  /// once, starts Running and reports a UUID in tessera.dev/gpu-uuid; Failed when no GPU is free.
+  void startReservationLocked(const Key& key);
+  /// Kubernetes' garbage collector: objects owned (ownerReferences) by a deleted object go too.
+  void collectDependentsLocked(const std::string& ownerUid);
 };
 
 }  // namespace tessera::cache

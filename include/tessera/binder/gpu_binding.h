@@ -1,0 +1,72 @@
+#pragma once
+/// The binder's GPU-sharing work (BRIEF.md, "reservation pods" and "fractional pod's GPU env"):
+/// before a fractional pod is bound, each of its GPU groups gets a reservation pod on the node
+/// (namespace tessera-reservation, `tessera reserve`, nvidia.com/gpu: 1) whose reported GPU UUID
+/// goes into the pod's GPU ConfigMap (NVIDIA_VISIBLE_DEVICES, GPU_MEMORY_LIMIT,
+/// CUDA_DEVICE_MEMORY_LIMIT, GPU_PORTION), and the pod is labelled with its group. After each
+/// cycle, reservation pods no fractional pod uses any more are deleted, and fractional pods whose
+/// reservation pod vanished are reported (and evicted, if configured).
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "tessera/api/clock.h"
+#include "tessera/api/result.h"
+#include "tessera/cache/cluster_client.h"
+#include "tessera/cache/snapshot.h"
+#include "tessera/framework/session.h"
+
+namespace tessera::binder {
+
+struct GpuBindingOptions {
+  std::string reservationNamespace = "tessera-reservation";
+  /// Image of reservation pods (the tessera image: its entrypoint has `tessera reserve`).
+  std::string reservationImage = "ghcr.io/tessera-sched/tessera:latest";
+  std::string reservationServiceAccount = "tessera-reservation";
+  /// How long to wait for a reservation pod to report its GPU UUID before giving up on the bind.
+  std::chrono::milliseconds uuidTimeout{60'000};
+  /// How often to look for the UUID while waiting.
+  std::chrono::milliseconds uuidPoll{250};
+  /// A group prepared for a bind is not garbage-collected for this long unless the cache shows
+  /// a pod in it (informer lag must not cost a reservation pod: KAI lost pods there).
+  api::Duration inflightGrace{60'000};
+  /// Evict running fractional pods whose reservation pod vanished (else: an event only).
+  bool evictOrphans = false;
+  std::string component = "tessera";
+  /// Waits (real time) between UUID polls; replaceable in tests.
+  std::function<void(std::chrono::milliseconds)> sleep;
+};
+
+/// Thread-safe: prepare() may run concurrently for different pods; work on one GPU group is
+/// serialized. collectGarbage() is called from one thread at a time.
+class GpuBinding {
+ public:
+  GpuBinding(cache::ClusterClient& client, const api::Clock& clock, GpuBindingOptions options = {});
+  ~GpuBinding();
+
+  /// Reservation pods (created when missing), UUIDs, ConfigMap, group labels: everything a
+  /// fractional pod needs before its bind. An error names the pod, the group and what failed.
+  api::Status prepare(const framework::SessionResult::Bind& bind);
+
+  /// Deletes reservation pods of groups no fractional pod holds (except groups with a bind in
+  /// flight), and reports fractional pods whose group lost its reservation pod. `snapshot` must be
+  /// current (taken after the cycle's binds), not the cycle's own.
+  void collectGarbage(const cache::Snapshot& snapshot);
+
+  /// Name of the reservation pod of a GPU group.
+  static std::string reservationPodName(const std::string& group);
+
+  /// Reservation pods deleted / orphaned pods reported since start (metrics, tests).
+  uint64_t deletedReservations() const;
+  uint64_t orphansReported() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tessera::binder

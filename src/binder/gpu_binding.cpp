@@ -1,0 +1,343 @@
+#include "tessera/binder/gpu_binding.h"
+
+#include <cstdio>
+#include <thread>
+#include <vector>
+
+#include "tessera/api/gpu_request.h"
+#include "tessera/api/objects.h"
+
+namespace tessera::binder {
+
+namespace {
+
+std::pair<std::string, std::string> splitKey(const std::string& key) {
+  auto slash = key.find('/');
+  if (slash == std::string::npos) return {"", key};
+  return {key.substr(0, slash), key.substr(slash + 1)};
+}
+
+std::string annotationOf(const cache::Json& obj, const char* key) {
+  if (!obj.is_object() || !obj.contains("metadata") || !obj["metadata"].is_object()) return "";
+  const auto& m = obj["metadata"];
+  if (!m.contains("annotations") || !m["annotations"].is_object()) return "";
+  const auto it = m["annotations"].find(key);
+  return it != m["annotations"].end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+bool terminating(const cache::Json& obj) {
+  return obj.is_object() && obj.contains("metadata") && obj["metadata"].is_object() &&
+         obj["metadata"].contains("deletionTimestamp") && !obj["metadata"]["deletionTimestamp"].is_null();
+}
+
+/// "0.5" for 500 thousandths, "0.125", "0.001".
+std::string portionText(int64_t milli) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%lld.%03lld", static_cast<long long>(milli / 1000),
+                static_cast<long long>(milli % 1000));
+  std::string s = buf;
+  while (s.size() > 3 && s.back() == '0') s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+struct GpuBinding::Impl {
+  cache::ClusterClient& client;
+  const api::Clock& clock;
+  GpuBindingOptions options;
+
+  std::mutex mu;  ///< guards groupLocks, inflight, counters, reported
+  std::map<std::string, std::shared_ptr<std::mutex>> groupLocks;
+  /// Groups prepared for a bind the cache may not show yet: group -> when prepared.
+  std::map<std::string, api::Time> inflight;
+  std::set<std::string> reportedOrphans;  ///< pod keys already told
+  uint64_t deleted = 0, orphans = 0, events = 0;
+
+  Impl(cache::ClusterClient& c, const api::Clock& k, GpuBindingOptions o) : client(c), clock(k), options(std::move(o)) {
+    if (!options.sleep) options.sleep = [](std::chrono::milliseconds d) { std::this_thread::sleep_for(d); };
+  }
+
+  std::shared_ptr<std::mutex> lockOf(const std::string& group) {
+    std::lock_guard<std::mutex> g(mu);
+    auto& l = groupLocks[group];
+    if (!l) l = std::make_shared<std::mutex>();
+    return l;
+  }
+
+  cache::Json reservationPod(const std::string& group, const std::string& node) const {
+    cache::Json env = cache::Json::array();
+    env.push_back({{"name", "POD_NAME"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.name"}}}}}});
+    env.push_back({{"name", "POD_NAMESPACE"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.namespace"}}}}}});
+    return {
+        {"apiVersion", "v1"},
+        {"kind", "Pod"},
+        {"metadata",
+         {{"name", reservationPodName(group)},
+          {"namespace", options.reservationNamespace},
+          {"labels",
+           {{api::keys::kGpuGroupLabel, group},
+            {"app.kubernetes.io/name", "tessera-reservation"},
+            {"app.kubernetes.io/managed-by", options.component}}}}},
+        {"spec",
+         {{"nodeName", node},
+          {"serviceAccountName", options.reservationServiceAccount},
+          {"terminationGracePeriodSeconds", 5},
+          {"priorityClassName", "system-node-critical"},
+          {"tolerations", cache::Json::array({{{"operator", "Exists"}}})},
+          {"containers",
+           cache::Json::array({{{"name", "reserve"},
+                                {"image", options.reservationImage},
+                                {"args", cache::Json::array({"reserve"})},
+                                {"env", env},
+                                {"resources",
+                                 {{"requests", {{"nvidia.com/gpu", "1"}, {"cpu", "1m"}, {"memory", "16Mi"}}},
+                                  {"limits", {{"nvidia.com/gpu", "1"}, {"cpu", "100m"}, {"memory", "64Mi"}}}}}}})}}},
+    };
+  }
+
+  /// The group's reservation pod exists on `node` and has reported its GPU: returns the UUID.
+  api::Result<std::string> ensureReservation(const std::string& group, const std::string& node) {
+    const std::string& ns = options.reservationNamespace;
+    const std::string name = reservationPodName(group);
+    auto existing = client.get(api::Kind::Pod, ns, name);
+    if (existing.ok() && terminating(*existing))
+      return api::makeError("GPU group " + group + ": reservation pod " + ns + "/" + name + " is terminating");
+    if (existing.ok()) {
+      const std::string on = (*existing)["spec"].value("nodeName", "");
+      if (on != node)
+        return api::makeError("GPU group " + group + ": reservation pod " + ns + "/" + name + " is on node " + on +
+                              ", not " + node);
+    } else if (existing.error().code == 404) {
+      auto created = client.create(api::Kind::Pod, reservationPod(group, node));
+      if (!created.ok() && created.error().code != 409)
+        return api::makeError("GPU group " + group + ": creating reservation pod " + ns + "/" + name + ": " +
+                              created.error().message);
+    } else {
+      return api::makeError("GPU group " + group + ": reading reservation pod " + ns + "/" + name + ": " +
+                            existing.error().message);
+    }
+    // Wait for `tessera reserve` (the device plugin gave it a GPU) to report the UUID.
+    const auto deadline = std::chrono::steady_clock::now() + options.uuidTimeout;
+    for (;;) {
+      auto pod = client.get(api::Kind::Pod, ns, name);
+      if (pod.ok()) {
+        const std::string uuid = annotationOf(*pod, api::keys::kGpuUuidAnnotation);
+        if (!uuid.empty()) return uuid;
+        if (pod->contains("status") && (*pod)["status"].value("phase", "") == "Failed")
+          break;  // the kubelet refused it (no free GPU): no point in waiting
+      }
+      if (std::chrono::steady_clock::now() >= deadline) break;
+      options.sleep(options.uuidPoll);
+    }
+    cache::DeleteOptions del;
+    del.gracePeriodSeconds = 0;
+    (void)client.remove(api::Kind::Pod, ns, name, del);
+    return api::makeError("GPU group " + group + ": reservation pod " + ns + "/" + name + " on node " + node +
+                          " did not report its GPU UUID (annotation " + api::keys::kGpuUuidAnnotation + ") within " +
+                          std::to_string(options.uuidTimeout.count() / 1000) + "s; deleted it");
+  }
+
+  api::Status writeConfigMap(const cache::Json& pod, const std::string& podKey,
+                             const std::vector<framework::SessionResult::GpuAssignment>& gpus,
+                             const std::vector<std::string>& uuids) {
+    const auto& meta = pod["metadata"];
+    const std::string ns = meta.value("namespace", "");
+    api::ObjectMeta m;
+    m.name = meta.value("name", "");
+    if (meta.contains("annotations") && meta["annotations"].is_object())
+      if (auto it = meta["annotations"].find(api::keys::kGpuConfigMapAnnotation);
+          it != meta["annotations"].end() && it->is_string())
+        m.annotations[api::keys::kGpuConfigMapAnnotation] = it->get<std::string>();
+    const std::string name = api::gpuConfigMapName(m);
+    std::string visible;
+    for (const auto& u : uuids) visible += (visible.empty() ? "" : ",") + u;
+    cache::Json data = {{"NVIDIA_VISIBLE_DEVICES", visible}, {"GPU_PORTION", portionText(gpus.front().portionMilli)}};
+    if (gpus.front().memoryMiB > 0) {
+      const std::string bytes = std::to_string(gpus.front().memoryMiB * 1024 * 1024);
+      data["GPU_MEMORY_LIMIT"] = bytes;
+      data["CUDA_DEVICE_MEMORY_LIMIT"] = bytes;
+    }
+    data["TESSERA_GPU_GROUPS"] = [&] {
+      std::string s;
+      for (const auto& g : gpus) s += (s.empty() ? "" : ",") + g.group;
+      return s;
+    }();
+    cache::Json cm = {
+        {"apiVersion", "v1"},
+        {"kind", "ConfigMap"},
+        {"metadata",
+         {{"name", name},
+          {"namespace", ns},
+          {"labels", {{"app.kubernetes.io/managed-by", options.component}}},
+          {"ownerReferences",
+           cache::Json::array({{{"apiVersion", "v1"},
+                                {"kind", "Pod"},
+                                {"name", m.name},
+                                {"uid", meta.value("uid", "")},
+                                {"blockOwnerDeletion", false}}})}}},
+        {"data", data},
+    };
+    auto created = client.create(api::Kind::ConfigMap, cm);
+    if (created.ok()) return {};
+    if (created.error().code != 409)
+      return api::makeError("Pod " + podKey + ": creating GPU ConfigMap " + ns + "/" + name + ": " +
+                            created.error().message);
+    // Left by an earlier attempt (a restart between reservation and bind): rewrite it.
+    auto cur = client.get(api::Kind::ConfigMap, ns, name);
+    if (!cur.ok())
+      return api::makeError("Pod " + podKey + ": reading GPU ConfigMap " + ns + "/" + name + ": " + cur.error().message);
+    cm["metadata"]["resourceVersion"] = (*cur)["metadata"].value("resourceVersion", "");
+    auto updated = client.update(api::Kind::ConfigMap, cm);
+    if (!updated.ok())
+      return api::makeError("Pod " + podKey + ": updating GPU ConfigMap " + ns + "/" + name + ": " +
+                            updated.error().message);
+    return {};
+  }
+
+  void event(const std::string& podKey, const std::string& uid, const std::string& type, const std::string& reason,
+             const std::string& message) {
+    auto [ns, name] = splitKey(podKey);
+    const std::string now = api::formatTime(clock.now());
+    uint64_t n;
+    {
+      std::lock_guard<std::mutex> g(mu);
+      n = ++events;
+    }
+    char suffix[40];
+    std::snprintf(suffix, sizeof suffix, ".gpu%012llx", static_cast<unsigned long long>(n));
+    cache::Json ev = {
+        {"apiVersion", "v1"},
+        {"kind", "Event"},
+        {"metadata", {{"name", name + suffix}, {"namespace", ns}}},
+        {"involvedObject", {{"apiVersion", "v1"}, {"kind", "Pod"}, {"namespace", ns}, {"name", name}, {"uid", uid}}},
+        {"reason", reason},
+        {"message", message},
+        {"type", type},
+        {"source", {{"component", options.component}}},
+        {"count", 1},
+        {"firstTimestamp", now},
+        {"lastTimestamp", now},
+    };
+    (void)client.create(api::Kind::Event, ev);
+  }
+};
+
+GpuBinding::GpuBinding(cache::ClusterClient& client, const api::Clock& clock, GpuBindingOptions options)
+    : impl_(std::make_unique<Impl>(client, clock, std::move(options))) {}
+GpuBinding::~GpuBinding() = default;
+
+std::string GpuBinding::reservationPodName(const std::string& group) { return "gpu-reservation-" + group; }
+
+api::Status GpuBinding::prepare(const framework::SessionResult::Bind& b) {
+  if (b.gpus.empty()) return {};
+  auto [ns, name] = splitKey(b.podKey);
+  {
+    std::lock_guard<std::mutex> g(impl_->mu);
+    for (const auto& a : b.gpus) impl_->inflight[a.group] = impl_->clock.now();
+  }
+  std::vector<std::string> uuids;
+  for (const auto& a : b.gpus) {
+    auto lock = impl_->lockOf(a.group);
+    std::lock_guard<std::mutex> g(*lock);  // one group at a time: one reservation pod per group
+    auto uuid = impl_->ensureReservation(a.group, b.node);
+    if (!uuid.ok()) return api::makeError("Pod " + b.podKey + ": " + uuid.error().message);
+    uuids.push_back(*uuid);
+  }
+  auto pod = impl_->client.get(api::Kind::Pod, ns, name);
+  if (!pod.ok()) return api::makeError("Pod " + b.podKey + ": reading it before binding: " + pod.error().message);
+  if (!b.podUid.empty() && (*pod)["metadata"].value("uid", "") != b.podUid)
+    return api::makeError("Pod " + b.podKey + ": replaced (uid changed) before binding", 409);
+  if (auto st = impl_->writeConfigMap(*pod, b.podKey, b.gpus, uuids); !st.ok()) return st;
+  // Label last: a pod labelled with a group is one the group's garbage collection accounts for.
+  std::string groups;
+  for (const auto& a : b.gpus) groups += (groups.empty() ? "" : ",") + a.group;
+  std::string uuidList;
+  for (const auto& u : uuids) uuidList += (uuidList.empty() ? "" : ",") + u;
+  cache::Json patch = {{"metadata",
+                        {{"labels", {{api::keys::kGpuGroupLabel, b.gpus.front().group}}},
+                         {"annotations",
+                          {{api::keys::kGpuGroupsAnnotation, groups}, {api::keys::kGpuUuidAnnotation, uuidList}}}}}};
+  auto patched = impl_->client.patch(api::Kind::Pod, ns, name, cache::PatchType::Merge, patch);
+  if (!patched.ok())
+    return api::makeError("Pod " + b.podKey + ": labelling it with GPU group " + b.gpus.front().group + ": " +
+                          patched.error().message);
+  return {};
+}
+
+void GpuBinding::collectGarbage(const cache::Snapshot& snap) {
+  const api::Time now = impl_->clock.now();
+  const auto& opts = impl_->options;
+  std::vector<std::pair<std::string, std::string>> unused;  // group, reservation pod key
+  std::set<std::string> orphanGroups;
+  {
+    std::lock_guard<std::mutex> g(impl_->mu);
+    for (const auto& n : snap.nodes)
+      for (const cache::GpuGroupInfo& grp : n->gpuGroups) {
+        auto in = impl_->inflight.find(grp.id);
+        const bool recent = in != impl_->inflight.end() && now - in->second < opts.inflightGrace;
+        if (grp.pods > 0) {
+          if (grp.reserved && in != impl_->inflight.end()) impl_->inflight.erase(in);  // the cache caught up
+          else if (!grp.reserved && !recent) orphanGroups.insert(grp.id);
+          continue;
+        }
+        if (!grp.reserved) continue;
+        if (recent) continue;  // a bind in flight: the cache may not show its pod yet
+        if (in != impl_->inflight.end()) impl_->inflight.erase(in);
+        unused.emplace_back(grp.id, grp.reservationPod);
+      }
+    // Forget in-flight groups long gone from every node (their bind failed).
+    for (auto it = impl_->inflight.begin(); it != impl_->inflight.end();)
+      it = (now - it->second).millis >= 2 * opts.inflightGrace.millis ? impl_->inflight.erase(it) : std::next(it);
+  }
+  for (const auto& [group, podKey] : unused) {
+    auto [ns, name] = splitKey(podKey);
+    cache::DeleteOptions del;
+    del.gracePeriodSeconds = 0;
+    auto st = impl_->client.remove(api::Kind::Pod, ns, name, del);
+    if (st.ok() || st.error().code == 404) {
+      std::lock_guard<std::mutex> g(impl_->mu);
+      ++impl_->deleted;
+      impl_->groupLocks.erase(group);
+    } else {
+      std::fprintf(stderr, "tessera: deleting unused GPU reservation pod %s: %s\n", podKey.c_str(),
+                   st.error().message.c_str());
+    }
+  }
+  if (orphanGroups.empty()) return;
+  // Fractional pods running on a GPU whose reservation pod vanished: the GPU is no longer held
+  // for them, and a whole-GPU pod may be given it by the device plugin.
+  for (const auto& job : snap.jobs)
+    for (const auto& t : job->tasks) {
+      if (t.status != cache::TaskStatus::Running && t.status != cache::TaskStatus::Bound) continue;
+      bool hit = false;
+      for (const auto& id : t.gpuGroups) hit = hit || orphanGroups.count(id);
+      if (!hit) continue;
+      {
+        std::lock_guard<std::mutex> g(impl_->mu);
+        if (!impl_->reportedOrphans.insert(t.key).second) continue;
+        ++impl_->orphans;
+      }
+      const std::string msg = "the GPU reservation pod of GPU group " + (t.gpuGroups.empty() ? "" : t.gpuGroups[0]) +
+                              " on node " + t.nodeName + " is gone: the GPU is no longer reserved for this pod" +
+                              (opts.evictOrphans ? "; evicting it" : "");
+      impl_->event(t.key, t.uid, "Warning", "GpuReservationLost", msg);
+      if (opts.evictOrphans) {
+        auto [ns, name] = splitKey(t.key);
+        cache::DeleteOptions del;
+        del.preconditionUid = t.uid;
+        (void)impl_->client.remove(api::Kind::Pod, ns, name, del);
+      }
+    }
+}
+
+uint64_t GpuBinding::deletedReservations() const {
+  std::lock_guard<std::mutex> g(impl_->mu);
+  return impl_->deleted;
+}
+uint64_t GpuBinding::orphansReported() const {
+  std::lock_guard<std::mutex> g(impl_->mu);
+  return impl_->orphans;
+}
+
+}  // namespace tessera::binder

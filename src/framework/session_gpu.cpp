@@ -1,0 +1,166 @@
+// GPU sharing in the session: fractional tasks take their share from GPU groups (one physical GPU
+// each), opening a group on a whole idle GPU when none suits them. The choice among a node's groups
+// is the GpuOrderFn's (GPU-axis binpack or spread, plugin nodeorder); ties go to the lower group
+// index, existing groups before new ones.
+#include <algorithm>
+#include <cstdio>
+
+#include "tessera/framework/session.h"
+
+namespace tessera::framework {
+
+namespace {
+
+const std::vector<int> kNoGpus;
+
+int64_t unitsOf(const SessionTask& task, const SessionNode& node) {
+  return cache::gpuUnitsOn(*task.info->gpuSpec, *node.info);
+}
+
+}  // namespace
+
+void Session::buildGpuGroups() {
+  for (SessionNode& n : nodes_) {
+    if (n.info->gpuGroups.empty()) continue;
+    n.gpuGroups.reserve(n.info->gpuGroups.size());
+    for (const cache::GpuGroupInfo& g : n.info->gpuGroups) {
+      SessionGpuGroup sg;
+      sg.info = &g;
+      sg.id = g.id;
+      sg.capacity = n.info->gpuUnits();
+      sg.used = g.used;
+      sg.releasing = g.releasing;
+      sg.tasks = g.pods;
+      n.gpuGroups.push_back(std::move(sg));
+    }
+  }
+}
+
+bool Session::gpuShareFits(const SessionTask& task, const SessionNode& node, bool future) const {
+  const int64_t units = unitsOf(task, node);
+  const int64_t capacity = node.info->gpuUnits();
+  if (units <= 0 || units > capacity) return false;
+  int64_t count = 0;
+  const int32_t want = task.info->gpuSpec->numDevices;
+  for (const SessionGpuGroup& g : node.gpuGroups)
+    if (g.capacity > 0 && (future ? g.futureFree() : g.free()) >= units && ++count >= want) return true;
+  const int64_t wholeMilli =
+      future ? node.idle.milliGpu + node.releasing.milliGpu - node.pipelined.milliGpu : node.idle.milliGpu;
+  count += std::max<int64_t>(0, wholeMilli / 1000);
+  return count >= want;
+}
+
+bool Session::fits(const SessionTask& task, const SessionNode& node, bool future) const {
+  const api::Resources& req = task.nodeRequest();
+  if (!req.fitsIn(future ? node.futureIdle() : node.idle)) return false;
+  return !task.sharesGpu() || gpuShareFits(task, node, future);
+}
+
+const std::vector<int>& Session::gpuGroupsOf(const SessionTask& task) const {
+  const size_t slot = slotOf(task);
+  return slot < taskGpus_.size() ? taskGpus_[slot] : kNoGpus;
+}
+
+std::string Session::newGroupId(const SessionTask& task, const SessionNode& node, size_t k) const {
+  // FNV-1a over node, pod uid and device number: stable for a placement, unique in practice.
+  uint64_t h = 1469598103934665603ULL;
+  auto mix = [&](const std::string& s) {
+    for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;
+    h = (h ^ 0xff) * 1099511628211ULL;
+  };
+  mix(node.name());
+  mix(task.info->uid.empty() ? task.info->key : task.info->uid);
+  mix(std::to_string(k));
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "g-%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+void Session::takeGpus(SessionTask& task, SessionNode& node, bool pipelined) {
+  const int64_t units = unitsOf(task, node);
+  const int32_t want = task.info->gpuSpec->numDevices;
+  struct Candidate {
+    int64_t score;
+    int group;  // -1: a whole GPU, opening a new group
+  };
+  std::vector<Candidate> cands;
+  for (size_t i = 0; i < node.gpuGroups.size(); ++i) {
+    const SessionGpuGroup& g = node.gpuGroups[i];
+    if (g.capacity > 0 && (pipelined ? g.futureFree() : g.free()) >= units)
+      cands.push_back({gpuScore(task, node, static_cast<int>(i)), static_cast<int>(i)});
+  }
+  const int64_t wholeMilli =
+      pipelined ? node.idle.milliGpu + node.releasing.milliGpu - node.pipelined.milliGpu : node.idle.milliGpu;
+  const int64_t whole = std::min<int64_t>(std::max<int64_t>(0, wholeMilli / 1000), want);
+  if (whole > 0) {
+    const int64_t s = gpuScore(task, node, -1);
+    for (int64_t i = 0; i < whole; ++i) cands.push_back({s, -1});
+  }
+  std::stable_sort(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) {
+    if (a.score != b.score) return a.score > b.score;
+    if ((a.group < 0) != (b.group < 0)) return b.group < 0;  // existing groups first
+    return a.group < b.group;
+  });
+  TESSERA_ASSERT(static_cast<int32_t>(cands.size()) >= want);
+  const size_t slot = slotOf(task);
+  if (taskGpus_.size() != tasks_.size()) taskGpus_.resize(tasks_.size());
+  std::vector<int>& mine = taskGpus_[slot];
+  mine.clear();
+  for (int32_t k = 0; k < want; ++k) {
+    int gi = cands[k].group;
+    if (gi < 0) {
+      SessionGpuGroup g;
+      g.id = newGroupId(task, node, static_cast<size_t>(k));
+      g.capacity = node.info->gpuUnits();
+      g.opened = pipelined ? 2 : 1;
+      if (pipelined) node.pipelined.milliGpu += 1000;
+      else node.idle.milliGpu -= 1000;
+      gi = static_cast<int>(node.gpuGroups.size());
+      node.gpuGroups.push_back(std::move(g));
+    }
+    SessionGpuGroup& g = node.gpuGroups[gi];
+    if (pipelined) g.pipelined += units;
+    else g.used += units;
+    g.tasks++;
+    mine.push_back(gi);
+  }
+}
+
+void Session::returnGpus(SessionTask& task, SessionNode& node, bool pipelined) {
+  const int64_t units = unitsOf(task, node);
+  const size_t slot = slotOf(task);
+  if (slot >= taskGpus_.size()) return;
+  std::vector<int>& mine = taskGpus_[slot];
+  // Newest first, so groups opened last are closed first (and can be popped).
+  for (auto it = mine.rbegin(); it != mine.rend(); ++it) {
+    SessionGpuGroup& g = node.gpuGroups[*it];
+    if (pipelined) g.pipelined -= units;
+    else g.used -= units;
+    g.tasks--;
+    if (g.opened != 0 && g.tasks == 0) {
+      if (g.opened == 2) node.pipelined.milliGpu -= 1000;
+      else node.idle.milliGpu += 1000;
+      if (*it == static_cast<int>(node.gpuGroups.size()) - 1) {
+        node.gpuGroups.pop_back();
+      } else {
+        g.opened = 0;  // closed: kept as an empty slot so later indices stay valid
+        g.capacity = 0;
+      }
+    }
+  }
+  mine.clear();
+}
+
+void Session::releaseGpus(SessionTask& task, SessionNode& node, int sign) {
+  const int64_t units = unitsOf(task, node);
+  const size_t slot = slotOf(task);
+  if (slot < taskGpus_.size() && !taskGpus_[slot].empty()) {
+    for (int gi : taskGpus_[slot]) node.gpuGroups[gi].releasing += sign * units;
+    return;
+  }
+  for (const std::string& id : task.info->gpuGroups)
+    for (SessionGpuGroup& g : node.gpuGroups)
+      if (g.id == id) g.releasing += sign * units;
+}
+
+}  // namespace tessera::framework
