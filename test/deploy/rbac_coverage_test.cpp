@@ -11,16 +11,16 @@
 
 #include <chrono>
 #include <csignal>
-#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <set>
-#include <spawn.h>
 #include <sstream>
-#include <sys/wait.h>
 #include <thread>
 #include <tuple>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tessera/api/convert.h"
@@ -107,12 +107,15 @@ struct Rbac {
         if (kind == "Role" || kind == "ClusterRole") {
           Role r{kind, meta.value("name", ""), kind == "Role" ? meta.value("namespace", "") : "", {}};
           for (const auto& j : d["rules"])
-            r.rules.push_back({strings(j, "apiGroups"), strings(j, "resources"), strings(j, "verbs"),
-                               strings(j, "resourceNames")});
+            r.rules.push_back(
+                {strings(j, "apiGroups"), strings(j, "resources"), strings(j, "verbs"), strings(j, "resourceNames")});
           roles.push_back(std::move(r));
         } else if (kind == "RoleBinding" || kind == "ClusterRoleBinding") {
-          Binding b{kind, kind == "RoleBinding" ? meta.value("namespace", "") : "", d["roleRef"].value("kind", ""),
-                    d["roleRef"].value("name", ""), {}};
+          Binding b{kind,
+                    kind == "RoleBinding" ? meta.value("namespace", "") : "",
+                    d["roleRef"].value("kind", ""),
+                    d["roleRef"].value("name", ""),
+                    {}};
           for (const auto& s : d["subjects"])
             if (s.value("kind", "") == "ServiceAccount")
               b.serviceAccounts.insert(s.value("namespace", "") + "/" + s.value("name", ""));
@@ -163,15 +166,19 @@ class DaemonProcess {
   DaemonProcess(const std::string& url, const std::string& leaseName) {
     const fs::path kc = tempDir() / "kubeconfig";
     std::ofstream(kc) << "apiVersion: v1\nkind: Config\ncurrent-context: t\n"
-                         "clusters: [{name: t, cluster: {server: \"" << url << "\"}}]\n"
+                         "clusters: [{name: t, cluster: {server: \""
+                      << url
+                      << "\"}}]\n"
                          "contexts: [{name: t, context: {cluster: t}}]\n";
     std::ofstream(tempDir() / "config.yaml") << "schedulePeriod: 200ms\n";
     log_ = (tempDir() / "daemon.log").string();
-    std::vector<std::string> args = {TESSERA_BINARY, "run", "--kubeconfig", kc.string(), "--health-port", "0",
-                                     "--health-address", "127.0.0.1", "--identity", "rbac-test",
-                                     "--lease-namespace", kSystemNs, "--lease-name", leaseName,
-                                     "--lease-duration", "3s", "--renew-deadline", "2s", "--retry-period", "200ms",
-                                     "--debounce", "10ms", "--config", (tempDir() / "config.yaml").string()};
+    std::vector<std::string> args = {
+        TESSERA_BINARY,     "run",       "--kubeconfig",      kc.string(),
+        "--health-port",    "0",         "--health-address",  "127.0.0.1",
+        "--identity",       "rbac-test", "--lease-namespace", kSystemNs,
+        "--lease-name",     leaseName,   "--lease-duration",  "3s",
+        "--renew-deadline", "2s",        "--retry-period",    "200ms",
+        "--debounce",       "10ms",      "--config",          (tempDir() / "config.yaml").string()};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -305,8 +312,8 @@ TEST_CASE("deploy: the RBAC in deploy/rbac covers every API call and grants noth
   auto dep = api::yamlToJson(readFile(deploy / "scheduler" / "deployment.yaml"));
   REQUIRE(dep.ok());
   const Json& podSpec = dep->front()["spec"]["template"]["spec"];
-  const std::string schedulerSa = dep->front()["metadata"].value("namespace", "") + "/" +
-                                  podSpec.value("serviceAccountName", "");
+  const std::string schedulerSa =
+      dep->front()["metadata"].value("namespace", "") + "/" + podSpec.value("serviceAccountName", "");
   const Json& args = podSpec["containers"][0]["args"];
   REQUIRE(argValue(args, "--lease-namespace") == kSystemNs);
   const std::string leaseName = argValue(args, "--lease-name");
@@ -397,7 +404,8 @@ TEST_CASE("deploy: the RBAC in deploy/rbac covers every API call and grants noth
   for (const auto& role : rbac.roles) {
     std::set<std::string> sas;
     for (const auto& b : rbac.bindings)
-      if (b.roleKind == role.kind && b.roleName == role.name && (role.kind == "ClusterRole" || b.namespace_ == role.namespace_))
+      if (b.roleKind == role.kind && b.roleName == role.name &&
+          (role.kind == "ClusterRole" || b.namespace_ == role.namespace_))
         sas.insert(b.serviceAccounts.begin(), b.serviceAccounts.end());
     for (const auto& rule : role.rules)
       for (const auto& g : rule.groups)
@@ -405,7 +413,8 @@ TEST_CASE("deploy: the RBAC in deploy/rbac covers every API call and grants noth
           for (const auto& verb : rule.verbs) {
             bool used = false;
             for (const auto& c : calls) {
-              const std::string r = c.req.subresource.empty() ? c.req.resource : c.req.resource + "/" + c.req.subresource;
+              const std::string r =
+                  c.req.subresource.empty() ? c.req.resource : c.req.resource + "/" + c.req.subresource;
               if (sas.count(c.serviceAccount) && c.req.apiGroup == g && r == res && c.req.verb == verb &&
                   (role.kind == "ClusterRole" || c.req.namespace_ == role.namespace_))
                 used = true;
