@@ -15,7 +15,15 @@ PACKAGES=(
   libboost-dev        # Asio and Beast (header-only; compiled once in src/cache/client/http)
   libssl-dev          # TLS to the API server
   prometheus-cpp-dev  # /metrics of tessera run (the core library only)
+  python3-jsonschema  # test/deploy: the CRD schemas against the examples
+  python3-yaml        # test/deploy: reading the manifests
 )
+# test/deploy renders deploy/ with `kubectl kustomize`: Debian's kubernetes-client, unless a
+# kubectl is installed already (from another package, which owns /usr/bin/kubectl: the two
+# cannot be installed together).
+if ! command -v kubectl >/dev/null 2>&1; then
+  PACKAGES+=(kubernetes-client)
+fi
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

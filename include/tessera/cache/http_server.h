@@ -14,6 +14,16 @@
 
 namespace tessera::cache {
 
+/// One request as Kubernetes authorization sees it: RBAC verb, API group, resource, subresource.
+struct ApiRequestRecord {
+  std::string verb;         ///< get, list, watch, create, update, patch, delete
+  std::string apiGroup;     ///< "" for the core group
+  std::string resource;     ///< plural, "pods"
+  std::string subresource;  ///< "", "status", "binding"
+  std::string namespace_;   ///< empty: cluster-scoped, or all namespaces
+  std::string name;         ///< empty for collections
+};
+
 struct ApiServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 0;  ///< 0: any free port (read it back with port())
@@ -25,6 +35,9 @@ struct ApiServerOptions {
   bool goneAsHttpStatus = false;
   /// Runs the simulated kubelet (MemoryCluster::kubeletTick, completeExpired) this often; 0 = never.
   int64_t kubeletPeriodMs = 0;
+  /// Optional: called for every request whose path names a known resource, before fault injection,
+  /// on a server thread (RBAC coverage tests record what the daemon asks for).
+  std::function<void(const ApiRequestRecord&)> onRequest;
 };
 
 /// Serves `cluster` at http://host:port. REST paths /api/v1/... and /apis/GROUP/VERSION/...:

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <vector>
@@ -239,6 +240,33 @@ class Listener {
 };
 
 std::string methodName(const Request& req) { return std::string(req.method_string()); }
+
+/// The request as an RBAC authorizer names it; nullopt when the path names no known resource.
+std::optional<ApiRequestRecord> authorizationRecord(const Request& req) {
+  const std::string target(req.target());
+  const auto q = target.find('?');
+  auto rp = http::parseResourcePath(target.substr(0, q));
+  if (!rp) return std::nullopt;
+  const api::KindInfo& ki = api::kindInfo(rp->kind);
+  ApiRequestRecord r{"", std::string(ki.group), std::string(ki.plural), rp->subresource, rp->ns, rp->name};
+  switch (req.method()) {
+    case bhttp::verb::get: {
+      if (!rp->name.empty()) {
+        r.verb = "get";
+        break;
+      }
+      auto query = http::parseQuery(q == std::string::npos ? std::string_view() : std::string_view(target).substr(q + 1));
+      r.verb = query["watch"] == "true" || query["watch"] == "1" ? "watch" : "list";
+      break;
+    }
+    case bhttp::verb::post: r.verb = "create"; break;
+    case bhttp::verb::put: r.verb = "update"; break;
+    case bhttp::verb::patch: r.verb = "patch"; break;
+    case bhttp::verb::delete_: r.verb = rp->name.empty() ? "deletecollection" : "delete"; break;
+    default: r.verb = methodName(req); break;
+  }
+  return r;
+}
 
 }  // namespace
 
@@ -571,6 +599,8 @@ api::Status ApiServer::start() {
       [weak](const std::shared_ptr<Session>& s, Request&& req) {
         auto impl = weak.lock();
         if (!impl) return s->close();
+        if (impl->options.onRequest)
+          if (auto rec = authorizationRecord(req)) impl->options.onRequest(*rec);
         // A watch whose RV is gone is answered 410 before any stream starts when so configured.
         if (impl->options.goneAsHttpStatus && req.method() == bhttp::verb::get) {
           const std::string target(req.target());

@@ -1,0 +1,426 @@
+// The RBAC in deploy/rbac/ covers every API call Tessera makes, and grants nothing it does not use.
+// Dynamic: the real `tessera run` (a child process) runs against the test API server, which records
+// every request as an RBAC authorizer names it (verb, API group, resource, subresource, namespace,
+// name); the cluster makes it list and watch everything, bind, preempt (DisruptionTarget, DELETE),
+// report unschedulable pods and gangs (status patch, Events) and hold and release the leader Lease.
+// Static: the calls of code paths this run does not reach (GPU sharing in the binder, status
+// writes, `tessera reserve`), each with the reason. Every call must be allowed by a rule bound to
+// its ServiceAccount in deploy/rbac/ (ClusterRoles anywhere, Roles in their namespace); every
+// (group, resource, verb) granted must be used by one of them. Nothing asserts on wall-clock time.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <tuple>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tessera/api/convert.h"
+#include "tessera/app/run.h"
+#include "tessera/cache/http_server.h"
+
+extern char** environ;
+
+using namespace tessera;
+using cache::ApiRequestRecord;
+using cache::Json;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kSystemNs = "tessera-system";
+const std::string kReservationNs = "tessera-reservation";
+
+std::string readFile(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+fs::path tempDir() {
+  static fs::path dir = [] {
+    fs::path d = fs::temp_directory_path() / ("tessera-rbac-" + std::to_string(::getpid()));
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+/// One API call: what RBAC authorizes, plus who makes it and why (for messages).
+struct Call {
+  std::string serviceAccount;  ///< "namespace/name"
+  ApiRequestRecord req;
+  std::string why;
+};
+
+std::string describe(const ApiRequestRecord& r) {
+  std::string s = r.verb + " " + (r.apiGroup.empty() ? "core" : r.apiGroup) + "/" + r.resource;
+  if (!r.subresource.empty()) s += "/" + r.subresource;
+  s += r.namespace_.empty() ? " (cluster-wide)" : " in namespace " + r.namespace_;
+  if (!r.name.empty()) s += " named " + r.name;
+  return s;
+}
+
+// ---- RBAC as the API server evaluates it ----
+
+struct Rule {
+  std::set<std::string> groups, resources, verbs, names;
+};
+struct Role {
+  std::string kind, name, namespace_;  ///< namespace_ empty for ClusterRoles
+  std::vector<Rule> rules;
+};
+struct Binding {
+  std::string kind, namespace_, roleKind, roleName;
+  std::set<std::string> serviceAccounts;  ///< "namespace/name"
+};
+
+std::set<std::string> strings(const Json& j, const char* key) {
+  std::set<std::string> out;
+  if (j.contains(key) && j[key].is_array())
+    for (const auto& v : j[key]) out.insert(v.get<std::string>());
+  return out;
+}
+
+struct Rbac {
+  std::vector<Role> roles;
+  std::vector<Binding> bindings;
+
+  void load(const fs::path& dir) {
+    for (const auto& entry : fs::directory_iterator(dir)) {
+      if (entry.path().extension() != ".yaml" || entry.path().filename() == "kustomization.yaml") continue;
+      auto docs = api::yamlToJson(readFile(entry.path()));
+      INFO(entry.path());
+      REQUIRE(docs.ok());
+      for (const auto& d : *docs) {
+        const std::string kind = d.value("kind", "");
+        const Json& meta = d["metadata"];
+        if (kind == "Role" || kind == "ClusterRole") {
+          Role r{kind, meta.value("name", ""), kind == "Role" ? meta.value("namespace", "") : "", {}};
+          for (const auto& j : d["rules"])
+            r.rules.push_back(
+                {strings(j, "apiGroups"), strings(j, "resources"), strings(j, "verbs"), strings(j, "resourceNames")});
+          roles.push_back(std::move(r));
+        } else if (kind == "RoleBinding" || kind == "ClusterRoleBinding") {
+          Binding b{kind,
+                    kind == "RoleBinding" ? meta.value("namespace", "") : "",
+                    d["roleRef"].value("kind", ""),
+                    d["roleRef"].value("name", ""),
+                    {}};
+          for (const auto& s : d["subjects"])
+            if (s.value("kind", "") == "ServiceAccount")
+              b.serviceAccounts.insert(s.value("namespace", "") + "/" + s.value("name", ""));
+          bindings.push_back(std::move(b));
+        }
+      }
+    }
+  }
+
+  const Role* role(const std::string& kind, const std::string& name, const std::string& ns) const {
+    for (const auto& r : roles)
+      if (r.kind == kind && r.name == name && (kind == "ClusterRole" || r.namespace_ == ns)) return &r;
+    return nullptr;
+  }
+
+  /// The rules that apply to `sa` for a request in namespace `ns` (empty: cluster-wide).
+  std::vector<const Rule*> rulesFor(const std::string& sa, const std::string& ns) const {
+    std::vector<const Rule*> out;
+    for (const auto& b : bindings) {
+      if (!b.serviceAccounts.count(sa)) continue;
+      if (b.kind == "RoleBinding" && (ns.empty() || b.namespace_ != ns)) continue;
+      const Role* r = role(b.roleKind, b.roleName, b.namespace_);
+      if (!r) continue;
+      for (const auto& rule : r->rules) out.push_back(&rule);
+    }
+    return out;
+  }
+
+  static bool matches(const Rule& rule, const ApiRequestRecord& req) {
+    const std::string res = req.subresource.empty() ? req.resource : req.resource + "/" + req.subresource;
+    if (!rule.groups.count(req.apiGroup) || !rule.resources.count(res) || !rule.verbs.count(req.verb)) return false;
+    // resourceNames never match list, watch or create (the name is not known to the authorizer).
+    if (!rule.names.empty()) return !req.name.empty() && rule.names.count(req.name);
+    return true;
+  }
+
+  bool allows(const std::string& sa, const ApiRequestRecord& req) const {
+    for (const Rule* r : rulesFor(sa, req.namespace_))
+      if (matches(*r, req)) return true;
+    return false;
+  }
+};
+
+// ---- the daemon against the recording test API server ----
+
+class DaemonProcess {
+ public:
+  DaemonProcess(const std::string& url, const std::string& leaseName) {
+    const fs::path kc = tempDir() / "kubeconfig";
+    std::ofstream(kc) << "apiVersion: v1\nkind: Config\ncurrent-context: t\n"
+                         "clusters: [{name: t, cluster: {server: \""
+                      << url
+                      << "\"}}]\n"
+                         "contexts: [{name: t, context: {cluster: t}}]\n";
+    std::ofstream(tempDir() / "config.yaml") << "schedulePeriod: 200ms\n";
+    log_ = (tempDir() / "daemon.log").string();
+    std::vector<std::string> args = {
+        TESSERA_BINARY,     "run",       "--kubeconfig",      kc.string(),
+        "--health-port",    "0",         "--health-address",  "127.0.0.1",
+        "--identity",       "rbac-test", "--lease-namespace", kSystemNs,
+        "--lease-name",     leaseName,   "--lease-duration",  "3s",
+        "--renew-deadline", "2s",        "--retry-period",    "200ms",
+        "--debounce",       "10ms",      "--config",          (tempDir() / "config.yaml").string()};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    const int rc = posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    REQUIRE(rc == 0);
+  }
+  ~DaemonProcess() { kill(SIGKILL); }
+  int kill(int sig) {
+    if (pid_ <= 0) return -1;
+    ::kill(pid_, sig);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return status;
+  }
+  std::string log() const { return readFile(log_); }
+
+ private:
+  pid_t pid_ = -1;
+  std::string log_;
+};
+
+/// Polls `cond` until it holds; the deadline only guards against a hang.
+template <class Cond>
+bool eventually(Cond cond, int seconds = 120) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling interval, not a timing assumption
+  }
+  return false;
+}
+
+// A preemption, a bind, an unschedulable pod and an incomplete gang, with every kind the cache
+// watches present (Topology included).
+const char* const kCluster = R"(
+name: rbac-coverage
+objects:
+  - {apiVersion: v1, kind: Namespace, metadata: {name: team-a}}
+  - {apiVersion: v1, kind: Namespace, metadata: {name: tessera-system}}
+  - {apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, metadata: {name: low}, value: 50}
+  - {apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, metadata: {name: high}, value: 75}
+  - apiVersion: scheduling.tessera.dev/v1alpha1
+    kind: Queue
+    metadata: {name: default}
+    spec:
+      resources:
+        gpu: {quota: "-1", limit: "-1", overQuotaWeight: "1"}
+        cpu: {quota: "-1", limit: "-1", overQuotaWeight: "1"}
+        memory: {quota: "-1", limit: "-1", overQuotaWeight: "1"}
+  - apiVersion: scheduling.tessera.dev/v1alpha1
+    kind: Topology
+    metadata: {name: cluster}
+    spec: {levels: [{nodeLabel: kubernetes.io/hostname}]}
+  - apiVersion: scheduling.tessera.dev/v1alpha1
+    kind: PodGroup
+    metadata: {name: gang, namespace: team-a}
+    spec: {minMember: 3}
+  - apiVersion: v1
+    kind: Node
+    metadata: {name: gpu-1, labels: {kubernetes.io/hostname: gpu-1}}
+    status:
+      allocatable: {cpu: "64", memory: 512Gi, pods: "110", nvidia.com/gpu: "4"}
+      conditions: [{type: Ready, status: "True"}]
+  - apiVersion: v1
+    kind: Pod
+    metadata: {name: victim, namespace: team-a, creationTimestamp: "2025-12-31T00:00:00Z"}
+    spec:
+      schedulerName: tessera
+      nodeName: gpu-1
+      priorityClassName: low
+      priority: 50
+      containers:
+        - {name: c, image: x, resources: {requests: {nvidia.com/gpu: "4"}, limits: {nvidia.com/gpu: "4"}}}
+    status: {phase: Running, startTime: "2025-12-31T00:00:00Z"}
+  - apiVersion: v1
+    kind: Pod
+    metadata: {name: preemptor, namespace: team-a}
+    spec:
+      schedulerName: tessera
+      priorityClassName: high
+      priority: 75
+      containers:
+        - {name: c, image: x, resources: {requests: {nvidia.com/gpu: "4"}, limits: {nvidia.com/gpu: "4"}}}
+  - apiVersion: v1
+    kind: Pod
+    metadata: {name: too-big, namespace: team-a}
+    spec:
+      schedulerName: tessera
+      containers:
+        - {name: c, image: x, resources: {requests: {nvidia.com/gpu: "64"}, limits: {nvidia.com/gpu: "64"}}}
+  - apiVersion: v1
+    kind: Pod
+    metadata: {name: gang-0, namespace: team-a, annotations: {pod-group-name: gang}}
+    spec:
+      schedulerName: tessera
+      containers:
+        - {name: c, image: x, resources: {requests: {cpu: "1"}}}
+)";
+
+bool podScheduledFalse(cache::MemoryCluster& cluster, const std::string& ns, const std::string& name) {
+  auto p = cluster.get(api::Kind::Pod, ns, name);
+  if (!p.ok() || !p->contains("status") || !(*p)["status"].contains("conditions")) return false;
+  for (const auto& c : (*p)["status"]["conditions"])
+    if (c.value("type", "") == "PodScheduled" && c.value("status", "") == "False") return true;
+  return false;
+}
+
+std::string argValue(const Json& args, const std::string& flag) {
+  for (const auto& a : args) {
+    const std::string s = a.get<std::string>();
+    if (s.rfind(flag + "=", 0) == 0) return s.substr(flag.size() + 1);
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("deploy: the RBAC in deploy/rbac covers every API call and grants nothing unused") {
+  const fs::path deploy = fs::path(TESSERA_SOURCE_DIR) / "deploy";
+  Rbac rbac;
+  rbac.load(deploy / "rbac");
+
+  // The scheduler's ServiceAccount and Lease, as deploy/scheduler/deployment.yaml runs it.
+  auto dep = api::yamlToJson(readFile(deploy / "scheduler" / "deployment.yaml"));
+  REQUIRE(dep.ok());
+  const Json& podSpec = dep->front()["spec"]["template"]["spec"];
+  const std::string schedulerSa =
+      dep->front()["metadata"].value("namespace", "") + "/" + podSpec.value("serviceAccountName", "");
+  const Json& args = podSpec["containers"][0]["args"];
+  REQUIRE(argValue(args, "--lease-namespace") == kSystemNs);
+  const std::string leaseName = argValue(args, "--lease-name");
+  REQUIRE(!leaseName.empty());
+  const std::string reservationSa = kReservationNs + "/tessera-reservation";
+
+  // ---- dynamic: run the daemon and record what it asks for ----
+  std::mutex mu;
+  std::vector<ApiRequestRecord> recorded;
+  api::SystemClock clock;
+  cache::MemoryCluster cluster(clock);
+  const fs::path scenario = tempDir() / "cluster.yaml";
+  std::ofstream(scenario) << kCluster;
+  REQUIRE(app::loadScenarioObjects(scenario.string(), cluster, clock.now()).ok());
+  cache::ApiServerOptions so;
+  so.kubeletPeriodMs = 50;
+  so.onRequest = [&](const ApiRequestRecord& r) {
+    std::lock_guard lock(mu);
+    recorded.push_back(r);
+  };
+  cache::ApiServer server(cluster, so);
+  REQUIRE(server.start().ok());
+  {
+    DaemonProcess daemon(server.url(), leaseName);
+    const bool done = eventually([&] {
+      auto p = cluster.get(api::Kind::Pod, "team-a", "preemptor");
+      const bool bound = p.ok() && !(*p)["spec"].value("nodeName", "").empty();
+      return bound && podScheduledFalse(cluster, "team-a", "too-big") && podScheduledFalse(cluster, "team-a", "gang-0");
+    });
+    INFO(daemon.log());
+    REQUIRE(done);
+    CHECK(daemon.kill(SIGTERM) == 0);  // gives the Lease up: one more update
+  }
+  server.stop();
+
+  std::vector<Call> calls;
+  {
+    std::lock_guard lock(mu);
+    for (const auto& r : recorded) calls.push_back({schedulerSa, r, "recorded from tessera run"});
+  }
+  // What the run must have shown, so a broken run cannot pass by making no calls.
+  auto seen = [&](const std::string& verb, const std::string& resource, const std::string& sub = "") {
+    for (const auto& c : calls)
+      if (c.req.verb == verb && c.req.resource == resource && c.req.subresource == sub) return true;
+    return false;
+  };
+  for (const char* res : {"pods", "nodes", "podgroups", "queues", "topologies", "priorityclasses"}) {
+    INFO(res);
+    CHECK(seen("list", res));
+    CHECK(seen("watch", res));
+  }
+  CHECK(seen("create", "pods", "binding"));
+  CHECK(seen("patch", "pods", "status"));
+  CHECK(seen("delete", "pods"));
+  CHECK(seen("create", "events"));
+  CHECK(seen("create", "leases"));
+  CHECK(seen("update", "leases"));
+
+  // ---- static: code paths the run above does not reach ----
+  auto add = [&](const std::string& sa, ApiRequestRecord r, const std::string& why) {
+    calls.push_back({sa, std::move(r), why});
+  };
+  add(schedulerSa, {"get", "", "pods", "", "team-a", "p"}, "binder: re-reads a pod after a 409 on bind");
+  add(schedulerSa, {"create", "", "pods", "", kReservationNs, ""}, "binder: GPU reservation pod (one per shared GPU)");
+  add(schedulerSa, {"delete", "", "pods", "", kReservationNs, "r"}, "binder: reservation pod garbage collection");
+  add(schedulerSa, {"patch", "", "pods", "", "team-a", "p"}, "binder: GPU group label on a fractional pod");
+  for (const char* verb : {"create", "get", "patch", "delete"})
+    add(schedulerSa, {verb, "", "configmaps", "", "team-a", "p-tessera-gpu"},
+        "binder: the fractional pod's GPU ConfigMap <pod>-tessera-gpu in its namespace");
+  add(schedulerSa, {"patch", "", "events", "", "team-a", "e"}, "binder: a repeated event updates count");
+  for (const char* verb : {"patch", "update"}) {
+    add(schedulerSa, {verb, "scheduling.tessera.dev", "podgroups", "status", "team-a", "pg"}, "PodGroup status writer");
+    add(schedulerSa, {verb, "scheduling.tessera.dev", "queues", "status", "", "q"}, "Queue status writer");
+  }
+  add(schedulerSa, {"get", "coordination.k8s.io", "leases", "", kSystemNs, leaseName}, "leader election: read");
+  for (const char* verb : {"get", "patch"})
+    add(reservationSa, {verb, "", "pods", "", kReservationNs, "tessera-reserve-x"},
+        "tessera reserve: reads its pod, writes tessera.dev/gpu-uuid");
+
+  // ---- every call allowed ----
+  std::set<std::string> denied;
+  for (const auto& c : calls)
+    if (!rbac.allows(c.serviceAccount, c.req))
+      denied.insert(c.serviceAccount + ": " + describe(c.req) + " (" + c.why + ")");
+  for (const auto& d : denied) FAIL_CHECK("not allowed by deploy/rbac: " << d);
+
+  // ---- every grant used (the Roles and ClusterRoles of Tessera's own components) ----
+  for (const auto& role : rbac.roles) {
+    std::set<std::string> sas;
+    for (const auto& b : rbac.bindings)
+      if (b.roleKind == role.kind && b.roleName == role.name &&
+          (role.kind == "ClusterRole" || b.namespace_ == role.namespace_))
+        sas.insert(b.serviceAccounts.begin(), b.serviceAccounts.end());
+    for (const auto& rule : role.rules)
+      for (const auto& g : rule.groups)
+        for (const auto& res : rule.resources)
+          for (const auto& verb : rule.verbs) {
+            bool used = false;
+            for (const auto& c : calls) {
+              const std::string r =
+                  c.req.subresource.empty() ? c.req.resource : c.req.resource + "/" + c.req.subresource;
+              if (sas.count(c.serviceAccount) && c.req.apiGroup == g && r == res && c.req.verb == verb &&
+                  (role.kind == "ClusterRole" || c.req.namespace_ == role.namespace_))
+                used = true;
+            }
+            INFO(role.kind << " " << role.name << " grants " << verb << " " << (g.empty() ? "core" : g) << "/" << res);
+            CHECK(used);
+          }
+  }
+}
