@@ -21,6 +21,7 @@
 #include "tessera/app/registry.h"
 #include "tessera/app/run.h"
 #include "tessera/binder/binder.h"
+#include "tessera/binder/gpu_binding.h"
 #include "tessera/cache/cache.h"
 #include "tessera/cache/http_client.h"
 #include "tessera/cache/http_server.h"
@@ -43,6 +44,7 @@ struct RunFlags {
   std::string healthAddress = "0.0.0.0";
   int healthPort = 10259;
   api::Duration debounce{100};
+  binder::GpuBindingOptions gpu;  ///< --reservation-image, --reservation-timeout, --evict-orphaned-gpu-pods
 };
 
 const char* const kUsage =
@@ -50,7 +52,8 @@ const char* const kUsage =
     "                   [--scheduler-name NAME] [--kube-api-qps 50] [--kube-api-burst 100]\n"
     "                   [--leader-elect=true|false] [--lease-name tessera] [--lease-namespace kube-system]\n"
     "                   [--lease-duration 15s] [--renew-deadline 10s] [--retry-period 2s] [--identity ID]\n"
-    "                   [--health-address 0.0.0.0] [--health-port 10259] [--debounce 100ms]\n";
+    "                   [--health-address 0.0.0.0] [--health-port 10259] [--debounce 100ms]\n"
+    "                   [--reservation-image IMAGE] [--reservation-timeout 60s] [--evict-orphaned-gpu-pods]\n";
 
 api::Result<RunFlags> parseFlags(const std::vector<std::string>& args) {
   RunFlags f;
@@ -107,6 +110,13 @@ api::Result<RunFlags> parseFlags(const std::vector<std::string>& args) {
     else if (a == "--health-address") { auto s = value(); if (!s.ok()) return s.error(); f.healthAddress = *s; }
     else if (a == "--health-port") { st = number(n); f.healthPort = static_cast<int>(n); }
     else if (a == "--debounce") st = duration(f.debounce);
+    else if (a == "--reservation-image") { auto s = value(); if (!s.ok()) return s.error(); f.gpu.reservationImage = *s; }
+    else if (a == "--reservation-timeout") {
+      api::Duration d;
+      st = duration(d);
+      f.gpu.uuidTimeout = std::chrono::milliseconds(d.millis);
+    }
+    else if (a == "--evict-orphaned-gpu-pods") f.gpu.evictOrphans = !hasValue || v == "true";
     else return api::makeError("unknown flag " + a);
     if (!st.ok()) return st.error();
   }
@@ -255,7 +265,12 @@ class Daemon {
     ready_ = true;
     log("cache synced; scheduler name " + config.schedulerName);
 
-    binder::Binder binder(**client, cache, clock);
+    // Fractional GPUs: reservation pods, UUIDs and ConfigMaps before binds; unused reservations
+    // collected after each cycle (the first one after start is the full resync).
+    binder::GpuBinding gpu(**client, clock, flags_.gpu);
+    binder::BinderOptions bopts;
+    bopts.preBind = [&gpu](const framework::SessionResult::Bind& b) { return gpu.prepare(b); };
+    binder::Binder binder(**client, cache, clock, bopts);
     framework::Scheduler scheduler(cache, config, clock, binder);
 
     // ---- leader election ----
@@ -305,6 +320,7 @@ class Daemon {
       if (!leading_ || (elector && !elector->isLeader())) continue;
       framework::CycleStats stats;
       framework::SessionResult result = scheduler.runCycle(&stats);
+      gpu.collectGarbage(*result.snapshot, &result);
       record(stats, result, binder);
       if (auto r = cache.relists(); r > relistsSeen) {
         metrics_.relists.Add({}).Increment(static_cast<double>(r - relistsSeen));

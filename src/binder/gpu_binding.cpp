@@ -265,13 +265,16 @@ api::Status GpuBinding::prepare(const framework::SessionResult::Bind& b) {
   return {};
 }
 
-void GpuBinding::collectGarbage(const cache::Snapshot& snap) {
+void GpuBinding::collectGarbage(const cache::Snapshot& snap, const framework::SessionResult* decisions) {
   const api::Time now = impl_->clock.now();
   const auto& opts = impl_->options;
   std::vector<std::pair<std::string, std::string>> unused;  // group, reservation pod key
   std::set<std::string> orphanGroups;
   {
     std::lock_guard<std::mutex> g(impl_->mu);
+    if (decisions)
+      for (const auto& b : decisions->binds)
+        for (const auto& a : b.gpus) impl_->inflight[a.group] = now;
     for (const auto& n : snap.nodes)
       for (const cache::GpuGroupInfo& grp : n->gpuGroups) {
         auto in = impl_->inflight.find(grp.id);

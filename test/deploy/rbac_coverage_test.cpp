@@ -225,6 +225,22 @@ name: rbac-coverage
 objects:
   - {apiVersion: v1, kind: Namespace, metadata: {name: team-a}}
   - {apiVersion: v1, kind: Namespace, metadata: {name: tessera-system}}
+  - {apiVersion: v1, kind: Namespace, metadata: {name: tessera-reservation}}
+  - apiVersion: v1
+    kind: Node
+    metadata:
+      name: shared-1
+      labels: {kubernetes.io/hostname: shared-1, nvidia.com/gpu.memory: "81920", nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}
+    status:
+      allocatable: {cpu: "8", memory: 64Gi, pods: "110", nvidia.com/gpu: "1"}
+      conditions: [{type: Ready, status: "True"}]
+  - apiVersion: v1
+    kind: Pod
+    metadata: {name: frac, namespace: team-a, annotations: {gpu-fraction: "0.5"}}
+    spec:
+      schedulerName: tessera
+      containers:
+        - {name: c, image: x, resources: {requests: {cpu: "1"}}}
   - {apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, metadata: {name: low}, value: 50}
   - {apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, metadata: {name: high}, value: 75}
   - apiVersion: scheduling.tessera.dev/v1alpha1
@@ -341,7 +357,10 @@ TEST_CASE("deploy: the RBAC in deploy/rbac covers every API call and grants noth
     const bool done = eventually([&] {
       auto p = cluster.get(api::Kind::Pod, "team-a", "preemptor");
       const bool bound = p.ok() && !(*p)["spec"].value("nodeName", "").empty();
-      return bound && podScheduledFalse(cluster, "team-a", "too-big") && podScheduledFalse(cluster, "team-a", "gang-0");
+      auto f = cluster.get(api::Kind::Pod, "team-a", "frac");
+      const bool fracBound = f.ok() && !(*f)["spec"].value("nodeName", "").empty();
+      return bound && fracBound && podScheduledFalse(cluster, "team-a", "too-big") &&
+             podScheduledFalse(cluster, "team-a", "gang-0");
     });
     INFO(daemon.log());
     REQUIRE(done);
@@ -371,18 +390,19 @@ TEST_CASE("deploy: the RBAC in deploy/rbac covers every API call and grants noth
   CHECK(seen("create", "events"));
   CHECK(seen("create", "leases"));
   CHECK(seen("update", "leases"));
+  CHECK(seen("create", "pods"));        // the GPU reservation pod
+  CHECK(seen("create", "configmaps"));  // the fractional pod's GPU ConfigMap
+  CHECK(seen("patch", "pods"));         // its GPU group label
 
   // ---- static: code paths the run above does not reach ----
   auto add = [&](const std::string& sa, ApiRequestRecord r, const std::string& why) {
     calls.push_back({sa, std::move(r), why});
   };
   add(schedulerSa, {"get", "", "pods", "", "team-a", "p"}, "binder: re-reads a pod after a 409 on bind");
-  add(schedulerSa, {"create", "", "pods", "", kReservationNs, ""}, "binder: GPU reservation pod (one per shared GPU)");
   add(schedulerSa, {"delete", "", "pods", "", kReservationNs, "r"}, "binder: reservation pod garbage collection");
-  add(schedulerSa, {"patch", "", "pods", "", "team-a", "p"}, "binder: GPU group label on a fractional pod");
-  for (const char* verb : {"create", "get", "patch", "delete"})
+  for (const char* verb : {"get", "update"})
     add(schedulerSa, {verb, "", "configmaps", "", "team-a", "p-tessera-gpu"},
-        "binder: the fractional pod's GPU ConfigMap <pod>-tessera-gpu in its namespace");
+        "binder: rewrites a GPU ConfigMap left by an earlier attempt (a restart between reservation and bind)");
   add(schedulerSa, {"patch", "", "events", "", "team-a", "e"}, "binder: a repeated event updates count");
   for (const char* verb : {"patch", "update"}) {
     add(schedulerSa, {verb, "scheduling.tessera.dev", "podgroups", "status", "team-a", "pg"}, "PodGroup status writer");

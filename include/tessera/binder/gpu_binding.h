@@ -54,8 +54,9 @@ class GpuBinding {
 
   /// Deletes reservation pods of groups no fractional pod holds (except groups with a bind in
   /// flight), and reports fractional pods whose group lost its reservation pod. `snapshot` must be
-  /// current (taken after the cycle's binds), not the cycle's own.
-  void collectGarbage(const cache::Snapshot& snapshot);
+  /// current (taken after the cycle's binds), or the cycle's own with the cycle's `decisions`
+  /// (their groups count as in flight: an asynchronous binder may not have reached them yet).
+  void collectGarbage(const cache::Snapshot& snapshot, const framework::SessionResult* decisions = nullptr);
 
   /// Name of the reservation pod of a GPU group.
   static std::string reservationPodName(const std::string& group);
