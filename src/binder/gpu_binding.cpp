@@ -1,5 +1,6 @@
 #include "tessera/binder/gpu_binding.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <thread>
 #include <vector>
@@ -43,14 +44,22 @@ std::string portionText(int64_t milli) {
 }  // namespace
 
 struct GpuBinding::Impl {
+  struct Inflight;
+  /// The pod of an in-flight bind is gone or has finished, as the snapshot shows it.
+  static bool finished(const cache::Snapshot& snap, const Inflight& in);
+
   cache::ClusterClient& client;
   const api::Clock& clock;
   GpuBindingOptions options;
 
   std::mutex mu;  ///< guards groupLocks, inflight, counters, reported
   std::map<std::string, std::shared_ptr<std::mutex>> groupLocks;
-  /// Groups prepared for a bind the cache may not show yet: group -> when prepared.
-  std::map<std::string, api::Time> inflight;
+  /// A group prepared for a bind that the cache may not show yet.
+  struct Inflight {
+    api::Time since;
+    std::string podKey, jobKey;
+  };
+  std::map<std::string, Inflight> inflight;  ///< by group id
   std::set<std::string> reportedOrphans;  ///< pod keys already told
   uint64_t deleted = 0, orphans = 0, events = 0;
 
@@ -135,7 +144,7 @@ struct GpuBinding::Impl {
     (void)client.remove(api::Kind::Pod, ns, name, del);
     return api::makeError("GPU group " + group + ": reservation pod " + ns + "/" + name + " on node " + node +
                           " did not report its GPU UUID (annotation " + api::keys::kGpuUuidAnnotation + ") within " +
-                          std::to_string(options.uuidTimeout.count() / 1000) + "s; deleted it");
+                          api::formatDuration(api::Duration{options.uuidTimeout.count()}) + "; deleted it");
   }
 
   api::Status writeConfigMap(const cache::Json& pod, const std::string& podKey,
@@ -223,6 +232,15 @@ struct GpuBinding::Impl {
   }
 };
 
+bool GpuBinding::Impl::finished(const cache::Snapshot& snap, const Inflight& in) {
+  const cache::JobInfo* job = snap.findJob(in.jobKey);
+  if (!job) return true;
+  auto it = std::lower_bound(job->tasks.begin(), job->tasks.end(), in.podKey,
+                             [](const cache::TaskInfo& t, const std::string& k) { return t.key < k; });
+  if (it == job->tasks.end() || it->key != in.podKey) return true;
+  return it->status == cache::TaskStatus::Succeeded || it->status == cache::TaskStatus::Failed;
+}
+
 GpuBinding::GpuBinding(cache::ClusterClient& client, const api::Clock& clock, GpuBindingOptions options)
     : impl_(std::make_unique<Impl>(client, clock, std::move(options))) {}
 GpuBinding::~GpuBinding() = default;
@@ -234,7 +252,7 @@ api::Status GpuBinding::prepare(const framework::SessionResult::Bind& b) {
   auto [ns, name] = splitKey(b.podKey);
   {
     std::lock_guard<std::mutex> g(impl_->mu);
-    for (const auto& a : b.gpus) impl_->inflight[a.group] = impl_->clock.now();
+    for (const auto& a : b.gpus) impl_->inflight[a.group] = Impl::Inflight{impl_->clock.now(), b.podKey, b.jobKey};
   }
   std::vector<std::string> uuids;
   for (const auto& a : b.gpus) {
@@ -274,11 +292,16 @@ void GpuBinding::collectGarbage(const cache::Snapshot& snap, const framework::Se
     std::lock_guard<std::mutex> g(impl_->mu);
     if (decisions)
       for (const auto& b : decisions->binds)
-        for (const auto& a : b.gpus) impl_->inflight[a.group] = now;
+        for (const auto& a : b.gpus) impl_->inflight[a.group] = Impl::Inflight{now, b.podKey, b.jobKey};
     for (const auto& n : snap.nodes)
       for (const cache::GpuGroupInfo& grp : n->gpuGroups) {
         auto in = impl_->inflight.find(grp.id);
-        const bool recent = in != impl_->inflight.end() && now - in->second < opts.inflightGrace;
+        bool recent = false;
+        if (in != impl_->inflight.end()) {
+          // Protected while the cache may not show the pod in the group yet: until it does, or
+          // the pod is gone or finished, or the grace ends (its bind failed).
+          recent = now - in->second.since < opts.inflightGrace && !Impl::finished(snap, in->second);
+        }
         if (grp.pods > 0) {
           if (grp.reserved && in != impl_->inflight.end()) impl_->inflight.erase(in);  // the cache caught up
           else if (!grp.reserved && !recent) orphanGroups.insert(grp.id);
@@ -291,7 +314,7 @@ void GpuBinding::collectGarbage(const cache::Snapshot& snap, const framework::Se
       }
     // Forget in-flight groups long gone from every node (their bind failed).
     for (auto it = impl_->inflight.begin(); it != impl_->inflight.end();)
-      it = (now - it->second).millis >= 2 * opts.inflightGrace.millis ? impl_->inflight.erase(it) : std::next(it);
+      it = (now - it->second.since).millis >= 2 * opts.inflightGrace.millis ? impl_->inflight.erase(it) : std::next(it);
   }
   for (const auto& [group, podKey] : unused) {
     auto [ns, name] = splitKey(podKey);

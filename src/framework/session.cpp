@@ -760,7 +760,7 @@ SessionResult Session::close() {
     switch (op.type) {
       case Operation::Type::Allocate:
         if (t.state == TaskState::Allocated) {
-          r.binds.push_back({t.info->key, t.info->uid, nodes_[op.node].name(), {}});
+          r.binds.push_back({t.info->key, t.info->uid, nodes_[op.node].name(), {}, jobs_[op.job].info->key});
           if (t.sharesGpu()) {
             const SessionNode& n = nodes_[op.node];
             const int64_t units = cache::gpuUnitsOn(*t.info->gpuSpec, *n.info);

@@ -65,6 +65,11 @@ class MemoryCluster final : public ClusterClient {
   /// GPU device indices held by a running pod on its node (empty when none).
   std::vector<int> devicesOf(const std::string& ns, const std::string& name) const;
 
+  /// Fault injection for tests: while held, GPU reservation pods created on a node stay Pending
+  /// without a GPU UUID (as if the device plugin or `tessera reserve` were slow); releasing starts
+  /// the held ones.
+  void holdReservations(bool hold);
+
   /// Number of watch events kept for watch-from-RV; older RVs get 410.
   void setWatchWindow(size_t events);
   /// Fault injection for tests: fail the Nth future call of `verb` ("bind", "create", "remove",

@@ -138,6 +138,7 @@ struct SessionResult {
   struct Bind {
     std::string podKey, podUid, node;
     std::vector<GpuAssignment> gpus;  ///< empty unless the pod shares GPUs
+    std::string jobKey;               ///< the pod's job in the snapshot (JobInfo::key)
   };
   struct Evict { std::string podKey, podUid, node, reason; };
   struct Pipeline { std::string podKey, node; };

@@ -237,7 +237,19 @@ MemoryCluster::KubeletReport MemoryCluster::kubeletTick() {
   return report;
 }
 
+void MemoryCluster::holdReservations(bool hold) {
+  auto lock = impl_->lock();
+  impl_->holdReservations = hold;
+  if (hold) return;
+  std::vector<Key> held;
+  for (const auto& [key, pod] : impl_->objects[api::Kind::Pod])
+    if (key.first == api::keys::kReservationNamespace && !stringAt(pod, "spec", "nodeName").empty())
+      held.push_back(key);
+  for (const Key& key : held) impl_->startReservationLocked(key);
+}
+
 void MemoryCluster::Impl::startReservationLocked(const Key& key) {
+  if (holdReservations) return;
   const Json* pod = find(api::Kind::Pod, key);
   if (pod == nullptr || stringAt(*pod, "status", "phase") != "Pending") return;
   const std::string nodeName = stringAt(*pod, "spec", "nodeName");

@@ -109,6 +109,7 @@ struct MemoryCluster::Impl {
   std::map<std::string, memory::DeviceAllocation> devices;  ///< by pod uid
   std::vector<std::string> pendingOwners;  ///< uids of deleted objects whose dependents must go
   bool collecting = false;
+  bool holdReservations = false;  ///< fault injection: reservation pods are not started
   std::map<std::string, memory::Fault> faults;
   std::map<std::string, int> callCounts;
 

@@ -1,0 +1,102 @@
+#pragma once
+// Test helpers for integration tests that run the real `tessera run` binary as a child process
+// against the test API server: DaemonProcess and eventually().
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <csignal>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <spawn.h>
+#include <sstream>
+#include <string>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+extern char** environ;
+
+namespace tessera::testing {
+
+/// A per-process scratch directory under the system temp dir.
+inline std::filesystem::path scratchDir(const std::string& prefix) {
+  static std::filesystem::path dir = [&] {
+    auto d = std::filesystem::temp_directory_path() / (prefix + "-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+/// A child process (argv[0] is the binary) with stdout+stderr in `logFile`. The destructor kills it
+/// (SIGKILL) if still running.
+class ChildProcess {
+ public:
+  ChildProcess(std::vector<std::string> args, std::string logFile, std::vector<std::string> env = {})
+      : log_(std::move(logFile)) {
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::vector<std::string> envs;
+    for (char** e = environ; *e; ++e) envs.emplace_back(*e);
+    envs.insert(envs.end(), env.begin(), env.end());
+    std::vector<char*> envp;
+    for (auto& e : envs) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, log_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    const int rc = posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&fa);
+    REQUIRE(rc == 0);
+  }
+  ~ChildProcess() { kill(SIGKILL); }
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  /// Sends `sig` and reaps the process; returns its wait status (or -1 if it was not running).
+  int kill(int sig) {
+    if (pid_ <= 0) return -1;
+    ::kill(pid_, sig);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return status;
+  }
+  std::string log() const {
+    std::ifstream in(log_);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+
+ private:
+  pid_t pid_ = -1;
+  std::string log_;
+};
+
+/// Writes a kubeconfig pointing at `url` (no auth) and returns its path.
+inline std::string writeKubeconfig(const std::filesystem::path& dir, const std::string& name, const std::string& url) {
+  const auto kc = dir / ("kubeconfig-" + name);
+  std::ofstream(kc) << "apiVersion: v1\nkind: Config\ncurrent-context: t\n"
+                       "clusters: [{name: t, cluster: {server: \"" << url << "\"}}]\n"
+                       "contexts: [{name: t, context: {cluster: t}}]\n";
+  return kc.string();
+}
+
+/// Polls `cond` until it holds; the deadline only guards against a hang.
+template <class Cond>
+bool eventually(Cond cond, int seconds = 90, int pollMillis = 20) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(pollMillis));  // polling interval, not a timing assumption
+  }
+  return false;
+}
+
+}  // namespace tessera::testing
