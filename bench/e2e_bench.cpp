@@ -2,7 +2,10 @@
 // own ceiling for the same binds with no scheduling. See e2e_bench.h.
 #include "e2e_bench.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,6 +21,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <sstream>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -221,6 +226,55 @@ pid_t spawnDaemon(const E2eOptions& o, const std::string& url, const fs::path& d
   return pid;
 }
 
+/// GET http://127.0.0.1:port/path with a plain socket (the daemon's /metrics); empty on failure.
+std::string httpGet(int port, const std::string& path) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return {};
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string out;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    const std::string req = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    if (::write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
+      char buf[65536];
+      for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+    }
+  }
+  ::close(fd);
+  return out;
+}
+
+/// The daemon's cycle figures from its /metrics (port read from its log): cycles and mean ms by phase.
+Json daemonCycles(const fs::path& log) {
+  std::ifstream in(log);
+  std::string line;
+  int port = 0;
+  while (std::getline(in, line))
+    if (auto at = line.find("health and metrics on 127.0.0.1:"); at != std::string::npos)
+      port = std::atoi(line.c_str() + at + std::strlen("health and metrics on 127.0.0.1:"));
+  if (port <= 0) return nullptr;
+  const std::string text = httpGet(port, "/metrics");
+  std::map<std::string, double> sum, count;
+  std::istringstream ss(text);
+  while (std::getline(ss, line)) {
+    for (const char* what : {"_sum{", "_count{"}) {
+      const std::string prefix = std::string("tessera_cycle_duration_seconds") + what + "phase=\"";
+      if (line.rfind(prefix, 0) != 0) continue;
+      const auto close = line.find('"', prefix.size());
+      const std::string phase = line.substr(prefix.size(), close - prefix.size());
+      const double v = std::atof(line.c_str() + line.rfind(' ') + 1);
+      (std::strcmp(what, "_sum{") == 0 ? sum : count)[phase] = v;
+    }
+  }
+  Json out = Json::object();
+  out["cycles"] = count["total"];
+  for (const auto& [phase, s] : sum)
+    out["mean_" + phase + "_ms"] = count[phase] > 0 ? s / count[phase] * 1000 : 0;
+  return out;
+}
+
 Json figuresJson(const Tracker::Figures& f) {
   return {{"pods_per_s", f.podsPerSecond}, {"total_s", f.totalSeconds}, {"p50_ms", f.p50Ms}, {"p99_ms", f.p99Ms}};
 }
@@ -285,12 +339,14 @@ int runE2eBench(int argc, char** argv) {
     const size_t failed = createPods(*c, o.pods, o.creators, [](int) {});
     schedAll = failed == 0 && server.tracker.waitAllBound(o.timeoutSeconds);
     const auto f = server.tracker.figures();
+    const Json cycles = daemonCycles(dir / "daemon.log");
     ::kill(pid, SIGTERM);
     int status = 0;
     ::waitpid(pid, &status, 0);
     sched = figuresJson(f);
     sched["bound"] = server.tracker.boundCount();
     sched["requests"] = server.api->requestCount();
+    sched["daemon"] = cycles;
     std::printf("scheduler: %zu/%d bound, %.0f pods/s, p50 %.1f ms, p99 %.1f ms (daemon log: %s)\n",
                 server.tracker.boundCount(), o.pods, f.podsPerSecond, f.p50Ms, f.p99Ms,
                 (dir / "daemon.log").c_str());

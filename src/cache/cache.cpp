@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <utility>
@@ -145,6 +146,9 @@ struct InboxItem {
   std::shared_ptr<const std::vector<Json>> replace;
   std::string podKey, node;
   api::Time until;  ///< BindingFailed: end of the pod's backoff
+  /// A pod event's object already converted on the watch's thread (the costly part of applying
+  /// it), so the scheduling thread's snapshot() only files it.
+  std::optional<api::Result<api::Pod>> pod;
 };
 
 struct Cache::Impl {
@@ -520,7 +524,7 @@ struct Cache::Impl {
     upsertPod(std::move(pod));
   }
 
-  void onPod(const WatchEvent& ev) {
+  void onPod(const WatchEvent& ev, std::optional<api::Result<api::Pod>>* converted = nullptr) {
     if (ev.type == WatchEventType::Deleted) {
       auto meta = api::metaFromJson(ev.object);
       if (!meta.ok()) return;
@@ -532,7 +536,7 @@ struct Cache::Impl {
       removePod(key);
       return;
     }
-    auto pod = api::podFromJson(ev.object);
+    auto pod = converted && *converted ? std::move(**converted) : api::podFromJson(ev.object);
     if (!pod.ok()) {
       recordError(Kind::Pod, ev.object, pod.error().message);
       return;  // keep the last good state of the pod, if any
@@ -646,10 +650,10 @@ struct Cache::Impl {
     table[meta->key()] = std::make_shared<const T>(std::move(v).value());
   }
 
-  void apply(Kind kind, const WatchEvent& ev) {
+  void apply(Kind kind, const WatchEvent& ev, std::optional<api::Result<api::Pod>>* converted = nullptr) {
     if (ev.type == WatchEventType::Bookmark || ev.type == WatchEventType::Error) return;
     switch (kind) {
-      case Kind::Pod: onPod(ev); break;
+      case Kind::Pod: onPod(ev, converted); break;
       case Kind::Node: onNode(ev); break;
       case Kind::PodGroup: onPodGroup(ev); break;
       case Kind::Queue: onQueue(ev); break;
@@ -723,11 +727,19 @@ struct Cache::Impl {
   /// Starts the watch of `kind` from `rv`; its events (and a relist request on Error) go to the inbox.
   api::Result<std::unique_ptr<WatchHandle>> startWatch(Kind kind, const std::string& rv) {
     return client.watch(kind, rv, [this, kind](const WatchEvent& ev) {
+      InboxItem item;
+      item.kind = kind;
+      item.event.type = ev.type;
+      if (kind == Kind::Pod && (ev.type == WatchEventType::Added || ev.type == WatchEventType::Modified)) {
+        // Converted here, not on the scheduling thread; the JSON is kept only to report an error
+        // (building and freeing its tree was most of what a snapshot cost under a pod storm).
+        item.pod = api::podFromJson(ev.object);
+        if (!item.pod->ok()) item.event.object = ev.object;
+      } else {
+        item.event.object = ev.object;
+      }
       {
         std::lock_guard<std::mutex> lock(inboxMu);
-        InboxItem item;
-        item.kind = kind;
-        item.event = ev;
         inbox.push_back(std::move(item));
       }
       if (ev.type == WatchEventType::Error) requestRelist(kind);
@@ -867,8 +879,8 @@ struct Cache::Impl {
       std::lock_guard<std::mutex> lock(inboxMu);
       batch.swap(inbox);
     }
-    for (const auto& item : batch) {
-      if (item.op == InboxItem::Op::Event) apply(item.kind, item.event);
+    for (auto& item : batch) {
+      if (item.op == InboxItem::Op::Event) apply(item.kind, item.event, &item.pod);
       else if (item.op == InboxItem::Op::Replace) reconcile(item.kind, *item.replace);
       else applyPodOp(item);
     }
