@@ -51,7 +51,7 @@ struct E2eOptions {
   int bindWorkers = 16;  ///< the daemon's --bind-workers, and the raw generator's binders
   int serverThreads = 2;
   int timeoutSeconds = 600;
-  std::string debounce = "20ms";
+  std::string debounce = "100ms";  // the daemon's default
   std::string tessera = TESSERA_BINARY;
   bool skipRaw = false;
 };

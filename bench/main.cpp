@@ -250,7 +250,7 @@ void usage() {
                "       tessera-bench reclaim [--nodes 1000] [--repeat 3]\n"
                "       tessera-bench topology [--nodes 4000] [--rack-size 100] [--gangs 2000] [--gang-size 8] [--fill 0.75] [--cycles 5]\n"
                "       tessera-bench e2e [--nodes 500] [--pods 5000] [--creators 16] [--bind-workers 16] [--server-threads 2]\n"
-               "                         [--debounce 20ms] [--timeout 600] [--tessera PATH] [--skip-raw]\n"
+               "                         [--debounce 100ms] [--timeout 600] [--tessera PATH] [--skip-raw]\n"
                "       tessera-bench interposer [ARGS]\n");
 }
 

@@ -24,7 +24,9 @@
 #include "tessera/cache/cache.h"
 #include "tessera/cache/http_client.h"
 #include "tessera/cache/http_server.h"
+#include "tessera/framework/action.h"
 #include "tessera/framework/config.h"
+#include "tessera/framework/plugin.h"
 #include "tessera/framework/scheduler.h"
 #include "wait_signal.h"
 
@@ -43,6 +45,8 @@ struct RunFlags {
   std::string healthAddress = "0.0.0.0";
   int healthPort = 10259;
   api::Duration debounce{100};
+  int bindWorkers = 16;
+  api::Duration bindBackoffInitial{1000}, bindBackoffMax{60'000};
 };
 
 const char* const kUsage =
@@ -50,7 +54,8 @@ const char* const kUsage =
     "                   [--scheduler-name NAME] [--kube-api-qps 50] [--kube-api-burst 100]\n"
     "                   [--leader-elect=true|false] [--lease-name tessera] [--lease-namespace kube-system]\n"
     "                   [--lease-duration 15s] [--renew-deadline 10s] [--retry-period 2s] [--identity ID]\n"
-    "                   [--health-address 0.0.0.0] [--health-port 10259] [--debounce 100ms]\n";
+    "                   [--health-address 0.0.0.0] [--health-port 10259] [--debounce 100ms]\n"
+    "                   [--bind-workers 16] [--bind-backoff-initial 1s] [--bind-backoff-max 60s]\n";
 
 api::Result<RunFlags> parseFlags(const std::vector<std::string>& args) {
   RunFlags f;
@@ -107,11 +112,20 @@ api::Result<RunFlags> parseFlags(const std::vector<std::string>& args) {
     else if (a == "--health-address") { auto s = value(); if (!s.ok()) return s.error(); f.healthAddress = *s; }
     else if (a == "--health-port") { st = number(n); f.healthPort = static_cast<int>(n); }
     else if (a == "--debounce") st = duration(f.debounce);
+    else if (a == "--bind-workers") {
+      st = number(n);
+      if (st.ok() && (n < 1 || n > 1024)) return api::makeError("--bind-workers: must be 1..1024, got " + std::to_string(n));
+      f.bindWorkers = static_cast<int>(n);
+    }
+    else if (a == "--bind-backoff-initial") st = duration(f.bindBackoffInitial);
+    else if (a == "--bind-backoff-max") st = duration(f.bindBackoffMax);
     else return api::makeError("unknown flag " + a);
     if (!st.ok()) return st.error();
   }
   if (f.inCluster == !f.kubeconfig.empty())
     return api::makeError("exactly one of --kubeconfig PATH and --in-cluster is required");
+  if (f.bindBackoffInitial.millis <= 0 || f.bindBackoffMax < f.bindBackoffInitial)
+    return api::makeError("--bind-backoff-initial must be positive and at most --bind-backoff-max");
   if (f.lease.renewDeadline >= f.lease.leaseDuration)
     return api::makeError("--renew-deadline must be shorter than --lease-duration");
   return f;
@@ -138,6 +152,17 @@ struct Metrics {
       .Register(*registry);
   prometheus::Family<prometheus::Gauge>& leader = prometheus::BuildGauge()
       .Name("tessera_leader").Help("1 while this replica holds the Lease and schedules").Register(*registry);
+  prometheus::Family<prometheus::Histogram>& action = prometheus::BuildHistogram()
+      .Name("tessera_action_duration_seconds").Help("Time in each action of a cycle").Register(*registry);
+  prometheus::Family<prometheus::Histogram>& plugin = prometheus::BuildHistogram()
+      .Name("tessera_plugin_duration_seconds")
+      .Help("Time in each plugin's session open and close (extension_point = open, close)").Register(*registry);
+  prometheus::Family<prometheus::Histogram>& bindLatency = prometheus::BuildHistogram()
+      .Name("tessera_bind_duration_seconds").Help("One bind (preBind + POST binding) or eviction (DisruptionTarget + DELETE), by kind")
+      .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& binder = prometheus::BuildGauge()
+      .Name("tessera_binder_queue").Help("Binder work now: in_flight binds and evictions, status writes waiting, pods in bind backoff")
+      .Register(*registry);
 
   static const prometheus::Histogram::BucketBoundaries& buckets() {
     static const prometheus::Histogram::BucketBoundaries b = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
@@ -150,6 +175,46 @@ struct Metrics {
     prometheus::TextSerializer().Serialize(os, registry->Collect());
     return os.str();
   }
+};
+
+/// Times an action's execute() into tessera_action_duration_seconds (one clock read per action).
+class TimedAction final : public framework::Action {
+ public:
+  TimedAction(std::shared_ptr<framework::Action> inner, prometheus::Histogram& h) : inner_(std::move(inner)), h_(h) {}
+  const std::string& name() const override { return inner_->name(); }
+  void execute(framework::Session& s) override {
+    const auto t0 = std::chrono::steady_clock::now();
+    inner_->execute(s);
+    h_.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+
+ private:
+  std::shared_ptr<framework::Action> inner_;
+  prometheus::Histogram& h_;
+};
+
+/// Times a plugin's session open and close. The callbacks it registers (predicates, scores...) run
+/// inside the actions and are not timed one by one: that would cost more than they do.
+class TimedPlugin final : public framework::Plugin {
+ public:
+  TimedPlugin(std::shared_ptr<framework::Plugin> inner, prometheus::Histogram& open, prometheus::Histogram& close)
+      : inner_(std::move(inner)), open_(open), close_(close) {}
+  const std::string& name() const override { return inner_->name(); }
+  void onSessionOpen(framework::Session& s) override {
+    const auto t0 = std::chrono::steady_clock::now();
+    inner_->onSessionOpen(s);
+    open_.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  void onSessionClose(framework::Session& s) override {
+    const auto t0 = std::chrono::steady_clock::now();
+    inner_->onSessionClose(s);
+    close_.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+
+ private:
+  std::shared_ptr<framework::Plugin> inner_;
+  prometheus::Histogram& open_;
+  prometheus::Histogram& close_;
 };
 
 class Daemon {
@@ -210,6 +275,12 @@ class Daemon {
       if (!c.ok()) return log("config: " + c.error().message), 1;
       config = std::move(c).value();
       if (!flags_.schedulerName.empty()) config.schedulerName = flags_.schedulerName;
+      auto& b = Metrics::buckets();
+      for (auto& a : config.actions)
+        a = std::make_shared<TimedAction>(a, metrics_.action.Add({{"action", a->name()}}, b));
+      for (auto& p : config.plugins)
+        p = std::make_shared<TimedPlugin>(p, metrics_.plugin.Add({{"plugin", p->name()}, {"extension_point", "open"}}, b),
+                                          metrics_.plugin.Add({{"plugin", p->name()}, {"extension_point", "close"}}, b));
     }
     // ---- client ----
     auto rc = flags_.inCluster ? cache::inClusterConfig() : cache::loadKubeconfig(flags_.kubeconfig, flags_.context);
@@ -255,7 +326,25 @@ class Daemon {
     ready_ = true;
     log("cache synced; scheduler name " + config.schedulerName);
 
-    binder::Binder binder(**client, cache, clock);
+    binder::BinderOptions bo;
+    bo.workers = flags_.bindWorkers;
+    bo.backoffInitial = flags_.bindBackoffInitial;
+    bo.backoffMax = flags_.bindBackoffMax;
+    {
+      auto& b = Metrics::buckets();
+      auto* bindOk = &metrics_.binds.Add({{"result", "ok"}});
+      auto* bindErr = &metrics_.binds.Add({{"result", "error"}});
+      auto* evictOk = &metrics_.evictions.Add({{"result", "ok"}});
+      auto* evictErr = &metrics_.evictions.Add({{"result", "error"}});
+      auto* bindTime = &metrics_.bindLatency.Add({{"kind", "bind"}}, b);
+      auto* evictTime = &metrics_.bindLatency.Add({{"kind", "evict"}}, b);
+      bo.onRecord = [=](const binder::BindRecord& rec) {
+        const bool bind = rec.kind == binder::BindRecord::Kind::Bind;
+        (bind ? (rec.ok ? bindOk : bindErr) : (rec.ok ? evictOk : evictErr))->Increment();
+        (bind ? bindTime : evictTime)->Observe(rec.seconds);
+      };
+    }
+    binder::Binder binder(**client, cache, clock, bo);
     framework::Scheduler scheduler(cache, config, clock, binder);
 
     // ---- leader election ----
@@ -305,7 +394,7 @@ class Daemon {
       if (!leading_ || (elector && !elector->isLeader())) continue;
       framework::CycleStats stats;
       framework::SessionResult result = scheduler.runCycle(&stats);
-      record(stats, result, binder);
+      record(stats, result, binder);  // binds and evictions are counted by the binder's onRecord
       if (auto r = cache.relists(); r > relistsSeen) {
         metrics_.relists.Add({}).Increment(static_cast<double>(r - relistsSeen));
         relistsSeen = r;
@@ -340,10 +429,9 @@ class Daemon {
       metrics_.pending.Add({{"queue", q}}).Set(n);
       if (n > 0) pendingQueues_.push_back(q);
     }
-    for (const auto& rec : binder.lastRecords()) {
-      auto& fam = rec.kind == binder::BindRecord::Kind::Bind ? metrics_.binds : metrics_.evictions;
-      fam.Add({{"result", rec.ok ? "ok" : "error"}}).Increment();
-    }
+    metrics_.binder.Add({{"what", "in_flight"}}).Set(static_cast<double>(binder.inFlight()));
+    metrics_.binder.Add({{"what", "status_backlog"}}).Set(static_cast<double>(binder.statusBacklog()));
+    metrics_.binder.Add({{"what", "backoff"}}).Set(static_cast<double>(binder.backingOff()));
   }
 
   RunFlags flags_;
