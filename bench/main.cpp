@@ -1,5 +1,6 @@
 // tessera-bench: benchmarks that print numbers (never part of the test suite).
 //   tessera-bench cycle [--nodes N] [--pods N] [--cycles N] [--churn N] [--fill F] [--seed S]
+//   tessera-bench e2e [--nodes N] [--pods N] ...   (the daemon over HTTP vs the API server's ceiling)
 //   tessera-bench interposer ...   (hard-isolation interposer overhead; see docs/isolation.md)
 // The last line of every benchmark is one JSON object.
 #include <sys/resource.h>
@@ -17,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cluster_generator.h"
+#include "e2e_bench.h"
 #include "topology_bench.h"
 #include "tessera/app/registry.h"
 #include "tessera/cache/cache.h"
@@ -247,6 +249,8 @@ void usage() {
                "                           [--actions allocate|all|a,b,...]\n"
                "       tessera-bench reclaim [--nodes 1000] [--repeat 3]\n"
                "       tessera-bench topology [--nodes 4000] [--rack-size 100] [--gangs 2000] [--gang-size 8] [--fill 0.75] [--cycles 5]\n"
+               "       tessera-bench e2e [--nodes 500] [--pods 5000] [--creators 16] [--bind-workers 16] [--server-threads 2]\n"
+               "                         [--debounce 100ms] [--timeout 600] [--tessera PATH] [--skip-raw]\n"
                "       tessera-bench interposer [ARGS]\n");
 }
 
@@ -261,6 +265,7 @@ int main(int argc, char** argv) {
   if (cmd == "cycle") return cycleBench(argc, argv);
   if (cmd == "topology") return tessera::bench::runTopologyBench(argc - 1, argv + 1);
   if (cmd == "reclaim") return reclaimBench(argc, argv);
+  if (cmd == "e2e") return tessera::bench::runE2eBench(argc - 1, argv + 1);
   if (cmd == "interposer") {
 #ifdef TESSERA_HAVE_INTERPOSER_BENCH
     return tessera::bench::runInterposerBench(argc - 1, argv + 1);

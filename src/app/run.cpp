@@ -25,7 +25,9 @@
 #include "tessera/cache/cache.h"
 #include "tessera/cache/http_client.h"
 #include "tessera/cache/http_server.h"
+#include "tessera/framework/action.h"
 #include "tessera/framework/config.h"
+#include "tessera/framework/plugin.h"
 #include "tessera/framework/scheduler.h"
 #include "wait_signal.h"
 
@@ -45,6 +47,8 @@ struct RunFlags {
   int healthPort = 10259;
   api::Duration debounce{100};
   binder::GpuBindingOptions gpu;  ///< --reservation-image, --reservation-timeout, --evict-orphaned-gpu-pods
+  int bindWorkers = 16;
+  api::Duration bindBackoffInitial{1000}, bindBackoffMax{60'000};
 };
 
 const char* const kUsage =
@@ -53,7 +57,8 @@ const char* const kUsage =
     "                   [--leader-elect=true|false] [--lease-name tessera] [--lease-namespace kube-system]\n"
     "                   [--lease-duration 15s] [--renew-deadline 10s] [--retry-period 2s] [--identity ID]\n"
     "                   [--health-address 0.0.0.0] [--health-port 10259] [--debounce 100ms]\n"
-    "                   [--reservation-image IMAGE] [--reservation-timeout 60s] [--evict-orphaned-gpu-pods]\n";
+    "                   [--reservation-image IMAGE] [--reservation-timeout 60s] [--evict-orphaned-gpu-pods]\n"
+    "                   [--bind-workers 16] [--bind-backoff-initial 1s] [--bind-backoff-max 60s]\n";
 
 api::Result<RunFlags> parseFlags(const std::vector<std::string>& args) {
   RunFlags f;
@@ -117,11 +122,20 @@ api::Result<RunFlags> parseFlags(const std::vector<std::string>& args) {
       f.gpu.uuidTimeout = std::chrono::milliseconds(d.millis);
     }
     else if (a == "--evict-orphaned-gpu-pods") f.gpu.evictOrphans = !hasValue || v == "true";
+    else if (a == "--bind-workers") {
+      st = number(n);
+      if (st.ok() && (n < 1 || n > 1024)) return api::makeError("--bind-workers: must be 1..1024, got " + std::to_string(n));
+      f.bindWorkers = static_cast<int>(n);
+    }
+    else if (a == "--bind-backoff-initial") st = duration(f.bindBackoffInitial);
+    else if (a == "--bind-backoff-max") st = duration(f.bindBackoffMax);
     else return api::makeError("unknown flag " + a);
     if (!st.ok()) return st.error();
   }
   if (f.inCluster == !f.kubeconfig.empty())
     return api::makeError("exactly one of --kubeconfig PATH and --in-cluster is required");
+  if (f.bindBackoffInitial.millis <= 0 || f.bindBackoffMax < f.bindBackoffInitial)
+    return api::makeError("--bind-backoff-initial must be positive and at most --bind-backoff-max");
   if (f.lease.renewDeadline >= f.lease.leaseDuration)
     return api::makeError("--renew-deadline must be shorter than --lease-duration");
   return f;
@@ -148,6 +162,17 @@ struct Metrics {
       .Register(*registry);
   prometheus::Family<prometheus::Gauge>& leader = prometheus::BuildGauge()
       .Name("tessera_leader").Help("1 while this replica holds the Lease and schedules").Register(*registry);
+  prometheus::Family<prometheus::Histogram>& action = prometheus::BuildHistogram()
+      .Name("tessera_action_duration_seconds").Help("Time in each action of a cycle").Register(*registry);
+  prometheus::Family<prometheus::Histogram>& plugin = prometheus::BuildHistogram()
+      .Name("tessera_plugin_duration_seconds")
+      .Help("Time in each plugin's session open and close (extension_point = open, close)").Register(*registry);
+  prometheus::Family<prometheus::Histogram>& bindLatency = prometheus::BuildHistogram()
+      .Name("tessera_bind_duration_seconds").Help("One bind (preBind + POST binding) or eviction (DisruptionTarget + DELETE), by kind")
+      .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& binder = prometheus::BuildGauge()
+      .Name("tessera_binder_queue").Help("Binder work now: in_flight binds and evictions, status writes waiting, pods in bind backoff")
+      .Register(*registry);
 
   static const prometheus::Histogram::BucketBoundaries& buckets() {
     static const prometheus::Histogram::BucketBoundaries b = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
@@ -160,6 +185,46 @@ struct Metrics {
     prometheus::TextSerializer().Serialize(os, registry->Collect());
     return os.str();
   }
+};
+
+/// Times an action's execute() into tessera_action_duration_seconds (one clock read per action).
+class TimedAction final : public framework::Action {
+ public:
+  TimedAction(std::shared_ptr<framework::Action> inner, prometheus::Histogram& h) : inner_(std::move(inner)), h_(h) {}
+  const std::string& name() const override { return inner_->name(); }
+  void execute(framework::Session& s) override {
+    const auto t0 = std::chrono::steady_clock::now();
+    inner_->execute(s);
+    h_.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+
+ private:
+  std::shared_ptr<framework::Action> inner_;
+  prometheus::Histogram& h_;
+};
+
+/// Times a plugin's session open and close. The callbacks it registers (predicates, scores...) run
+/// inside the actions and are not timed one by one: that would cost more than they do.
+class TimedPlugin final : public framework::Plugin {
+ public:
+  TimedPlugin(std::shared_ptr<framework::Plugin> inner, prometheus::Histogram& open, prometheus::Histogram& close)
+      : inner_(std::move(inner)), open_(open), close_(close) {}
+  const std::string& name() const override { return inner_->name(); }
+  void onSessionOpen(framework::Session& s) override {
+    const auto t0 = std::chrono::steady_clock::now();
+    inner_->onSessionOpen(s);
+    open_.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  void onSessionClose(framework::Session& s) override {
+    const auto t0 = std::chrono::steady_clock::now();
+    inner_->onSessionClose(s);
+    close_.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+
+ private:
+  std::shared_ptr<framework::Plugin> inner_;
+  prometheus::Histogram& open_;
+  prometheus::Histogram& close_;
 };
 
 class Daemon {
@@ -220,6 +285,12 @@ class Daemon {
       if (!c.ok()) return log("config: " + c.error().message), 1;
       config = std::move(c).value();
       if (!flags_.schedulerName.empty()) config.schedulerName = flags_.schedulerName;
+      auto& b = Metrics::buckets();
+      for (auto& a : config.actions)
+        a = std::make_shared<TimedAction>(a, metrics_.action.Add({{"action", a->name()}}, b));
+      for (auto& p : config.plugins)
+        p = std::make_shared<TimedPlugin>(p, metrics_.plugin.Add({{"plugin", p->name()}, {"extension_point", "open"}}, b),
+                                          metrics_.plugin.Add({{"plugin", p->name()}, {"extension_point", "close"}}, b));
     }
     // ---- client ----
     auto rc = flags_.inCluster ? cache::inClusterConfig() : cache::loadKubeconfig(flags_.kubeconfig, flags_.context);
@@ -265,12 +336,30 @@ class Daemon {
     ready_ = true;
     log("cache synced; scheduler name " + config.schedulerName);
 
-    // Fractional GPUs: reservation pods, UUIDs and ConfigMaps before binds; unused reservations
-    // collected after each cycle (the first one after start is the full resync).
+    binder::BinderOptions bo;
+    bo.workers = flags_.bindWorkers;
+    bo.backoffInitial = flags_.bindBackoffInitial;
+    bo.backoffMax = flags_.bindBackoffMax;
+    {
+      auto& b = Metrics::buckets();
+      auto* bindOk = &metrics_.binds.Add({{"result", "ok"}});
+      auto* bindErr = &metrics_.binds.Add({{"result", "error"}});
+      auto* evictOk = &metrics_.evictions.Add({{"result", "ok"}});
+      auto* evictErr = &metrics_.evictions.Add({{"result", "error"}});
+      auto* bindTime = &metrics_.bindLatency.Add({{"kind", "bind"}}, b);
+      auto* evictTime = &metrics_.bindLatency.Add({{"kind", "evict"}}, b);
+      bo.onRecord = [=](const binder::BindRecord& rec) {
+        const bool bind = rec.kind == binder::BindRecord::Kind::Bind;
+        (bind ? (rec.ok ? bindOk : bindErr) : (rec.ok ? evictOk : evictErr))->Increment();
+        (bind ? bindTime : evictTime)->Observe(rec.seconds);
+      };
+    }
+    // Fractional GPUs: reservation pods, UUIDs and ConfigMaps before binds (on the binder's
+    // workers); unused reservations collected after each cycle (the first one after start is the
+    // full resync), sparing groups with binds in flight.
     binder::GpuBinding gpu(**client, clock, flags_.gpu);
-    binder::BinderOptions bopts;
-    bopts.preBind = [&gpu](const framework::SessionResult::Bind& b) { return gpu.prepare(b); };
-    binder::Binder binder(**client, cache, clock, bopts);
+    bo.preBind = [&gpu](const framework::SessionResult::Bind& b) { return gpu.prepare(b); };
+    binder::Binder binder(**client, cache, clock, bo);
     framework::Scheduler scheduler(cache, config, clock, binder);
 
     // ---- leader election ----
@@ -321,7 +410,7 @@ class Daemon {
       framework::CycleStats stats;
       framework::SessionResult result = scheduler.runCycle(&stats);
       gpu.collectGarbage(*result.snapshot, &result);
-      record(stats, result, binder);
+      record(stats, result, binder);  // binds and evictions are counted by the binder's onRecord
       if (auto r = cache.relists(); r > relistsSeen) {
         metrics_.relists.Add({}).Increment(static_cast<double>(r - relistsSeen));
         relistsSeen = r;
@@ -356,10 +445,9 @@ class Daemon {
       metrics_.pending.Add({{"queue", q}}).Set(n);
       if (n > 0) pendingQueues_.push_back(q);
     }
-    for (const auto& rec : binder.lastRecords()) {
-      auto& fam = rec.kind == binder::BindRecord::Kind::Bind ? metrics_.binds : metrics_.evictions;
-      fam.Add({{"result", rec.ok ? "ok" : "error"}}).Increment();
-    }
+    metrics_.binder.Add({{"what", "in_flight"}}).Set(static_cast<double>(binder.inFlight()));
+    metrics_.binder.Add({{"what", "status_backlog"}}).Set(static_cast<double>(binder.statusBacklog()));
+    metrics_.binder.Add({{"what", "backoff"}}).Set(static_cast<double>(binder.backingOff()));
   }
 
   RunFlags flags_;

@@ -265,6 +265,7 @@ class Runner {
     for (int i = 0; i < n; ++i) {
       framework::CycleStats stats;
       framework::SessionResult result = scheduler_->runCycle(&stats);
+      binder_->waitIdle();  // a cycle's binds, evictions and status writes complete within the cycle
       ++cycle_;
       lastPipelined_.clear();
       for (const auto& p : result.pipelined) lastPipelined_[p.podKey] = p.node;

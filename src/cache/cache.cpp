@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <utility>
@@ -133,11 +134,22 @@ struct PodEntry {
 
 }  // namespace
 
-/// One queued change: a watch event, or (after a relist) the full list of a kind to reconcile.
+/// One queued change: a watch event, (after a relist) the full list of a kind to reconcile, or
+/// something the binder reports about a pod (applied in arrival order with the watch events, so a
+/// bind's outcome can never overtake the binder's assumption it follows).
 struct InboxItem {
-  Kind kind;
+  enum class Op { Event, Replace, AssumeBound, AssumeBinding, BindingDone, BindingFailed, AssumeEvicted,
+                  EvictionFailed, Forget };
+  Op op = Op::Event;
+  Kind kind = Kind::Pod;
   WatchEvent event;
   std::shared_ptr<const std::vector<Json>> replace;
+  std::string podKey, node;
+  std::vector<std::string> gpuGroups;  ///< AssumeBinding of a fractional pod
+  api::Time until;  ///< BindingFailed: end of the pod's backoff
+  /// A pod event's object already converted on the watch's thread (the costly part of applying
+  /// it), so the scheduling thread's snapshot() only files it.
+  std::optional<api::Result<api::Pod>> pod;
 };
 
 struct Cache::Impl {
@@ -170,14 +182,20 @@ struct Cache::Impl {
   struct Assumed {
     std::string node;
     api::Time expiry;
+    /// GPU groups the bind gives a fractional pod: counted before the watch shows its labels.
+    std::vector<std::string> gpuGroups;
   };
   /// What changed since the last snapshot: the next one reuses the rest of the last one's lists.
   std::set<std::string> dirtyJobs, dirtyNodes;
   std::shared_ptr<const Snapshot> last;
 
+  /// Expiry of a bind still in flight: never (the binder reports its outcome).
+  static constexpr api::Time kInFlight{INT64_MAX};
   std::map<std::string, Assumed> assumedBound;
   std::set<std::string> assumedEvicted;
-  uint64_t expired = 0;
+  /// Pods whose bind failed, hidden from snapshots until their backoff ends.
+  std::map<std::string, api::Time> backoff;
+  std::atomic<uint64_t> expired{0};
   uint64_t generation = 0;
   /// The largest nvidia.com/gpu.memory label seen: pending gpu-memory pods are charged against it.
   int64_t maxGpuMemoryMiB = 0;
@@ -452,6 +470,10 @@ struct Cache::Impl {
     e.ours = e.pod->schedulerName == options.schedulerName;
     e.status = statusOf(key, *e.pod, e.node);
     if (!e.ours && !holdsResources(e.status)) return;  // another scheduler's concern
+    if (e.ours && e.status == TaskStatus::Pending && backingOff(key)) {
+      pods.emplace(key, std::move(e));  // kept, but in no job until its backoff ends
+      return;
+    }
     if (e.ours) parseGpu(e);
     // A GPU reservation pod (the binder's, one per GPU group) is ours in spirit: its GPU is shared
     // by our fractional pods, so it is not foreign use.
@@ -465,6 +487,8 @@ struct Cache::Impl {
       NodeInfo& n = nodeEntry(e.node);
       if (e.gpuSpec && e.gpuSpec->shared()) {
         e.gpuGroups = gpuGroupsOf(e.pod->meta);
+        if (e.gpuGroups.empty())  // bound by us, the watch has not shown its group labels yet
+          if (auto a = assumedBound.find(key); a != assumedBound.end()) e.gpuGroups = a->second.gpuGroups;
         e.gpuUnits = gpuUnitsOn(*e.gpuSpec, n);
       }
       addGpuUse(n, e, e.status, +1);
@@ -491,6 +515,12 @@ struct Cache::Impl {
       e.gpuSpec = std::make_shared<const api::PodGpuSpec>(std::move(spec).value());
   }
 
+  bool backingOff(const std::string& key) const {
+    if (backoff.empty()) return false;
+    auto it = backoff.find(key);
+    return it != backoff.end() && clock.now() < it->second;
+  }
+
   /// Re-evaluates a pod after an assumption about it changed.
   void refreshPod(const std::string& key) {
     auto it = pods.find(key);
@@ -499,25 +529,29 @@ struct Cache::Impl {
     upsertPod(std::move(pod));
   }
 
-  void onPod(const WatchEvent& ev) {
+  void onPod(const WatchEvent& ev, std::optional<api::Result<api::Pod>>* converted = nullptr) {
     if (ev.type == WatchEventType::Deleted) {
       auto meta = api::metaFromJson(ev.object);
       if (!meta.ok()) return;
       const std::string key = meta->key();
       assumedBound.erase(key);
       assumedEvicted.erase(key);
+      backoff.erase(key);
       errors.erase("Pod/" + key);
       removePod(key);
       return;
     }
-    auto pod = api::podFromJson(ev.object);
+    auto pod = converted && *converted ? std::move(**converted) : api::podFromJson(ev.object);
     if (!pod.ok()) {
       recordError(Kind::Pod, ev.object, pod.error().message);
       return;  // keep the last good state of the pod, if any
     }
     const std::string key = pod->meta.key();
     errors.erase("Pod/" + key);
-    if (!pod->nodeName.empty()) assumedBound.erase(key);  // the watch confirmed (or overrode) our bind
+    if (!pod->nodeName.empty()) {
+      assumedBound.erase(key);  // the watch confirmed (or overrode) our bind
+      backoff.erase(key);
+    }
     if (pod->terminating() || pod->terminated()) assumedEvicted.erase(key);
     upsertPod(std::make_shared<const api::Pod>(std::move(pod).value()));
   }
@@ -621,10 +655,10 @@ struct Cache::Impl {
     table[meta->key()] = std::make_shared<const T>(std::move(v).value());
   }
 
-  void apply(Kind kind, const WatchEvent& ev) {
+  void apply(Kind kind, const WatchEvent& ev, std::optional<api::Result<api::Pod>>* converted = nullptr) {
     if (ev.type == WatchEventType::Bookmark || ev.type == WatchEventType::Error) return;
     switch (kind) {
-      case Kind::Pod: onPod(ev); break;
+      case Kind::Pod: onPod(ev, converted); break;
       case Kind::Node: onNode(ev); break;
       case Kind::PodGroup: onPodGroup(ev); break;
       case Kind::Queue: onQueue(ev); break;
@@ -698,9 +732,20 @@ struct Cache::Impl {
   /// Starts the watch of `kind` from `rv`; its events (and a relist request on Error) go to the inbox.
   api::Result<std::unique_ptr<WatchHandle>> startWatch(Kind kind, const std::string& rv) {
     return client.watch(kind, rv, [this, kind](const WatchEvent& ev) {
+      InboxItem item;
+      item.kind = kind;
+      item.event.type = ev.type;
+      if (kind == Kind::Pod && (ev.type == WatchEventType::Added || ev.type == WatchEventType::Modified)) {
+        // Converted here, not on the scheduling thread; the JSON is kept only to report an error
+        // (building and freeing its tree was most of what a snapshot cost under a pod storm).
+        item.pod = api::podFromJson(ev.object);
+        if (!item.pod->ok()) item.event.object = ev.object;
+      } else {
+        item.event.object = ev.object;
+      }
       {
         std::lock_guard<std::mutex> lock(inboxMu);
-        inbox.push_back(InboxItem{kind, ev, nullptr});
+        inbox.push_back(std::move(item));
       }
       if (ev.type == WatchEventType::Error) requestRelist(kind);
       if (options.onEvent) options.onEvent();
@@ -734,8 +779,11 @@ struct Cache::Impl {
         if (listed.ok()) {
           {
             std::lock_guard<std::mutex> inboxLock(inboxMu);
-            inbox.push_back(InboxItem{kind, WatchEvent{WatchEventType::Bookmark, Json::object()},
-                                      std::make_shared<const std::vector<Json>>(std::move(listed->items))});
+            InboxItem item;
+            item.op = InboxItem::Op::Replace;
+            item.kind = kind;
+            item.replace = std::make_shared<const std::vector<Json>>(std::move(listed->items));
+            inbox.push_back(std::move(item));
           }
           handle = startWatch(kind, listed->resourceVersion);
         }
@@ -762,6 +810,7 @@ struct Cache::Impl {
     }
   }
 
+  /// Forgets assumed binds past their TTL (counted) and shows pods whose backoff ended again.
   void expireAssumptions() {
     const api::Time now = clock.now();
     std::vector<std::string> gone;
@@ -772,6 +821,61 @@ struct Cache::Impl {
       ++expired;
       refreshPod(key);
     }
+    gone.clear();
+    for (const auto& [key, until] : backoff)
+      if (until <= now) gone.push_back(key);
+    for (const auto& key : gone) {
+      backoff.erase(key);
+      refreshPod(key);
+    }
+  }
+
+  /// Applies what the binder reported about a pod.
+  void applyPodOp(const InboxItem& item) {
+    const std::string& key = item.podKey;
+    switch (item.op) {
+      case InboxItem::Op::AssumeBound:
+      case InboxItem::Op::AssumeBinding: {
+        auto it = pods.find(key);
+        // A pod deleted (or bound elsewhere) meanwhile: nothing to assume.
+        if (it == pods.end() || !it->second.pod->nodeName.empty()) return;
+        const api::Time expiry = item.op == InboxItem::Op::AssumeBound ? clock.now() + options.assumeTtl : kInFlight;
+        assumedBound[key] = Assumed{item.node, expiry, item.gpuGroups};
+        break;
+      }
+      case InboxItem::Op::BindingDone: {
+        auto it = assumedBound.find(key);
+        if (it == assumedBound.end() || it->second.expiry != kInFlight) return;  // confirmed already
+        it->second.expiry = clock.now() + options.assumeTtl;
+        return;  // nothing visible changes
+      }
+      case InboxItem::Op::BindingFailed:
+        assumedBound.erase(key);
+        if (pods.count(key)) backoff[key] = item.until;
+        break;
+      case InboxItem::Op::AssumeEvicted: assumedEvicted.insert(key); break;
+      case InboxItem::Op::EvictionFailed: assumedEvicted.erase(key); break;
+      case InboxItem::Op::Forget:
+        assumedBound.erase(key);
+        assumedEvicted.erase(key);
+        break;
+      default: return;
+    }
+    refreshPod(key);
+  }
+
+  void push(InboxItem item) {
+    std::lock_guard<std::mutex> lock(inboxMu);
+    inbox.push_back(std::move(item));
+  }
+
+  void pushPodOp(InboxItem::Op op, const std::string& podKey, const std::string& node = {}, api::Time until = {}) {
+    InboxItem item;
+    item.op = op;
+    item.podKey = podKey;
+    item.node = node;
+    item.until = until;
+    push(std::move(item));
   }
 
   void drainInbox() {
@@ -780,9 +884,10 @@ struct Cache::Impl {
       std::lock_guard<std::mutex> lock(inboxMu);
       batch.swap(inbox);
     }
-    for (const auto& item : batch) {
-      if (item.replace) reconcile(item.kind, *item.replace);
-      else apply(item.kind, item.event);
+    for (auto& item : batch) {
+      if (item.op == InboxItem::Op::Event) apply(item.kind, item.event, &item.pod);
+      else if (item.op == InboxItem::Op::Replace) reconcile(item.kind, *item.replace);
+      else applyPodOp(item);
     }
   }
 
@@ -882,20 +987,30 @@ std::shared_ptr<const Snapshot> Cache::snapshot() {
 }
 
 void Cache::assumeBound(const std::string& podKey, const std::string& node) {
-  impl_->assumedBound[podKey] = Impl::Assumed{node, impl_->clock.now() + impl_->options.assumeTtl};
-  impl_->refreshPod(podKey);
+  impl_->pushPodOp(InboxItem::Op::AssumeBound, podKey, node);
 }
 
-void Cache::assumeEvicted(const std::string& podKey) {
-  impl_->assumedEvicted.insert(podKey);
-  impl_->refreshPod(podKey);
+void Cache::assumeBinding(const std::string& podKey, const std::string& node,
+                          const std::vector<std::string>& gpuGroups) {
+  InboxItem item;
+  item.op = InboxItem::Op::AssumeBinding;
+  item.podKey = podKey;
+  item.node = node;
+  item.gpuGroups = gpuGroups;
+  impl_->push(std::move(item));
 }
 
-void Cache::forgetAssumed(const std::string& podKey) {
-  impl_->assumedBound.erase(podKey);
-  impl_->assumedEvicted.erase(podKey);
-  impl_->refreshPod(podKey);
+void Cache::bindingDone(const std::string& podKey) { impl_->pushPodOp(InboxItem::Op::BindingDone, podKey); }
+
+void Cache::bindingFailed(const std::string& podKey, api::Time backoffUntil) {
+  impl_->pushPodOp(InboxItem::Op::BindingFailed, podKey, {}, backoffUntil);
 }
+
+void Cache::assumeEvicted(const std::string& podKey) { impl_->pushPodOp(InboxItem::Op::AssumeEvicted, podKey); }
+
+void Cache::evictionFailed(const std::string& podKey) { impl_->pushPodOp(InboxItem::Op::EvictionFailed, podKey); }
+
+void Cache::forgetAssumed(const std::string& podKey) { impl_->pushPodOp(InboxItem::Op::Forget, podKey); }
 
 uint64_t Cache::expiredAssumptions() const { return impl_->expired; }
 

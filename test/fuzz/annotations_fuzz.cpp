@@ -97,10 +97,13 @@ spec: {minMember: 1, queue: team-a}
   if (!config.ok()) __builtin_trap();
   cache::Cache cache(cluster, clock, cache::CacheOptions{config->schedulerName});
   if (!cache.start().ok()) return 0;
-  binder::Binder binder(cluster, cache, clock);
+  binder::BinderOptions bo;
+  bo.workers = 1;
+  binder::Binder binder(cluster, cache, clock, bo);
   framework::Scheduler scheduler(cache, *config, clock, binder);
   for (int i = 0; i < 2; ++i) {
     (void)scheduler.runCycle();
+    binder.waitIdle();
     (void)cluster.kubeletTick();
     clock.advance(api::Duration{1000});
   }

@@ -397,6 +397,7 @@ class Soak {
   // ------------------------------------------------------------------ cycles and invariants
   void step() {
     (void)scheduler_->runCycle();
+    binder_->waitIdle();  // the binder is asynchronous: the cycle's binds are done after this
     checkBinds();
     (void)cluster_->kubeletTick();
     clock_->advance(api::Duration{pick(200, 3000)});

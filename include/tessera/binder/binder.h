@@ -2,9 +2,24 @@
 /// The binder makes a session's decisions real through the ClusterClient: evictions (a
 /// DisruptionTarget condition, then DELETE), binds (POST pods/binding), and what users read:
 /// the PodScheduled condition and deduplicated core/v1 Events on pods and PodGroups.
-/// Each bind and eviction is recorded in the cache as an assumption until the watch confirms it.
+///
+/// Nothing of that runs on the scheduling thread. apply() only records the decisions in the cache
+/// as assumptions (so the next cycle neither places a pod whose bind is in flight nor counts the
+/// resources of a pod being evicted as free) and queues the work:
+///  - binds and evictions go to a pool of `workers` threads (bounded concurrency; a preBind that
+///    blocks for seconds holds one worker, not the cycle). An apply's binds start once its
+///    evictions are done. Outcomes go back to the cache (bindingDone / bindingFailed /
+///    evictionFailed); the watch then confirms, or the assumption expires (Cache::assumeTtl).
+///  - a pod whose bind fails is left out of the snapshots for a per-pod exponential backoff
+///    (backoffInitial, doubled per consecutive failure up to backoffMax), so a pod that keeps
+///    failing cannot take the room of the others cycle after cycle.
+///  - status writes (PodScheduled=False conditions and Events) go to one status thread through a
+///    queue that coalesces per pod: only the latest message of a pod is written, and a message
+///    equal to the one last written is not written again (no event per cycle for the same reason).
+/// waitIdle() waits until everything queued so far is done (the simulator calls it at the end of
+/// every cycle, so a cycle's work completes within the cycle).
+#include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,19 +32,13 @@
 namespace tessera::binder {
 
 /// Work that must be done before a pod is bound (GPU reservation pod, GPU ConfigMap, group label):
-/// an error fails that bind with its message. May be called from binder threads concurrently for
+/// an error fails that bind with its message. Called from binder threads concurrently for
 /// different pods; the callee serializes what must be serialized (one GPU group at a time).
 using PreBindFn = std::function<api::Status(const framework::SessionResult::Bind&)>;
-/// Runs at the end of apply(), once every bind and eviction of the result is done (GPU
-/// reservation garbage collection).
+/// Runs on a binder thread once every bind and eviction of that apply() is done (GPU reservation
+/// garbage collection). Calls are never concurrent with each other and come in apply order; binds
+/// of later applies may be in flight meanwhile.
 using AfterApplyFn = std::function<void(const framework::SessionResult&)>;
-
-struct BinderOptions {
-  std::string component = "tessera";  ///< Event source.component
-  bool writeEvents = true;
-  PreBindFn preBind;        ///< optional
-  AfterApplyFn afterApply;  ///< optional
-};
 
 /// Outcome of one bind or eviction, for timelines and metrics.
 struct BindRecord {
@@ -38,36 +47,49 @@ struct BindRecord {
   std::string podKey, node;
   bool ok = true;
   std::string error;
+  double seconds = 0;  ///< wall time of the requests (preBind included)
 };
 
-/// Synchronous binder: every request is made inside apply(). Not thread-safe.
+struct BinderOptions {
+  std::string component = "tessera";  ///< Event source.component
+  bool writeEvents = true;
+  PreBindFn preBind;        ///< optional; called before each bind that has GPU assignments
+  AfterApplyFn afterApply;  ///< optional
+  int workers = 16;         ///< binds and evictions in flight at most (>= 1)
+  api::Duration backoffInitial{1000};  ///< first backoff of a pod whose bind failed
+  api::Duration backoffMax{60'000};    ///< cap of the doubling
+  /// Called on a binder thread after each bind or eviction (metrics). Optional; must be thread-safe.
+  std::function<void(const BindRecord&)> onRecord;
+};
+
 class Binder final : public framework::CommitSink {
  public:
   Binder(cache::ClusterClient& client, cache::Cache& cache, const api::Clock& clock, BinderOptions options = {});
+  /// Waits for the work queued so far, then stops the threads.
   ~Binder() override;
+  Binder(const Binder&) = delete;
+  Binder& operator=(const Binder&) = delete;
 
+  /// Queues the result's evictions, binds and status writes; returns without waiting for them.
+  /// Called from the scheduling thread.
   void apply(const framework::SessionResult& result, const cache::Snapshot& snapshot) override;
 
-  /// Records of the last apply(), in order (evictions first, then binds).
-  const std::vector<BindRecord>& lastRecords() const { return records_; }
+  /// Blocks until every bind, eviction, afterApply and status write queued so far is done.
+  void waitIdle();
+
+  /// Records of the last apply(), in its order (evictions first, then binds). Complete only after
+  /// waitIdle(); read it from the thread that calls apply().
+  const std::vector<BindRecord>& lastRecords() const;
+
+  /// Binds and evictions queued or running now; status writes waiting.
+  size_t inFlight() const;
+  size_t statusBacklog() const;
+  /// Pods whose last bind failed and that are still backing off (at `now`).
+  size_t backingOff() const;
 
  private:
-  void evict(const framework::SessionResult::Evict& e);
-  void bind(const framework::SessionResult::Bind& b);
-  void reportUnschedulable(const std::string& podKey, const std::string& message);
-  void reportJob(const std::string& jobKey, const std::string& message);
-  /// Creates a core/v1 Event unless the same (object, reason, message) was the last one reported.
-  void event(api::Kind kind, const std::string& ns, const std::string& name, const std::string& uid,
-             const std::string& type, const std::string& reason, const std::string& message);
-
-  cache::ClusterClient& client_;
-  cache::Cache& cache_;
-  const api::Clock& clock_;
-  BinderOptions options_;
-  std::vector<BindRecord> records_;
-  std::map<std::string, std::string> lastCondition_;  ///< pod key -> message last written
-  std::map<std::string, std::string> lastEvent_;      ///< "Kind/ns/name/reason" -> message last written
-  uint64_t eventCounter_ = 0;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace tessera::binder

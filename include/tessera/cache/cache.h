@@ -27,7 +27,8 @@ struct CacheOptions {
   api::Duration relistRetry{500};
 };
 
-/// Thread-safety: watch callbacks may arrive on any thread (they only enqueue); every other
+/// Thread-safety: watch callbacks may arrive on any thread (they only enqueue), and so may the
+/// binder's reports (assume*, binding*, eviction*, forgetAssumed: queued too); every other
 /// method is called from the scheduler's thread. Events are applied in arrival order at the start
 /// of snapshot(), so a cycle sees a consistent state.
 ///
@@ -51,13 +52,31 @@ class Cache {
   /// Applies queued events and returns the current immutable view.
   std::shared_ptr<const Snapshot> snapshot();
 
-  /// Records that the binder bound `podKey` to `node`: counted as bound until the watch confirms.
+  // ---- what the binder reports (thread-safe: queued, applied by the next snapshot() in order
+  // ---- with the watch events, so an outcome never overtakes the assumption it follows) ----
+
+  /// `podKey` was bound to `node`: counted as bound until the watch confirms, or until assumeTtl
+  /// passes without confirmation (then forgotten and counted in expiredAssumptions()).
   void assumeBound(const std::string& podKey, const std::string& node);
-  /// Records that the binder evicted `podKey`: counted as releasing until the watch confirms.
+  /// A bind of `podKey` to `node` is in flight: counted as bound from the next snapshot on (so no
+  /// cycle places it again), with no expiry until bindingDone() or bindingFailed().
+  /// `gpuGroups`: the GPU groups a fractional pod's bind gives it (counted in its node's groups
+  /// until the watch shows the pod's group labels).
+  void assumeBinding(const std::string& podKey, const std::string& node,
+                     const std::vector<std::string>& gpuGroups = {});
+  /// The in-flight bind succeeded: the assume TTL starts now.
+  void bindingDone(const std::string& podKey);
+  /// The in-flight bind failed: the assumption is dropped and the pod is left out of every
+  /// snapshot (in no job) until `backoffUntil`, so no cycle places it before its backoff ends.
+  /// The watch showing the pod bound, or its deletion, ends the backoff early.
+  void bindingFailed(const std::string& podKey, api::Time backoffUntil);
+  /// `podKey` is being evicted: counted as releasing until the watch shows it terminating or gone.
   void assumeEvicted(const std::string& podKey);
-  /// Forgets an assumption (the bind failed).
+  /// The eviction failed: the pod counts as it did before.
+  void evictionFailed(const std::string& podKey);
+  /// Forgets every assumption about the pod.
   void forgetAssumed(const std::string& podKey);
-  /// Assumed binds that expired without confirmation since start.
+  /// Assumed binds that expired without confirmation since start. Thread-safe.
   uint64_t expiredAssumptions() const;
   /// True once start() has listed every kind (the daemon's /readyz).
   bool synced() const;

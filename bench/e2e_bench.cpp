@@ -1,0 +1,424 @@
+// tessera-bench e2e: the daemon end to end over HTTP against the test API server, and the server's
+// own ceiling for the same binds with no scheduling. See e2e_bench.h.
+#include "e2e_bench.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tessera/cache/http_client.h"
+#include "tessera/cache/http_server.h"
+#include "tessera/cache/memory_cluster.h"
+
+extern char** environ;
+
+namespace tessera::bench {
+
+namespace {
+
+using Json = nlohmann::json;
+using SteadyClock = std::chrono::steady_clock;
+namespace fs = std::filesystem;
+
+struct E2eOptions {
+  int nodes = 500;
+  int pods = 5000;
+  int creators = 16;     ///< concurrent pod creations
+  int bindWorkers = 16;  ///< the daemon's --bind-workers, and the raw generator's binders
+  int serverThreads = 2;
+  int timeoutSeconds = 600;
+  std::string debounce = "100ms";  // the daemon's default
+  std::string tessera = TESSERA_BINARY;
+  bool skipRaw = false;
+};
+
+Json nodeJson(int i) {
+  return {{"apiVersion", "v1"},
+          {"kind", "Node"},
+          {"metadata", {{"name", "node-" + std::to_string(i)}}},
+          {"status",
+           {{"allocatable", {{"cpu", "64"}, {"memory", "256Gi"}, {"pods", "110"}}},
+            {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
+}
+
+Json podJson(int i) {
+  return {{"apiVersion", "v1"},
+          {"kind", "Pod"},
+          {"metadata", {{"namespace", "bench"}, {"name", "p-" + std::to_string(i)}}},
+          {"spec",
+           {{"schedulerName", "tessera"},
+            {"containers",
+             {{{"name", "main"},
+               {"image", "busybox"},
+               {"resources", {{"requests", {{"cpu", "100m"}, {"memory", "128Mi"}}}}}}}}}}};
+}
+
+/// Server-side times of each pod's creation and bind, from a watch on the cluster itself (callbacks
+/// run inside the mutating call, so these are the moments the server did it).
+class Tracker {
+ public:
+  explicit Tracker(int pods) : created_(pods), bound_(pods) {}
+
+  void onEvent(const cache::WatchEvent& ev) {
+    if (ev.type != cache::WatchEventType::Added && ev.type != cache::WatchEventType::Modified) return;
+    const auto& meta = ev.object.value("metadata", Json::object());
+    const std::string name = meta.value("name", "");
+    if (name.rfind("p-", 0) != 0) return;
+    const size_t i = std::strtoul(name.c_str() + 2, nullptr, 10);
+    if (i >= created_.size()) return;
+    const auto now = SteadyClock::now();
+    if (created_[i] == SteadyClock::time_point{}) created_[i] = now;
+    const auto spec = ev.object.find("spec");
+    if (spec != ev.object.end() && !spec->value("nodeName", "").empty() && bound_[i] == SteadyClock::time_point{}) {
+      bound_[i] = now;
+      std::lock_guard lock(mu_);
+      if (++boundCount_ == bound_.size()) cv_.notify_all();
+    }
+  }
+
+  /// Waits until every pod is bound or the deadline passes; true if all are.
+  bool waitAllBound(int seconds) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(seconds), [&] { return boundCount_ == bound_.size(); });
+  }
+  size_t boundCount() {
+    std::lock_guard lock(mu_);
+    return boundCount_;
+  }
+
+  struct Figures {
+    double podsPerSecond = 0, totalSeconds = 0, p50Ms = 0, p99Ms = 0;
+  };
+  /// Throughput from the first creation to the last bind; creation-to-bind latency percentiles.
+  Figures figures() const {
+    Figures f;
+    SteadyClock::time_point first = SteadyClock::time_point::max(), last{};
+    std::vector<double> lat;
+    for (size_t i = 0; i < created_.size(); ++i) {
+      if (created_[i] == SteadyClock::time_point{} || bound_[i] == SteadyClock::time_point{}) continue;
+      first = std::min(first, created_[i]);
+      last = std::max(last, bound_[i]);
+      lat.push_back(std::chrono::duration<double, std::milli>(bound_[i] - created_[i]).count());
+    }
+    if (lat.empty()) return f;
+    std::sort(lat.begin(), lat.end());
+    f.totalSeconds = std::chrono::duration<double>(last - first).count();
+    f.podsPerSecond = f.totalSeconds > 0 ? static_cast<double>(lat.size()) / f.totalSeconds : 0;
+    f.p50Ms = lat[lat.size() / 2];
+    f.p99Ms = lat[std::min(lat.size() - 1, lat.size() * 99 / 100)];
+    return f;
+  }
+
+ private:
+  std::vector<SteadyClock::time_point> created_, bound_;  // written under the cluster's lock
+  std::mutex mu_;
+  std::condition_variable cv_;
+  size_t boundCount_ = 0;
+};
+
+/// The embedded cluster with the nodes, served over HTTP, with a tracker watching its pods.
+struct Server {
+  api::SystemClock clock;
+  cache::MemoryCluster cluster{clock};
+  Tracker tracker;
+  std::unique_ptr<cache::WatchHandle> watch;
+  std::unique_ptr<cache::ApiServer> api;
+
+  Server(const E2eOptions& o) : tracker(o.pods) {
+    cluster.setWatchWindow(static_cast<size_t>(o.pods) * 4 + 10'000);
+    (void)cluster.create(api::Kind::Queue, Json{{"apiVersion", "scheduling.tessera.dev/v1alpha1"},
+                                                {"kind", "Queue"},
+                                                {"metadata", {{"name", "default"}}}});
+    for (int i = 0; i < o.nodes; ++i) (void)cluster.create(api::Kind::Node, nodeJson(i));
+    watch = std::move(cluster.watch(api::Kind::Pod, "", [this](const cache::WatchEvent& ev) { tracker.onEvent(ev); }))
+                .value();
+    cache::ApiServerOptions so;
+    so.threads = o.serverThreads;
+    api = std::make_unique<cache::ApiServer>(cluster, so);
+  }
+  ~Server() {
+    if (api) api->stop();
+    if (watch) watch->stop();
+  }
+};
+
+std::unique_ptr<cache::ClusterClient> client(const std::string& url, int ioThreads) {
+  cache::RestConfig rc;
+  rc.server = url;
+  cache::HttpClientOptions co;
+  co.qps = 0;  // unlimited: the bench measures the server and the scheduler, not a rate limiter
+  co.ioThreads = ioThreads;
+  auto c = cache::makeHttpClient(rc, co);
+  if (!c.ok()) {
+    std::fprintf(stderr, "tessera-bench e2e: %s\n", c.error().message.c_str());
+    std::exit(1);
+  }
+  return std::move(c).value();
+}
+
+/// Creates pods 0..n-1 from `threads` threads; `created(i)` after each success.
+template <class Created>
+size_t createPods(cache::ClusterClient& c, int n, int threads, Created created) {
+  std::atomic<int> next{0};
+  std::atomic<size_t> failures{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&] {
+      for (int i = next++; i < n; i = next++) {
+        auto r = c.create(api::Kind::Pod, podJson(i));
+        if (r.ok()) created(i);
+        else if (failures++ < 5) std::fprintf(stderr, "tessera-bench e2e: creating p-%d: %s\n", i, r.error().message.c_str());
+      }
+    });
+  for (auto& th : pool) th.join();
+  return failures;
+}
+
+/// The daemon as a child process (its output in `log`).
+pid_t spawnDaemon(const E2eOptions& o, const std::string& url, const fs::path& dir) {
+  const fs::path kc = dir / "kubeconfig";
+  std::ofstream(kc) << "apiVersion: v1\nkind: Config\ncurrent-context: b\n"
+                       "clusters: [{name: b, cluster: {server: \"" << url << "\"}}]\n"
+                       "contexts: [{name: b, context: {cluster: b}}]\n";
+  const std::string log = (dir / "daemon.log").string();
+  std::vector<std::string> args = {o.tessera, "run", "--kubeconfig", kc.string(), "--leader-elect=false",
+                                   "--health-port", "0", "--health-address", "127.0.0.1", "--kube-api-qps", "0",
+                                   "--bind-workers", std::to_string(o.bindWorkers), "--debounce", o.debounce};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) {
+    std::fprintf(stderr, "tessera-bench e2e: cannot start %s: %s\n", o.tessera.c_str(), std::strerror(rc));
+    std::exit(1);
+  }
+  return pid;
+}
+
+/// GET http://127.0.0.1:port/path with a plain socket (the daemon's /metrics); empty on failure.
+std::string httpGet(int port, const std::string& path) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return {};
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string out;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    const std::string req = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    if (::write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
+      char buf[65536];
+      for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+    }
+  }
+  ::close(fd);
+  return out;
+}
+
+/// The daemon's cycle figures from its /metrics (port read from its log): cycles and mean ms by phase.
+Json daemonCycles(const fs::path& log) {
+  std::ifstream in(log);
+  std::string line;
+  int port = 0;
+  while (std::getline(in, line))
+    if (auto at = line.find("health and metrics on 127.0.0.1:"); at != std::string::npos)
+      port = std::atoi(line.c_str() + at + std::strlen("health and metrics on 127.0.0.1:"));
+  if (port <= 0) return nullptr;
+  const std::string text = httpGet(port, "/metrics");
+  std::map<std::string, double> sum, count;
+  std::istringstream ss(text);
+  while (std::getline(ss, line)) {
+    for (const char* what : {"_sum{", "_count{"}) {
+      const std::string prefix = std::string("tessera_cycle_duration_seconds") + what + "phase=\"";
+      if (line.rfind(prefix, 0) != 0) continue;
+      const auto close = line.find('"', prefix.size());
+      const std::string phase = line.substr(prefix.size(), close - prefix.size());
+      const double v = std::atof(line.c_str() + line.rfind(' ') + 1);
+      (std::strcmp(what, "_sum{") == 0 ? sum : count)[phase] = v;
+    }
+  }
+  Json out = Json::object();
+  out["cycles"] = count["total"];
+  for (const auto& [phase, s] : sum)
+    out["mean_" + phase + "_ms"] = count[phase] > 0 ? s / count[phase] * 1000 : 0;
+  return out;
+}
+
+Json figuresJson(const Tracker::Figures& f) {
+  return {{"pods_per_s", f.podsPerSecond}, {"total_s", f.totalSeconds}, {"p50_ms", f.p50Ms}, {"p99_ms", f.p99Ms}};
+}
+
+}  // namespace
+
+int runE2eBench(int argc, char** argv) {
+  E2eOptions o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "tessera-bench e2e: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    auto number = [&](int lo) {
+      const std::string v = value();
+      char* end = nullptr;
+      const long n = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || n < lo || n > 10'000'000) {
+        std::fprintf(stderr, "tessera-bench e2e: %s: expected an integer >= %d, got \"%s\"\n", a.c_str(), lo, v.c_str());
+        std::exit(2);
+      }
+      return static_cast<int>(n);
+    };
+    if (a == "--nodes") o.nodes = number(1);
+    else if (a == "--pods") o.pods = number(1);
+    else if (a == "--creators") o.creators = number(1);
+    else if (a == "--bind-workers") o.bindWorkers = number(1);
+    else if (a == "--server-threads") o.serverThreads = number(1);
+    else if (a == "--timeout") o.timeoutSeconds = number(1);
+    else if (a == "--debounce") o.debounce = value();
+    else if (a == "--tessera") o.tessera = value();
+    else if (a == "--skip-raw") o.skipRaw = true;
+    else {
+      std::fprintf(stderr, "tessera-bench e2e: unknown argument %s\n", a.c_str());
+      return 2;
+    }
+  }
+  const fs::path dir = fs::temp_directory_path() / ("tessera-bench-e2e-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::printf("e2e: %d nodes, %d pods, %d creators, %d bind workers, server threads %d\n", o.nodes, o.pods,
+              o.creators, o.bindWorkers, o.serverThreads);
+
+  // ---- 1. the scheduler end to end ----
+  Json sched;
+  bool schedAll = false;
+  {
+    Server server(o);
+    if (auto st = server.api->start(); !st.ok()) {
+      std::fprintf(stderr, "tessera-bench e2e: %s\n", st.error().message.c_str());
+      return 1;
+    }
+    const pid_t pid = spawnDaemon(o, server.api->url(), dir);
+    // Ready once its six watches are open.
+    const auto deadline = SteadyClock::now() + std::chrono::seconds(o.timeoutSeconds);
+    while (server.api->openWatches() < 6 && SteadyClock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling the daemon's start
+    auto c = client(server.api->url(), 2);
+    const size_t failed = createPods(*c, o.pods, o.creators, [](int) {});
+    schedAll = failed == 0 && server.tracker.waitAllBound(o.timeoutSeconds);
+    const auto f = server.tracker.figures();
+    const Json cycles = daemonCycles(dir / "daemon.log");
+    ::kill(pid, SIGTERM);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    sched = figuresJson(f);
+    sched["bound"] = server.tracker.boundCount();
+    sched["requests"] = server.api->requestCount();
+    sched["daemon"] = cycles;
+    std::printf("scheduler: %zu/%d bound, %.0f pods/s, p50 %.1f ms, p99 %.1f ms (daemon log: %s)\n",
+                server.tracker.boundCount(), o.pods, f.podsPerSecond, f.p50Ms, f.p99Ms,
+                (dir / "daemon.log").c_str());
+  }
+
+  // ---- 2. the server's ceiling: the same creations and binds, no scheduling ----
+  Json raw;
+  bool rawAll = true;
+  if (!o.skipRaw) {
+    Server server(o);
+    if (auto st = server.api->start(); !st.ok()) {
+      std::fprintf(stderr, "tessera-bench e2e: %s\n", st.error().message.c_str());
+      return 1;
+    }
+    auto c = client(server.api->url(), 2);
+    auto binderClient = client(server.api->url(), 2);  // as the daemon: its own connections and I/O threads
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<int> toBind;
+    bool creating = true;
+    std::vector<std::thread> binders;
+    for (int t = 0; t < o.bindWorkers; ++t)
+      binders.emplace_back([&] {
+        for (;;) {
+          int i;
+          {
+            std::unique_lock lock(mu);
+            cv.wait(lock, [&] { return !toBind.empty() || !creating; });
+            if (toBind.empty()) return;
+            i = toBind.front();
+            toBind.pop_front();
+          }
+          (void)binderClient->bind("bench", "p-" + std::to_string(i), "", "node-" + std::to_string(i % o.nodes));
+        }
+      });
+    createPods(*c, o.pods, o.creators, [&](int i) {
+      std::lock_guard lock(mu);
+      toBind.push_back(i);
+      cv.notify_one();
+    });
+    {
+      std::lock_guard lock(mu);
+      creating = false;
+      cv.notify_all();
+    }
+    for (auto& t : binders) t.join();
+    rawAll = server.tracker.waitAllBound(o.timeoutSeconds);
+    const auto f = server.tracker.figures();
+    raw = figuresJson(f);
+    raw["bound"] = server.tracker.boundCount();
+    raw["requests"] = server.api->requestCount();
+    std::printf("raw:       %zu/%d bound, %.0f pods/s, p50 %.1f ms, p99 %.1f ms\n", server.tracker.boundCount(),
+                o.pods, f.podsPerSecond, f.p50Ms, f.p99Ms);
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+
+  double load[1] = {0};
+  const double rawRate = raw.is_null() ? 0.0 : raw["pods_per_s"].get<double>();
+  Json out = {{"benchmark", "e2e"},
+              {"nodes", o.nodes},
+              {"pods", o.pods},
+              {"creators", o.creators},
+              {"bind_workers", o.bindWorkers},
+              {"server_threads", o.serverThreads},
+              {"all_bound", schedAll && rawAll},
+              {"scheduler", sched},
+              {"raw", raw},
+              {"ratio", rawRate > 0 ? sched["pods_per_s"].get<double>() / rawRate : 0.0},
+              {"load_average", getloadavg(load, 1) == 1 ? load[0] : -1}};
+  std::cout << out.dump() << std::endl;
+  return schedAll && rawAll ? 0 : 1;
+}
+
+}  // namespace tessera::bench

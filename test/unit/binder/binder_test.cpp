@@ -1,0 +1,412 @@
+// The asynchronous binder: binds and evictions off the scheduling thread, in-flight binds counted
+// as bound, per-pod exponential backoff after failed binds (a failing pod cannot starve the
+// others), expiry of assumed binds the watch never confirms, and the coalescing status queue.
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include <catch2/catch.hpp>
+
+#include "tessera/app/registry.h"
+#include "tessera/binder/binder.h"
+#include "tessera/cache/cache.h"
+#include "tessera/cache/memory_cluster.h"
+#include "tessera/framework/config.h"
+#include "tessera/framework/scheduler.h"
+
+using namespace tessera;
+using api::Duration;
+using api::Kind;
+using cache::Json;
+using cache::TaskStatus;
+
+namespace {
+
+/// A clock tests move while binder threads read it.
+class SharedClock final : public api::Clock {
+ public:
+  explicit SharedClock(api::Time t) : millis_(t.unixMillis) {}
+  api::Time now() const override { return api::Time{millis_.load()}; }
+  void advance(Duration d) { millis_ += d.millis; }
+
+ private:
+  std::atomic<int64_t> millis_;
+};
+
+/// A gate a test opens: threads that reach wait() block until open().
+class Gate {
+ public:
+  void close() {
+    std::lock_guard l(mu_);
+    open_ = false;
+  }
+  void open() {
+    std::lock_guard l(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  void wait() {
+    std::unique_lock l(mu_);
+    ++waiting_;
+    cv_.notify_all();
+    cv_.wait(l, [&] { return open_; });
+    --waiting_;
+  }
+  /// Blocks until `n` threads wait at the gate.
+  void awaitWaiting(int n) {
+    std::unique_lock l(mu_);
+    cv_.wait(l, [&] { return waiting_ >= n; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = true;
+  int waiting_ = 0;
+};
+
+/// The memory cluster with knobs: binds of chosen pods fail, binds can be "lost" (answered OK but
+/// never done, so the watch never confirms), status patches can be held at a gate; counts writes.
+class FlakyClient final : public cache::ClusterClient {
+ public:
+  explicit FlakyClient(cache::MemoryCluster& c) : c_(c) {}
+  std::set<std::string> failBind;  ///< pod names
+  std::atomic<bool> loseBinds{false};
+  Gate patchGate;
+
+  std::map<std::string, std::vector<std::string>> conditionsWritten() {
+    std::lock_guard l(mu_);
+    return conditions_;
+  }
+  int binds() const { return binds_; }
+
+  api::Result<cache::ListResult> list(Kind k, const cache::ListOptions& o) override { return c_.list(k, o); }
+  api::Result<std::unique_ptr<cache::WatchHandle>> watch(Kind k, const std::string& rv, cache::WatchCallback cb) override {
+    return c_.watch(k, rv, std::move(cb));
+  }
+  api::Result<Json> get(Kind k, const std::string& ns, const std::string& n) override { return c_.get(k, ns, n); }
+  api::Result<Json> create(Kind k, const Json& o) override { return c_.create(k, o); }
+  api::Result<Json> update(Kind k, const Json& o) override { return c_.update(k, o); }
+  api::Result<Json> updateStatus(Kind k, const Json& o) override { return c_.updateStatus(k, o); }
+  api::Result<Json> patch(Kind k, const std::string& ns, const std::string& n, cache::PatchType t, const Json& p,
+                          bool status) override {
+    if (k == Kind::Pod && status && p.dump().find("PodScheduled") != std::string::npos) {
+      patchGate.wait();
+      std::lock_guard l(mu_);
+      conditions_[n].push_back(p["status"]["conditions"][0]["message"].get<std::string>());
+    }
+    return c_.patch(k, ns, n, t, p, status);
+  }
+  api::Status remove(Kind k, const std::string& ns, const std::string& n, const cache::DeleteOptions& o) override {
+    return c_.remove(k, ns, n, o);
+  }
+  api::Status bind(const std::string& ns, const std::string& n, const std::string& uid, const std::string& node) override {
+    ++binds_;
+    if (failBind.count(n)) return api::makeError("pods \"" + n + "\": injected failure", 500);
+    if (loseBinds) return api::Status::success();
+    return c_.bind(ns, n, uid, node);
+  }
+
+ private:
+  cache::MemoryCluster& c_;
+  std::mutex mu_;
+  std::map<std::string, std::vector<std::string>> conditions_;
+  std::atomic<int> binds_{0};
+};
+
+Json node(const std::string& name, const std::string& cpu) {
+  return {{"apiVersion", "v1"},
+          {"kind", "Node"},
+          {"metadata", {{"name", name}}},
+          {"status",
+           {{"allocatable", {{"cpu", cpu}, {"memory", "64Gi"}, {"pods", "110"}}},
+            {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
+}
+
+Json pod(const std::string& name, const std::string& cpu = "1") {
+  return {{"apiVersion", "v1"},
+          {"kind", "Pod"},
+          {"metadata", {{"namespace", "t"}, {"name", name}}},
+          {"spec",
+           {{"schedulerName", "tessera"},
+            {"containers", {{{"name", "main"}, {"image", "busybox"}, {"resources", {{"requests", {{"cpu", cpu}}}}}}}}}}};
+}
+
+struct Env {
+  SharedClock clock{api::parseTime("2026-01-01T00:00:00Z").value()};
+  cache::MemoryCluster cluster{clock};
+  FlakyClient client{cluster};
+  std::unique_ptr<cache::Cache> cache;
+  std::unique_ptr<binder::Binder> binder;
+
+  void start(binder::BinderOptions bo = {}, cache::CacheOptions co = {}) {
+    cache = std::make_unique<cache::Cache>(client, clock, co);
+    REQUIRE(cache->start().ok());
+    binder = std::make_unique<binder::Binder>(client, *cache, clock, std::move(bo));
+  }
+  ~Env() {
+    client.patchGate.open();
+    binder.reset();
+  }
+  std::string uid(const std::string& name) {
+    auto p = cluster.get(Kind::Pod, "t", name);
+    return p.ok() ? (*p)["metadata"].value("uid", "") : "";
+  }
+  std::string nodeOf(const std::string& name) {
+    auto p = cluster.get(Kind::Pod, "t", name);
+    return p.ok() && p->contains("spec") ? (*p)["spec"].value("nodeName", "") : "";
+  }
+  /// The pod's task in a fresh snapshot, or null when no job holds it.
+  std::optional<cache::TaskInfo> task(const std::string& name) {
+    auto s = cache->snapshot();
+    const auto* job = s->findJob("Pod/t/" + name);
+    if (!job) return std::nullopt;
+    for (const auto& t : job->tasks)
+      if (t.key == "t/" + name) return t;
+    return std::nullopt;
+  }
+  framework::SessionResult binds(std::vector<std::pair<std::string, std::string>> podNode) {
+    framework::SessionResult r;
+    for (auto& [p, n] : podNode) r.binds.push_back({"t/" + p, uid(p), n, {}});
+    return r;
+  }
+};
+
+/// A result with pods left pending, each with its own message.
+struct Pending {
+  std::vector<cache::TaskInfo> tasks;
+  cache::JobInfo job;
+  framework::SessionResult result(const std::vector<std::pair<std::string, std::string>>& podMessage) {
+    tasks.clear();
+    tasks.reserve(podMessage.size());
+    framework::SessionResult r;
+    job.key = "PodGroup/t/g";
+    for (const auto& [p, m] : podMessage) {
+      cache::TaskInfo t;
+      t.key = "t/" + p;
+      tasks.push_back(t);
+      r.jobs.push_back({&job, static_cast<uint32_t>(r.messages.size())});
+      r.messages.push_back(m);
+      r.pods.push_back({&tasks.back(), static_cast<uint32_t>(r.jobs.size() - 1), nullptr});
+    }
+    return r;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("binds run on binder threads; waitIdle waits for them", "[binder]") {
+  Env e;
+  REQUIRE(e.cluster.create(Kind::Node, node("n1", "8")).ok());
+  for (const char* p : {"a", "b", "c"}) REQUIRE(e.cluster.create(Kind::Pod, pod(p)).ok());
+  binder::BinderOptions bo;
+  bo.workers = 2;
+  std::atomic<int> recorded{0};
+  bo.onRecord = [&](const binder::BindRecord&) { ++recorded; };
+  e.start(bo);
+  (void)e.cache->snapshot();
+  e.binder->apply(e.binds({{"a", "n1"}, {"b", "n1"}, {"c", "n1"}}), cache::Snapshot{});
+  e.binder->waitIdle();
+  CHECK(recorded == 3);
+  REQUIRE(e.binder->lastRecords().size() == 3);
+  for (const auto& r : e.binder->lastRecords()) CHECK(r.ok);
+  CHECK(e.binder->lastRecords()[1].podKey == "t/b");  // records keep the result's order
+  for (const char* p : {"a", "b", "c"}) CHECK(e.nodeOf(p) == "n1");
+  CHECK(e.task("a")->status == TaskStatus::Bound);
+  CHECK_FALSE(e.task("a")->assumed);  // the watch confirmed it
+  CHECK(e.binder->inFlight() == 0);
+}
+
+TEST_CASE("a bind in flight counts as bound and does not expire; the cycle does not wait for it", "[binder][assume]") {
+  Env e;
+  REQUIRE(e.cluster.create(Kind::Node, node("n1", "8")).ok());
+  REQUIRE(e.cluster.create(Kind::Pod, pod("a")).ok());
+  Gate gate;
+  gate.close();
+  binder::BinderOptions bo;
+  bo.preBind = [&](const framework::SessionResult::Bind&) {
+    gate.wait();  // a GPU reservation that takes its time
+    return api::Status::success();
+  };
+  cache::CacheOptions co;
+  co.assumeTtl = Duration{5'000};
+  e.start(bo, co);
+  auto r = e.binds({{"a", "n1"}});
+  r.binds[0].gpus.push_back({"g1", true, 500, 0, -1});
+  e.binder->apply(r, cache::Snapshot{});  // returns with the bind blocked in preBind
+  gate.awaitWaiting(1);
+  auto t = e.task("a");
+  REQUIRE(t);
+  CHECK(t->status == TaskStatus::Bound);
+  CHECK(t->nodeName == "n1");
+  CHECK(t->assumed);
+  CHECK(e.binder->inFlight() == 1);
+  e.clock.advance(Duration{60'000});  // far past the TTL: in flight, so not expired
+  CHECK(e.task("a")->status == TaskStatus::Bound);
+  CHECK(e.cache->expiredAssumptions() == 0);
+  gate.open();
+  e.binder->waitIdle();
+  CHECK(e.nodeOf("a") == "n1");
+  CHECK_FALSE(e.task("a")->assumed);
+  CHECK(e.cache->expiredAssumptions() == 0);
+}
+
+TEST_CASE("an assumed bind the watch never confirms expires after the TTL, counted", "[binder][assume]") {
+  Env e;
+  REQUIRE(e.cluster.create(Kind::Node, node("n1", "8")).ok());
+  REQUIRE(e.cluster.create(Kind::Pod, pod("a")).ok());
+  e.client.loseBinds = true;  // answered 201, never done
+  cache::CacheOptions co;
+  co.assumeTtl = Duration{5'000};
+  e.start({}, co);
+  e.binder->apply(e.binds({{"a", "n1"}}), cache::Snapshot{});
+  e.binder->waitIdle();
+  CHECK(e.binder->lastRecords().at(0).ok);
+  CHECK(e.task("a")->status == TaskStatus::Bound);
+  CHECK(e.task("a")->assumed);
+  e.clock.advance(Duration{5'000});
+  CHECK(e.task("a")->status == TaskStatus::Bound);  // the TTL runs from the bind's answer
+  e.clock.advance(Duration{1});
+  CHECK(e.task("a")->status == TaskStatus::Pending);
+  CHECK(e.cache->snapshot()->findNode("n1")->used.isZero());
+  CHECK(e.cache->expiredAssumptions() == 1);
+}
+
+TEST_CASE("a failing bind backs off exponentially per pod; the pod is left out until then", "[binder][backoff]") {
+  Env e;
+  REQUIRE(e.cluster.create(Kind::Node, node("n1", "8")).ok());
+  REQUIRE(e.cluster.create(Kind::Pod, pod("a")).ok());
+  e.client.failBind.insert("a");
+  binder::BinderOptions bo;
+  bo.backoffInitial = Duration{1'000};
+  bo.backoffMax = Duration{4'000};
+  e.start(bo);
+  auto attempt = [&] {
+    e.binder->apply(e.binds({{"a", "n1"}}), cache::Snapshot{});
+    e.binder->waitIdle();
+    CHECK_FALSE(e.binder->lastRecords().at(0).ok);
+  };
+  // Backoffs 1 s, 2 s, 4 s, 4 s (capped).
+  for (int64_t backoff : {1'000, 2'000, 4'000, 4'000}) {
+    attempt();
+    CAPTURE(backoff);
+    CHECK_FALSE(e.task("a"));  // in no job: no cycle can place it
+    CHECK(e.binder->backingOff() == 1);
+    CHECK(e.cache->snapshot()->findNode("n1")->used.isZero());
+    e.clock.advance(Duration{backoff - 1});
+    CHECK_FALSE(e.task("a"));
+    e.clock.advance(Duration{1});
+    REQUIRE(e.task("a"));
+    CHECK(e.task("a")->status == TaskStatus::Pending);
+    CHECK(e.binder->backingOff() == 0);
+  }
+  SECTION("a result placing it during its backoff is refused without a request") {
+    attempt();
+    const int before = e.client.binds();
+    e.binder->apply(e.binds({{"a", "n1"}}), cache::Snapshot{});
+    e.binder->waitIdle();
+    CHECK(e.client.binds() == before);
+    CHECK_THAT(e.binder->lastRecords().at(0).error, Catch::Contains("backing off"));
+  }
+  SECTION("a success resets the backoff") {
+    e.client.failBind.clear();
+    e.binder->apply(e.binds({{"a", "n1"}}), cache::Snapshot{});
+    e.binder->waitIdle();
+    CHECK(e.binder->lastRecords().at(0).ok);
+    CHECK(e.nodeOf("a") == "n1");
+    CHECK(e.binder->backingOff() == 0);
+  }
+  SECTION("deleting the pod ends it") {
+    attempt();
+    REQUIRE(e.cluster.forceRemove(Kind::Pod, "t", "a").ok());
+    REQUIRE(e.cluster.create(Kind::Pod, pod("a")).ok());  // same name, new pod
+    REQUIRE(e.task("a"));
+  }
+}
+
+TEST_CASE("a pod whose bind keeps failing does not starve the others (the scheduler end to end)", "[binder][backoff]") {
+  Env e;
+  REQUIRE(e.cluster.create(Kind::Queue, Json{{"apiVersion", "scheduling.tessera.dev/v1alpha1"},
+                                             {"kind", "Queue"},
+                                             {"metadata", {{"name", "default"}}}})
+              .ok());
+  REQUIRE(e.cluster.create(Kind::Node, node("n1", "1")).ok());  // room for one pod
+  REQUIRE(e.cluster.create(Kind::Pod, pod("a")).ok());          // older: placed first
+  e.clock.advance(Duration{1'000});
+  REQUIRE(e.cluster.create(Kind::Pod, pod("b")).ok());
+  e.client.failBind.insert("a");
+  e.start();
+  auto config = framework::loadConfig(app::builtinRegistry(), nullptr);
+  REQUIRE(config.ok());
+  framework::Scheduler scheduler(*e.cache, *config, e.clock, *e.binder);
+  auto cycle = [&] {
+    auto r = scheduler.runCycle();
+    e.binder->waitIdle();
+    return r;
+  };
+  auto r1 = cycle();
+  for (const auto& j : r1.jobs) UNSCOPED_INFO(j.job->key << ": " << r1.message(j));
+  REQUIRE(r1.binds.size() == 1);
+  CHECK(r1.binds[0].podKey == "t/a");
+  CHECK(e.nodeOf("a").empty());
+  auto r2 = cycle();  // no time passed: a backs off, b gets the node
+  REQUIRE(r2.binds.size() == 1);
+  CHECK(r2.binds[0].podKey == "t/b");
+  CHECK(e.nodeOf("b") == "n1");
+  e.clock.advance(Duration{1'000});
+  auto r3 = cycle();  // a is back, and finds the node full
+  CHECK(r3.binds.empty());
+  CHECK(e.client.binds() == 2);
+}
+
+TEST_CASE("status writes are coalesced per pod and deduplicated", "[binder][status]") {
+  Env e;
+  for (const char* p : {"a", "b"}) REQUIRE(e.cluster.create(Kind::Pod, pod(p)).ok());
+  e.start();
+  Pending pending;
+  e.client.patchGate.close();
+  e.binder->apply(pending.result({{"a", "a1"}, {"b", "b1"}}), cache::Snapshot{});
+  e.client.patchGate.awaitWaiting(1);  // the status thread holds a's first write
+  e.binder->apply(pending.result({{"a", "a2"}, {"b", "b2"}}), cache::Snapshot{});
+  e.binder->apply(pending.result({{"a", "a3"}, {"b", "b3"}}), cache::Snapshot{});
+  e.client.patchGate.open();
+  e.binder->waitIdle();
+  auto written = e.client.conditionsWritten();
+  CHECK(written["a"] == std::vector<std::string>{"a1", "a3"});  // a2 was overtaken before it was written
+  CHECK(written["b"] == std::vector<std::string>{"b3"});
+  // The same message again: nothing written.
+  e.binder->apply(pending.result({{"a", "a3"}, {"b", "b3"}}), cache::Snapshot{});
+  e.binder->waitIdle();
+  CHECK(e.client.conditionsWritten() == written);
+  auto events = e.cluster.list(Kind::Event);
+  REQUIRE(events.ok());
+  int failedScheduling = 0;
+  for (const auto& ev : events->items) failedScheduling += ev.value("reason", "") == "FailedScheduling";
+  CHECK(failedScheduling == 3);  // a1, a3, b3
+  auto a = e.cluster.get(Kind::Pod, "t", "a");
+  REQUIRE(a.ok());
+  CHECK((*a)["status"]["conditions"][0]["message"] == "a3");
+}
+
+TEST_CASE("afterApply runs once the apply's binds and evictions are done, in apply order", "[binder]") {
+  Env e;
+  REQUIRE(e.cluster.create(Kind::Node, node("n1", "8")).ok());
+  for (const char* p : {"a", "b"}) REQUIRE(e.cluster.create(Kind::Pod, pod(p)).ok());
+  std::mutex mu;
+  std::vector<size_t> seen;  // binds of each result, as afterApply saw them
+  std::vector<std::string> boundAtAfter;
+  binder::BinderOptions bo;
+  bo.afterApply = [&](const framework::SessionResult& r) {
+    std::lock_guard l(mu);
+    seen.push_back(r.binds.size());
+    for (const auto& b : r.binds) boundAtAfter.push_back(e.nodeOf(b.podKey.substr(2)));
+  };
+  e.start(bo);
+  e.binder->apply(e.binds({{"a", "n1"}, {"b", "n1"}}), cache::Snapshot{});
+  e.binder->apply(framework::SessionResult{}, cache::Snapshot{});
+  e.binder->waitIdle();
+  CHECK(seen == std::vector<size_t>{2, 0});
+  CHECK(boundAtAfter == std::vector<std::string>{"n1", "n1"});
+}
