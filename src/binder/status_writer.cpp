@@ -169,19 +169,27 @@ struct StatusWriter::Impl {
         unschedulable.emplace(js.job, &result.message(js));
       }
 
+    // Pods bound by this cycle: the snapshot was taken before them.
+    std::set<std::string_view> boundNow;
+    for (const auto& b : result.binds) boundNow.insert(b.podKey);
+
     // PodGroups of jobs.
     for (const auto& jp : s.jobs) {
       const cache::JobInfo& job = *jp;
       if (job.isSingleton() || !job.podGroup) continue;
-      int32_t running = 0;
-      for (const auto& t : job.tasks) running += t.status == cache::TaskStatus::Running ? 1 : 0;
+      int32_t running = 0, placed = 0;
+      for (const auto& t : job.tasks) {
+        running += t.status == cache::TaskStatus::Running ? 1 : 0;
+        placed += t.status == cache::TaskStatus::Pending && boundNow.count(t.key) ? 1 : 0;
+      }
+      const int32_t scheduled = job.allocatedCount + placed;
       auto prob = problems.find(job.key);
       auto un = unschedulable.find(&job);
       const int32_t total = static_cast<int32_t>(job.tasks.size());
       std::string phase;
       if (prob != problems.end()) phase = "Unschedulable";
       else if (total > 0 && job.succeededCount + job.failedCount == total) phase = job.failedCount > 0 ? "Failed" : "Completed";
-      else if (job.allocatedCount + job.succeededCount >= job.minMember) phase = "Running";
+      else if (scheduled + job.succeededCount >= job.minMember) phase = "Running";
       else if (un != unschedulable.end()) phase = "Unschedulable";
       else phase = "Pending";
       Json conds = Json::array();
@@ -192,10 +200,10 @@ struct StatusWriter::Impl {
       else conds.push_back(condition("Unschedulable", false, "Schedulable", ""));
       Json status = {{"phase", phase},
                      {"running", running},
-                     {"pending", job.pendingCount},
+                     {"pending", job.pendingCount - placed},
                      {"succeeded", job.succeededCount},
                      {"failed", job.failedCount},
-                     {"scheduled", job.allocatedCount},
+                     {"scheduled", scheduled},
                      {"conditions", std::move(conds)}};
       wantStatus(api::Kind::PodGroup, job.namespace_, job.name, std::move(status));
     }

@@ -4,6 +4,8 @@
 #include <map>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "tessera/api/convert.h"
 #include "tessera/api/validation.h"
 
@@ -15,7 +17,7 @@ Queue queue(const std::string& yaml) {
   auto docs = yamlToJson(yaml);
   REQUIRE(docs.ok());
   auto q = queueFromJson(docs->front());
-  INFO(q.ok() ? "" : q.error().message);
+  INFO((q.ok() ? std::string() : q.error().message));
   REQUIRE(q.ok());
   return std::move(q).value();
 }
@@ -86,7 +88,7 @@ TEST_CASE("validateQueues: missing parents, cycles, inherited problems") {
   REQUIRE(problems.count("under"));
   CHECK(contains(problems.at("under").message, "ancestor queue x: spec.parentQueue: parent cycle"));
   REQUIRE(problems.count("deep"));
-  CHECK(contains(problems.at("deep").message, "ancestor queue under"));
+  CHECK(contains(problems.at("deep").message, "ancestor queue x: spec.parentQueue: parent cycle"));  // the nearest one with a problem of its own
   CHECK(problems.at("bad").field == "spec.resources.gpu.quota");
   CHECK(contains(problems.at("below-bad").message, "ancestor queue bad: spec.resources.gpu.quota"));
 
