@@ -229,13 +229,14 @@ struct StatusWriter::Impl {
       wantStatus(api::Kind::Queue, "", name, std::move(status));
     }
 
-    // Objects the cache could not convert at all (not in the snapshot): the reason alone.
+    // Objects the cache could not convert (and holds no earlier version of): the reason alone.
     for (const auto& e : s.conversionErrors) {
       const std::string ref = api::Problem::objectRef(e.kind, e.namespace_, e.name);
       if (e.kind == api::Kind::Queue && !s.queues.count(e.name)) {
         wantStatus(api::Kind::Queue, "", e.name,
                    Json{{"conditions", Json::array({condition("Valid", false, kInvalidSpec, e.message)})}});
-      } else if (e.kind == api::Kind::PodGroup && !s.findJob(ref)) {
+      } else if (const cache::JobInfo* job = e.kind == api::Kind::PodGroup ? s.findJob(ref) : nullptr;
+                 e.kind == api::Kind::PodGroup && !(job && job->podGroup)) {  // its pods' job knows no PodGroup
         wantStatus(api::Kind::PodGroup, e.namespace_, e.name,
                    Json{{"phase", "Unschedulable"},
                         {"conditions", Json::array({condition("Valid", false, kInvalidSpec, e.message),
