@@ -65,6 +65,16 @@ struct StatusWriter::Impl {
   /// Transition times of the conditions last queued, by object key then type: (status, time).
   std::map<std::string, std::map<std::string, std::pair<std::string, std::string>>> transitions;  // scheduler thread
   std::set<std::string> seen;  ///< keys wanted by the current update() (scheduler thread)
+  /// What a PodGroup's status was last computed from (scheduler thread).
+  struct JobMemo {
+    std::shared_ptr<const cache::JobInfo> job;
+    int32_t placed = 0;
+    std::string problem, unschedulable;
+    bool operator==(const JobMemo& o) const {
+      return job == o.job && placed == o.placed && problem == o.problem && unschedulable == o.unschedulable;
+    }
+  };
+  std::map<std::string, JobMemo> jobMemo;
   uint64_t eventCounter = 0;  // under writeMu
   std::thread worker;
 
@@ -151,6 +161,8 @@ struct StatusWriter::Impl {
       it = seen.count(it->first) || queue.count(it->first) ? std::next(it) : written.erase(it);
     for (auto it = transitions.begin(); it != transitions.end();)
       it = seen.count("status:" + it->first) ? std::next(it) : transitions.erase(it);
+    for (auto it = jobMemo.begin(); it != jobMemo.end();)
+      it = seen.count("status:" + it->first) ? std::next(it) : jobMemo.erase(it);
   }
 
   void compute(const framework::SessionResult& result, const cache::Snapshot& s) {
@@ -185,10 +197,22 @@ struct StatusWriter::Impl {
       const int32_t scheduled = job.allocatedCount + placed;
       auto prob = problems.find(job.key);
       auto un = unschedulable.find(&job);
+      // Unchanged inputs (the snapshot shares an unchanged JobInfo with the last one): the status
+      // is the one already queued; skip building it (thousands of PodGroups per cycle).
+      JobMemo memo{jp, placed, prob != problems.end() ? prob->second : "", un != unschedulable.end() ? *un->second : ""};
+      const std::string statusKey = "status:" + api::Problem::objectRef(api::Kind::PodGroup, job.namespace_, job.name);
+      if (auto m = jobMemo.find(job.key); m != jobMemo.end() && m->second == memo) {
+        std::lock_guard lock(mu);
+        if (written.count(statusKey)) {
+          seen.insert(statusKey);
+          continue;
+        }
+      }
+      jobMemo.insert_or_assign(job.key, std::move(memo));
       const int32_t total = static_cast<int32_t>(job.tasks.size());
       std::string phase;
       if (prob != problems.end()) phase = "Unschedulable";
-      else if (total > 0 && job.succeededCount + job.failedCount == total) phase = job.failedCount > 0 ? "Failed" : "Completed";
+      else if (total > 0 && job.succeededCount + job.failedCount == total) phase = job.failedCount > 0 ? "Failed" : "Succeeded";
       else if (scheduled + job.succeededCount >= job.minMember) phase = "Running";
       else if (un != unschedulable.end()) phase = "Unschedulable";
       else phase = "Pending";

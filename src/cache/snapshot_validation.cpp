@@ -31,11 +31,11 @@ void validateSnapshot(Snapshot& s) {
     return it == s.topologies.end() ? nullptr : it->second.get();
   };
   for (const auto& job : s.jobs)
-    if (job->podGroup && !s.invalid.count(job->key))
-      if (auto p = api::validatePodGroup(*job->podGroup, refs)) s.invalid.emplace(p->ref(), std::move(*p));
+    if (job->podGroup)
+      if (auto p = api::validatePodGroup(*job->podGroup, refs)) s.invalid.emplace(p->ref(), std::move(*p));  // idem
   for (const auto& n : s.nodes)
-    if (n->node && !s.invalid.count("Node/" + n->name))
-      if (auto p = api::validateNode(*n->node)) s.invalid.emplace(p->ref(), std::move(*p));
+    if (n->node)
+      if (auto p = api::validateNode(*n->node)) s.invalid.emplace(p->ref(), std::move(*p));  // keeps a conversion error
 }
 
 const api::Problem* Snapshot::findInvalid(const std::string& ref) const {

@@ -167,7 +167,7 @@ TEST_CASE("PodGroup and Queue status are written through the status subresource"
     CHECK(pg["status"].value("succeeded", -1) == 1);
     REQUIRE(env.cluster.finishPod("t", "g-1", true).ok());
     env.cycle();
-    CHECK(env.get(api::Kind::PodGroup, "t", "g")["status"].value("phase", "") == "Completed");
+    CHECK(env.get(api::Kind::PodGroup, "t", "g")["status"].value("phase", "") == "Succeeded");
   }
 }
 
