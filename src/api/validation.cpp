@@ -33,7 +33,8 @@ std::optional<std::pair<std::string, std::string>> checkConstraint(const Topolog
                                                                    const std::string& path, const PodGroupRefs& refs) {
   if (!hasLevels(c)) return std::nullopt;
   if (topologyName.empty())
-    return std::pair{path + ".topology", std::string("required when requiredTopologyLevel or preferredTopologyLevel is set")};
+    return std::pair{path + ".topology",
+                     std::string("required when requiredTopologyLevel or preferredTopologyLevel is set")};
   const Topology* t = refs.topology(topologyName);
   if (!t) return std::pair{path + ".topology", "Topology " + quote(topologyName) + " not found"};
   auto levelIndex = [&](const std::string& label) -> int {
@@ -52,10 +53,9 @@ std::optional<std::pair<std::string, std::string>> checkConstraint(const Topolog
   if (!c.requiredTopologyLevel.empty() && req < 0) return unknown("requiredTopologyLevel", c.requiredTopologyLevel);
   if (!c.preferredTopologyLevel.empty() && pref < 0) return unknown("preferredTopologyLevel", c.preferredTopologyLevel);
   if (req >= 0 && pref >= 0 && pref < req)
-    return std::pair{path + ".preferredTopologyLevel", quote(c.preferredTopologyLevel) +
-                                                           " is above requiredTopologyLevel " +
-                                                           quote(c.requiredTopologyLevel) + " in Topology " +
-                                                           topologyName};
+    return std::pair{path + ".preferredTopologyLevel",
+                     quote(c.preferredTopologyLevel) + " is above requiredTopologyLevel " +
+                         quote(c.requiredTopologyLevel) + " in Topology " + topologyName};
   return std::nullopt;
 }
 
@@ -67,8 +67,7 @@ std::string Problem::objectRef(Kind kind, const std::string& ns, const std::stri
 
 std::string Problem::text() const {
   if (field.empty()) return message;
-  return std::string(kindInfo(kind).name) + " " + (namespace_.empty() ? "" : namespace_ + "/") + name + ": " +
-         detail();
+  return std::string(kindInfo(kind).name) + " " + (namespace_.empty() ? "" : namespace_ + "/") + name + ": " + detail();
 }
 
 // ---- Queue ----
@@ -79,7 +78,8 @@ std::optional<Problem> validateQueueSpec(const Queue& q) {
     std::string_view resource;
     const QueueResource* r;
   };
-  const Res all[] = {{"gpu", kResourceGpu, &q.gpu}, {"cpu", kResourceCpu, &q.cpu}, {"memory", kResourceMemory, &q.memory}};
+  const Res all[] = {
+      {"gpu", kResourceGpu, &q.gpu}, {"cpu", kResourceCpu, &q.cpu}, {"memory", kResourceMemory, &q.memory}};
   for (const Res& x : all) {
     const std::string field = std::string("spec.resources.") + x.shortName;
     const QueueResource& r = *x.r;
@@ -130,7 +130,8 @@ std::map<std::string, Problem> validateQueues(const std::vector<const Queue*>& q
         text += " -> " + cur;
         for (std::string d = cur;;) {
           const Queue& dq = *byName.at(d);
-          if (!out.count(d)) out.emplace(d, problemOf(Kind::Queue, dq.meta, "spec.parentQueue", "parent cycle " + text + " (orphaned)"));
+          if (!out.count(d))
+            out.emplace(d, problemOf(Kind::Queue, dq.meta, "spec.parentQueue", "parent cycle " + text + " (orphaned)"));
           d = dq.parentQueue;
           if (d == cur) break;
         }
@@ -162,7 +163,8 @@ std::map<std::string, Problem> validateQueues(const std::vector<const Queue*>& q
 
 std::optional<Problem> validatePodGroup(const PodGroup& pg, const PodGroupRefs& refs) {
   if (pg.minMember < 1)
-    return problemOf(Kind::PodGroup, pg.meta, "spec.minMember", "must be at least 1, got " + std::to_string(pg.minMember));
+    return problemOf(Kind::PodGroup, pg.meta, "spec.minMember",
+                     "must be at least 1, got " + std::to_string(pg.minMember));
   std::set<std::string> names;
   for (size_t i = 0; i < pg.subGroups.size(); ++i) {
     const SubGroup& sg = pg.subGroups[i];

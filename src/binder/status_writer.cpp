@@ -116,7 +116,8 @@ struct StatusWriter::Impl {
     for (Json& c : conditions) {
       const std::string type = c.value("type", ""), status = c.value("status", "");
       auto it = known.find(type);
-      if (it == known.end() || it->second.first != status) it = known.insert_or_assign(type, std::pair{status, now}).first;
+      if (it == known.end() || it->second.first != status)
+        it = known.insert_or_assign(type, std::pair{status, now}).first;
       c["lastTransitionTime"] = it->second.second;
     }
   }
@@ -199,7 +200,8 @@ struct StatusWriter::Impl {
       auto un = unschedulable.find(&job);
       // Unchanged inputs (the snapshot shares an unchanged JobInfo with the last one): the status
       // is the one already queued; skip building it (thousands of PodGroups per cycle).
-      JobMemo memo{jp, placed, prob != problems.end() ? prob->second : "", un != unschedulable.end() ? *un->second : ""};
+      JobMemo memo{jp, placed, prob != problems.end() ? prob->second : "",
+                   un != unschedulable.end() ? *un->second : ""};
       const std::string statusKey = "status:" + api::Problem::objectRef(api::Kind::PodGroup, job.namespace_, job.name);
       if (auto m = jobMemo.find(job.key); m != jobMemo.end() && m->second == memo) {
         std::lock_guard lock(mu);
@@ -212,7 +214,8 @@ struct StatusWriter::Impl {
       const int32_t total = static_cast<int32_t>(job.tasks.size());
       std::string phase;
       if (prob != problems.end()) phase = "Unschedulable";
-      else if (total > 0 && job.succeededCount + job.failedCount == total) phase = job.failedCount > 0 ? "Failed" : "Succeeded";
+      else if (total > 0 && job.succeededCount + job.failedCount == total)
+        phase = job.failedCount > 0 ? "Failed" : "Succeeded";
       else if (scheduled + job.succeededCount >= job.minMember) phase = "Running";
       else if (un != unschedulable.end()) phase = "Unschedulable";
       else phase = "Pending";
@@ -266,8 +269,12 @@ struct StatusWriter::Impl {
                         {"conditions", Json::array({condition("Valid", false, kInvalidSpec, e.message),
                                                     condition("Unschedulable", true, kInvalidSpec, e.message)})}});
       } else if (e.kind == api::Kind::Pod) {
-        want("podcondition:" + ref, Item{Item::Type::PodCondition, e.kind, e.namespace_, e.name,
-                                         condition("PodScheduled", false, kInvalidSpec, e.message), {}});
+        want("podcondition:" + ref, Item{Item::Type::PodCondition,
+                                         e.kind,
+                                         e.namespace_,
+                                         e.name,
+                                         condition("PodScheduled", false, kInvalidSpec, e.message),
+                                         {}});
       }
     }
     // Every problem gets one event on its object (deduplicated by message).
@@ -368,7 +375,11 @@ struct StatusWriter::Impl {
         {"kind", "Event"},
         {"metadata", {{"name", name + suffix}, {"namespace", ns.empty() ? "default" : ns}}},
         {"involvedObject",
-         {{"apiVersion", ki.apiVersion()}, {"kind", std::string(ki.name)}, {"namespace", ns}, {"name", name}, {"uid", uid}}},
+         {{"apiVersion", ki.apiVersion()},
+          {"kind", std::string(ki.name)},
+          {"namespace", ns},
+          {"name", name},
+          {"uid", uid}}},
         {"reason", kInvalidSpec},
         {"message", message},
         {"type", "Warning"},

@@ -195,7 +195,8 @@ class Soak {
     invalidObjects_.push_back(ObjectPlan{kind, name, why, cycle_});
   }
 
-  std::string addNode(const std::string& cpu = "16", const std::string& gpus = "4", const std::string& gpuMemory = "40960") {
+  std::string addNode(const std::string& cpu = "16", const std::string& gpus = "4",
+                      const std::string& gpuMemory = "40960") {
     const std::string name = next("node");
     Json node = {{"apiVersion", "v1"},
                  {"kind", "Node"},

@@ -25,7 +25,7 @@
 namespace tessera::binder {
 
 struct StatusWriterOptions {
-  std::string component = "tessera";  ///< Event source.component
+  std::string component = "tessera";      ///< Event source.component
   std::string schedulerName = "tessera";  ///< only our pods get a PodScheduled condition
   bool writeEvents = true;
   /// true: a background thread writes as soon as work is queued (the daemon); false: writes happen

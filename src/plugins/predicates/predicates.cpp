@@ -86,10 +86,12 @@ class PredicatesPlugin final : public framework::Plugin {
     std::vector<std::string> invalid;
     if (!ssn.snapshot().invalid.empty())
       for (const auto& sn : ssn.nodes())
-        if (const api::Problem* p = ssn.snapshot().findInvalid(api::Problem::objectRef(api::Kind::Node, "", sn.name()))) {
+        if (const api::Problem* p =
+                ssn.snapshot().findInvalid(api::Problem::objectRef(api::Kind::Node, "", sn.name()))) {
           invalid.resize(ssn.nodes().size());
           std::string what = p->field;  // "metadata.labels[nvidia.com/gpu.memory]" -> "label nvidia.com/gpu.memory"
-          if (what.rfind("metadata.labels[", 0) == 0 && what.back() == ']') what = "label " + what.substr(16, what.size() - 17);
+          if (what.rfind("metadata.labels[", 0) == 0 && what.back() == ']')
+            what = "label " + what.substr(16, what.size() - 17);
           invalid[sn.index] = what.empty() ? "node object invalid" : "node has an invalid " + what;
         }
     ssn.addPredicateFn(name_, [invalid = std::move(invalid)](const framework::SessionTask& task,

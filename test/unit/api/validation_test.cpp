@@ -42,8 +42,10 @@ bool contains(const std::string& s, const std::string& sub) { return s.find(sub)
 }  // namespace
 
 TEST_CASE("validateQueueSpec: only -1 may be negative, limit not below quota, weight not negative") {
-  const std::string head = "apiVersion: scheduling.tessera.dev/v1alpha1\nkind: Queue\nmetadata: {name: q}\nspec:\n  resources:\n";
-  CHECK_FALSE(validateQueueSpec(queue(head + "    gpu: {quota: \"-1\", limit: \"-1\"}\n    cpu: {quota: \"4\", limit: \"8\"}\n")));
+  const std::string head =
+      "apiVersion: scheduling.tessera.dev/v1alpha1\nkind: Queue\nmetadata: {name: q}\nspec:\n  resources:\n";
+  CHECK_FALSE(validateQueueSpec(
+      queue(head + "    gpu: {quota: \"-1\", limit: \"-1\"}\n    cpu: {quota: \"4\", limit: \"8\"}\n")));
 
   auto p = validateQueueSpec(queue(head + "    gpu: {quota: \"-3\"}\n"));
   REQUIRE(p);
@@ -88,7 +90,8 @@ TEST_CASE("validateQueues: missing parents, cycles, inherited problems") {
   REQUIRE(problems.count("under"));
   CHECK(contains(problems.at("under").message, "ancestor queue x: spec.parentQueue: parent cycle"));
   REQUIRE(problems.count("deep"));
-  CHECK(contains(problems.at("deep").message, "ancestor queue x: spec.parentQueue: parent cycle"));  // the nearest one with a problem of its own
+  CHECK(contains(problems.at("deep").message,
+                 "ancestor queue x: spec.parentQueue: parent cycle"));  // the nearest one with a problem of its own
   CHECK(problems.at("bad").field == "spec.resources.gpu.quota");
   CHECK(contains(problems.at("below-bad").message, "ancestor queue bad: spec.resources.gpu.quota"));
 

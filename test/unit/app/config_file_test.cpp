@@ -45,16 +45,16 @@ TEST_CASE("ConfigFile: load, reload, bad reloads keep the running config", "[con
       const char* yaml;
       const char* want;
     };
-    for (const Case& k : {Case{"schedulPeriod: 5s\n", "config: unknown key \"schedulPeriod\""},
-                          Case{"schedulePeriod: 5\n", "config.schedulePeriod: must be a duration string"},
-                          Case{"plugins: {proportion: {reclaimerSaturationMultiplier: -1}}\n",
-                               "config.plugins.proportion.reclaimerSaturationMultiplier"},
-                          Case{"actionArgs: {consolidate: {maxConsolidationPreemptees: 0}}\n",
-                               "config.actionArgs.consolidate.maxConsolidationPreemptees"},
-                          Case{"plugins: {timeaware: {windowSize: 0s}}\n", "config.plugins.timeaware.windowSize"},
-                          Case{"plugins: {nodeorder: {node: fullest}}\n", "config.plugins.nodeorder.node"},
-                          Case{"schedulerName: other\n", "config.schedulerName: cannot change"},
-                          Case{"plugins: [\n", "config: "}}) {
+    for (const Case& k :
+         {Case{"schedulPeriod: 5s\n", "config: unknown key \"schedulPeriod\""},
+          Case{"schedulePeriod: 5\n", "config.schedulePeriod: must be a duration string"},
+          Case{"plugins: {proportion: {reclaimerSaturationMultiplier: -1}}\n",
+               "config.plugins.proportion.reclaimerSaturationMultiplier"},
+          Case{"actionArgs: {consolidate: {maxConsolidationPreemptees: 0}}\n",
+               "config.actionArgs.consolidate.maxConsolidationPreemptees"},
+          Case{"plugins: {timeaware: {windowSize: 0s}}\n", "config.plugins.timeaware.windowSize"},
+          Case{"plugins: {nodeorder: {node: fullest}}\n", "config.plugins.nodeorder.node"},
+          Case{"schedulerName: other\n", "config.schedulerName: cannot change"}, Case{"plugins: [\n", "config: "}}) {
       INFO(k.yaml);
       write(file, k.yaml);
       CHECK(cf.changed());

@@ -87,7 +87,8 @@ struct Env {
     for (auto& d : *docs) {
       auto kind = api::kindOf(d);
       REQUIRE(kind.ok());
-      if (api::kindInfo(*kind).namespaced && !d["metadata"].contains("namespace")) d["metadata"]["namespace"] = "default";
+      if (api::kindInfo(*kind).namespaced && !d["metadata"].contains("namespace"))
+        d["metadata"]["namespace"] = "default";
       auto r = cluster.apply(*kind, d);
       INFO(d.dump());
       REQUIRE(r.ok());
@@ -272,7 +273,8 @@ status:
 
   std::string msg;
   CHECK(env.invalidEvents("Node", "bad-label", &msg) == 1);
-  CHECK(msg == "Node bad-label: metadata.labels[nvidia.com/gpu.memory]: \"80GB\" is not a positive integer number of MiB");
+  CHECK(msg ==
+        "Node bad-label: metadata.labels[nvidia.com/gpu.memory]: \"80GB\" is not a positive integer number of MiB");
 }
 
 TEST_CASE("updates coalesce and the background thread writes them", "[status]") {
