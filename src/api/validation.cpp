@@ -176,8 +176,18 @@ std::optional<Problem> validatePodGroup(const PodGroup& pg, const PodGroupRefs& 
       return problemOf(Kind::PodGroup, pg.meta, path + ".minMember",
                        "must be at least 1, got " + std::to_string(sg.minMember));
   }
-  if (!pg.queue.empty() && refs.queueExists && !refs.queueExists(pg.queue))
-    return problemOf(Kind::PodGroup, pg.meta, "spec.queue", "Queue " + quote(pg.queue) + " does not exist");
+  // The queue the PodGroup names: a queue label wins over spec.queue (as the cache resolves it).
+  if (refs.queueExists) {
+    std::string field = "spec.queue";
+    const std::string* queue = &pg.queue;
+    for (const char* key : {keys::kQueueLabel, keys::kQueueLabelKai})
+      if (const std::string* v = pg.meta.label(key)) {
+        field = std::string("metadata.labels[") + key + "]", queue = v;
+        break;
+      }
+    if (!queue->empty() && !refs.queueExists(*queue))
+      return problemOf(Kind::PodGroup, pg.meta, field, "Queue " + quote(*queue) + " does not exist");
+  }
   if (!pg.priorityClassName.empty() && refs.priorityClassExists && !refs.priorityClassExists(pg.priorityClassName))
     return problemOf(Kind::PodGroup, pg.meta, "spec.priorityClassName",
                      "PriorityClass " + quote(pg.priorityClassName) + " does not exist");

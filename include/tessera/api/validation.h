@@ -58,7 +58,7 @@ struct PodGroupRefs {
 };
 
 /// A PodGroup: spec.minMember >= 1, subgroup minMember >= 1 and names unique and non-empty, the queue
-/// (when named) exists, the priority class (when named) exists, and the topology constraints (see
+/// it names (label tessera.dev/queue or kai.scheduler/queue, else spec.queue) exists, the priority class (when named) exists, and the topology constraints (see
 /// validateTopologyConstraints). The first problem found.
 std::optional<Problem> validatePodGroup(const PodGroup& podGroup, const PodGroupRefs& refs);
 

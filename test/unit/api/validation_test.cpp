@@ -131,6 +131,13 @@ TEST_CASE("validatePodGroup: minMember, subgroups, queue, priority class") {
   p = validatePodGroup(pg, refs);
   REQUIRE(p);
   CHECK(p->detail() == "spec.queue: Queue \"nope\" does not exist");
+  pg.meta.labels["tessera.dev/queue"] = "team";  // the label wins over spec.queue
+  CHECK_FALSE(validatePodGroup(pg, refs));
+  pg.meta.labels["tessera.dev/queue"] = "lost";
+  p = validatePodGroup(pg, refs);
+  REQUIRE(p);
+  CHECK(p->detail() == "metadata.labels[tessera.dev/queue]: Queue \"lost\" does not exist");
+  pg.meta.labels.clear();
   pg.queue = "team";
   pg.priorityClassName = "urgent";
   p = validatePodGroup(pg, refs);
