@@ -319,11 +319,12 @@ struct StatusWriter::Impl {
         ++stats.written;
         continue;
       }
-      if (st.error().code == 404) continue;  // the object is gone: nothing to say
-      ++stats.failed;
-      // Forget it so that the next update() queues it again.
+      // Forget it so that the next update() queues it again (a 404: the object is gone, or a new
+      // one of that name will need its own write).
       auto it = written.find(key);
       if (it != written.end() && it->second == item.digest) written.erase(it);
+      if (st.error().code == 404) continue;
+      ++stats.failed;
       std::fprintf(stderr, "tessera: status of %s %s/%s: %s\n", std::string(api::kindInfo(item.kind).name).c_str(),
                    item.ns.c_str(), item.name.c_str(), st.error().message.c_str());
     }
