@@ -17,11 +17,13 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include "tessera/app/config_file.h"
 #include "tessera/app/leader_election.h"
 #include "tessera/app/registry.h"
 #include "tessera/app/run.h"
 #include "tessera/binder/binder.h"
 #include "tessera/binder/gpu_binding.h"
+#include "tessera/binder/status_writer.h"
 #include "tessera/cache/cache.h"
 #include "tessera/cache/http_client.h"
 #include "tessera/cache/http_server.h"
@@ -232,11 +234,19 @@ class Daemon {
   Daemon(RunFlags flags, std::ostream& out, std::ostream& err) : flags_(std::move(flags)), out_(out), err_(err) {}
 
   int run() {
-    blockTerminationSignals();  // before any thread starts: only the signal thread takes them
+    blockDaemonSignals();  // before any thread starts: only the signal thread takes them
     std::thread signals([this] {
-      const int sig = waitForTerminationSignal();
-      if (sig > 0) log("signal " + std::to_string(sig) + ": shutting down");
-      requestStop();
+      for (;;) {
+        const int sig = waitForDaemonSignal();
+        if (sig == SIGHUP) {  // reload the config file before the next cycle
+          reload_ = true;
+          wake();
+          continue;
+        }
+        if (sig > 0) log("signal " + std::to_string(sig) + ": shutting down");
+        requestStop();
+        return;
+      }
     });
     const int rc = runLoop();
     if (!stopping()) {
@@ -270,27 +280,24 @@ class Daemon {
 
   int runLoop() {
     // ---- config ----
-    framework::Config config;
-    {
-      std::string text;
-      if (!flags_.configFile.empty()) {
-        std::ifstream in(flags_.configFile);
-        if (!in) return log("cannot read --config " + flags_.configFile), 1;
-        std::stringstream ss;
-        ss << in.rdbuf();
-        text = ss.str();
-      }
-      auto c = text.empty() ? framework::loadConfig(builtinRegistry(), nullptr)
-                            : framework::loadConfigYaml(builtinRegistry(), text);
-      if (!c.ok()) return log("config: " + c.error().message), 1;
-      config = std::move(c).value();
-      if (!flags_.schedulerName.empty()) config.schedulerName = flags_.schedulerName;
+    // A bad file refuses to start; a bad reload (SIGHUP or the file changed) keeps the old one.
+    ConfigFile configFile(flags_.configFile, flags_.schedulerName);
+    // Actions and plugins are timed (tessera_action_duration_seconds, tessera_plugin_duration_seconds),
+    // also after a reload.
+    auto instrument = [this](framework::Config& cfg) {
       auto& b = Metrics::buckets();
-      for (auto& a : config.actions)
+      for (auto& a : cfg.actions)
         a = std::make_shared<TimedAction>(a, metrics_.action.Add({{"action", a->name()}}, b));
-      for (auto& p : config.plugins)
+      for (auto& p : cfg.plugins)
         p = std::make_shared<TimedPlugin>(p, metrics_.plugin.Add({{"plugin", p->name()}, {"extension_point", "open"}}, b),
                                           metrics_.plugin.Add({{"plugin", p->name()}, {"extension_point", "close"}}, b));
+    };
+    framework::Config config;
+    {
+      auto c = configFile.load();
+      if (!c.ok()) return log("config: " + c.error().message), 1;
+      config = std::move(c).value();
+      instrument(config);
     }
     // ---- client ----
     auto rc = flags_.inCluster ? cache::inClusterConfig() : cache::loadKubeconfig(flags_.kubeconfig, flags_.context);
@@ -361,6 +368,9 @@ class Daemon {
     bo.preBind = [&gpu](const framework::SessionResult::Bind& b) { return gpu.prepare(b); };
     binder::Binder binder(**client, cache, clock, bo);
     framework::Scheduler scheduler(cache, config, clock, binder);
+    binder::StatusWriterOptions statusOptions;
+    statusOptions.schedulerName = config.schedulerName;
+    binder::StatusWriter statusWriter(**client, clock, statusOptions);  // PodGroup/Queue status, off the cycle
 
     // ---- leader election ----
     std::unique_ptr<LeaderElector> elector;
@@ -405,12 +415,23 @@ class Daemon {
         woken_ = false;
       }
       nextPeriodic = std::chrono::steady_clock::now() + std::chrono::milliseconds(config.schedulePeriod.millis);
+      if (reload_.exchange(false) || configFile.changed()) {
+        // The scheduler reads `config` by reference: replaced between cycles, used from the next.
+        auto c = configFile.reload(config);
+        if (c.ok()) {
+          config = std::move(c).value();
+          instrument(config);
+          log("config reloaded from " + configFile.path());
+        }
+        else log("config reload rejected, keeping the running config: " + c.error().message);
+      }
       // A leader that could not renew in time stops at once (isLeader() checks the renew deadline).
       if (!leading_ || (elector && !elector->isLeader())) continue;
       framework::CycleStats stats;
       framework::SessionResult result = scheduler.runCycle(&stats);
       gpu.collectGarbage(*result.snapshot, &result);
-      record(stats, result, binder);  // binds and evictions are counted by the binder's onRecord
+      record(stats, result, binder);
+      if (result.snapshot) statusWriter.update(result, *result.snapshot);
       if (auto r = cache.relists(); r > relistsSeen) {
         metrics_.relists.Add({}).Increment(static_cast<double>(r - relistsSeen));
         relistsSeen = r;
@@ -457,7 +478,7 @@ class Daemon {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false, woken_ = false;
-  std::atomic<bool> ready_{false}, leading_{false};
+  std::atomic<bool> ready_{false}, leading_{false}, reload_{false};
   std::vector<std::string> pendingQueues_;
 };
 

@@ -17,6 +17,7 @@
 #include "tessera/app/registry.h"
 #include "tessera/binder/binder.h"
 #include "tessera/binder/gpu_binding.h"
+#include "tessera/binder/status_writer.h"
 #include "tessera/cache/cache.h"
 #include "tessera/cache/memory_cluster.h"
 #include "tessera/framework/config.h"
@@ -147,6 +148,10 @@ class Runner {
     bopts.preBind = [this](const framework::SessionResult::Bind& b) { return gpu_->prepare(b); };
     binder_ = std::make_unique<binder::Binder>(*cluster_, *cache_, *clock_, bopts);
     scheduler_ = std::make_unique<framework::Scheduler>(*cache_, config_, *clock_, *binder_);
+    binder::StatusWriterOptions so;
+    so.schedulerName = config_.schedulerName;
+    so.background = false;  // written within the cycle (drain), deterministically
+    statusWriter_ = std::make_unique<binder::StatusWriter>(*cluster_, *clock_, so);
   }
 
   /// Validates a manifest the way the API server would (kind known, object convertible) and
@@ -266,6 +271,8 @@ class Runner {
       framework::CycleStats stats;
       framework::SessionResult result = scheduler_->runCycle(&stats);
       binder_->waitIdle();  // a cycle's binds, evictions and status writes complete within the cycle
+      if (result.snapshot) statusWriter_->update(result, *result.snapshot);
+      statusWriter_->drain();
       ++cycle_;
       lastPipelined_.clear();
       for (const auto& p : result.pipelined) lastPipelined_[p.podKey] = p.node;
@@ -647,6 +654,7 @@ class Runner {
   std::unique_ptr<binder::GpuBinding> gpu_;
   std::unique_ptr<binder::Binder> binder_;
   std::unique_ptr<framework::Scheduler> scheduler_;
+  std::unique_ptr<binder::StatusWriter> statusWriter_;
   int cycle_ = 0;
   std::set<std::string> evicted_;
   std::map<std::string, std::string> lastPipelined_;

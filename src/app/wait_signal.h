@@ -28,4 +28,25 @@ inline int waitForTerminationSignal() {
   return sig;
 }
 
+/// The daemon's set: SIGTERM, SIGINT and SIGHUP (reload the config file).
+inline sigset_t daemonSignals() {
+  sigset_t set = terminationSignals();
+  sigaddset(&set, SIGHUP);
+  return set;
+}
+
+/// Blocks the daemon's signals in the calling thread and every thread it starts afterwards.
+inline void blockDaemonSignals() {
+  sigset_t set = daemonSignals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+/// Waits for SIGTERM, SIGINT or SIGHUP; returns the signal number.
+inline int waitForDaemonSignal() {
+  sigset_t set = daemonSignals();
+  int sig = 0;
+  sigwait(&set, &sig);
+  return sig;
+}
+
 }  // namespace tessera::app

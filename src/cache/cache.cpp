@@ -1,5 +1,7 @@
 #include "tessera/cache/cache.h"
 
+#include "snapshot_validation.h"
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -933,6 +935,7 @@ struct Cache::Impl {
     s->topologies = topologies;
     s->conversionErrors.reserve(errors.size());
     for (const auto& [k, e] : errors) s->conversionErrors.push_back(e);
+    validateSnapshot(*s);
     last = s;
     return s;
   }

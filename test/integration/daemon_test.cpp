@@ -70,6 +70,19 @@ class DaemonProcess {
   }
   ~DaemonProcess() { kill(SIGKILL); }
 
+  /// Sends `sig` without waiting (SIGHUP: reload the config file).
+  void signal(int sig) const {
+    if (pid_ > 0) ::kill(pid_, sig);
+  }
+  /// Waits for the process to exit by itself; returns its exit status.
+  int wait() {
+    if (pid_ <= 0) return -1;
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return status;
+  }
+
   /// Sends `sig` and reaps the process; returns its exit status (or -1 if it was not running).
   int kill(int sig) {
     if (pid_ <= 0) return -1;
@@ -337,5 +350,92 @@ TEST_CASE("daemon: two replicas with leader election; the other takes over when 
   CHECK((*l)["spec"].value("leaseTransitions", 0) == 1);
   a.reset();
   b.reset();
+  server.stop();
+}
+
+TEST_CASE("daemon: config reload on SIGHUP; a bad reload keeps running; a bad config refuses to start") {
+  api::SystemClock clock;
+  cache::MemoryCluster cluster(clock);
+  REQUIRE(cluster.create(api::Kind::Queue, defaultQueue()).ok());
+  REQUIRE(cluster.create(api::Kind::Node, gpuNode("n0", 8)).ok());
+  cache::ApiServer server(cluster);
+  REQUIRE(server.start().ok());
+  const fs::path cfg = tempDir() / "reload.yaml";
+  std::ofstream(cfg, std::ios::trunc) << "schedulePeriod: 200ms\n";
+  {
+    DaemonProcess d(server.url(), "reload", {"--leader-elect=false", "--config", cfg.string()});
+    REQUIRE(cluster.create(api::Kind::Pod, gpuPod("first")).ok());
+    REQUIRE(eventually([&] { return !podNodes(cluster)["default/first"].empty(); }));
+
+    std::ofstream(cfg, std::ios::trunc) << "schedulePeriod: 200ms\nplugins: {nodeorder: {node: fullest}}\n";
+    d.signal(SIGHUP);
+    REQUIRE(eventually([&] { return d.log().find("config reload rejected") != std::string::npos; }));
+    CHECK_THAT(d.log(), Catch::Contains("config.plugins.nodeorder.node"));
+    // Still scheduling, on the old config.
+    REQUIRE(cluster.create(api::Kind::Pod, gpuPod("second")).ok());
+    REQUIRE(eventually([&] { return !podNodes(cluster)["default/second"].empty(); }));
+
+    // A good file is picked up when it changes, without a signal too.
+    std::ofstream(cfg, std::ios::trunc) << "schedulePeriod: 100ms\nplugins: {nodeorder: {node: spread}}\n";
+    REQUIRE(eventually([&] { return d.log().find("config reloaded from") != std::string::npos; }));
+    REQUIRE(cluster.create(api::Kind::Pod, gpuPod("third")).ok());
+    REQUIRE(eventually([&] { return !podNodes(cluster)["default/third"].empty(); }));
+    CHECK(d.kill(SIGTERM) == 0);
+  }
+  {
+    std::ofstream(cfg, std::ios::trunc) << "schedulPeriod: 1s\n";
+    DaemonProcess d(server.url(), "bad-config", {"--leader-elect=false", "--config", cfg.string()});
+    const int status = d.wait();
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 1);
+    CHECK_THAT(d.log(), Catch::Contains("config: unknown key \"schedulPeriod\""));
+  }
+  server.stop();
+}
+
+TEST_CASE("daemon: PodGroup and Queue status over HTTP (status subresource), invalid objects get reasons") {
+  api::SystemClock clock;
+  cache::MemoryCluster cluster(clock);
+  REQUIRE(cluster.create(api::Kind::Queue, defaultQueue()).ok());
+  REQUIRE(cluster.create(api::Kind::Node, gpuNode("n0", 8)).ok());
+  auto group = [](const std::string& name, int minMember) {
+    return Json{{"apiVersion", "scheduling.tessera.dev/v1alpha1"},
+                {"kind", "PodGroup"},
+                {"metadata", {{"name", name}, {"namespace", "default"}}},
+                {"spec", {{"minMember", minMember}, {"queue", "default"}}}};
+  };
+  REQUIRE(cluster.create(api::Kind::PodGroup, group("good", 2)).ok());
+  REQUIRE(cluster.create(api::Kind::PodGroup, group("zero", 0)).ok());
+  for (const char* name : {"good-0", "good-1", "zero-0"}) {
+    Json p = gpuPod(name);
+    p["metadata"]["annotations"] = {{"pod-group-name", std::string(name).substr(0, std::string(name).find('-'))}};
+    REQUIRE(cluster.create(api::Kind::Pod, p).ok());
+  }
+  cache::ApiServer server(cluster);
+  REQUIRE(server.start().ok());
+  DaemonProcess d(server.url(), "status", {"--leader-elect=false"});
+  auto condition = [&](api::Kind kind, const std::string& ns, const std::string& name, const std::string& type) {
+    auto o = cluster.get(kind, ns, name);
+    if (!o.ok() || !o->contains("status")) return Json();
+    for (const auto& c : (*o)["status"].value("conditions", Json::array()))
+      if (c.value("type", "") == type) return c;
+    return Json();
+  };
+  REQUIRE(eventually([&] {
+    auto pg = cluster.get(api::Kind::PodGroup, "default", "good");
+    return pg.ok() && pg->contains("status") && (*pg)["status"].value("phase", "") == "Running";
+  }));
+  REQUIRE(eventually([&] { return !condition(api::Kind::PodGroup, "default", "zero", "Valid").is_null(); }));
+  Json valid = condition(api::Kind::PodGroup, "default", "zero", "Valid");
+  CHECK(valid.value("status", "") == "False");
+  CHECK(valid.value("reason", "") == "InvalidSpec");
+  CHECK_THAT(valid.value("message", ""), Catch::Contains("spec.minMember: must be at least 1, got 0"));
+  REQUIRE(eventually([&] { return !condition(api::Kind::Queue, "", "default", "Valid").is_null(); }));
+  CHECK(condition(api::Kind::Queue, "", "default", "Valid").value("status", "") == "True");
+  REQUIRE(eventually([&] {
+    auto q = cluster.get(api::Kind::Queue, "", "default");
+    return q.ok() && (*q)["status"].value("allocated", Json::object()).value("nvidia.com/gpu", "") == "2";
+  }));
+  CHECK(d.kill(SIGTERM) == 0);
   server.stop();
 }

@@ -10,6 +10,10 @@
 //   reason     a pod that depends on an invalid object (its PodGroup, its queue or the queue's
 //              ancestry) stays unbound and has PodScheduled=False with a message;
 //              reason-annotations: the same for a pod with a malformed annotation of its own
+//   reason-object  every invalid Queue and PodGroup (validation rules and objects that fail
+//              conversion) has status condition Valid=False with a message naming it, and every
+//              node with a malformed nvidia.com/gpu.memory label has an InvalidSpec event; no pod
+//              is bound to such a node (bind)
 //   eventually after the stream stops and ample capacity is added, every valid pod is bound
 // Usage: tessera-soak [--seed N] [--cycles N] [--final-cycles N] [--known-gap INVARIANT]... [--verbose]
 // Exit 0 when every invariant held (or broke only ones named by --known-gap); 1 otherwise. Every
@@ -32,6 +36,7 @@
 #include "tessera/api/quantity.h"
 #include "tessera/app/registry.h"
 #include "tessera/binder/binder.h"
+#include "tessera/binder/status_writer.h"
 #include "tessera/cache/cache.h"
 #include "tessera/cache/memory_cluster.h"
 #include "tessera/framework/config.h"
@@ -61,6 +66,14 @@ struct PodPlan {
   std::string group;     ///< PodGroup name ("" for a pod of its own)
   bool valid = true;     ///< false: depends on an invalid object and must stay pending with a reason
   std::string why;       ///< for invalid pods: the invalid object, for the report
+  int createdCycle = 0;
+};
+
+/// An object the soak made invalid: it must carry its reason (invariant reason-object).
+struct ObjectPlan {
+  Kind kind = Kind::Queue;
+  std::string name;  ///< PodGroups: in namespace kNs
+  std::string why;
   int createdCycle = 0;
 };
 
@@ -149,6 +162,10 @@ class Soak {
     }
     binder_ = std::make_unique<tessera::binder::Binder>(*cluster_, *cache_, *clock_);
     scheduler_ = std::make_unique<tessera::framework::Scheduler>(*cache_, config_, *clock_, *binder_);
+    tessera::binder::StatusWriterOptions so;
+    so.schedulerName = config_.schedulerName;
+    so.background = false;  // as the scenario engine: written within the cycle
+    statusWriter_ = std::make_unique<tessera::binder::StatusWriter>(*cluster_, *clock_, so);
   }
 
   void apply(Kind kind, const Json& obj, bool valid) {
@@ -162,9 +179,11 @@ class Soak {
     if (!valid) ++appliedInvalid_;
   }
 
-  void queue(const std::string& name, const std::string& parent, const std::string& quota, bool valid) {
+  void queue(const std::string& name, const std::string& parent, const std::string& quota, bool valid,
+             const std::string& limit = "-1", const std::string& gpuKey = "gpu") {
+    if (!valid) badObject(Kind::Queue, name, "queue " + name);
     Json spec = {{"resources",
-                  {{"gpu", {{"quota", quota}, {"limit", "-1"}, {"overQuotaWeight", "1"}}},
+                  {{gpuKey, {{"quota", quota}, {"limit", limit}, {"overQuotaWeight", "1"}}},
                    {"cpu", {{"quota", "-1"}, {"limit", "-1"}, {"overQuotaWeight", "1"}}},
                    {"memory", {{"quota", "-1"}, {"limit", "-1"}, {"overQuotaWeight", "1"}}}}}};
     if (!parent.empty()) spec["parentQueue"] = parent;
@@ -172,7 +191,12 @@ class Soak {
           valid);
   }
 
-  std::string addNode(const std::string& cpu = "16", const std::string& gpus = "4") {
+  void badObject(Kind kind, const std::string& name, const std::string& why) {
+    invalidObjects_.push_back(ObjectPlan{kind, name, why, cycle_});
+  }
+
+  std::string addNode(const std::string& cpu = "16", const std::string& gpus = "4",
+                      const std::string& gpuMemory = "40960") {
     const std::string name = next("node");
     Json node = {{"apiVersion", "v1"},
                  {"kind", "Node"},
@@ -181,12 +205,17 @@ class Soak {
                    {"labels",
                     {{"kubernetes.io/hostname", name},
                      {"nvidia.com/gpu.product", "NVIDIA-A100"},
-                     {"nvidia.com/gpu.memory", "40960"}}}}},
+                     {"nvidia.com/gpu.memory", gpuMemory}}}}},
                  {"status",
                   {{"capacity", {{"cpu", cpu}, {"memory", "128Gi"}, {"pods", "20"}, {"nvidia.com/gpu", gpus}}},
                    {"allocatable", {{"cpu", cpu}, {"memory", "128Gi"}, {"pods", "20"}, {"nvidia.com/gpu", gpus}}},
                    {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
-    apply(Kind::Node, node, true);
+    const bool valid = gpuMemory == "40960";
+    apply(Kind::Node, node, valid);
+    if (!valid) {
+      badObject(Kind::Node, name, "node " + name + " with label nvidia.com/gpu.memory=" + gpuMemory);
+      badNodes_.insert(name);
+    }
     nodes_.push_back(name);
     return name;
   }
@@ -231,7 +260,8 @@ class Soak {
     else if (r <= 54) opMissingPodGroup();
     else if (r <= 58) opBadPodGroup();
     else if (r <= 64) opBadQueue();
-    else if (r <= 74) opNodeChange();
+    else if (r <= 66) opBadNode();
+    else if (r <= 75) opNodeChange();
     else opPodLifecycle();
   }
 
@@ -294,23 +324,50 @@ class Soak {
 
   void opBadPodGroup() {
     const std::string g = next("badpg");
-    const bool zero = chance(50);
-    Json spec = {{"minMember", zero ? 0 : 1}, {"queue", zero ? std::string("team-a") : next("missing-queue")}};
+    Json spec = {{"minMember", 1}, {"queue", "team-a"}};
+    std::string why;
+    switch (pick(0, 5)) {
+      case 0: spec["minMember"] = 0, why = "with minMember 0"; break;
+      case 1: spec["queue"] = next("missing-queue"), why = "naming a missing queue"; break;
+      case 2: spec["priorityClassName"] = next("missing-class"), why = "naming a missing PriorityClass"; break;
+      case 3:
+        spec["topologyConstraint"] = {{"topology", next("missing-topology")}, {"requiredTopologyLevel", "rack"}};
+        why = "naming a missing Topology";
+        break;
+      case 4: spec["subGroups"] = {{{"name", "a"}, {"minMember", -1}}}, why = "with a subgroup minMember -1"; break;
+      default: spec["minMember"] = "many", why = "whose minMember is not a number (fails conversion)"; break;
+    }
     apply(Kind::PodGroup,
           {{"apiVersion", kGroupVersion}, {"kind", "PodGroup"}, {"metadata", {{"name", g}, {"namespace", kNs}}},
            {"spec", spec}},
           false);
-    groups_[g] = GroupPlan{g, zero ? 0 : 1, false};
+    badObject(Kind::PodGroup, g, "PodGroup " + g + " " + why);
+    groups_[g] = GroupPlan{g, 1, false};
     for (int i = 0, n = pick(1, 2); i < n; ++i) {
       const std::string name = g + "-" + std::to_string(i);
       apply(Kind::Pod, validPod(name, "", g), false);
-      trackPod(name, g, false, zero ? "PodGroup " + g + " with minMember 0" : "PodGroup " + g + " naming a missing queue");
+      trackPod(name, g, false, "PodGroup " + g + " " + why);
     }
+  }
+
+  void opBadNode() {
+    static const std::vector<std::string> bads = {"80GB", "-1", "0", "lots", "4.5"};
+    addNode("16", "4", choose(bads));
   }
 
   void opBadQueue() {
     std::string leaf, why;
-    switch (pick(0, 2)) {
+    switch (pick(0, 4)) {
+      case 3:
+        leaf = next("lowlimit");
+        queue(leaf, "dept", "2", false, "1");
+        why = "queue " + leaf + " with gpu limit 1 below quota 2";
+        break;
+      case 4:
+        leaf = next("typo");
+        queue(leaf, "dept", "1", false, "-1", "gpus");
+        why = "queue " + leaf + " with an unknown resource gpus (fails conversion)";
+        break;
       case 0: {  // a cycle of two
         const std::string a = next("cyc"), b = next("cyc");
         queue(a, b, "-1", false);
@@ -396,8 +453,10 @@ class Soak {
 
   // ------------------------------------------------------------------ cycles and invariants
   void step() {
-    (void)scheduler_->runCycle();
+    auto result = scheduler_->runCycle();
     binder_->waitIdle();  // the binder is asynchronous: the cycle's binds are done after this
+    if (result.snapshot) statusWriter_->update(result, *result.snapshot);
+    statusWriter_->drain();
     checkBinds();
     (void)cluster_->kubeletTick();
     clock_->advance(api::Duration{pick(200, 3000)});
@@ -429,6 +488,8 @@ class Soak {
         violation("bind", rec.podKey + " bound to NotReady node " + rec.node);
       } else if (node->value("/spec/unschedulable"_json_pointer, false)) {
         violation("bind", rec.podKey + " bound to cordoned node " + rec.node);
+      } else if (badNodes_.count(rec.node)) {
+        violation("bind", rec.podKey + " bound to node " + rec.node + " whose nvidia.com/gpu.memory label is invalid");
       }
       ++checks_;
       auto pod = cluster_->get(Kind::Pod, kNs, rec.podKey.substr(rec.podKey.find('/') + 1));
@@ -555,6 +616,7 @@ class Soak {
         violation(reasonInvariant(plan), std::string(kNs) + "/" + name + " (depends on " + plan.why +
                                              ") has no PodScheduled=False condition with a message");
     }
+    checkObjects(byName);
     if (final) {
       // A gang that lost members to evictions or deletion below its minMember can never run again:
       // its pods are not schedulable (the scheduler says "only N pods exist").
@@ -579,6 +641,48 @@ class Soak {
         if (hasReason(p)) stragglers.append(" (").append(reasonOf(p)).append(")");
       }
       if (n > 0) violation("eventually", std::to_string(n) + " valid pods never bound:" + stragglers);
+    }
+  }
+
+  /// reason-object: invalid Queues and PodGroups carry Valid=False with a message naming them (a
+  /// PodGroup once the scheduler has seen a pod of it); invalid nodes an InvalidSpec event.
+  void checkObjects(const std::map<std::string, const Json*>& podsByName) {
+    std::set<std::string> groupsWithPods;
+    for (const auto& [name, plan] : pods_)
+      if (!plan.group.empty() && podsByName.count(name)) groupsWithPods.insert(plan.group);
+    std::set<std::string> nodeEvents;
+    bool eventsListed = false;
+    for (const ObjectPlan& o : invalidObjects_) {
+      if (o.createdCycle >= cycle_) continue;
+      const std::string ref = std::string(api::kindInfo(o.kind).name) + "/" + o.name;
+      if (reportedObject_.count(ref)) continue;
+      if (o.kind == Kind::Node) {
+        if (confirmedNodes_.count(o.name) || !cluster_->get(Kind::Node, "", o.name).ok()) continue;
+        if (!eventsListed) {
+          eventsListed = true;
+          auto evs = cluster_->list(Kind::Event);
+          if (evs.ok())
+            for (const auto& e : evs->items)
+              if (e["involvedObject"].value("kind", "") == "Node" && e.value("reason", "") == "InvalidSpec" &&
+                  e.value("message", "").find("nvidia.com/gpu.memory") != std::string::npos)
+                nodeEvents.insert(e["involvedObject"].value("name", ""));
+        }
+        ++checks_;
+        if (nodeEvents.count(o.name)) confirmedNodes_.insert(o.name);
+        else if (reportedObject_.insert(ref).second)
+          violation("reason-object", o.why + ": no InvalidSpec event on the node");
+        continue;
+      }
+      if (o.kind == Kind::PodGroup && !groupsWithPods.count(o.name)) continue;
+      auto obj = cluster_->get(o.kind, o.kind == Kind::PodGroup ? kNs : "", o.name);
+      if (!obj.ok()) continue;
+      ++checks_;
+      std::string message;
+      const Json status = obj->value("status", Json::object());
+      for (const auto& c : status.value("conditions", Json::array()))
+        if (c.value("type", "") == "Valid" && c.value("status", "") == "False") message = c.value("message", "");
+      if (message.find(o.name) == std::string::npos && reportedObject_.insert(ref).second)
+        violation("reason-object", o.why + ": no status condition Valid=False naming it (found \"" + message + "\")");
     }
   }
 
@@ -643,12 +747,15 @@ class Soak {
   std::unique_ptr<cache::Cache> cache_;
   std::unique_ptr<tessera::binder::Binder> binder_;
   std::unique_ptr<tessera::framework::Scheduler> scheduler_;
+  std::unique_ptr<tessera::binder::StatusWriter> statusWriter_;
 
   int cycle_ = 0;
   int64_t serial_ = 0, applied_ = 0, appliedInvalid_ = 0, checks_ = 0;
   std::vector<std::string> nodes_, validQueues_;
   std::map<std::string, PodPlan> pods_;
   std::map<std::string, GroupPlan> groups_;
+  std::vector<ObjectPlan> invalidObjects_;
+  std::set<std::string> badNodes_, confirmedNodes_, reportedObject_;
   std::set<std::string> everBound_, boundNow_, boundUids_, reportedGang_, reportedBound_, reportedNoReason_;
   std::vector<std::pair<std::string, std::string>> violations_;
 };

@@ -14,6 +14,7 @@
 #include "tessera/api/kinds.h"
 #include "tessera/api/objects.h"
 #include "tessera/api/resources.h"
+#include "tessera/api/validation.h"
 
 namespace tessera::cache {
 
@@ -152,6 +153,11 @@ struct Snapshot {
   std::map<std::string, std::shared_ptr<const api::Topology>> topologies;
   /// Objects the cache could not convert: they are skipped, never half-used.
   std::vector<ConversionError> conversionErrors;
+  /// Objects that converted but break a rule of api/validation.h, by Problem::ref() ("Queue/q",
+  /// "PodGroup/ns/name", "Node/n"): skipped whole, never half-used. A queue under an invalid
+  /// ancestor is invalid too. Filled by the cache with every snapshot.
+  std::map<std::string, api::Problem> invalid;
+  const api::Problem* findInvalid(const std::string& ref) const;
 
   const NodeInfo* findNode(const std::string& name) const;
   const JobInfo* findJob(const std::string& key) const;

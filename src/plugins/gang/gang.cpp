@@ -12,12 +12,14 @@ class GangPlugin final : public framework::Plugin {
   const std::string& name() const override { return name_; }
 
   void onSessionOpen(framework::Session& ssn) override {
-    ssn.addJobValidFn(name_, [](const framework::SessionJob& job) -> std::optional<std::string> {
+    ssn.addJobValidFn(name_, [&ssn](const framework::SessionJob& job) -> std::optional<std::string> {
       const cache::JobInfo& info = *job.info;
       auto pg = [&] { return "PodGroup " + info.namespace_ + "/" + info.name; };
+      // An invalid PodGroup (api/validation.h: minMember, queue, priority class, topology; or its
+      // latest version failed conversion) is skipped whole; the job's key is its Problem::ref().
+      if (!info.isSingleton())
+        if (const api::Problem* p = ssn.snapshot().findInvalid(info.key)) return p->text();
       if (info.podGroupMissing) return pg() + " not found (named by its pods' pod-group-name)";
-      if (info.podGroup && info.minMember < 1)
-        return pg() + ": spec.minMember: must be at least 1, got " + std::to_string(info.minMember);
       // Pods that could still run: everything but failed ones.
       int32_t live = 0;
       for (const auto& t : job.tasks)

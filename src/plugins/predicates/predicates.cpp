@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "tessera/framework/session.h"
 #include "tessera/plugins/factories.h"
@@ -80,12 +81,29 @@ class PredicatesPlugin final : public framework::Plugin {
   const std::string& name() const override { return name_; }
 
   void onSessionOpen(framework::Session& ssn) override {
-    ssn.addPredicateFn(name_, [](const framework::SessionTask& task, const framework::SessionNode& sn,
-                                 std::string& reason) {
+    // Nodes whose labels break a rule of api/validation.h take no new pods (their pods still
+    // count); the node's own event carries the details. Looked up once per session, not per check.
+    std::vector<std::string> invalid;
+    if (!ssn.snapshot().invalid.empty())
+      for (const auto& sn : ssn.nodes())
+        if (const api::Problem* p =
+                ssn.snapshot().findInvalid(api::Problem::objectRef(api::Kind::Node, "", sn.name()))) {
+          invalid.resize(ssn.nodes().size());
+          std::string what = p->field;  // "metadata.labels[nvidia.com/gpu.memory]" -> "label nvidia.com/gpu.memory"
+          if (what.rfind("metadata.labels[", 0) == 0 && what.back() == ']')
+            what = "label " + what.substr(16, what.size() - 17);
+          invalid[sn.index] = what.empty() ? "node object invalid" : "node has an invalid " + what;
+        }
+    ssn.addPredicateFn(name_, [invalid = std::move(invalid)](const framework::SessionTask& task,
+                                                             const framework::SessionNode& sn, std::string& reason) {
       const api::Node& node = sn.node();
       const api::Pod& pod = task.pod();
       if (!node.ready) {
         reason = "node not ready";
+        return false;
+      }
+      if (static_cast<size_t>(sn.index) < invalid.size() && !invalid[sn.index].empty()) {
+        reason = invalid[sn.index];
         return false;
       }
       if (node.unschedulable) {

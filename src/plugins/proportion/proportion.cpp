@@ -233,53 +233,22 @@ class State {
         q.deserved[r] = res[r]->quota;
         q.limit[r] = res[r]->limit;
         q.weight[r] = res[r]->overQuotaWeightMilli;
-        const std::string field = std::string("spec.resources.") + kShortNames[r];
-        if (q.problem.empty() && res[r]->quota < -1)
-          q.problem = field + ".quota: " + fmt(r, res[r]->quota) + " is invalid (only -1, unlimited, may be negative)";
-        if (q.problem.empty() && res[r]->limit < -1)
-          q.problem = field + ".limit: " + fmt(r, res[r]->limit) + " is invalid (only -1, no limit, may be negative)";
-        if (q.problem.empty() && res[r]->limit >= 0 && res[r]->quota > res[r]->limit)
-          q.problem = field + ".limit: " + fmt(r, res[r]->limit) + " is below the quota " + fmt(r, res[r]->quota);
-        if (q.problem.empty() && res[r]->overQuotaWeightMilli < 0)
-          q.problem = field + ".overQuotaWeight: must not be negative";
       }
-      if (!q.obj->parentQueue.empty()) {
-        const int p = ssn_.findQueue(q.obj->parentQueue);
-        if (p < 0 || !queues[p].queue) {
-          if (q.problem.empty())
-            q.problem = "spec.parentQueue: parent queue \"" + q.obj->parentQueue + "\" does not exist (orphaned)";
-        } else {
-          q.parent = p;
-        }
-      }
+      // Validity is the validation layer's (api/validation.h, computed with the snapshot): an
+      // invalid queue, or one under an invalid ancestor, takes no part in the tree.
+      if (const api::Problem* p = ssn_.snapshot().findInvalid(api::Problem::objectRef(api::Kind::Queue, "", sq.name)))
+        q.problem = p->detail();
     }
-    // Cycles: every queue on one is orphaned.
-    for (size_t i = 0; i < q_.size(); ++i) {
-      std::vector<int> chain;
-      std::set<int> seen;
-      for (int c = static_cast<int>(i); c >= 0; c = q_[c].parent) {
-        if (!seen.insert(c).second) {
-          // c is on a cycle: name it.
-          std::string text = queues[c].name;
-          for (int d = q_[c].parent; d != c; d = q_[d].parent) text += " -> " + queues[d].name;
-          text += " -> " + queues[c].name;
-          for (int d = c;;) {
-            if (q_[d].problem.empty()) q_[d].problem = "spec.parentQueue: parent cycle " + text + " (orphaned)";
-            d = q_[d].parent;
-            if (d == c) break;
-          }
-          break;
-        }
-      }
-    }
+    // The tree as declared (an invalid child still makes its parent a non-leaf, and what its pods
+    // hold still counts up the tree), with parent cycles cut: every queue on one is invalid.
     for (QNode& q : q_)
-      if (q.problem.find("parent cycle") != std::string::npos) q.parent = -1;  // cut the loop
-    // Problems pass down to descendants.
+      if (q.obj && !q.obj->parentQueue.empty())
+        if (int p = ssn_.findQueue(q.obj->parentQueue); p >= 0 && queues[p].queue) q.parent = p;
     for (size_t i = 0; i < q_.size(); ++i) {
-      if (!q_[i].problem.empty()) continue;
-      for (int c = q_[i].parent; c >= 0; c = q_[c].parent)
-        if (!q_[c].problem.empty()) {
-          q_[i].problem = "ancestor queue " + queues[c].name + ": " + q_[c].problem;
+      std::set<int> seen;
+      for (int c = static_cast<int>(i); c >= 0; c = q_[c].parent)
+        if (!seen.insert(c).second) {
+          q_[c].parent = -1;
           break;
         }
     }

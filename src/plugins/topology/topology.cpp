@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "domain_tree.h"
+#include "tessera/api/validation.h"
 #include "tessera/framework/session.h"
 #include "tessera/plugins/factories.h"
 
@@ -144,51 +145,16 @@ class TopologyPlugin final : public framework::Plugin {
  private:
   // ---- validation: field-named reasons, the gang stays pending ----
 
-  static std::optional<std::string> checkConstraint(const Session& ssn, const api::TopologyConstraint& c,
-                                                    const std::string& topologyName, const std::string& path) {
-    if (!hasLevels(c)) return std::nullopt;
-    if (topologyName.empty())
-      return path + ".topology: required when requiredTopologyLevel or preferredTopologyLevel is set";
-    auto it = ssn.snapshot().topologies.find(topologyName);
-    if (it == ssn.snapshot().topologies.end())
-      return path + ".topology: Topology \"" + topologyName + "\" not found";
-    const api::Topology& t = *it->second;
-    auto levelIndex = [&](const std::string& label) -> int {
-      for (size_t l = 0; l < t.levels.size(); ++l)
-        if (t.levels[l].nodeLabel == label) return static_cast<int>(l);
-      return -1;
-    };
-    auto unknown = [&](const char* field, const std::string& label) {
-      std::string names;
-      for (const auto& l : t.levels) names += (names.empty() ? "" : ", ") + l.nodeLabel;
-      return path + "." + field + ": \"" + label + "\" is not a level of Topology " + topologyName + " (levels: " +
-             names + ")";
-    };
-    const int req = c.requiredTopologyLevel.empty() ? -1 : levelIndex(c.requiredTopologyLevel);
-    const int pref = c.preferredTopologyLevel.empty() ? -1 : levelIndex(c.preferredTopologyLevel);
-    if (!c.requiredTopologyLevel.empty() && req < 0) return unknown("requiredTopologyLevel", c.requiredTopologyLevel);
-    if (!c.preferredTopologyLevel.empty() && pref < 0)
-      return unknown("preferredTopologyLevel", c.preferredTopologyLevel);
-    if (req >= 0 && pref >= 0 && pref < req)
-      return path + ".preferredTopologyLevel: \"" + c.preferredTopologyLevel + "\" is above requiredTopologyLevel \"" +
-             c.requiredTopologyLevel + "\" in Topology " + topologyName;
-    return std::nullopt;
-  }
-
   static std::optional<std::string> invalid(const Session& ssn, const SessionJob& job) {
     const api::PodGroup* pg = job.info->podGroup.get();
     if (!pg || !constrained(*pg)) return std::nullopt;
-    auto where = [&] { return "PodGroup " + job.info->namespace_ + "/" + job.info->name + ": "; };
-    const api::TopologyConstraint& gc = pg->topologyConstraint;
-    if (auto r = checkConstraint(ssn, gc, gc.topology, "spec.topologyConstraint")) return where() + *r;
-    for (size_t i = 0; i < pg->subGroups.size(); ++i) {
-      const api::TopologyConstraint& sc = pg->subGroups[i].topologyConstraint;
-      const std::string path = "spec.subGroups[" + std::to_string(i) + "].topologyConstraint";
-      if (!sc.topology.empty() && !gc.topology.empty() && sc.topology != gc.topology)
-        return where() + path + ".topology: \"" + sc.topology + "\" differs from spec.topologyConstraint.topology \"" +
-               gc.topology + "\"";
-      if (auto r = checkConstraint(ssn, sc, sc.topology.empty() ? gc.topology : sc.topology, path)) return where() + *r;
-    }
+    // The rules are the validation layer's (api/validation.h), shared with the PodGroup's status.
+    api::PodGroupRefs refs;
+    refs.topology = [&](const std::string& name) -> const api::Topology* {
+      auto it = ssn.snapshot().topologies.find(name);
+      return it == ssn.snapshot().topologies.end() ? nullptr : it->second.get();
+    };
+    if (auto p = api::validateTopologyConstraints(*pg, refs)) return p->text();
     return std::nullopt;
   }
 

@@ -1,0 +1,39 @@
+#pragma once
+/// The daemon's config file (`tessera run --config FILE`): loaded at start (a bad file refuses to
+/// start), reloaded on SIGHUP or when the file changes (a bad reload keeps the running config).
+/// Errors name the key (framework/config.h). Not thread-safe: the daemon's loop owns it.
+#include <cstdint>
+#include <string>
+
+#include "tessera/api/result.h"
+#include "tessera/framework/config.h"
+
+namespace tessera::app {
+
+class ConfigFile {
+ public:
+  /// `path` empty: the built-in defaults, never reloaded. `schedulerName` non-empty overrides the
+  /// file's (the --scheduler-name flag).
+  ConfigFile(std::string path, std::string schedulerName);
+
+  /// Reads and validates the file. Remembers its modification time for changed().
+  api::Result<framework::Config> load();
+
+  /// Loads the file again for a running daemon whose config is `current`. Besides load()'s checks,
+  /// schedulerName may not change (the cache watches the pods of one scheduler name: restart).
+  api::Result<framework::Config> reload(const framework::Config& current);
+
+  /// True when the file's modification time or size differs from the last load() / reload()
+  /// attempt (one stat(); false when there is no file).
+  bool changed() const;
+
+  const std::string& path() const { return path_; }
+
+ private:
+  void remember();
+
+  std::string path_, schedulerName_;
+  int64_t mtimeNs_ = -1, size_ = -1;
+};
+
+}  // namespace tessera::app

@@ -1,0 +1,63 @@
+#include "tessera/app/config_file.h"
+
+#include <fstream>
+#include <sstream>
+#include <sys/stat.h>
+
+#include "tessera/app/registry.h"
+
+namespace tessera::app {
+
+namespace {
+
+bool statFile(const std::string& path, int64_t& mtimeNs, int64_t& size) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return false;
+  mtimeNs = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+  size = static_cast<int64_t>(st.st_size);
+  return true;
+}
+
+}  // namespace
+
+ConfigFile::ConfigFile(std::string path, std::string schedulerName)
+    : path_(std::move(path)), schedulerName_(std::move(schedulerName)) {}
+
+void ConfigFile::remember() {
+  if (!statFile(path_, mtimeNs_, size_)) mtimeNs_ = size_ = -1;
+}
+
+bool ConfigFile::changed() const {
+  if (path_.empty()) return false;
+  int64_t m = -1, s = -1;
+  if (!statFile(path_, m, s)) m = s = -1;
+  return m != mtimeNs_ || s != size_;
+}
+
+api::Result<framework::Config> ConfigFile::load() {
+  if (path_.empty()) {
+    auto c = framework::loadConfig(builtinRegistry(), nullptr);
+    if (c.ok() && !schedulerName_.empty()) c->schedulerName = schedulerName_;
+    return c;
+  }
+  remember();  // before reading: a write racing with the read is seen as a change next time
+  std::ifstream in(path_);
+  if (!in) return api::makeError("cannot read config file " + path_);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto c = framework::loadConfigYaml(builtinRegistry(), ss.str());
+  if (!c.ok()) return api::makeError(path_ + ": " + c.error().message);
+  if (!schedulerName_.empty()) c->schedulerName = schedulerName_;
+  return c;
+}
+
+api::Result<framework::Config> ConfigFile::reload(const framework::Config& current) {
+  auto c = load();
+  if (!c.ok()) return c;
+  if (c->schedulerName != current.schedulerName)
+    return api::makeError(path_ + ": config.schedulerName: cannot change from \"" + current.schedulerName + "\" to \"" +
+                          c->schedulerName + "\" while running (restart the daemon)");
+  return c;
+}
+
+}  // namespace tessera::app

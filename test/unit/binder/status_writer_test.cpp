@@ -1,0 +1,303 @@
+// StatusWriter: PodGroup and Queue status through the status subresource, the reasons of invalid
+// objects on the objects (conditions and events), deduplication and coalescing, background writes.
+// The real cache, scheduler and binder over the in-memory cluster; no sleeps (drain() waits).
+#include <catch2/catch.hpp>
+
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tessera/api/clock.h"
+#include "tessera/api/convert.h"
+#include "tessera/app/registry.h"
+#include "tessera/binder/binder.h"
+#include "tessera/binder/status_writer.h"
+#include "tessera/cache/cache.h"
+#include "tessera/cache/memory_cluster.h"
+#include "tessera/framework/config.h"
+#include "tessera/framework/scheduler.h"
+
+namespace {
+
+using namespace tessera;
+using cache::Json;
+
+const char* kBase = R"(
+apiVersion: v1
+kind: Node
+metadata: {name: n1, labels: {nvidia.com/gpu.memory: "81920"}}
+status:
+  allocatable: {cpu: "16", memory: 64Gi, pods: "110", nvidia.com/gpu: "4"}
+  conditions: [{type: Ready, status: "True"}]
+---
+apiVersion: scheduling.tessera.dev/v1alpha1
+kind: Queue
+metadata: {name: team}
+spec:
+  resources:
+    gpu: {quota: "2", limit: "-1"}
+    cpu: {quota: "-1", limit: "-1"}
+    memory: {quota: "-1", limit: "-1"}
+)";
+
+std::string podYaml(const std::string& name, const std::string& group, const std::string& extra = "") {
+  return "apiVersion: v1\nkind: Pod\nmetadata: {name: " + name + ", namespace: t, labels: {tessera.dev/queue: team}" +
+         (group.empty() ? "" : ", annotations: {pod-group-name: " + group + "}") +
+         "}\nspec:\n  schedulerName: tessera\n" + extra +
+         "  containers: [{name: c, image: i, resources: {requests: {cpu: '1', nvidia.com/gpu: '1'}}}]\n";
+}
+
+std::string otherScheduler(std::string yaml) {
+  const std::string from = "schedulerName: tessera";
+  yaml.replace(yaml.find(from), from.size(), "schedulerName: other");
+  return yaml;
+}
+
+std::string groupYaml(const std::string& name, int minMember) {
+  return "apiVersion: scheduling.tessera.dev/v1alpha1\nkind: PodGroup\nmetadata: {name: " + name +
+         ", namespace: t}\nspec: {minMember: " + std::to_string(minMember) + ", queue: team}\n";
+}
+
+struct Env {
+  api::FakeClock clock{api::parseTime("2026-01-01T00:00:00Z").value()};
+  cache::MemoryCluster cluster{clock};
+  framework::Config config = framework::loadConfig(app::builtinRegistry(), nullptr).value();
+  std::unique_ptr<cache::Cache> cache;
+  std::unique_ptr<binder::Binder> binder;
+  std::unique_ptr<framework::Scheduler> scheduler;
+  std::unique_ptr<binder::StatusWriter> writer;
+
+  explicit Env(const std::string& yaml, bool background = false) {
+    add(kBase);
+    add(yaml);
+    cache = std::make_unique<cache::Cache>(cluster, clock, cache::CacheOptions{"tessera"});
+    REQUIRE(cache->start().ok());
+    binder = std::make_unique<binder::Binder>(cluster, *cache, clock);
+    scheduler = std::make_unique<framework::Scheduler>(*cache, config, clock, *binder);
+    binder::StatusWriterOptions o;
+    o.background = background;
+    writer = std::make_unique<binder::StatusWriter>(cluster, clock, o);
+  }
+
+  /// Creates (or replaces) the manifests; raw: not checked by conversion first (a broken object).
+  void add(const std::string& yaml) {
+    auto docs = api::yamlToJson(yaml);
+    REQUIRE(docs.ok());
+    for (auto& d : *docs) {
+      auto kind = api::kindOf(d);
+      REQUIRE(kind.ok());
+      if (api::kindInfo(*kind).namespaced && !d["metadata"].contains("namespace"))
+        d["metadata"]["namespace"] = "default";
+      auto r = cluster.apply(*kind, d);
+      INFO(d.dump());
+      REQUIRE(r.ok());
+    }
+  }
+
+  void cycle() {
+    auto result = scheduler->runCycle();
+    binder->waitIdle();  // the binder is asynchronous: the cycle's binds are done after this
+    REQUIRE(result.snapshot);
+    writer->update(result, *result.snapshot);
+    writer->drain();
+    cluster.kubeletTick();
+  }
+
+  Json get(api::Kind kind, const std::string& ns, const std::string& name) {
+    auto r = cluster.get(kind, ns, name);
+    REQUIRE(r.ok());
+    return *r;
+  }
+
+  static Json conditionOf(const Json& obj, const std::string& type) {
+    for (const auto& c : obj["status"].value("conditions", Json::array()))
+      if (c.value("type", "") == type) return c;
+    return Json();
+  }
+
+  /// InvalidSpec events about an object.
+  int invalidEvents(const std::string& kind, const std::string& name, std::string* message = nullptr) {
+    auto evs = cluster.list(api::Kind::Event);
+    REQUIRE(evs.ok());
+    int n = 0;
+    for (const auto& e : evs->items)
+      if (e["involvedObject"].value("kind", "") == kind && e["involvedObject"].value("name", "") == name &&
+          e.value("reason", "") == "InvalidSpec") {
+        ++n;
+        if (message) *message = e.value("message", "");
+      }
+    return n;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("PodGroup and Queue status are written through the status subresource", "[status]") {
+  Env env(groupYaml("g", 2) + "---\n" + podYaml("g-0", "g") + "---\n" + podYaml("g-1", "g"));
+  env.cycle();
+  Json pg = env.get(api::Kind::PodGroup, "t", "g");
+  CHECK(pg["status"].value("phase", "") == "Running");  // placed this cycle: counted as scheduled
+  CHECK(pg["status"].value("scheduled", -1) == 2);
+  CHECK(pg["status"].value("pending", -1) == 0);
+  CHECK(Env::conditionOf(pg, "Valid").value("status", "") == "True");
+  CHECK(Env::conditionOf(pg, "Unschedulable").value("status", "") == "False");
+  CHECK(pg["spec"].value("minMember", 0) == 2);  // the spec is untouched
+
+  Json q = env.get(api::Kind::Queue, "", "team");
+  CHECK(q["status"]["allocated"].value("nvidia.com/gpu", "") == "2");
+  CHECK(q["status"]["requested"].value("nvidia.com/gpu", "") == "2");
+  CHECK(q["status"].contains("fairShare"));
+  CHECK(Env::conditionOf(q, "Valid").value("status", "") == "True");
+
+  env.cycle();  // the pods run now
+  pg = env.get(api::Kind::PodGroup, "t", "g");
+  CHECK(pg["status"].value("running", -1) == 2);
+
+  SECTION("nothing new: no write") {
+    const auto before = env.writer->stats();
+    const std::string rv = env.get(api::Kind::PodGroup, "t", "g")["metadata"].value("resourceVersion", "");
+    env.cycle();
+    env.cycle();
+    CHECK(env.writer->stats().queued == before.queued);
+    CHECK(env.get(api::Kind::PodGroup, "t", "g")["metadata"].value("resourceVersion", "") == rv);
+  }
+  SECTION("a pod finishing changes the counts") {
+    REQUIRE(env.cluster.finishPod("t", "g-0", true).ok());
+    env.cycle();
+    pg = env.get(api::Kind::PodGroup, "t", "g");
+    CHECK(pg["status"].value("succeeded", -1) == 1);
+    REQUIRE(env.cluster.finishPod("t", "g-1", true).ok());
+    env.cycle();
+    CHECK(env.get(api::Kind::PodGroup, "t", "g")["status"].value("phase", "") == "Succeeded");
+  }
+}
+
+TEST_CASE("an unschedulable gang: phase and condition carry the aggregated reason", "[status]") {
+  Env env(groupYaml("big", 5) + "---\n" + podYaml("big-0", "big") + "---\n" + podYaml("big-1", "big"));
+  env.cycle();
+  Json pg = env.get(api::Kind::PodGroup, "t", "big");
+  CHECK(pg["status"].value("phase", "") == "Unschedulable");
+  Json c = Env::conditionOf(pg, "Unschedulable");
+  CHECK(c.value("status", "") == "True");
+  CHECK_THAT(c.value("message", ""), Catch::Contains("spec.minMember 5"));
+  CHECK(c.value("lastTransitionTime", "") == "2026-01-01T00:00:00Z");
+  // The condition keeps its transition time while it holds.
+  env.clock.advance(api::Duration{60'000});
+  env.add(podYaml("big-2", "big"));
+  env.cycle();
+  c = Env::conditionOf(env.get(api::Kind::PodGroup, "t", "big"), "Unschedulable");
+  CHECK_THAT(c.value("message", ""), Catch::Contains("only 3 pods"));
+  CHECK(c.value("lastTransitionTime", "") == "2026-01-01T00:00:00Z");
+}
+
+TEST_CASE("invalid PodGroups and Queues: Valid=False, InvalidSpec, an event, and fixing them", "[status]") {
+  Env env(groupYaml("zero", 0) + "---\n" + podYaml("zero-0", "zero") + R"(---
+apiVersion: scheduling.tessera.dev/v1alpha1
+kind: Queue
+metadata: {name: loop}
+spec: {parentQueue: loop}
+)");
+  env.cycle();
+  Json pg = env.get(api::Kind::PodGroup, "t", "zero");
+  Json valid = Env::conditionOf(pg, "Valid");
+  CHECK(valid.value("status", "") == "False");
+  CHECK(valid.value("reason", "") == "InvalidSpec");
+  CHECK(valid.value("message", "") == "PodGroup t/zero: spec.minMember: must be at least 1, got 0");
+  CHECK(pg["status"].value("phase", "") == "Unschedulable");
+  std::string msg;
+  CHECK(env.invalidEvents("PodGroup", "zero", &msg) == 1);
+  CHECK(msg == valid.value("message", ""));
+  // The pod says why (the binder writes the job's reason).
+  Json pod = env.get(api::Kind::Pod, "t", "zero-0");
+  CHECK_THAT(Env::conditionOf(pod, "PodScheduled").value("message", ""), Catch::Contains("spec.minMember"));
+
+  Json q = env.get(api::Kind::Queue, "", "loop");
+  CHECK(Env::conditionOf(q, "Valid").value("status", "") == "False");
+  CHECK_THAT(Env::conditionOf(q, "Valid").value("message", ""), Catch::Contains("parent cycle loop -> loop"));
+  CHECK(env.invalidEvents("Queue", "loop") == 1);
+
+  // Deduplicated: one event while the problem stays.
+  env.cycle();
+  env.cycle();
+  CHECK(env.invalidEvents("PodGroup", "zero") == 1);
+  CHECK(env.invalidEvents("Queue", "loop") == 1);
+
+  // Fixed: Valid=True, and the gang is scheduled.
+  env.clock.advance(api::Duration{1000});
+  env.add(groupYaml("zero", 1));
+  env.cycle();
+  pg = env.get(api::Kind::PodGroup, "t", "zero");
+  CHECK(Env::conditionOf(pg, "Valid").value("status", "") == "True");
+  CHECK(Env::conditionOf(pg, "Valid").value("lastTransitionTime", "") == "2026-01-01T00:00:01Z");
+  CHECK(env.get(api::Kind::Pod, "t", "zero-0")["spec"].value("nodeName", "") == "n1");
+}
+
+TEST_CASE("objects that fail conversion get their reason", "[status]") {
+  Env env(podYaml("broken", "", "  priority: high\n") + "---\n" +
+          podYaml("bound-broken", "", "  priority: high\n  nodeName: n1\n") + "---\n" +
+          otherScheduler(podYaml("other-broken", "", "  priority: high\n")) +
+          R"(---
+apiVersion: scheduling.tessera.dev/v1alpha1
+kind: Queue
+metadata: {name: typo}
+spec: {resources: {gpus: {quota: "1"}}}
+---
+apiVersion: scheduling.tessera.dev/v1alpha1
+kind: PodGroup
+metadata: {name: pg, namespace: t}
+spec: {minMember: many}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: bad-label, labels: {nvidia.com/gpu.memory: 80GB}}
+status:
+  allocatable: {cpu: "16", memory: 64Gi, pods: "110", nvidia.com/gpu: "4"}
+  conditions: [{type: Ready, status: "True"}]
+)");
+  env.cycle();
+  Json c = Env::conditionOf(env.get(api::Kind::Pod, "t", "broken"), "PodScheduled");
+  CHECK(c.value("status", "") == "False");
+  CHECK(c.value("reason", "") == "InvalidSpec");
+  CHECK_THAT(c.value("message", ""), Catch::Contains("spec.priority"));
+  CHECK(env.invalidEvents("Pod", "broken") == 1);
+  // Not ours to mark: bound, or another scheduler's.
+  CHECK(Env::conditionOf(env.get(api::Kind::Pod, "t", "bound-broken"), "PodScheduled").is_null());
+  CHECK(Env::conditionOf(env.get(api::Kind::Pod, "t", "other-broken"), "PodScheduled").is_null());
+
+  Json q = env.get(api::Kind::Queue, "", "typo");
+  CHECK(Env::conditionOf(q, "Valid").value("reason", "") == "InvalidSpec");
+  CHECK_THAT(Env::conditionOf(q, "Valid").value("message", ""), Catch::Contains("spec.resources.gpus"));
+  Json pg = env.get(api::Kind::PodGroup, "t", "pg");
+  CHECK(Env::conditionOf(pg, "Valid").value("status", "") == "False");
+  CHECK_THAT(Env::conditionOf(pg, "Valid").value("message", ""), Catch::Contains("spec.minMember"));
+
+  std::string msg;
+  CHECK(env.invalidEvents("Node", "bad-label", &msg) == 1);
+  CHECK(msg ==
+        "Node bad-label: metadata.labels[nvidia.com/gpu.memory]: \"80GB\" is not a positive integer number of MiB");
+}
+
+TEST_CASE("updates coalesce and the background thread writes them", "[status]") {
+  SECTION("two updates before a drain: one write") {
+    Env env(groupYaml("g", 1) + "---\n" + podYaml("g-0", "g"));
+    auto r1 = env.scheduler->runCycle();
+    env.binder->waitIdle();
+    env.writer->update(r1, *r1.snapshot);
+    env.cluster.kubeletTick();
+    auto r2 = env.scheduler->runCycle();
+    env.binder->waitIdle();
+    env.writer->update(r2, *r2.snapshot);
+    CHECK(env.writer->stats().coalesced >= 1);
+    const auto before = env.writer->stats().written;
+    env.writer->drain();
+    CHECK(env.writer->stats().written > before);
+    CHECK(env.get(api::Kind::PodGroup, "t", "g")["status"].value("running", -1) == 1);
+  }
+  SECTION("background") {
+    Env env(groupYaml("g", 1) + "---\n" + podYaml("g-0", "g"), /*background=*/true);
+    env.cycle();  // update, then drain() waits for whatever the thread has taken
+    CHECK(env.get(api::Kind::PodGroup, "t", "g")["status"].value("phase", "") == "Running");
+    CHECK(env.writer->stats().failed == 0);
+  }
+}
