@@ -1,4 +1,5 @@
 #include "tessera/binder/binder.h"
+#include "tessera/binder/events.h"
 
 #include <algorithm>
 #include <atomic>
@@ -14,13 +15,6 @@
 namespace tessera::binder {
 
 namespace {
-
-/// Splits "ns/name".
-std::pair<std::string, std::string> splitKey(const std::string& key) {
-  auto slash = key.find('/');
-  if (slash == std::string::npos) return {"", key};
-  return {key.substr(0, slash), key.substr(slash + 1)};
-}
 
 double secondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -184,27 +178,8 @@ class StatusWriter {
 
   void createEvent(const EventSpec& e) {
     const api::KindInfo& ki = api::kindInfo(e.kind);
-    const std::string now = api::formatTime(clock_.now());
-    char suffix[32];
-    std::snprintf(suffix, sizeof suffix, ".%016llx", static_cast<unsigned long long>(++eventCounter_));
-    cache::Json ev = {
-        {"apiVersion", "v1"},
-        {"kind", "Event"},
-        {"metadata", {{"name", e.name + suffix}, {"namespace", e.ns.empty() ? "default" : e.ns}}},
-        {"involvedObject",
-         {{"apiVersion", ki.apiVersion()},
-          {"kind", std::string(ki.name)},
-          {"namespace", e.ns},
-          {"name", e.name},
-          {"uid", e.uid}}},
-        {"reason", e.reason},
-        {"message", e.message},
-        {"type", e.type},
-        {"source", {{"component", options_.component}}},
-        {"count", 1},
-        {"firstTimestamp", now},
-        {"lastTimestamp", now},
-    };
+    const cache::Json ev =
+        makeEvent(e.kind, e.ns, e.name, e.uid, e.type, e.reason, e.message, options_.component, clock_.now());
     auto res = client_.create(api::Kind::Event, ev);
     if (!res.ok())
       std::fprintf(stderr, "tessera: recording event on %s %s/%s: %s\n", std::string(ki.name).c_str(), e.ns.c_str(),
@@ -222,7 +197,6 @@ class StatusWriter {
   std::map<std::string, std::string> lastEvent_;      ///< "Kind/ns/name/reason" -> message last written
   std::string writing_;                                ///< pod whose condition is being written
   bool busy_ = false, stop_ = false;
-  uint64_t eventCounter_ = 0;  ///< status thread only
   std::thread thread_;
 };
 

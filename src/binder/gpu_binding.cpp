@@ -1,4 +1,5 @@
 #include "tessera/binder/gpu_binding.h"
+#include "tessera/binder/events.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -11,12 +12,6 @@
 namespace tessera::binder {
 
 namespace {
-
-std::pair<std::string, std::string> splitKey(const std::string& key) {
-  auto slash = key.find('/');
-  if (slash == std::string::npos) return {"", key};
-  return {key.substr(0, slash), key.substr(slash + 1)};
-}
 
 std::string annotationOf(const cache::Json& obj, const char* key) {
   if (!obj.is_object() || !obj.contains("metadata") || !obj["metadata"].is_object()) return "";
@@ -61,7 +56,7 @@ struct GpuBinding::Impl {
   };
   std::map<std::string, Inflight> inflight;  ///< by group id
   std::set<std::string> reportedOrphans;  ///< pod keys already told
-  uint64_t deleted = 0, orphans = 0, events = 0;
+  uint64_t deleted = 0, orphans = 0;
 
   Impl(cache::ClusterClient& c, const api::Clock& k, GpuBindingOptions o) : client(c), clock(k), options(std::move(o)) {
     if (!options.sleep) options.sleep = [](std::chrono::milliseconds d) { std::this_thread::sleep_for(d); };
@@ -207,27 +202,7 @@ struct GpuBinding::Impl {
   void event(const std::string& podKey, const std::string& uid, const std::string& type, const std::string& reason,
              const std::string& message) {
     auto [ns, name] = splitKey(podKey);
-    const std::string now = api::formatTime(clock.now());
-    uint64_t n;
-    {
-      std::lock_guard<std::mutex> g(mu);
-      n = ++events;
-    }
-    char suffix[40];
-    std::snprintf(suffix, sizeof suffix, ".gpu%012llx", static_cast<unsigned long long>(n));
-    cache::Json ev = {
-        {"apiVersion", "v1"},
-        {"kind", "Event"},
-        {"metadata", {{"name", name + suffix}, {"namespace", ns}}},
-        {"involvedObject", {{"apiVersion", "v1"}, {"kind", "Pod"}, {"namespace", ns}, {"name", name}, {"uid", uid}}},
-        {"reason", reason},
-        {"message", message},
-        {"type", type},
-        {"source", {{"component", options.component}}},
-        {"count", 1},
-        {"firstTimestamp", now},
-        {"lastTimestamp", now},
-    };
+    const cache::Json ev = makeEvent(api::Kind::Pod, ns, name, uid, type, reason, message, options.component, clock.now());
     (void)client.create(api::Kind::Event, ev);
   }
 };

@@ -3,6 +3,7 @@
 // writes. All writes of a batch happen under writeMu_, and a batch is taken from the queue under it
 // too, so two versions of one object are never written out of order.
 #include "tessera/binder/status_writer.h"
+#include "tessera/binder/events.h"
 
 #include <condition_variable>
 #include <cstdio>
@@ -75,7 +76,6 @@ struct StatusWriter::Impl {
     }
   };
   std::map<std::string, JobMemo> jobMemo;
-  uint64_t eventCounter = 0;  // under writeMu
   std::thread worker;
 
   Impl(cache::ClusterClient& c, const api::Clock& k, StatusWriterOptions o)
@@ -365,30 +365,7 @@ struct StatusWriter::Impl {
   api::Status event(api::Kind kind, const std::string& ns, const std::string& name, const std::string& uid,
                     const std::string& message) {
     if (!options.writeEvents) return api::Status::success();
-    const api::KindInfo& ki = api::kindInfo(kind);
-    const std::string now = api::formatTime(clock.now());
-    // Unique across restarts of the daemon too (the binder's events use a plain counter).
-    char suffix[64];
-    std::snprintf(suffix, sizeof suffix, ".%llxv%llx", static_cast<unsigned long long>(clock.now().unixMillis),
-                  static_cast<unsigned long long>(++eventCounter));
-    Json ev = {
-        {"apiVersion", "v1"},
-        {"kind", "Event"},
-        {"metadata", {{"name", name + suffix}, {"namespace", ns.empty() ? "default" : ns}}},
-        {"involvedObject",
-         {{"apiVersion", ki.apiVersion()},
-          {"kind", std::string(ki.name)},
-          {"namespace", ns},
-          {"name", name},
-          {"uid", uid}}},
-        {"reason", kInvalidSpec},
-        {"message", message},
-        {"type", "Warning"},
-        {"source", {{"component", options.component}}},
-        {"count", 1},
-        {"firstTimestamp", now},
-        {"lastTimestamp", now},
-    };
+    const Json ev = makeEvent(kind, ns, name, uid, "Warning", kInvalidSpec, message, options.component, clock.now());
     auto r = client.create(api::Kind::Event, ev);
     return r.ok() ? api::Status::success() : api::Status(r.error());
   }

@@ -18,16 +18,14 @@
 #include <sstream>
 #include <thread>
 #include <tuple>
-#include <fcntl.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "support/daemon_process.h"
 #include "tessera/api/convert.h"
 #include "tessera/app/run.h"
 #include "tessera/cache/http_server.h"
 
-extern char** environ;
 
 using namespace tessera;
 using cache::ApiRequestRecord;
@@ -161,62 +159,12 @@ struct Rbac {
 
 // ---- the daemon against the recording test API server ----
 
-class DaemonProcess {
- public:
-  DaemonProcess(const std::string& url, const std::string& leaseName) {
-    const fs::path kc = tempDir() / "kubeconfig";
-    std::ofstream(kc) << "apiVersion: v1\nkind: Config\ncurrent-context: t\n"
-                         "clusters: [{name: t, cluster: {server: \""
-                      << url
-                      << "\"}}]\n"
-                         "contexts: [{name: t, context: {cluster: t}}]\n";
-    std::ofstream(tempDir() / "config.yaml") << "schedulePeriod: 200ms\n";
-    log_ = (tempDir() / "daemon.log").string();
-    std::vector<std::string> args = {
-        TESSERA_BINARY,     "run",       "--kubeconfig",      kc.string(),
-        "--health-port",    "0",         "--health-address",  "127.0.0.1",
-        "--identity",       "rbac-test", "--lease-namespace", kSystemNs,
-        "--lease-name",     leaseName,   "--lease-duration",  "3s",
-        "--renew-deadline", "2s",        "--retry-period",    "200ms",
-        "--debounce",       "10ms",      "--config",          (tempDir() / "config.yaml").string()};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    const int rc = posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    REQUIRE(rc == 0);
-  }
-  ~DaemonProcess() { kill(SIGKILL); }
-  int kill(int sig) {
-    if (pid_ <= 0) return -1;
-    ::kill(pid_, sig);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return status;
-  }
-  std::string log() const { return readFile(log_); }
-
- private:
-  pid_t pid_ = -1;
-  std::string log_;
+/// The daemon as deploy/scheduler/deployment.yaml runs it: its Lease in tessera-system.
+struct DaemonProcess : testing::DaemonProcess {
+  DaemonProcess(const std::string& url, const std::string& leaseName)
+      : testing::DaemonProcess(TESSERA_BINARY, tempDir(), url, "rbac-test", {"--lease-name", leaseName}, kSystemNs) {}
 };
-
-/// Polls `cond` until it holds; the deadline only guards against a hang.
-template <class Cond>
-bool eventually(Cond cond, int seconds = 120) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling interval, not a timing assumption
-  }
-  return false;
-}
+using testing::eventually;
 
 // A preemption, a bind, an unschedulable pod and an incomplete gang, with every kind the cache
 // watches present (Topology included).

@@ -6,23 +6,21 @@
 
 #include <chrono>
 #include <csignal>
-#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
 #include <sstream>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 
+#include "support/daemon_process.h"
 #include "tessera/api/convert.h"
 #include "tessera/app/run.h"
 #include "tessera/cache/http_server.h"
 
-extern char** environ;
 
 using namespace tessera;
 using cache::Json;
@@ -40,80 +38,12 @@ fs::path tempDir() {
   return dir;
 }
 
-/// A `tessera run` child process. The destructor kills it (SIGKILL) if still running.
-class DaemonProcess {
- public:
-  DaemonProcess(const std::string& url, const std::string& identity, std::vector<std::string> extra = {}) {
-    const fs::path kc = tempDir() / ("kubeconfig-" + identity);
-    std::ofstream(kc) << "apiVersion: v1\nkind: Config\ncurrent-context: t\n"
-                         "clusters: [{name: t, cluster: {server: \"" << url << "\"}}]\n"
-                         "contexts: [{name: t, context: {cluster: t}}]\n";
-    log_ = (tempDir() / ("daemon-" + identity + ".log")).string();
-    std::vector<std::string> args = {TESSERA_BINARY, "run", "--kubeconfig", kc.string(), "--health-port", "0",
-                                     "--health-address", "127.0.0.1", "--identity", identity,
-                                     "--lease-namespace", "default", "--lease-duration", "3s",
-                                     "--renew-deadline", "2s", "--retry-period", "200ms", "--debounce", "10ms",
-                                     "--config", (tempDir() / "config.yaml").string()};
-    std::ofstream(tempDir() / "config.yaml") << "schedulePeriod: 200ms\n";
-    args.insert(args.end(), extra.begin(), extra.end());
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, log_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    const int rc = posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    REQUIRE(rc == 0);
-  }
-  ~DaemonProcess() { kill(SIGKILL); }
-
-  /// Sends `sig` without waiting (SIGHUP: reload the config file).
-  void signal(int sig) const {
-    if (pid_ > 0) ::kill(pid_, sig);
-  }
-  /// Waits for the process to exit by itself; returns its exit status.
-  int wait() {
-    if (pid_ <= 0) return -1;
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return status;
-  }
-
-  /// Sends `sig` and reaps the process; returns its exit status (or -1 if it was not running).
-  int kill(int sig) {
-    if (pid_ <= 0) return -1;
-    ::kill(pid_, sig);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return status;
-  }
-  std::string log() const {
-    std::ifstream in(log_);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
-
- private:
-  pid_t pid_ = -1;
-  std::string log_;
+/// `tessera run` against the test server at `url` (test/support/daemon_process.h).
+struct DaemonProcess : testing::DaemonProcess {
+  DaemonProcess(const std::string& url, const std::string& identity, std::vector<std::string> extra = {})
+      : testing::DaemonProcess(TESSERA_BINARY, tempDir(), url, identity, std::move(extra)) {}
 };
-
-/// Polls `cond` until it holds; the deadline only guards against a hang.
-template <class Cond>
-bool eventually(Cond cond, int seconds = 90, int pollMillis = 20) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(pollMillis));  // polling interval, not a timing assumption
-  }
-  return false;
-}
+using testing::eventually;
 
 std::map<std::string, std::string> podNodes(cache::MemoryCluster& cluster) {
   std::map<std::string, std::string> out;

@@ -14,7 +14,6 @@
 
 using namespace tessera;
 using cache::Json;
-using testing::ChildProcess;
 using testing::eventually;
 
 namespace {
@@ -48,15 +47,9 @@ objects:
         - {name: c, image: x, resources: {requests: {cpu: "1"}}}
 )";
 
-ChildProcess daemon(const std::string& url, const std::string& identity, std::vector<std::string> extra = {}) {
-  const fs::path dir = testing::scratchDir("tessera-gpu-it");
-  std::ofstream(dir / "config.yaml") << "schedulePeriod: 200ms\n";
-  std::vector<std::string> args = {TESSERA_BINARY, "run", "--kubeconfig", testing::writeKubeconfig(dir, identity, url),
-                                   "--health-port", "0", "--health-address", "127.0.0.1", "--identity", identity,
-                                   "--leader-elect=false", "--debounce", "10ms", "--config",
-                                   (dir / "config.yaml").string()};
-  args.insert(args.end(), extra.begin(), extra.end());
-  return ChildProcess(std::move(args), (dir / ("daemon-" + identity + ".log")).string());
+testing::DaemonProcess daemon(const std::string& url, const std::string& identity, std::vector<std::string> extra = {}) {
+  extra.insert(extra.begin(), "--leader-elect=false");
+  return testing::DaemonProcess(TESSERA_BINARY, testing::scratchDir("tessera-gpu-it"), url, identity, std::move(extra));
 }
 
 std::vector<Json> reservationPods(cache::MemoryCluster& cluster, bool includeTerminating = false) {
@@ -97,7 +90,7 @@ TEST_CASE("gpu: kill -9 between reservation and bind, restart: nothing orphaned,
   // The reservation pod will not report its GPU: the first daemon waits between reservation and bind.
   cluster.holdReservations(true);
   {
-    ChildProcess first = daemon(server.url(), "first", {"--reservation-timeout", "10m"});
+    auto first = daemon(server.url(), "first", {"--reservation-timeout", "10m"});
     REQUIRE(eventually([&] { return !reservationPods(cluster).empty(); }));
     INFO(first.log());
     first.kill(SIGKILL);
@@ -105,7 +98,7 @@ TEST_CASE("gpu: kill -9 between reservation and bind, restart: nothing orphaned,
   CHECK(nodeOf(cluster, "team-a", "frac").empty());  // killed before the bind
   cluster.holdReservations(false);  // the device plugin catches up
 
-  ChildProcess second = daemon(server.url(), "second");
+  auto second = daemon(server.url(), "second");
   const bool bound = eventually([&] { return !nodeOf(cluster, "team-a", "frac").empty(); });
   INFO(second.log());
   REQUIRE(bound);
@@ -152,7 +145,7 @@ TEST_CASE("gpu: a reservation pod that never reports its GPU fails the bind with
   cache::ApiServer server(cluster, so);
   REQUIRE(server.start().ok());
   cluster.holdReservations(true);
-  ChildProcess d = daemon(server.url(), "timeout", {"--reservation-timeout", "300ms"});
+  auto d = daemon(server.url(), "timeout", {"--reservation-timeout", "300ms"});
   // The binder gives up, deletes the reservation pod and says why in an event on the pod.
   auto failedBindEvent = [&] {
     auto evs = cluster.list(api::Kind::Event);

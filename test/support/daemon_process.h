@@ -58,6 +58,18 @@ class ChildProcess {
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;
 
+  /// Sends `sig` without waiting (SIGHUP: reload the config file).
+  void signal(int sig) const {
+    if (pid_ > 0) ::kill(pid_, sig);
+  }
+  /// Waits for the process to exit by itself; returns its wait status.
+  int wait() {
+    if (pid_ <= 0) return -1;
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return status;
+  }
   /// Sends `sig` and reaps the process; returns its wait status (or -1 if it was not running).
   int kill(int sig) {
     if (pid_ <= 0) return -1;
@@ -87,6 +99,33 @@ inline std::string writeKubeconfig(const std::filesystem::path& dir, const std::
                        "contexts: [{name: t, context: {cluster: t}}]\n";
   return kc.string();
 }
+
+/// `tessera run` (the binary at `binary`) as a child process against the API server at `url`, with
+/// its kubeconfig, a config file (schedulePeriod 200ms), health on an ephemeral port, a short
+/// debounce and short leases in namespace `leaseNamespace`; `extra` flags come last (they win).
+/// Files go to `dir`, named after `identity`.
+class DaemonProcess : public ChildProcess {
+ public:
+  DaemonProcess(const std::string& binary, const std::filesystem::path& dir, const std::string& url,
+                const std::string& identity, std::vector<std::string> extra = {},
+                const std::string& leaseNamespace = "default")
+      : ChildProcess(args(binary, dir, url, identity, std::move(extra), leaseNamespace),
+                     (dir / ("daemon-" + identity + ".log")).string()) {}
+
+ private:
+  static std::vector<std::string> args(const std::string& binary, const std::filesystem::path& dir,
+                                       const std::string& url, const std::string& identity,
+                                       std::vector<std::string> extra, const std::string& leaseNamespace) {
+    std::ofstream(dir / "config.yaml") << "schedulePeriod: 200ms\n";
+    std::vector<std::string> a = {binary, "run", "--kubeconfig", writeKubeconfig(dir, identity, url),
+                                  "--health-port", "0", "--health-address", "127.0.0.1", "--identity", identity,
+                                  "--lease-namespace", leaseNamespace, "--lease-duration", "3s",
+                                  "--renew-deadline", "2s", "--retry-period", "200ms", "--debounce", "10ms",
+                                  "--config", (dir / "config.yaml").string()};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  }
+};
 
 /// Polls `cond` until it holds; the deadline only guards against a hang.
 template <class Cond>
