@@ -161,7 +161,13 @@ struct GpuBinding::Impl {
       const std::string bytes = std::to_string(gpus.front().memoryMiB * 1024 * 1024);
       data["GPU_MEMORY_LIMIT"] = bytes;
       data["CUDA_DEVICE_MEMORY_LIMIT"] = bytes;
+      // MPS backend: the same limit per visible device (renumbered 0..n-1 in the container).
+      std::string pinned;
+      for (size_t i = 0; i < gpus.size(); ++i)
+        pinned += (i ? "," : "") + std::to_string(i) + "=" + std::to_string(gpus[i].memoryMiB) + "M";
+      data["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = pinned;
     }
+    data["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = std::to_string(std::max<int64_t>(1, (gpus.front().portionMilli + 9) / 10));
     data["TESSERA_GPU_GROUPS"] = [&] {
       std::string s;
       for (const auto& g : gpus) s += (s.empty() ? "" : ",") + g.group;
