@@ -336,7 +336,7 @@ HttpAnswer review(const std::string& body, bool mutate, const Options& options, 
   const Json* kind = member(*req, "kind");
   const bool isPod = kind && stringAt(*kind, "kind") == "Pod" && stringAt(*kind, "group").empty();
   const bool subresource = !stringAt(*req, "subResource").empty();
-  if (isPod && !subresource) {
+  if (isPod && !subresource && object) {
     Json pod = *object;
     // A pod created in a namespace may carry none itself: the request says which.
     if (pod.is_object() && pod.contains("metadata") && pod["metadata"].is_object() &&

@@ -19,6 +19,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+#include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 
 namespace tessera::webhook {
@@ -60,7 +62,7 @@ api::Result<std::string> readFile(const std::string& flag, const std::string& pa
   return ss.str();
 }
 
-api::Result<std::shared_ptr<ssl::context>> loadContext(const std::string& certFile, const std::string& keyFile) {
+api::Result<std::shared_ptr<ssl::context>> loadContextImpl(const std::string& certFile, const std::string& keyFile) {
   auto cert = readFile("--tls-cert-file", certFile);
   if (!cert.ok()) return cert.error();
   auto key = readFile("--tls-key-file", keyFile);
@@ -71,18 +73,30 @@ api::Result<std::shared_ptr<ssl::context>> loadContext(const std::string& certFi
   beast::error_code ec;
   ctx->use_certificate_chain(net::buffer(*cert), ec);
   if (ec) return api::makeError("--tls-cert-file " + certFile + ": not a PEM certificate chain (" + ec.message() + ")");
-  ctx->use_private_key(net::buffer(*key), ssl::context::pem, ec);
-  if (ec) return api::makeError("--tls-key-file " + keyFile + ": not a PEM private key (" + ec.message() + ")");
-  if (SSL_CTX_check_private_key(ctx->native_handle()) != 1)
-    return api::makeError("--tls-key-file " + keyFile + ": the key does not match the certificate in " + certFile);
+  {
+    // Parsed on its own first, so that "not a key" and "not this certificate's key" read apart.
+    BIO* bio = BIO_new_mem_buf(key->data(), static_cast<int>(key->size()));
+    EVP_PKEY* pkey = bio ? PEM_read_bio_PrivateKey(bio, nullptr, nullptr, nullptr) : nullptr;
+    if (bio) BIO_free(bio);
+    if (!pkey) return api::makeError("--tls-key-file " + keyFile + ": not a PEM private key");
+    const bool matches = SSL_CTX_use_PrivateKey(ctx->native_handle(), pkey) == 1 &&
+                         SSL_CTX_check_private_key(ctx->native_handle()) == 1;
+    EVP_PKEY_free(pkey);
+    if (!matches)
+      return api::makeError("--tls-key-file " + keyFile + ": the key does not match the certificate in " + certFile);
+  }
   return ctx;
 }
 
-}  // namespace
+api::Result<std::shared_ptr<ssl::context>> loadContext(const std::string& certFile, const std::string& keyFile) {
+  auto r = loadContextImpl(certFile, keyFile);
+  if (!r.ok()) ERR_clear_error();  // leave no stale errors on this thread's OpenSSL error queue
+  return r;
+}
 
 /// Owns the io_context; sessions live in its handlers and point back here (raw): they only run
 /// while the threads run, which stop() joins before the Impl can go.
-struct Server::Impl {
+struct Core {
   ServerOptions options;
   SuffixSource suffix;
   net::io_context ioc;
@@ -132,11 +146,9 @@ struct Server::Impl {
   void accept();
 };
 
-namespace {
-
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket socket, std::shared_ptr<ssl::context> ctx, Server::Impl* server)
+  Session(tcp::socket socket, std::shared_ptr<ssl::context> ctx, Core* server)
       : ctx_(std::move(ctx)), stream_(std::move(socket), *ctx_), server_(server) {}
 
   void start() {
@@ -198,14 +210,16 @@ class Session : public std::enable_shared_from_this<Session> {
 
   std::shared_ptr<ssl::context> ctx_;  // before stream_: the stream's SSL object comes from it
   beast::ssl_stream<beast::tcp_stream> stream_;
-  Server::Impl* server_;
+  Core* server_;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
 };
 
 }  // namespace
 
-void Server::Impl::accept() {
+struct Server::Impl : Core {};
+
+void Core::accept() {
   acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
     if (ec) {
       if (ec == net::error::operation_aborted || stopped) return;

@@ -200,6 +200,12 @@ TEST_CASE("webhook over HTTPS: body limit, bad certificate files") {
   CHECK(mismatch.error().message ==
         "--tls-key-file " + otherKey + ": the key does not match the certificate in " + files.cert);
 
+  const std::string notKey = (tempDir() / "notkey.key").string();
+  testing::writeFileAtomically(notKey, pki.serverCertPem);
+  auto noKey = webhook::Server(serverOptions({files.cert, notKey})).start();
+  REQUIRE_FALSE(noKey.ok());
+  CHECK(noKey.error().message == "--tls-key-file " + notKey + ": not a PEM private key");
+
   const std::string garbage = (tempDir() / "garbage.crt").string();
   testing::writeFileAtomically(garbage, "not a certificate\n");
   auto bad = webhook::Server(serverOptions({garbage, files.key})).start();
