@@ -116,7 +116,8 @@ api::Result<GpuInfo> findGpu(const std::string& library, const std::string& visi
     const std::string where = "NVML sees " + std::to_string(n) + " GPUs and NVIDIA_VISIBLE_DEVICES=\"" + want + "\"";
     if (want.empty() || want.find(',') != std::string::npos || want == "all" || want == "none" || want == "void")
       return api::makeError(where + " does not name exactly one of them (a reservation pod holds one GPU)");
-    const bool isIndex = std::all_of(want.begin(), want.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+    const bool isIndex =
+        std::all_of(want.begin(), want.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
     bool found = false;
     if (isIndex) {
       const unsigned long i = want.size() > 4 ? n : std::stoul(want);

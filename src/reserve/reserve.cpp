@@ -50,9 +50,11 @@ api::Result<Flags> parseFlags(const std::vector<std::string>& args) {
     else if (a == "--nvml-library") f.nvmlLibrary = v;
     else return api::makeError("unknown flag " + a);
   }
-  if (f.podName.empty()) return api::makeError("the pod's name is unknown: set POD_NAME (downward API metadata.name) or --pod-name");
+  if (f.podName.empty())
+    return api::makeError("the pod's name is unknown: set POD_NAME (downward API metadata.name) or --pod-name");
   if (f.podNamespace.empty())
-    return api::makeError("the pod's namespace is unknown: set POD_NAMESPACE (downward API metadata.namespace) or --pod-namespace");
+    return api::makeError(
+        "the pod's namespace is unknown: set POD_NAMESPACE (downward API metadata.namespace) or --pod-namespace");
   return f;
 }
 
@@ -120,10 +122,10 @@ int reserveCommand(const std::vector<std::string>& args, std::ostream& out, std:
     err << "tessera reserve: " << client.error().message << "\n";
     return 1;
   }
-  const cache::Json patch = {{"metadata",
-                              {{"annotations",
-                                {{api::keys::kGpuUuidAnnotation, gpu->uuid},
-                                 {kGpuMemoryMiBAnnotation, std::to_string(mib)}}}}}};
+  const cache::Json patch = {
+      {"metadata",
+       {{"annotations",
+         {{api::keys::kGpuUuidAnnotation, gpu->uuid}, {kGpuMemoryMiBAnnotation, std::to_string(mib)}}}}}};
   for (int64_t backoff = 500;; backoff = std::min<int64_t>(backoff * 2, 30'000)) {
     auto r = (*client)->patch(api::Kind::Pod, f.podNamespace, f.podName, cache::PatchType::Merge, patch);
     if (r.ok()) break;

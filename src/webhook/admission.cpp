@@ -19,9 +19,10 @@ using Json = nlohmann::json;
 constexpr const char* kAdmissionApiVersion = "admission.k8s.io/v1";
 
 /// The GPU annotations whose change on UPDATE is validated again.
-constexpr const char* kGpuKeys[] = {api::keys::kGpuFraction,  api::keys::kGpuMemory,  api::keys::kGpuFractionNumDevices,
-                                    api::keys::kGpuPolicy,    api::keys::kNodePolicy, api::keys::kUseGpuType,
-                                    api::keys::kAvoidGpuType, api::keys::kIsolation,  api::keys::kGpuConfigMapAnnotation};
+constexpr const char* kGpuKeys[] = {
+    api::keys::kGpuFraction,  api::keys::kGpuMemory,  api::keys::kGpuFractionNumDevices,
+    api::keys::kGpuPolicy,    api::keys::kNodePolicy, api::keys::kUseGpuType,
+    api::keys::kAvoidGpuType, api::keys::kIsolation,  api::keys::kGpuConfigMapAnnotation};
 
 Decision deny(int code, std::string message) {
   Decision d;
@@ -80,7 +81,9 @@ api::StringMap annotationsOf(const Json& pod) {
 /// Collects JSONPatch operations.
 class Patch {
  public:
-  void add(const std::string& path, Json value) { ops_.push_back({{"op", "add"}, {"path", path}, {"value", std::move(value)}}); }
+  void add(const std::string& path, Json value) {
+    ops_.push_back({{"op", "add"}, {"path", path}, {"value", std::move(value)}});
+  }
   void replace(const std::string& path, Json value) {
     ops_.push_back({{"op", "replace"}, {"path", path}, {"value", std::move(value)}});
   }
@@ -95,8 +98,8 @@ struct Wiring {
   std::string configMap;
   api::Isolation isolation = api::Isolation::Hard;
   std::vector<std::pair<std::string, std::string>> env;  ///< added when the name is absent
-  std::string ldPreload;                                  ///< hard: the library path (merged into LD_PRELOAD)
-  std::string volume, mountPath;                          ///< hard / mps: the hostPath volume and its mount
+  std::string ldPreload;                                 ///< hard: the library path (merged into LD_PRELOAD)
+  std::string volume, mountPath;                         ///< hard / mps: the hostPath volume and its mount
 };
 
 /// Wires one container (`base` is its JSON pointer): envFrom of the ConfigMap, the backend's env
@@ -128,10 +131,10 @@ api::Status wireContainer(const Json& c, const std::string& base, const Wiring& 
         if (stringAt(e, "name") != "LD_PRELOAD") continue;
         found = true;
         if (member(e, "valueFrom"))
-          return api::makeError("container " + cname +
-                                ": env LD_PRELOAD is set with valueFrom; the hard isolation backend must add " +
-                                w.ldPreload + " to it (set it as a plain value, or use " + api::keys::kIsolation +
-                                ": none)", 422);
+          return api::makeError(
+              "container " + cname + ": env LD_PRELOAD is set with valueFrom; the hard isolation backend must add " +
+                  w.ldPreload + " to it (set it as a plain value, or use " + api::keys::kIsolation + ": none)",
+              422);
         const std::string cur = stringAt(e, "value");
         // Already there (a second mutation)? LD_PRELOAD entries are separated by ':' or ' '.
         bool present = false;
@@ -143,7 +146,8 @@ api::Status wireContainer(const Json& c, const std::string& base, const Wiring& 
           start = end + 1;
         }
         if (!present)
-          patch.replace(base + "/env/" + std::to_string(i) + "/value", cur.empty() ? w.ldPreload : w.ldPreload + ":" + cur);
+          patch.replace(base + "/env/" + std::to_string(i) + "/value",
+                        cur.empty() ? w.ldPreload : w.ldPreload + ":" + cur);
       }
     }
     if (!found) toAdd.push_back({{"name", "LD_PRELOAD"}, {"value", w.ldPreload}});
@@ -363,7 +367,9 @@ HttpAnswer review(const std::string& body, bool mutate, const Options& options, 
   }
   a.summary = std::string(mutate ? "mutate " : "validate ") + operation + " " + (kind ? stringAt(*kind, "kind") : "?") +
               " " + who + ": " +
-              (!d.allowed ? "denied: " + d.message : d.hasPatch() ? "allowed, patched" : "allowed");
+              (!d.allowed     ? "denied: " + d.message
+               : d.hasPatch() ? "allowed, patched"
+                              : "allowed");
   return a;
 }
 
@@ -386,8 +392,8 @@ SuffixSource randomSuffixes(uint64_t seed) {
   };
 }
 
-Decision reviewPod(const std::string& operation, const nlohmann::json& pod, const nlohmann::json* oldPod,
-                   bool mutate, const Options& options, const SuffixSource& suffix) {
+Decision reviewPod(const std::string& operation, const nlohmann::json& pod, const nlohmann::json* oldPod, bool mutate,
+                   const Options& options, const SuffixSource& suffix) {
   try {
     return reviewImpl(operation, pod, oldPod, mutate, options, suffix);
   } catch (const std::exception& e) {  // a JSON accessor on an unexpected type: refuse, never crash
@@ -403,10 +409,12 @@ HttpAnswer handleRequest(const std::string& method, const std::string& path, con
       return HttpAnswer{200, "text/plain; charset=utf-8", "ok\n", ""};
     }
     if (path != "/mutate" && path != "/validate")
-      return HttpAnswer{404, "text/plain; charset=utf-8", "not found: " + path.substr(0, 128) + " (paths: /mutate, /validate, /healthz)\n",
+      return HttpAnswer{404, "text/plain; charset=utf-8",
+                        "not found: " + path.substr(0, 128) + " (paths: /mutate, /validate, /healthz)\n",
                         "not found: " + path.substr(0, 128)};
-    if (method != "POST") return HttpAnswer{405, "text/plain; charset=utf-8", path + ": use POST with an AdmissionReview\n",
-                                             method + " " + path + ": method not allowed"};
+    if (method != "POST")
+      return HttpAnswer{405, "text/plain; charset=utf-8", path + ": use POST with an AdmissionReview\n",
+                        method + " " + path + ": method not allowed"};
     return review(body, path == "/mutate", options, suffix);
   } catch (const std::exception& e) {
     return HttpAnswer{500, "text/plain; charset=utf-8", std::string("internal error: ") + e.what() + "\n",
@@ -420,7 +428,8 @@ std::string base64Encode(const std::string& data) {
   out.reserve((data.size() + 2) / 3 * 4);
   size_t i = 0;
   for (; i + 2 < data.size(); i += 3) {
-    const uint32_t v = (uint32_t(uint8_t(data[i])) << 16) | (uint32_t(uint8_t(data[i + 1])) << 8) | uint8_t(data[i + 2]);
+    const uint32_t v =
+        (uint32_t(uint8_t(data[i])) << 16) | (uint32_t(uint8_t(data[i + 1])) << 8) | uint8_t(data[i + 2]);
     out += kTable[(v >> 18) & 63];
     out += kTable[(v >> 12) & 63];
     out += kTable[(v >> 6) & 63];

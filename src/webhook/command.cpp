@@ -36,7 +36,8 @@ api::Result<ServerOptions> parseFlags(const std::vector<std::string>& args) {
     else if (a == "--port") {
       char* end = nullptr;
       const long p = std::strtol(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || p < 0 || p > 65535) return api::makeError("--port: \"" + v + "\" is not a port number");
+      if (v.empty() || *end != '\0' || p < 0 || p > 65535)
+        return api::makeError("--port: \"" + v + "\" is not a port number");
       o.port = static_cast<uint16_t>(p);
     } else if (a == "--isolation") {
       if (v == "hard") o.admission.isolation = api::Isolation::Hard;
@@ -47,7 +48,8 @@ api::Result<ServerOptions> parseFlags(const std::vector<std::string>& args) {
       if (v.empty() || v[0] != '/') return api::makeError("--interposer-path: \"" + v + "\" must be an absolute path");
       o.admission.interposerDir = v;
     } else if (a == "--mps-pipe-directory") {
-      if (v.empty() || v[0] != '/') return api::makeError("--mps-pipe-directory: \"" + v + "\" must be an absolute path");
+      if (v.empty() || v[0] != '/')
+        return api::makeError("--mps-pipe-directory: \"" + v + "\" must be an absolute path");
       o.admission.mpsPipeDir = v;
     } else if (a == "--scheduler-name") {
       if (v.empty()) return api::makeError("--scheduler-name: must not be empty");
@@ -91,8 +93,8 @@ int webhookCommand(const std::vector<std::string>& args, std::ostream& out, std:
                         : options.admission.isolation == api::Isolation::Mps ? "mps"
                                                                              : "none";
   out << "tessera webhook: serving https://" << options.address << ":" << *port
-      << " (/mutate, /validate, /healthz); scheduler " << options.admission.schedulerName << ", isolation "
-      << backend << "\n"
+      << " (/mutate, /validate, /healthz); scheduler " << options.admission.schedulerName << ", isolation " << backend
+      << "\n"
       << std::flush;
   int sig = 0;
   sigwait(&set, &sig);

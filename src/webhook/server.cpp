@@ -79,8 +79,8 @@ api::Result<std::shared_ptr<ssl::context>> loadContextImpl(const std::string& ce
     EVP_PKEY* pkey = bio ? PEM_read_bio_PrivateKey(bio, nullptr, nullptr, nullptr) : nullptr;
     if (bio) BIO_free(bio);
     if (!pkey) return api::makeError("--tls-key-file " + keyFile + ": not a PEM private key");
-    const bool matches = SSL_CTX_use_PrivateKey(ctx->native_handle(), pkey) == 1 &&
-                         SSL_CTX_check_private_key(ctx->native_handle()) == 1;
+    const bool matches =
+        SSL_CTX_use_PrivateKey(ctx->native_handle(), pkey) == 1 && SSL_CTX_check_private_key(ctx->native_handle()) == 1;
     EVP_PKEY_free(pkey);
     if (!matches)
       return api::makeError("--tls-key-file " + keyFile + ": the key does not match the certificate in " + certFile);
@@ -179,8 +179,8 @@ class Session : public std::enable_shared_from_this<Session> {
     bhttp::request<bhttp::string_body> req = parser_->release();
     const std::string target(req.target());
     const std::string path = target.substr(0, target.find('?'));
-    HttpAnswer a = handleRequest(std::string(req.method_string()), path, req.body(), server_->options.admission,
-                                 server_->suffix);
+    HttpAnswer a =
+        handleRequest(std::string(req.method_string()), path, req.body(), server_->options.admission, server_->suffix);
     if (!a.summary.empty()) server_->log(a.summary);
     write(a.status, a.contentType, std::move(a.body), req.keep_alive());
   }
@@ -259,7 +259,9 @@ api::Result<uint16_t> Server::start() {
   if (!ec) s.acceptor.set_option(net::socket_base::reuse_address(true), ec);
   if (!ec) s.acceptor.bind(ep, ec);
   if (!ec) s.acceptor.listen(net::socket_base::max_listen_connections, ec);
-  if (ec) return api::makeError("listening on " + s.options.address + ":" + std::to_string(s.options.port) + ": " + ec.message());
+  if (ec)
+    return api::makeError("listening on " + s.options.address + ":" + std::to_string(s.options.port) + ": " +
+                          ec.message());
   s.port = s.acceptor.local_endpoint().port();
   s.work.emplace(s.ioc.get_executor());
   s.accept();

@@ -6,14 +6,14 @@
 
 #include <chrono>
 #include <csignal>
-#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <spawn.h>
 #include <sstream>
-#include <sys/wait.h>
 #include <thread>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tessera/cache/http_server.h"
@@ -37,7 +37,8 @@ fs::path tempDir() {
 /// A `tessera reserve` child with its own environment; the destructor kills it if still running.
 class ReserveProcess {
  public:
-  ReserveProcess(std::vector<std::string> args, const std::map<std::string, std::string>& env, const std::string& name) {
+  ReserveProcess(std::vector<std::string> args, const std::map<std::string, std::string>& env,
+                 const std::string& name) {
     log_ = (tempDir() / (name + ".log")).string();
     args.insert(args.begin(), {TESSERA_BINARY, "reserve"});
     std::vector<char*> argv;
@@ -96,16 +97,20 @@ bool eventually(Cond cond, int seconds = 60) {
 std::string kubeconfig(const std::string& url) {
   const fs::path kc = tempDir() / "kubeconfig";
   std::ofstream(kc) << "apiVersion: v1\nkind: Config\ncurrent-context: t\n"
-                       "clusters: [{name: t, cluster: {server: \"" << url << "\"}}]\n"
+                       "clusters: [{name: t, cluster: {server: \""
+                    << url
+                    << "\"}}]\n"
                        "contexts: [{name: t, context: {cluster: t}}]\n";
   return kc.string();
 }
 
 void createReservationPod(cache::MemoryCluster& cluster, const std::string& name) {
-  Json pod = {{"apiVersion", "v1"},
-              {"kind", "Pod"},
-              {"metadata", {{"name", name}, {"namespace", "tessera-reservation"}, {"labels", {{"tessera.dev/gpu-group", "g-" + name}}}}},
-              {"spec", {{"nodeName", "n1"}, {"containers", {{{"name", "reserve"}, {"image", "tessera"}}}}}}};
+  Json pod = {
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata",
+       {{"name", name}, {"namespace", "tessera-reservation"}, {"labels", {{"tessera.dev/gpu-group", "g-" + name}}}}},
+      {"spec", {{"nodeName", "n1"}, {"containers", {{{"name", "reserve"}, {"image", "tessera"}}}}}}};
   REQUIRE(cluster.create(api::Kind::Pod, pod).ok());
 }
 
@@ -130,8 +135,10 @@ TEST_CASE("tessera reserve writes its GPU's UUID to its pod and exits 0 on SIGTE
 
   SECTION("by index, pod from the downward-API variables") {
     ReserveProcess p({"--kubeconfig", kc},
-                     {{"LD_LIBRARY_PATH", TESSERA_FAKE_DRIVER_DIR}, {"NVIDIA_VISIBLE_DEVICES", "1"},
-                      {"POD_NAME", "r1"}, {"POD_NAMESPACE", "tessera-reservation"}},
+                     {{"LD_LIBRARY_PATH", TESSERA_FAKE_DRIVER_DIR},
+                      {"NVIDIA_VISIBLE_DEVICES", "1"},
+                      {"POD_NAME", "r1"},
+                      {"POD_NAMESPACE", "tessera-reservation"}},
                      "reserve-r1");
     INFO(p.log());
     REQUIRE(eventually([&] { return !annotation(cluster, "r1", "tessera.dev/gpu-uuid").empty(); }));
@@ -143,8 +150,8 @@ TEST_CASE("tessera reserve writes its GPU's UUID to its pod and exits 0 on SIGTE
     const int status = p.signalAndWait(SIGTERM);
     CHECK(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 0);
-    CHECK(p.log().find("annotated pod tessera-reservation/r1 with tessera.dev/gpu-uuid=GPU-7e55e7a0-0000-4000-8000-000000000001") !=
-          std::string::npos);
+    CHECK(p.log().find("annotated pod tessera-reservation/r1 with "
+                       "tessera.dev/gpu-uuid=GPU-7e55e7a0-0000-4000-8000-000000000001") != std::string::npos);
   }
   SECTION("by UUID, pod from flags, NVML library by path") {
     ReserveProcess p({"--kubeconfig", kc, "--pod-name", "r2", "--pod-namespace", "tessera-reservation",
@@ -191,21 +198,30 @@ TEST_CASE("tessera reserve fails clearly without NVML, without its GPU, or witho
        "NVML sees 2 GPUs and NVIDIA_VISIBLE_DEVICES=\"\" does not name exactly one of them"},
       {"a UUID NVML does not know",
        {"--kubeconfig", kc},
-       {{"LD_LIBRARY_PATH", fake}, {"NVIDIA_VISIBLE_DEVICES", "GPU-nope"}, {"POD_NAME", "r9"},
+       {{"LD_LIBRARY_PATH", fake},
+        {"NVIDIA_VISIBLE_DEVICES", "GPU-nope"},
+        {"POD_NAME", "r9"},
         {"POD_NAMESPACE", "tessera-reservation"}},
        1,
        "NVML sees 2 GPUs and NVIDIA_VISIBLE_DEVICES=\"GPU-nope\": no GPU with that UUID"},
       {"an index out of range",
        {"--kubeconfig", kc},
-       {{"LD_LIBRARY_PATH", fake}, {"NVIDIA_VISIBLE_DEVICES", "5"}, {"POD_NAME", "r9"},
+       {{"LD_LIBRARY_PATH", fake},
+        {"NVIDIA_VISIBLE_DEVICES", "5"},
+        {"POD_NAME", "r9"},
         {"POD_NAMESPACE", "tessera-reservation"}},
        1,
        "NVML sees 2 GPUs and NVIDIA_VISIBLE_DEVICES=\"5\": no GPU with that index"},
-      {"no pod name", {"--kubeconfig", kc}, {{"LD_LIBRARY_PATH", fake}}, 2,
+      {"no pod name",
+       {"--kubeconfig", kc},
+       {{"LD_LIBRARY_PATH", fake}},
+       2,
        "the pod's name is unknown: set POD_NAME (downward API metadata.name) or --pod-name"},
       {"the pod does not exist",
        {"--kubeconfig", kc},
-       {{"LD_LIBRARY_PATH", fake}, {"NVIDIA_VISIBLE_DEVICES", "0"}, {"POD_NAME", "gone"},
+       {{"LD_LIBRARY_PATH", fake},
+        {"NVIDIA_VISIBLE_DEVICES", "0"},
+        {"POD_NAME", "gone"},
         {"POD_NAMESPACE", "tessera-reservation"}},
        1,
        "tessera reserve: annotating pod tessera-reservation/gone:"},

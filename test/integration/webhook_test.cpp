@@ -6,14 +6,14 @@
 
 #include <chrono>
 #include <csignal>
-#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <regex>
-#include <spawn.h>
 #include <sstream>
-#include <sys/wait.h>
 #include <thread>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -28,6 +28,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace tessera;
+using testing::base64Decode;
 using testing::httpsRequest;
 using testing::makeTestPki;
 
@@ -40,23 +41,6 @@ fs::path tempDir() {
   return dir;
 }
 
-std::string base64Decode(const std::string& s) {
-  static const std::string kTable = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  uint32_t buf = 0;
-  int bits = 0;
-  for (char c : s) {
-    if (c == '=') break;
-    buf = (buf << 6) | static_cast<uint32_t>(kTable.find(c));
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out += static_cast<char>((buf >> bits) & 0xff);
-    }
-  }
-  return out;
-}
-
 json fractionPod(const std::string& fraction) {
   return {{"apiVersion", "v1"},
           {"kind", "Pod"},
@@ -65,15 +49,7 @@ json fractionPod(const std::string& fraction) {
 }
 
 std::string admissionReview(const json& pod, const std::string& uid) {
-  return json{{"apiVersion", "admission.k8s.io/v1"},
-              {"kind", "AdmissionReview"},
-              {"request",
-               {{"uid", uid},
-                {"kind", {{"group", ""}, {"version", "v1"}, {"kind", "Pod"}}},
-                {"namespace", "ml"},
-                {"operation", "CREATE"},
-                {"object", pod}}}}
-      .dump();
+  return testing::podCreateReview(pod, "ml", uid);
 }
 
 /// Cert and key files for `pki` under a name.
@@ -116,7 +92,8 @@ TEST_CASE("webhook over HTTPS: mutate and validate with a client that trusts onl
   CHECK(server.port() == *port);
 
   SECTION("mutate: the patch wires the ConfigMap and the interposer") {
-    auto r = httpsRequest(*port, pki.caCertPem, "127.0.0.1", "POST", "/mutate", admissionReview(fractionPod("0.5"), "uid-1"));
+    auto r = httpsRequest(*port, pki.caCertPem, "127.0.0.1", "POST", "/mutate",
+                          admissionReview(fractionPod("0.5"), "uid-1"));
     INFO(r.error);
     REQUIRE(r.ok);
     CHECK(r.status == 200);
@@ -129,9 +106,15 @@ TEST_CASE("webhook over HTTPS: mutate and validate with a client that trusts onl
     CHECK(pod["metadata"]["annotations"]["tessera.dev/gpu-configmap"] == "nb-abcde-tessera-gpu");
     CHECK(pod["spec"]["containers"][0]["envFrom"][0]["configMapRef"]["name"] == "nb-abcde-tessera-gpu");
     CHECK(pod["spec"]["volumes"][0]["hostPath"]["path"] == "/usr/local/tessera/lib");
-    std::lock_guard lock(logMu);
-    REQUIRE_FALSE(logLines.empty());
-    CHECK(logLines.back() == "mutate CREATE Pod ml/nb-*: allowed, patched");
+    {
+      std::lock_guard lock(logMu);
+      REQUIRE_FALSE(logLines.empty());
+      CHECK(logLines.back() == "mutate CREATE Pod ml/nb-*: allowed, patched");
+    }
+    // The helper the end-to-end test uses gives the same pod.
+    CHECK(testing::admitPod(*port, pki.caCertPem, fractionPod("0.5"), "ml") == pod);
+    CHECK_THROWS_WITH(testing::admitPod(*port, pki.caCertPem, fractionPod("2"), "ml"),
+                      Catch::Contains("webhook refused the pod"));
   }
   SECTION("validate: a bad fraction is refused, naming the key; keep-alive serves several reviews") {
     auto r = httpsRequest(*port, pki.caCertPem, "127.0.0.1", "POST", "/validate",
@@ -245,9 +228,9 @@ TEST_CASE("tessera webhook: the subcommand serves until SIGTERM and exits 0") {
   const auto pki = makeTestPki({"localhost"}, {"127.0.0.1"}, 31);
   const Files files = writePki(pki, "cli");
   const std::string log = (tempDir() / "webhook-cli.log").string();
-  std::vector<std::string> args = {TESSERA_BINARY, "webhook", "--tls-cert-file", files.cert, "--tls-key-file",
-                                   files.key,      "--port",  "0",               "--address",  "127.0.0.1",
-                                   "--isolation",  "mps"};
+  std::vector<std::string> args = {TESSERA_BINARY,   "webhook",   "--tls-cert-file", files.cert,
+                                   "--tls-key-file", files.key,   "--port",          "0",
+                                   "--address",      "127.0.0.1", "--isolation",     "mps"};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

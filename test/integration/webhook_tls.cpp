@@ -87,7 +87,8 @@ std::string pem(X509* cert) {
 
 std::string pem(EVP_PKEY* key) {
   BioPtr bio(BIO_new(BIO_s_mem()));
-  check(PEM_write_bio_PrivateKey(bio.get(), key, nullptr, nullptr, 0, nullptr, nullptr) == 1, "PEM_write_bio_PrivateKey");
+  check(PEM_write_bio_PrivateKey(bio.get(), key, nullptr, nullptr, 0, nullptr, nullptr) == 1,
+        "PEM_write_bio_PrivateKey");
   char* data = nullptr;
   const long n = BIO_get_mem_data(bio.get(), &data);
   return std::string(data, static_cast<size_t>(n));
@@ -164,6 +165,48 @@ HttpsResult httpsRequest(uint16_t port, const std::string& caPem, const std::str
     r.error = e.what();
   }
   return r;
+}
+
+std::string base64Decode(const std::string& text) {
+  static const std::string kTable = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  uint32_t buf = 0;
+  int bits = 0;
+  for (char c : text) {
+    if (c == '=') break;
+    const size_t v = kTable.find(c);
+    if (v == std::string::npos) throw std::runtime_error("base64: unexpected character");
+    buf = (buf << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out += static_cast<char>((buf >> bits) & 0xff);
+    }
+  }
+  return out;
+}
+
+std::string podCreateReview(const nlohmann::json& pod, const std::string& ns, const std::string& uid) {
+  return nlohmann::json{{"apiVersion", "admission.k8s.io/v1"},
+                        {"kind", "AdmissionReview"},
+                        {"request",
+                         {{"uid", uid},
+                          {"kind", {{"group", ""}, {"version", "v1"}, {"kind", "Pod"}}},
+                          {"resource", {{"group", ""}, {"version", "v1"}, {"resource", "pods"}}},
+                          {"namespace", ns},
+                          {"operation", "CREATE"},
+                          {"object", pod}}}}
+      .dump();
+}
+
+nlohmann::json admitPod(uint16_t port, const std::string& caPem, const nlohmann::json& pod, const std::string& ns) {
+  HttpsResult r = httpsRequest(port, caPem, "127.0.0.1", "POST", "/mutate", podCreateReview(pod, ns, "admit"));
+  if (!r.ok) throw std::runtime_error("webhook request failed: " + r.error);
+  if (r.status != 200) throw std::runtime_error("webhook answered " + std::to_string(r.status) + ": " + r.body);
+  const nlohmann::json res = nlohmann::json::parse(r.body).at("response");
+  if (!res.at("allowed").get<bool>()) throw std::runtime_error("webhook refused the pod: " + r.body);
+  if (!res.contains("patch")) return pod;
+  return pod.patch(nlohmann::json::parse(base64Decode(res.at("patch").get<std::string>())));
 }
 
 }  // namespace tessera::testing

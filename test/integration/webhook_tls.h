@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace tessera::testing {
 
 struct TestPki {
@@ -23,8 +25,8 @@ TestPki makeTestPki(const std::vector<std::string>& dnsNames, const std::vector<
 void writeFileAtomically(const std::string& path, const std::string& content);
 
 struct HttpsResult {
-  bool ok = false;          ///< connected, TLS verified, answered
-  std::string error;        ///< why not
+  bool ok = false;    ///< connected, TLS verified, answered
+  std::string error;  ///< why not
   int status = 0;
   std::string body;
   std::string peerSubject;  ///< the server certificate's subject, one line
@@ -36,5 +38,16 @@ struct HttpsResult {
 HttpsResult httpsRequest(uint16_t port, const std::string& caPem, const std::string& verifyName,
                          const std::string& method, const std::string& target, const std::string& body,
                          int requests = 1);
+
+/// Standard base64 decoding (the AdmissionResponse's patch field).
+std::string base64Decode(const std::string& text);
+
+/// An AdmissionReview v1 of a Pod CREATE in `ns` (the request's namespace) with `uid`.
+std::string podCreateReview(const nlohmann::json& pod, const std::string& ns, const std::string& uid);
+
+/// Sends `pod` to the webhook's /mutate on 127.0.0.1:`port` (trusting `caPem`, verifying
+/// 127.0.0.1) and returns the pod with the returned JSONPatch applied, as the API server would
+/// store it. Throws std::runtime_error (with the answer) when the request fails or is refused.
+nlohmann::json admitPod(uint16_t port, const std::string& caPem, const nlohmann::json& pod, const std::string& ns);
 
 }  // namespace tessera::testing

@@ -17,10 +17,10 @@ inline constexpr const char* kGpuMemoryMiBAnnotation = "tessera.dev/gpu-memory-m
 
 /// The GPU found through NVML.
 struct GpuInfo {
-  std::string uuid;        ///< "GPU-8f6c..."
+  std::string uuid;  ///< "GPU-8f6c..."
   uint64_t memoryBytes = 0;
-  unsigned index = 0;      ///< NVML index
-  unsigned visible = 0;    ///< GPUs NVML sees
+  unsigned index = 0;    ///< NVML index
+  unsigned visible = 0;  ///< GPUs NVML sees
 };
 
 /// Loads NVML from `library` (a name for the dynamic loader or a path), initialises it and picks

@@ -23,10 +23,10 @@ namespace tessera::webhook {
 
 /// The webhook's settings (flags of `tessera webhook`).
 struct Options {
-  api::Isolation isolation = api::Isolation::Hard;   ///< default backend; the pod annotation overrides
+  api::Isolation isolation = api::Isolation::Hard;       ///< default backend; the pod annotation overrides
   std::string interposerDir = "/usr/local/tessera/lib";  ///< host folder holding libtessera-cuda.so
   std::string schedulerName = "tessera";
-  std::string mpsPipeDir = "/tmp/nvidia-mps";          ///< the MPS control daemon's pipe directory
+  std::string mpsPipeDir = "/tmp/nvidia-mps";  ///< the MPS control daemon's pipe directory
 };
 
 /// Names used in the patches (stable: they make the mutation idempotent).
@@ -54,8 +54,8 @@ struct Decision {
 /// Reviews one pod. `operation` is the AdmissionRequest's ("CREATE", "UPDATE", ...); `oldPod` is
 /// null except for UPDATE; `requestNamespace` fills a missing metadata.namespace. `mutate` false:
 /// validation only (the /validate endpoint). Never throws.
-Decision reviewPod(const std::string& operation, const nlohmann::json& pod, const nlohmann::json* oldPod,
-                   bool mutate, const Options& options, const SuffixSource& suffix);
+Decision reviewPod(const std::string& operation, const nlohmann::json& pod, const nlohmann::json* oldPod, bool mutate,
+                   const Options& options, const SuffixSource& suffix);
 
 /// An HTTP answer: status, content type, body.
 struct HttpAnswer {

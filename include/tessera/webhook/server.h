@@ -16,9 +16,9 @@ namespace tessera::webhook {
 
 struct ServerOptions {
   std::string address = "0.0.0.0";
-  uint16_t port = 9443;    ///< 0: any free port (start() returns the one bound)
-  std::string certFile;    ///< PEM certificate chain (server certificate first)
-  std::string keyFile;     ///< PEM private key
+  uint16_t port = 9443;  ///< 0: any free port (start() returns the one bound)
+  std::string certFile;  ///< PEM certificate chain (server certificate first)
+  std::string keyFile;   ///< PEM private key
   Options admission;
   int threads = 2;
   /// Body limit of one request (AdmissionReviews carry the object twice on UPDATE).

@@ -84,7 +84,8 @@ TEST_CASE("gpu-topology: malformed annotations are errors naming the node, the a
       {"{\"matrix\": {}}", "matrix: expected a list of rows, got an object"},
       {"{\"matrix\": []}", "matrix: is empty"},
       {"{\"matrix\": [\"X\"]}", "matrix[0]: expected a list of 1 cells, got a string"},
-      {"{\"matrix\": [[\"X\", \"NV1\"], [\"NV1\"]]}", "matrix[1]: has 1 cells; the matrix has 2 rows (it must be square)"},
+      {"{\"matrix\": [[\"X\", \"NV1\"], [\"NV1\"]]}",
+       "matrix[1]: has 1 cells; the matrix has 2 rows (it must be square)"},
       {"{\"matrix\": [[\"X\", \"NVx\"], [\"NV1\", \"X\"]]}",
        "matrix[0][1]: \"NVx\" is not a link type (expected X, NV<n> with n in 1..64, PIX, PXB, PHB, NODE or SYS)"},
       {"{\"matrix\": [[\"X\", \"NV0\"], [\"NV0\", \"X\"]]}",
@@ -160,7 +161,8 @@ TEST_CASE("gpu-topology: NVLink islands over all or some devices") {
   // Without 0..3, the rest of a DGX-1 is still one quad.
   CHECK(nvlinkIslands(dgx1(), {4, 5, 6, 7}) == std::vector<V>{{4, 5, 6, 7}});
   // A chain 0-1-2-3 with 1 busy breaks into {0} and {2,3}.
-  GpuTopology chain = topo({{"X", "NV1", ".", "."}, {"NV1", "X", "NV1", "."}, {".", "NV1", "X", "NV1"}, {".", ".", "NV1", "X"}});
+  GpuTopology chain =
+      topo({{"X", "NV1", ".", "."}, {"NV1", "X", "NV1", "."}, {".", "NV1", "X", "NV1"}, {".", ".", "NV1", "X"}});
   CHECK(nvlinkIslands(chain, {0, 2, 3}) == std::vector<V>{{0}, {2, 3}});
 }
 
@@ -178,7 +180,8 @@ TEST_CASE("gpu-topology: choosing k GPUs (tables)") {
   const GpuTopology d = dgx1();
   // A ring 0-1-2-3-0 (NV2 each): choosing 2 neighbours severs 2 links (score 10·2 − 2·2 = 16);
   // choosing opposite GPUs severs 4 and links none (−8).
-  const GpuTopology ring = topo({{"X", "NV2", ".", "NV2"}, {"NV2", "X", "NV2", "."}, {".", "NV2", "X", "NV2"}, {"NV2", ".", "NV2", "X"}});
+  const GpuTopology ring =
+      topo({{"X", "NV2", ".", "NV2"}, {"NV2", "X", "NV2", "."}, {".", "NV2", "X", "NV2"}, {"NV2", ".", "NV2", "X"}});
   // Islands of 4 ({0..3}, NV1 all pairs) and of 2 ({4,5}, NV1).
   const GpuTopology fourTwo = topo({{"X", "NV1", "NV1", "NV1", ".", "."},
                                     {"NV1", "X", "NV1", "NV1", ".", "."},

@@ -18,16 +18,17 @@ SuffixSource fixedSuffix() {
 }
 
 json gpuPod(json annotations, const std::string& name = "train") {
-  json pod = {{"apiVersion", "v1"},
-              {"kind", "Pod"},
-              {"metadata", {{"namespace", "ml"}, {"annotations", std::move(annotations)}}},
-              {"spec",
-               {{"schedulerName", "tessera"},
-                {"initContainers", {{{"name", "setup"}, {"image", "busybox"}}}},
-                {"containers",
-                 {{{"name", "main"}, {"image", "pytorch"}, {"env", {{{"name", "A"}, {"value", "1"}}}}},
-                  {{"name", "side"}, {"image", "busybox"}, {"volumeMounts", {{{"name", "data"}, {"mountPath", "/data"}}}}}}},
-                {"volumes", {{{"name", "data"}, {"emptyDir", json::object()}}}}}}};
+  json pod = {
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata", {{"namespace", "ml"}, {"annotations", std::move(annotations)}}},
+      {"spec",
+       {{"schedulerName", "tessera"},
+        {"initContainers", {{{"name", "setup"}, {"image", "busybox"}}}},
+        {"containers",
+         {{{"name", "main"}, {"image", "pytorch"}, {"env", {{{"name", "A"}, {"value", "1"}}}}},
+          {{"name", "side"}, {"image", "busybox"}, {"volumeMounts", {{{"name", "data"}, {"mountPath", "/data"}}}}}}},
+        {"volumes", {{{"name", "data"}, {"emptyDir", json::object()}}}}}}};
   if (!name.empty()) pod["metadata"]["name"] = name;
   return pod;
 }
@@ -168,7 +169,8 @@ TEST_CASE("webhook: hard isolation wiring, ConfigMap envFrom in every container,
       REQUIRE(envVar(c, "LD_PRELOAD"));
       CHECK((*envVar(c, "LD_PRELOAD"))["value"] == "/usr/local/tessera/lib/libtessera-cuda.so");
       REQUIRE(envVar(c, "TESSERA_ISOLATION_REGION"));
-      CHECK((*envVar(c, "TESSERA_ISOLATION_REGION"))["value"] == "/dev/shm/tessera-" + c["name"].get<std::string>() + ".region");
+      CHECK((*envVar(c, "TESSERA_ISOLATION_REGION"))["value"] ==
+            "/dev/shm/tessera-" + c["name"].get<std::string>() + ".region");
       bool mounted = false;
       for (const auto& m : c["volumeMounts"])
         if (m["name"] == "tessera-interposer") {
@@ -227,9 +229,10 @@ TEST_CASE("webhook: mps wiring from the portion; none adds only the ConfigMap") 
   CHECK((*envVar(c, "CUDA_MPS_PIPE_DIRECTORY"))["value"] == "/tmp/nvidia-mps");
   CHECK(envVar(c, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT") == nullptr);  // from the ConfigMap (binder)
   CHECK(envVar(c, "LD_PRELOAD") == nullptr);
-  CHECK(out["spec"]["volumes"][1] == json{{"name", "tessera-mps-pipe"},
-                                          {"hostPath", {{"path", "/tmp/nvidia-mps"}, {"type", "Directory"}}}});
-  CHECK(c["volumeMounts"][0] == json{{"name", "tessera-mps-pipe"}, {"mountPath", "/tmp/nvidia-mps"}, {"readOnly", true}});
+  CHECK(out["spec"]["volumes"][1] ==
+        json{{"name", "tessera-mps-pipe"}, {"hostPath", {{"path", "/tmp/nvidia-mps"}, {"type", "Directory"}}}});
+  CHECK(c["volumeMounts"][0] ==
+        json{{"name", "tessera-mps-pipe"}, {"mountPath", "/tmp/nvidia-mps"}, {"readOnly", true}});
   CHECK(reviewPod("CREATE", out, nullptr, true, mps, fixedSuffix()).patch == "[]");
 
   json mem = mutated(gpuPod({{"gpu-memory", "2048"}, {"gpu-fraction-num-devices", "2"}}), mps);
@@ -262,7 +265,8 @@ TEST_CASE("webhook: existing env, envFrom and mounts of the user") {
   const json& oc = out["spec"]["containers"][0];
   CHECK((*envVar(oc, "LD_PRELOAD"))["value"] == "/usr/local/tessera/lib/libtessera-cuda.so:/usr/lib/libjemalloc.so");
   CHECK((*envVar(oc, "TESSERA_ISOLATION_REGION"))["value"] == "/dev/shm/mine.region");
-  CHECK(oc["envFrom"] == json::array({{{"secretRef", {{"name", "creds"}}}}, {{"configMapRef", {{"name", "train-tessera-gpu"}}}}}));
+  CHECK(oc["envFrom"] ==
+        json::array({{{"secretRef", {{"name", "creds"}}}}, {{"configMapRef", {{"name", "train-tessera-gpu"}}}}}));
   CHECK(reviewPod("CREATE", out, nullptr, true, {}, fixedSuffix()).patch == "[]");
 
   json fromSecret = gpuPod({{"gpu-fraction", "0.5"}});
@@ -270,9 +274,10 @@ TEST_CASE("webhook: existing env, envFrom and mounts of the user") {
       {{"name", "LD_PRELOAD"}, {"valueFrom", {{"configMapKeyRef", {{"name", "x"}, {"key", "y"}}}}}});
   Decision d = reviewPod("CREATE", fromSecret, nullptr, true, {}, fixedSuffix());
   CHECK_FALSE(d.allowed);
-  CHECK(d.message ==
-        "container main: env LD_PRELOAD is set with valueFrom; the hard isolation backend must add "
-        "/usr/local/tessera/lib/libtessera-cuda.so to it (set it as a plain value, or use tessera.dev/isolation: none)");
+  CHECK(
+      d.message ==
+      "container main: env LD_PRELOAD is set with valueFrom; the hard isolation backend must add "
+      "/usr/local/tessera/lib/libtessera-cuda.so to it (set it as a plain value, or use tessera.dev/isolation: none)");
 
   json clash = gpuPod({{"gpu-fraction", "0.5"}});
   clash["spec"]["containers"][1]["volumeMounts"].push_back({{"name", "libs"}, {"mountPath", "/usr/local/tessera/lib"}});
@@ -321,7 +326,8 @@ TEST_CASE("webhook: AdmissionReview round trip on /mutate and /validate") {
   json denied = review("/validate", createRequest(badPod));
   CHECK(denied["allowed"] == false);
   CHECK(denied["status"]["code"] == 422);
-  CHECK(denied["status"]["message"] == "annotation gpu-fraction: \"0\" is out of range: must be above 0 (at least 0.001)");
+  CHECK(denied["status"]["message"] ==
+        "annotation gpu-fraction: \"0\" is out of range: must be above 0 (at least 0.001)");
   json deniedM = review("/mutate", createRequest(badPod));
   CHECK(deniedM["allowed"] == false);
   CHECK_FALSE(deniedM.contains("patch"));
@@ -342,8 +348,9 @@ TEST_CASE("webhook: AdmissionReview round trip on /mutate and /validate") {
   // The summary line names the pod and the outcome.
   json body = {{"apiVersion", "admission.k8s.io/v1"}, {"kind", "AdmissionReview"}, {"request", createRequest(badPod)}};
   HttpAnswer a = handleRequest("POST", "/validate", body.dump(), {}, fixedSuffix());
-  CHECK(a.summary == "validate CREATE Pod ml/train: denied: annotation gpu-fraction: \"0\" is out of range: must be "
-                     "above 0 (at least 0.001)");
+  CHECK(a.summary ==
+        "validate CREATE Pod ml/train: denied: annotation gpu-fraction: \"0\" is out of range: must be "
+        "above 0 (at least 0.001)");
 }
 
 TEST_CASE("webhook: malformed requests are answered 400 with what is wrong, never a crash") {
@@ -368,7 +375,8 @@ TEST_CASE("webhook: malformed requests are answered 400 with what is wrong, neve
        "admissionReviewVersions: [v1])"},
       {R"({"apiVersion":"admission.k8s.io/v1","kind":"Pod"})", "kind: \"Pod\" (expected AdmissionReview)"},
       {R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"})", "request: required (an object)"},
-      {R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":[]})", "request: required (an object)"},
+      {R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":[]})",
+       "request: required (an object)"},
       {with("uid", removed), "request.uid: required (a non-empty string)"},
       {with("uid", 42), "request.uid: required (a non-empty string)"},
       {with("uid", ""), "request.uid: required (a non-empty string)"},
@@ -390,10 +398,20 @@ TEST_CASE("webhook: malformed requests are answered 400 with what is wrong, neve
 TEST_CASE("webhook: odd JSON types inside a pod never crash the review") {
   const json base = gpuPod({{"gpu-fraction", "0.5"}});
   const json oddValues[] = {nullptr, 1, "x", json::array(), json::object(), json::array({1, "a", nullptr}), true};
-  const char* paths[] = {"/metadata", "/metadata/annotations", "/metadata/name", "/spec", "/spec/containers",
-                         "/spec/containers/0", "/spec/containers/0/env", "/spec/containers/0/env/0",
-                         "/spec/containers/0/envFrom", "/spec/containers/1/volumeMounts", "/spec/volumes",
-                         "/spec/initContainers", "/spec/schedulerName", "/metadata/annotations/gpu-fraction"};
+  const char* paths[] = {"/metadata",
+                         "/metadata/annotations",
+                         "/metadata/name",
+                         "/spec",
+                         "/spec/containers",
+                         "/spec/containers/0",
+                         "/spec/containers/0/env",
+                         "/spec/containers/0/env/0",
+                         "/spec/containers/0/envFrom",
+                         "/spec/containers/1/volumeMounts",
+                         "/spec/volumes",
+                         "/spec/initContainers",
+                         "/spec/schedulerName",
+                         "/metadata/annotations/gpu-fraction"};
   int reviewed = 0;
   for (const char* p : paths)
     for (const auto& v : oddValues) {

@@ -144,8 +144,8 @@ using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::undirectedS
 
 /// Precomputed weights among the free devices of one island (local indices).
 struct Island {
-  std::vector<int> members;          ///< device indices, sorted
-  std::vector<std::vector<int>> w;   ///< local × local NVLink counts
+  std::vector<int> members;         ///< device indices, sorted
+  std::vector<std::vector<int>> w;  ///< local × local NVLink counts
 };
 
 struct SubsetScore {
