@@ -168,7 +168,9 @@ api::Status wireContainer(const Json& c, const std::string& base, const Wiring& 
   }
   // volumeMounts
   if (!w.volume.empty()) {
-    const Json mount = {{"name", w.volume}, {"mountPath", w.mountPath}, {"readOnly", true}};
+    // The interposer folder is read-only; MPS clients open the control daemon's pipes for writing.
+    const Json mount = {
+        {"name", w.volume}, {"mountPath", w.mountPath}, {"readOnly", w.isolation == api::Isolation::Hard}};
     const Json* mounts = member(c, "volumeMounts");
     if (!mounts || !mounts->is_array()) {
       patch.add(base + "/volumeMounts", Json::array({mount}));

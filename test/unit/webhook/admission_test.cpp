@@ -232,7 +232,7 @@ TEST_CASE("webhook: mps wiring from the portion; none adds only the ConfigMap") 
   CHECK(out["spec"]["volumes"][1] ==
         json{{"name", "tessera-mps-pipe"}, {"hostPath", {{"path", "/tmp/nvidia-mps"}, {"type", "Directory"}}}});
   CHECK(c["volumeMounts"][0] ==
-        json{{"name", "tessera-mps-pipe"}, {"mountPath", "/tmp/nvidia-mps"}, {"readOnly", true}});
+        json{{"name", "tessera-mps-pipe"}, {"mountPath", "/tmp/nvidia-mps"}, {"readOnly", false}});
   CHECK(reviewPod("CREATE", out, nullptr, true, mps, fixedSuffix()).patch == "[]");
 
   json mem = mutated(gpuPod({{"gpu-memory", "2048"}, {"gpu-fraction-num-devices", "2"}}), mps);
