@@ -1,5 +1,5 @@
-// tessera: the scheduler's command line. Subcommands: simulate, check (the embedded cluster);
-// later: run (a real API server), webhook, reserve.
+// tessera: the scheduler's command line. Subcommands: simulate, check (the embedded cluster), run
+// (a real API server), serve-cluster, webhook (admission), reserve (GPU reservation pods).
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -7,6 +7,8 @@
 
 #include "tessera/app/run.h"
 #include "tessera/app/scenario.h"
+#include "tessera/reserve/reserve.h"
+#include "tessera/webhook/server.h"
 
 namespace {
 
@@ -18,6 +20,8 @@ void usage(std::ostream& out) {
          "  check FILE|DIR...    run scenario files and check their expectations\n"
          "  run FLAGS            schedule against a Kubernetes API server (tessera run --help)\n"
          "  serve-cluster FILE   serve a scenario's cluster over HTTP (a test API server)\n"
+         "  webhook FLAGS        the admission webhook for fractional GPU pods (tessera webhook --help)\n"
+         "  reserve [FLAGS]      the process of a GPU reservation pod (tessera reserve --help)\n"
          "  version              print the version\n";
 }
 
@@ -34,6 +38,8 @@ int main(int argc, char** argv) {
   if (cmd == "check") return tessera::app::checkCommand(args, std::cout);
   if (cmd == "run") return tessera::app::runCommand(args, std::cout, std::cerr);
   if (cmd == "serve-cluster") return tessera::app::serveClusterCommand(args, std::cout, std::cerr);
+  if (cmd == "webhook") return tessera::webhook::webhookCommand(args, std::cout, std::cerr);
+  if (cmd == "reserve") return tessera::reserve::reserveCommand(args, std::cout, std::cerr);
   if (cmd == "version" || cmd == "--version") {
     std::cout << "tessera 0.1.0\n";
     return 0;

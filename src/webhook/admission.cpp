@@ -1,0 +1,451 @@
+// AdmissionReview v1 handling and the pod mutation of `tessera webhook`. The rules are in
+// include/tessera/webhook/admission.h and docs/gpu-sharing.md; here is how they are applied.
+#include "tessera/webhook/admission.h"
+
+#include <algorithm>
+#include <mutex>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "tessera/api/convert.h"
+
+namespace tessera::webhook {
+
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr const char* kAdmissionApiVersion = "admission.k8s.io/v1";
+
+/// The GPU annotations whose change on UPDATE is validated again.
+constexpr const char* kGpuKeys[] = {
+    api::keys::kGpuFraction,  api::keys::kGpuMemory,  api::keys::kGpuFractionNumDevices,
+    api::keys::kGpuPolicy,    api::keys::kNodePolicy, api::keys::kUseGpuType,
+    api::keys::kAvoidGpuType, api::keys::kIsolation,  api::keys::kGpuConfigMapAnnotation};
+
+Decision deny(int code, std::string message) {
+  Decision d;
+  d.allowed = false;
+  d.code = code;
+  d.message = std::move(message);
+  return d;
+}
+
+/// JSON pointer escaping of one reference token (RFC 6901).
+std::string escapeToken(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '~') out += "~0";
+    else if (c == '/') out += "~1";
+    else out += c;
+  }
+  return out;
+}
+
+const Json* member(const Json& j, const char* key) {
+  if (!j.is_object()) return nullptr;
+  auto it = j.find(key);
+  return it == j.end() ? nullptr : &*it;
+}
+
+std::string stringAt(const Json& j, const char* key) {
+  const Json* m = member(j, key);
+  return m && m->is_string() ? m->get<std::string>() : std::string();
+}
+
+/// A DNS-1123 subdomain (what a ConfigMap name must be).
+bool validObjectName(const std::string& s) {
+  if (s.empty() || s.size() > 253) return false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    const bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+    if (!alnum && c != '-' && c != '.') return false;
+    if ((i == 0 || i + 1 == s.size()) && !alnum) return false;
+  }
+  return true;
+}
+
+/// The annotations of a pod's metadata as a StringMap; non-string values are skipped (the API
+/// server refuses them before admission anyway).
+api::StringMap annotationsOf(const Json& pod) {
+  api::StringMap out;
+  const Json* md = member(pod, "metadata");
+  const Json* an = md ? member(*md, "annotations") : nullptr;
+  if (an && an->is_object())
+    for (const auto& [k, v] : an->items())
+      if (v.is_string()) out[k] = v.get<std::string>();
+  return out;
+}
+
+/// Collects JSONPatch operations.
+class Patch {
+ public:
+  void add(const std::string& path, Json value) {
+    ops_.push_back({{"op", "add"}, {"path", path}, {"value", std::move(value)}});
+  }
+  void replace(const std::string& path, Json value) {
+    ops_.push_back({{"op", "replace"}, {"path", path}, {"value", std::move(value)}});
+  }
+  std::string dump() const { return ops_.dump(); }
+
+ private:
+  Json ops_ = Json::array();
+};
+
+/// What one container gets, per backend.
+struct Wiring {
+  std::string configMap;
+  api::Isolation isolation = api::Isolation::Hard;
+  std::vector<std::pair<std::string, std::string>> env;  ///< added when the name is absent
+  std::string ldPreload;                                 ///< hard: the library path (merged into LD_PRELOAD)
+  std::string volume, mountPath;                         ///< hard / mps: the hostPath volume and its mount
+};
+
+/// Wires one container (`base` is its JSON pointer): envFrom of the ConfigMap, the backend's env
+/// (names already set by the user are left alone; LD_PRELOAD is merged) and volume mount. Adds only
+/// what is missing, so a second mutation adds nothing.
+api::Status wireContainer(const Json& c, const std::string& base, const Wiring& w, Patch& patch) {
+  const std::string cname = stringAt(c, "name");
+  // envFrom: the GPU ConfigMap, not optional.
+  const Json cmRef = {{"configMapRef", {{"name", w.configMap}}}};
+  const Json* envFrom = member(c, "envFrom");
+  if (!envFrom || !envFrom->is_array()) {
+    patch.add(base + "/envFrom", Json::array({cmRef}));
+  } else {
+    bool has = false;
+    for (const auto& e : *envFrom)
+      if (const Json* r = member(e, "configMapRef"); r && stringAt(*r, "name") == w.configMap) has = true;
+    if (!has) patch.add(base + "/envFrom/-", cmRef);
+  }
+  // env
+  std::vector<std::pair<std::string, std::string>> env = w.env;
+  const Json* envList = member(c, "env");
+  const bool hasEnvList = envList && envList->is_array();
+  std::vector<Json> toAdd;
+  if (!w.ldPreload.empty()) {
+    bool found = false;
+    if (hasEnvList) {
+      for (size_t i = 0; i < envList->size(); ++i) {
+        const Json& e = (*envList)[i];
+        if (stringAt(e, "name") != "LD_PRELOAD") continue;
+        found = true;
+        if (member(e, "valueFrom"))
+          return api::makeError(
+              "container " + cname + ": env LD_PRELOAD is set with valueFrom; the hard isolation backend must add " +
+                  w.ldPreload + " to it (set it as a plain value, or use " + api::keys::kIsolation + ": none)",
+              422);
+        const std::string cur = stringAt(e, "value");
+        // Already there (a second mutation)? LD_PRELOAD entries are separated by ':' or ' '.
+        bool present = false;
+        size_t start = 0;
+        while (start <= cur.size()) {
+          size_t end = cur.find_first_of(": ", start);
+          if (end == std::string::npos) end = cur.size();
+          if (cur.compare(start, end - start, w.ldPreload) == 0 && end - start == w.ldPreload.size()) present = true;
+          start = end + 1;
+        }
+        if (!present)
+          patch.replace(base + "/env/" + std::to_string(i) + "/value",
+                        cur.empty() ? w.ldPreload : w.ldPreload + ":" + cur);
+      }
+    }
+    if (!found) toAdd.push_back({{"name", "LD_PRELOAD"}, {"value", w.ldPreload}});
+  }
+  for (const auto& [name, value] : env) {
+    bool found = false;
+    if (hasEnvList)
+      for (const auto& e : *envList)
+        if (stringAt(e, "name") == name) found = true;
+    if (!found) toAdd.push_back({{"name", name}, {"value", value}});
+  }
+  if (!toAdd.empty()) {
+    if (!hasEnvList) {
+      patch.add(base + "/env", Json(toAdd));
+    } else {
+      for (auto& e : toAdd) patch.add(base + "/env/-", std::move(e));
+    }
+  }
+  // volumeMounts
+  if (!w.volume.empty()) {
+    // The interposer folder is read-only; MPS clients open the control daemon's pipes for writing.
+    const Json mount = {
+        {"name", w.volume}, {"mountPath", w.mountPath}, {"readOnly", w.isolation == api::Isolation::Hard}};
+    const Json* mounts = member(c, "volumeMounts");
+    if (!mounts || !mounts->is_array()) {
+      patch.add(base + "/volumeMounts", Json::array({mount}));
+    } else {
+      bool has = false;
+      for (const auto& m : *mounts) {
+        if (stringAt(m, "name") == w.volume) has = true;
+        else if (stringAt(m, "mountPath") == w.mountPath)
+          return api::makeError("container " + cname + ": volume " + stringAt(m, "name") + " is already mounted at " +
+                                    w.mountPath + ", where the " +
+                                    (w.isolation == api::Isolation::Mps ? "mps" : "hard") +
+                                    " isolation backend mounts " + w.volume,
+                                422);
+      }
+      if (!has) patch.add(base + "/volumeMounts/-", mount);
+    }
+  }
+  return api::Status::success();
+}
+
+Decision reviewImpl(const std::string& operation, const Json& pod, const Json* oldPod, bool mutate,
+                    const Options& options, const SuffixSource& suffix) {
+  if (operation != "CREATE" && operation != "UPDATE") return Decision{};  // DELETE, CONNECT: nothing to check
+  if (!pod.is_object()) return deny(400, "request.object: expected a Pod object");
+  const Json* spec = member(pod, "spec");
+  if (!spec || stringAt(*spec, "schedulerName") != options.schedulerName) return Decision{};  // not ours
+  const api::StringMap annotations = annotationsOf(pod);
+  if (operation == "UPDATE") {
+    // Only a change of the GPU annotations is validated again: a pod admitted (or created while the
+    // webhook was down) must stay updatable (labels, finalizers), and the pod spec is immutable.
+    const api::StringMap before = oldPod ? annotationsOf(*oldPod) : api::StringMap{};
+    bool changed = false;
+    for (const char* k : kGpuKeys) {
+      auto a = annotations.find(std::string_view(k));
+      auto b = before.find(std::string_view(k));
+      if ((a == annotations.end()) != (b == before.end()) || (a != annotations.end() && a->second != b->second))
+        changed = true;
+    }
+    if (!changed) return Decision{};
+  }
+  auto parsed = api::podFromJson(pod);
+  if (!parsed.ok()) return deny(422, parsed.error().message);
+  auto gpu = api::parsePodGpuSpec(annotations, parsed->requests);
+  if (!gpu.ok()) return deny(422, gpu.error().message);
+  const std::string* cmAnnotation = parsed->meta.annotation(api::keys::kGpuConfigMapAnnotation);
+  if (cmAnnotation && !validObjectName(*cmAnnotation))
+    return deny(422, std::string("annotation ") + api::keys::kGpuConfigMapAnnotation + ": \"" +
+                         cmAnnotation->substr(0, 64) +
+                         "\" is not a valid ConfigMap name (lower-case letters, digits, '-' and '.', at most 253)");
+  if (!mutate || operation != "CREATE" || !gpu->shared()) return Decision{};
+
+  // ---- mutation ----
+  Patch patch;
+  Wiring w;
+  if (cmAnnotation) {
+    w.configMap = *cmAnnotation;
+  } else if (!parsed->meta.name.empty()) {
+    w.configMap = api::gpuConfigMapName(parsed->meta);
+  } else {
+    // generateName: the name is chosen after admission, so the ConfigMap gets one now.
+    std::string prefix = parsed->meta.generateName.empty() ? "pod-" : parsed->meta.generateName;
+    const std::string tail = suffix() + "-tessera-gpu";
+    if (prefix.size() + tail.size() > 253) prefix.resize(253 - tail.size());  // a ConfigMap name's limit
+    w.configMap = prefix + tail;
+    if (!validObjectName(w.configMap))
+      return deny(422, "metadata.generateName: \"" + parsed->meta.generateName.substr(0, 64) +
+                           "\" does not give a valid ConfigMap name for the GPU environment (" + w.configMap + ")");
+    const Json* md = member(pod, "metadata");
+    const Json* an = md ? member(*md, "annotations") : nullptr;
+    if (!md) patch.add("/metadata", {{"annotations", {{api::keys::kGpuConfigMapAnnotation, w.configMap}}}});
+    else if (!an || !an->is_object())
+      patch.add("/metadata/annotations", {{api::keys::kGpuConfigMapAnnotation, w.configMap}});
+    else patch.add("/metadata/annotations/" + escapeToken(api::keys::kGpuConfigMapAnnotation), w.configMap);
+  }
+  w.isolation = gpu->isolation == api::Isolation::Unset ? options.isolation : gpu->isolation;
+  Json volume;
+  if (w.isolation == api::Isolation::Hard) {
+    std::string dir = options.interposerDir;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    w.ldPreload = dir + "/" + kInterposerLibrary;
+    w.volume = kInterposerVolume;
+    w.mountPath = dir;
+    volume = {{"name", kInterposerVolume}, {"hostPath", {{"path", dir}, {"type", "Directory"}}}};
+  } else if (w.isolation == api::Isolation::Mps) {
+    w.volume = kMpsVolume;
+    w.mountPath = options.mpsPipeDir;
+    volume = {{"name", kMpsVolume}, {"hostPath", {{"path", options.mpsPipeDir}, {"type", "Directory"}}}};
+    w.env.emplace_back("CUDA_MPS_PIPE_DIRECTORY", options.mpsPipeDir);
+    // Known at admission: the compute share of a fraction request and the memory of a memory
+    // request. The other one depends on the node's GPUs: the binder writes it into the ConfigMap
+    // under the same name, and envFrom delivers it (an env entry would shadow it, so none is added).
+    if (gpu->fractionMilli > 0)
+      w.env.emplace_back("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", std::to_string((gpu->fractionMilli + 9) / 10));
+    if (gpu->memoryMiB > 0) {
+      std::string limits;
+      for (int32_t d = 0; d < gpu->numDevices; ++d)
+        limits += (d ? "," : "") + std::to_string(d) + "=" + std::to_string(gpu->memoryMiB) + "M";
+      w.env.emplace_back("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", limits);
+    }
+  }
+  if (!volume.is_null()) {
+    const Json* vols = member(*spec, "volumes");
+    if (!vols || !vols->is_array()) {
+      patch.add("/spec/volumes", Json::array({volume}));
+    } else if (std::none_of(vols->begin(), vols->end(),
+                            [&](const Json& v) { return stringAt(v, "name") == w.volume; })) {
+      patch.add("/spec/volumes/-", volume);
+    }
+  }
+  for (const char* list : {"initContainers", "containers"}) {
+    const Json* cs = member(*spec, list);
+    if (!cs || !cs->is_array()) continue;
+    for (size_t i = 0; i < cs->size(); ++i) {
+      if (!(*cs)[i].is_object()) continue;  // podFromJson refused such a pod already; never patch into it
+      Wiring cw = w;
+      if (w.isolation == api::Isolation::Hard) {
+        // Per-container accounting file on the pod's tmpfs (docs/isolation.md, "Where the region
+        // should live").
+        cw.env.emplace_back("TESSERA_ISOLATION_REGION", "/dev/shm/tessera-" + stringAt((*cs)[i], "name") + ".region");
+      }
+      auto st = wireContainer((*cs)[i], std::string("/spec/") + list + "/" + std::to_string(i), cw, patch);
+      if (!st.ok()) return deny(st.error().code, st.error().message);
+    }
+  }
+  Decision d;
+  d.patch = patch.dump();
+  return d;
+}
+
+HttpAnswer badRequest(const std::string& what) {
+  return HttpAnswer{400, "text/plain; charset=utf-8", "malformed AdmissionReview: " + what + "\n",
+                    "malformed AdmissionReview: " + what};
+}
+
+std::string typeName(const Json& j) {
+  switch (j.type()) {
+    case Json::value_t::null: return "null";
+    case Json::value_t::object: return "an object";
+    case Json::value_t::array: return "a list";
+    case Json::value_t::string: return "a string";
+    case Json::value_t::boolean: return "a boolean";
+    default: return "a number";
+  }
+}
+
+HttpAnswer review(const std::string& body, bool mutate, const Options& options, const SuffixSource& suffix) {
+  Json doc = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return badRequest("the body is not valid JSON");
+  if (!doc.is_object()) return badRequest("expected a JSON object, got " + typeName(doc));
+  const std::string apiVersion = stringAt(doc, "apiVersion");
+  if (apiVersion != kAdmissionApiVersion)
+    return badRequest("apiVersion: \"" + apiVersion.substr(0, 64) + "\" is not supported (only " +
+                      kAdmissionApiVersion + "; set admissionReviewVersions: [v1])");
+  if (stringAt(doc, "kind") != "AdmissionReview")
+    return badRequest("kind: \"" + stringAt(doc, "kind").substr(0, 64) + "\" (expected AdmissionReview)");
+  const Json* req = member(doc, "request");
+  if (!req || !req->is_object()) return badRequest("request: required (an object)");
+  const Json* uid = member(*req, "uid");
+  if (!uid || !uid->is_string() || uid->get_ref<const std::string&>().empty())
+    return badRequest("request.uid: required (a non-empty string)");
+  const std::string operation = stringAt(*req, "operation");
+  if (operation.empty()) return badRequest("request.operation: required");
+  const Json* object = member(*req, "object");
+  if ((operation == "CREATE" || operation == "UPDATE") && (!object || !object->is_object()))
+    return badRequest("request.object: required for " + operation + " (an object)");
+  const Json* old = member(*req, "oldObject");
+
+  Decision d;
+  const Json* kind = member(*req, "kind");
+  const bool isPod = kind && stringAt(*kind, "kind") == "Pod" && stringAt(*kind, "group").empty();
+  const bool subresource = !stringAt(*req, "subResource").empty();
+  if (isPod && !subresource && object) {
+    Json pod = *object;
+    // A pod created in a namespace may carry none itself: the request says which.
+    if (pod.is_object() && pod.contains("metadata") && pod["metadata"].is_object() &&
+        !pod["metadata"].contains("namespace") && !stringAt(*req, "namespace").empty())
+      pod["metadata"]["namespace"] = stringAt(*req, "namespace");
+    d = reviewPod(operation, pod, old && old->is_object() ? old : nullptr, mutate, options, suffix);
+  }
+  Json response = {{"uid", *uid}, {"allowed", d.allowed}};
+  if (!d.allowed) response["status"] = {{"code", d.code}, {"message", d.message}, {"reason", "Invalid"}};
+  if (d.allowed && d.hasPatch()) {
+    response["patchType"] = "JSONPatch";
+    response["patch"] = base64Encode(d.patch);
+  }
+  Json out = {{"apiVersion", kAdmissionApiVersion}, {"kind", "AdmissionReview"}, {"response", std::move(response)}};
+  HttpAnswer a{200, "application/json", out.dump(), ""};
+  std::string who = "?";
+  if (object && object->is_object()) {
+    const Json* md = member(*object, "metadata");
+    std::string ns = md ? stringAt(*md, "namespace") : "";
+    if (ns.empty()) ns = stringAt(*req, "namespace");
+    std::string name = md ? stringAt(*md, "name") : "";
+    if (name.empty() && md) name = stringAt(*md, "generateName") + "*";
+    who = ns + "/" + name;
+  }
+  a.summary = std::string(mutate ? "mutate " : "validate ") + operation + " " + (kind ? stringAt(*kind, "kind") : "?") +
+              " " + who + ": " +
+              (!d.allowed     ? "denied: " + d.message
+               : d.hasPatch() ? "allowed, patched"
+                              : "allowed");
+  return a;
+}
+
+}  // namespace
+
+SuffixSource randomSuffixes(uint64_t seed) {
+  struct State {
+    std::mutex mu;
+    std::mt19937_64 rng;
+  };
+  auto state = std::make_shared<State>();
+  state->rng.seed(seed != 0 ? seed : (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}());
+  return [state] {
+    // The API server's alphabet for generated names: no vowels, no look-alikes.
+    static constexpr char kAlphabet[] = "bcdfghjklmnpqrstvwxz2456789";
+    std::lock_guard lock(state->mu);
+    std::string s;
+    for (int i = 0; i < 5; ++i) s += kAlphabet[state->rng() % (sizeof kAlphabet - 1)];
+    return s;
+  };
+}
+
+Decision reviewPod(const std::string& operation, const nlohmann::json& pod, const nlohmann::json* oldPod, bool mutate,
+                   const Options& options, const SuffixSource& suffix) {
+  try {
+    return reviewImpl(operation, pod, oldPod, mutate, options, suffix);
+  } catch (const std::exception& e) {  // a JSON accessor on an unexpected type: refuse, never crash
+    return deny(400, std::string("cannot review the pod: ") + e.what());
+  }
+}
+
+HttpAnswer handleRequest(const std::string& method, const std::string& path, const std::string& body,
+                         const Options& options, const SuffixSource& suffix) {
+  try {
+    if (path == "/healthz" || path == "/readyz") {
+      if (method != "GET" && method != "HEAD") return HttpAnswer{405, "text/plain; charset=utf-8", "use GET\n", ""};
+      return HttpAnswer{200, "text/plain; charset=utf-8", "ok\n", ""};
+    }
+    if (path != "/mutate" && path != "/validate")
+      return HttpAnswer{404, "text/plain; charset=utf-8",
+                        "not found: " + path.substr(0, 128) + " (paths: /mutate, /validate, /healthz)\n",
+                        "not found: " + path.substr(0, 128)};
+    if (method != "POST")
+      return HttpAnswer{405, "text/plain; charset=utf-8", path + ": use POST with an AdmissionReview\n",
+                        method + " " + path + ": method not allowed"};
+    return review(body, path == "/mutate", options, suffix);
+  } catch (const std::exception& e) {
+    return HttpAnswer{500, "text/plain; charset=utf-8", std::string("internal error: ") + e.what() + "\n",
+                      std::string("internal error: ") + e.what()};
+  }
+}
+
+std::string base64Encode(const std::string& data) {
+  static constexpr char kTable[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((data.size() + 2) / 3 * 4);
+  size_t i = 0;
+  for (; i + 2 < data.size(); i += 3) {
+    const uint32_t v =
+        (uint32_t(uint8_t(data[i])) << 16) | (uint32_t(uint8_t(data[i + 1])) << 8) | uint8_t(data[i + 2]);
+    out += kTable[(v >> 18) & 63];
+    out += kTable[(v >> 12) & 63];
+    out += kTable[(v >> 6) & 63];
+    out += kTable[v & 63];
+  }
+  if (i < data.size()) {
+    uint32_t v = uint32_t(uint8_t(data[i])) << 16;
+    if (i + 1 < data.size()) v |= uint32_t(uint8_t(data[i + 1])) << 8;
+    out += kTable[(v >> 18) & 63];
+    out += kTable[(v >> 12) & 63];
+    out += i + 1 < data.size() ? kTable[(v >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+}  // namespace tessera::webhook

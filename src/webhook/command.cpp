@@ -1,0 +1,106 @@
+// `tessera webhook`: flags -> Server, then wait for SIGTERM/SIGINT (sigwait on a blocked set: no
+// signal handler, no Asio signal_set needed).
+#include <csignal>
+#include <iostream>
+#include <pthread.h>
+
+#include "tessera/webhook/server.h"
+
+namespace tessera::webhook {
+
+namespace {
+
+const char* const kUsage =
+    "usage: tessera webhook --tls-cert-file FILE --tls-key-file FILE [--port 9443] [--address 0.0.0.0]\n"
+    "                       [--isolation hard|mps|none] [--interposer-path /usr/local/tessera/lib]\n"
+    "                       [--scheduler-name tessera] [--mps-pipe-directory /tmp/nvidia-mps]\n";
+
+api::Result<ServerOptions> parseFlags(const std::vector<std::string>& args) {
+  ServerOptions o;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string a = args[i], v;
+    bool hasValue = false;
+    if (auto eq = a.find('='); eq != std::string::npos && a.rfind("--", 0) == 0) {
+      v = a.substr(eq + 1);
+      a = a.substr(0, eq);
+      hasValue = true;
+    }
+    if (a == "--help" || a == "-h") return api::makeError("", 1);
+    if (!hasValue) {
+      if (i + 1 >= args.size()) return api::makeError(a + ": needs a value");
+      v = args[++i];
+    }
+    if (a == "--tls-cert-file") o.certFile = v;
+    else if (a == "--tls-key-file") o.keyFile = v;
+    else if (a == "--address") o.address = v;
+    else if (a == "--port") {
+      char* end = nullptr;
+      const long p = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || p < 0 || p > 65535)
+        return api::makeError("--port: \"" + v + "\" is not a port number");
+      o.port = static_cast<uint16_t>(p);
+    } else if (a == "--isolation") {
+      if (v == "hard") o.admission.isolation = api::Isolation::Hard;
+      else if (v == "mps") o.admission.isolation = api::Isolation::Mps;
+      else if (v == "none") o.admission.isolation = api::Isolation::None;
+      else return api::makeError("--isolation: \"" + v + "\" is not a backend (valid: hard, mps, none)");
+    } else if (a == "--interposer-path") {
+      if (v.empty() || v[0] != '/') return api::makeError("--interposer-path: \"" + v + "\" must be an absolute path");
+      o.admission.interposerDir = v;
+    } else if (a == "--mps-pipe-directory") {
+      if (v.empty() || v[0] != '/')
+        return api::makeError("--mps-pipe-directory: \"" + v + "\" must be an absolute path");
+      o.admission.mpsPipeDir = v;
+    } else if (a == "--scheduler-name") {
+      if (v.empty()) return api::makeError("--scheduler-name: must not be empty");
+      o.admission.schedulerName = v;
+    } else {
+      return api::makeError("unknown flag " + a);
+    }
+  }
+  if (o.certFile.empty() || o.keyFile.empty()) return api::makeError("--tls-cert-file and --tls-key-file are required");
+  return o;
+}
+
+}  // namespace
+
+int webhookCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  auto flags = parseFlags(args);
+  if (!flags.ok()) {
+    if (flags.error().code == 1) {
+      out << kUsage;
+      return 0;
+    }
+    err << "tessera webhook: " << flags.error().message << "\n" << kUsage;
+    return 2;
+  }
+  // Block the termination signals before any thread starts; this thread takes them with sigwait.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+
+  ServerOptions options = std::move(flags).value();
+  options.log = [&err](const std::string& line) { err << "tessera webhook: " << line << "\n" << std::flush; };
+  Server server(options);
+  auto port = server.start();
+  if (!port.ok()) {
+    err << "tessera webhook: " << port.error().message << "\n";
+    return 1;
+  }
+  const char* backend = options.admission.isolation == api::Isolation::Hard  ? "hard"
+                        : options.admission.isolation == api::Isolation::Mps ? "mps"
+                                                                             : "none";
+  out << "tessera webhook: serving https://" << options.address << ":" << *port
+      << " (/mutate, /validate, /healthz); scheduler " << options.admission.schedulerName << ", isolation " << backend
+      << "\n"
+      << std::flush;
+  int sig = 0;
+  sigwait(&set, &sig);
+  out << "tessera webhook: signal " << sig << ", stopping\n" << std::flush;
+  server.stop();
+  return 0;
+}
+
+}  // namespace tessera::webhook
