@@ -4,10 +4,14 @@
 // are; tessera.dev/use-gpu-type / avoid-gpu-type match nvidia.com/gpu.product. Where the share goes
 // within a node (which GPU group) is the session's choice, scored by nodeorder's GPU axis.
 #include <algorithm>
+#include <cstdio>
+#include <map>
+#include <memory>
 #include <string>
 
 #include "tessera/framework/session.h"
 #include "tessera/plugins/factories.h"
+#include "tessera/plugins/gpu_topology.h"
 
 namespace tessera::plugins {
 namespace {
@@ -66,10 +70,77 @@ class GpuSharePlugin final : public framework::Plugin {
       }
       return true;
     });
+    // Intra-node GPU topology: requests of several GPUs prefer nodes where they fit inside one
+    // NVLink island of free GPUs, best fit first (docs/gpu-sharing.md, "Intra-node GPU topology").
+    ssn.addNodeOrderFn(name_, [this](const framework::SessionTask& task, const framework::SessionNode& node) {
+      return topologyScore(task, node);
+    });
   }
 
  private:
+  /// Above any binpack/spread score (at most 1e6 per plugin): an NVLink island beats fullness.
+  static constexpr int64_t kOneIsland = 3'000'000;
+
+  struct CachedTopology {
+    std::string resourceVersion;
+    std::shared_ptr<const plugins::gputopo::GpuTopology> topology;  ///< null: none or invalid
+  };
+
+  const plugins::gputopo::GpuTopology* topologyOf(const api::Node& node) {
+    CachedTopology& c = topologies_[node.meta.name];
+    if (c.resourceVersion == node.meta.resourceVersion && !c.resourceVersion.empty()) return c.topology.get();
+    c.resourceVersion = node.meta.resourceVersion;
+    c.topology.reset();
+    auto t = plugins::gputopo::nodeGpuTopology(node);
+    if (!t.ok()) {
+      std::fprintf(stderr, "tessera: gpushare: %s (the node's GPU topology is ignored)\n", t.error().message.c_str());
+    } else if (*t) {
+      c.topology = std::make_shared<const plugins::gputopo::GpuTopology>(std::move(**t));
+    }
+    return c.topology.get();
+  }
+
+  /// The GPUs known to be free on the node: every device but those its GPU groups hold (their
+  /// reservation pods' UUIDs, matched against the topology's `gpus`). Unknown when some GPU is used
+  /// by something else (a whole-GPU pod: the device plugin chose it, the API does not say which).
+  static std::optional<std::vector<int>> freeDevices(const framework::SessionNode& node,
+                                                     const plugins::gputopo::GpuTopology& topo) {
+    const int total = static_cast<int>(node.info->allocatable.milliGpu / 1000);
+    std::vector<bool> held(static_cast<size_t>(std::max(total, topo.gpuCount)), false);
+    int known = 0;
+    for (const auto& g : node.gpuGroups) {
+      if (!g.info || g.info->uuid.empty()) continue;
+      auto it = std::find(topo.uuids.begin(), topo.uuids.end(), g.info->uuid);
+      if (it == topo.uuids.end()) return std::nullopt;
+      held[static_cast<size_t>(it - topo.uuids.begin())] = true;
+      ++known;
+    }
+    // Session-opened groups take idle GPUs too (idle.milliGpu already excludes them).
+    const int idle = static_cast<int>(node.idle.milliGpu / 1000);
+    const int opened = static_cast<int>(std::count_if(node.gpuGroups.begin(), node.gpuGroups.end(),
+                                                      [](const framework::SessionGpuGroup& g) { return g.opened != 0; }));
+    if (opened > 0 || idle + known != total) return std::nullopt;
+    std::vector<int> free;
+    for (int i = 0; i < total; ++i)
+      if (!held[static_cast<size_t>(i)]) free.push_back(i);
+    return free;
+  }
+
+  int64_t topologyScore(const framework::SessionTask& task, const framework::SessionNode& node) {
+    int k = static_cast<int>(task.nodeRequest().milliGpu / 1000);
+    if (task.sharesGpu()) k = task.info->gpuSpec->numDevices;
+    if (k < 2 || node.node().meta.annotations.empty()) return 0;
+    const plugins::gputopo::GpuTopology* topo = topologyOf(node.node());
+    if (!topo) return 0;
+    auto free = freeDevices(node, *topo);
+    if (!free) return 0;
+    auto choice = plugins::gputopo::chooseGpus(*topo, *free, k);
+    if (!choice) return 0;
+    return (choice->islandsUsed == 1 ? kOneIsland : 0) + std::clamp<int64_t>(choice->score * 1000, -900'000, 900'000);
+  }
+
   std::string name_ = "gpushare";
+  std::map<std::string, CachedTopology> topologies_;  ///< by node name, kept across sessions
 };
 
 }  // namespace
