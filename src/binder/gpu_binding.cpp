@@ -87,7 +87,6 @@ struct GpuBinding::Impl {
          {{"nodeName", node},
           {"serviceAccountName", options.reservationServiceAccount},
           {"terminationGracePeriodSeconds", 5},
-          {"priorityClassName", "system-node-critical"},
           {"tolerations", cache::Json::array({{{"operator", "Exists"}}})},
           {"containers",
            cache::Json::array({{{"name", "reserve"},
