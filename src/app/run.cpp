@@ -3,6 +3,7 @@
 // SIGTERM. Cycles run every schedulePeriod and early (debounced) when watch events arrive.
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <condition_variable>
 #include <fstream>
 #include <map>
@@ -59,11 +60,13 @@ const char* const kUsage =
     "                   [--leader-elect=true|false] [--lease-name tessera] [--lease-namespace kube-system]\n"
     "                   [--lease-duration 15s] [--renew-deadline 10s] [--retry-period 2s] [--identity ID]\n"
     "                   [--health-address 0.0.0.0] [--health-port 10259] [--debounce 100ms]\n"
-    "                   [--reservation-image IMAGE] [--reservation-timeout 60s] [--evict-orphaned-gpu-pods]\n"
+    "                   [--reservation-image IMAGE (default: this pod's image)] [--reservation-timeout 60s]\n"
+    "                   [--evict-orphaned-gpu-pods]\n"
     "                   [--bind-workers 16] [--bind-backoff-initial 1s] [--bind-backoff-max 60s]\n";
 
 api::Result<RunFlags> parseFlags(const std::vector<std::string>& args) {
   RunFlags f;
+  f.gpu.reservationImage.clear();  // empty: this pod's own image (ownImage)
   char host[256] = {0};
   ::gethostname(host, sizeof host - 1);
   f.lease.identity = std::string(host) + "_" + std::to_string(::getpid());
@@ -141,6 +144,22 @@ api::Result<RunFlags> parseFlags(const std::vector<std::string>& args) {
   if (f.lease.renewDeadline >= f.lease.leaseDuration)
     return api::makeError("--renew-deadline must be shorter than --lease-duration");
   return f;
+}
+
+/// The image this scheduler runs, read from its own pod (env POD_NAME / POD_NAMESPACE, the
+/// downward API): GPU reservation pods run `tessera reserve` from the same image, so an upgrade of
+/// the Deployment's image upgrades them too. Falls back to the built-in default.
+std::string ownImage(cache::ClusterClient& client) {
+  const char* name = std::getenv("POD_NAME");
+  const char* ns = std::getenv("POD_NAMESPACE");
+  const std::string fallback = binder::GpuBindingOptions{}.reservationImage;
+  if (!name || !ns || !*name || !*ns) return fallback;
+  auto pod = client.get(api::Kind::Pod, ns, name);
+  if (!pod.ok() || !pod->contains("spec") || !(*pod)["spec"].contains("containers")) return fallback;
+  const auto& containers = (*pod)["spec"]["containers"];
+  if (!containers.is_array() || containers.empty() || !containers[0].is_object()) return fallback;
+  const std::string image = containers[0].value("image", "");
+  return image.empty() ? fallback : image;
 }
 
 /// The daemon's Prometheus metrics (prometheus-cpp core; served by our own /metrics handler).
@@ -364,7 +383,10 @@ class Daemon {
     // Fractional GPUs: reservation pods, UUIDs and ConfigMaps before binds (on the binder's
     // workers); unused reservations collected after each cycle (the first one after start is the
     // full resync), sparing groups with binds in flight.
-    binder::GpuBinding gpu(**client, clock, flags_.gpu);
+    binder::GpuBindingOptions gpuOptions = flags_.gpu;
+    if (gpuOptions.reservationImage.empty()) gpuOptions.reservationImage = ownImage(**client);
+    log("GPU reservation pods run image " + gpuOptions.reservationImage);
+    binder::GpuBinding gpu(**client, clock, gpuOptions);
     bo.preBind = [&gpu](const framework::SessionResult::Bind& b) { return gpu.prepare(b); };
     binder::Binder binder(**client, cache, clock, bo);
     framework::Scheduler scheduler(cache, config, clock, binder);

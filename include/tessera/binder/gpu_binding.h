@@ -25,6 +25,7 @@ namespace tessera::binder {
 struct GpuBindingOptions {
   std::string reservationNamespace = "tessera-reservation";
   /// Image of reservation pods (the tessera image: its entrypoint has `tessera reserve`).
+  /// `tessera run` uses its own pod's image unless --reservation-image says otherwise.
   std::string reservationImage = "ghcr.io/tessera-sched/tessera:latest";
   std::string reservationServiceAccount = "tessera-reservation";
   /// How long to wait for a reservation pod to report its GPU UUID before giving up on the bind.
