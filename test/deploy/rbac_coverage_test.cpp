@@ -357,9 +357,8 @@ TEST_CASE("deploy: the RBAC in deploy/rbac covers every API call and grants noth
     add(schedulerSa, {verb, "scheduling.tessera.dev", "queues", "status", "", "q"}, "Queue status writer");
   }
   add(schedulerSa, {"get", "coordination.k8s.io", "leases", "", kSystemNs, leaseName}, "leader election: read");
-  for (const char* verb : {"get", "patch"})
-    add(reservationSa, {verb, "", "pods", "", kReservationNs, "tessera-reserve-x"},
-        "tessera reserve: reads its pod, writes tessera.dev/gpu-uuid");
+  add(reservationSa, {"patch", "", "pods", "", kReservationNs, "gpu-reservation-g"},
+      "tessera reserve: writes tessera.dev/gpu-uuid on its own pod");
 
   // ---- every call allowed ----
   std::set<std::string> denied;

@@ -31,6 +31,6 @@ for kind in mutatingwebhookconfiguration validatingwebhookconfiguration; do
   kubectl patch "$kind" tessera-webhook --type=json \
     -p "[{\"op\":\"add\",\"path\":\"/webhooks/0/clientConfig/caBundle\",\"value\":\"$ca\"}]"
 done
-# The webhook reads its certificate at start: restart it to pick up a new one.
-kubectl -n "$ns" rollout restart deployment/tessera-webhook
+# The webhook reloads its certificate files when they change (new connections use the new pair);
+# the kubelet takes up to a minute to refresh the mounted Secret. Restarting is not needed.
 echo "make-certs: tessera-webhook certificate valid for $days days"
