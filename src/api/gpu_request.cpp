@@ -1,5 +1,7 @@
 #include "tessera/api/gpu_request.h"
 
+#include "tessera/api/text.h"
+
 #include <charconv>
 #include <cstdio>
 
@@ -7,21 +9,7 @@ namespace tessera::api {
 
 namespace {
 
-std::string quoted(const std::string& v) {
-  std::string out = "\"";
-  for (char c : v.substr(0, 64)) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f || c == '"' || c == '\\') {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", u);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  if (v.size() > 64) out += "...";
-  return out + "\"";
-}
+std::string quoted(const std::string& v) { return api::quoteValue(v); }
 
 Error bad(const char* key, const std::string& value, const std::string& what) {
   return makeError(std::string("annotation ") + key + ": " + quoted(value) + " " + what, 422);

@@ -2,6 +2,8 @@
 // best-fit choice of k GPUs. See include/tessera/plugins/gpu_topology.h for the rules.
 #include "tessera/plugins/gpu_topology.h"
 
+#include "tessera/api/text.h"
+
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
@@ -18,21 +20,7 @@ namespace {
 
 using Json = nlohmann::json;
 
-std::string quoted(const std::string& v) {
-  std::string out = "\"";
-  for (char c : v.substr(0, 64)) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f || c == '"' || c == '\\') {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", u);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  if (v.size() > 64) out += "...";
-  return out + "\"";
-}
+std::string quoted(const std::string& v) { return api::quoteValue(v); }
 
 std::string jsonType(const Json& j) {
   switch (j.type()) {
