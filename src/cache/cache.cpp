@@ -488,9 +488,11 @@ struct Cache::Impl {
       addToNode(key, *e.pod, e.status, e.node, e.ours || e.reservation);
       NodeInfo& n = nodeEntry(e.node);
       if (e.gpuSpec && e.gpuSpec->shared()) {
-        e.gpuGroups = gpuGroupsOf(e.pod->meta);
-        if (e.gpuGroups.empty())  // bound by us, the watch has not shown its group labels yet
-          if (auto a = assumedBound.find(key); a != assumedBound.end()) e.gpuGroups = a->second.gpuGroups;
+        // Bound by us and not confirmed yet: the bind's groups (the pod's labels may be missing, or
+        // stale from an earlier failed attempt); else the groups its labels name.
+        auto a = e.pod->nodeName.empty() ? assumedBound.find(key) : assumedBound.end();
+        e.gpuGroups = a != assumedBound.end() && !a->second.gpuGroups.empty() ? a->second.gpuGroups
+                                                                              : gpuGroupsOf(e.pod->meta);
         e.gpuUnits = gpuUnitsOn(*e.gpuSpec, n);
       }
       addGpuUse(n, e, e.status, +1);
