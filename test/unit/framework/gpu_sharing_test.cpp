@@ -186,3 +186,19 @@ TEST_CASE("session: memory requests need the node's GPU memory label and fit exa
   CHECK(result.binds[1].gpus[0].memoryMiB == 51200);
   CHECK(result.binds[0].gpus[0].group == result.binds[1].gpus[0].group);
 }
+
+TEST_CASE("cache: an in-flight bind's GPU groups count before the watch shows the pod's labels", "[gpushare]") {
+  TestCluster c;
+  c.create(gpuNode("n1", "2"));
+  c.create(fracPod("a", "0.5", "", "stale-group"));  // a label left by an earlier failed attempt
+  c.start();
+  c.cache->assumeBinding("t/a", "n1", {"g-new"});
+  auto s = c.snapshot();
+  const cache::NodeInfo* n = s->findNode("n1");
+  REQUIRE(n);
+  REQUIRE(n->gpuGroups.size() == 1);
+  CHECK(n->gpuGroups[0].id == "g-new");
+  CHECK(n->gpuGroups[0].pods == 1);
+  CHECK_FALSE(n->gpuGroups[0].reserved);
+  CHECK(n->used.milliGpu == 1000);  // the new group holds its GPU before its reservation pod exists
+}
