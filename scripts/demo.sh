@@ -27,4 +27,8 @@ build/src/app/tessera simulate config/examples/demo.yaml || exit 1
 echo
 echo "demo, the reclaim story: build/src/app/tessera simulate config/examples/reclaim.yaml"
 echo
-exec build/src/app/tessera simulate config/examples/reclaim.yaml
+build/src/app/tessera simulate config/examples/reclaim.yaml || exit 1
+echo
+echo "demo, fractional GPUs: build/src/app/tessera simulate config/examples/fractional.yaml"
+echo
+exec build/src/app/tessera simulate config/examples/fractional.yaml

@@ -312,8 +312,21 @@ class Runner {
       note("  evict     " + e.podKey + " on " + e.node + ": " + e.reason + (failure.empty() ? "" : "  FAILED: " + failure));
     }
     for (const auto& rec : binder_->lastRecords())
-      if (rec.kind == binder::BindRecord::Kind::Bind)
-        note("  bind      " + rec.podKey + " -> " + rec.node + (rec.ok ? "" : "  FAILED: " + rec.error));
+      if (rec.kind == binder::BindRecord::Kind::Bind) {
+        // Fractional pods: which GPU group(s), and the share and limit on each.
+        std::string gpus;
+        for (const auto& b : r.binds)
+          if (b.podKey == rec.podKey)
+            for (const auto& g : b.gpus) {
+              char share[96];
+              std::snprintf(share, sizeof share, "%lld.%03lld GPU", static_cast<long long>(g.portionMilli / 1000),
+                            static_cast<long long>(g.portionMilli % 1000));
+              gpus += (gpus.empty() ? "  [" : "; ") + std::string("GPU group ") + g.group + (g.newGroup ? " (new)" : "") +
+                      ": " + share + (g.memoryMiB > 0 ? ", " + std::to_string(g.memoryMiB) + " MiB" : "");
+            }
+        if (!gpus.empty()) gpus += "]";
+        note("  bind      " + rec.podKey + " -> " + rec.node + gpus + (rec.ok ? "" : "  FAILED: " + rec.error));
+      }
     for (const auto& p : r.pipelined) note("  pipeline  " + p.podKey + " -> " + p.node + " (waits for releasing resources)");
     for (const auto& j : r.jobs) {
       const std::string& key = j.job->key;
