@@ -4,18 +4,13 @@
 // without a way to tell its GPU, it exits 1 with a clear message.
 #include <catch2/catch.hpp>
 
-#include <chrono>
 #include <csignal>
 #include <filesystem>
-#include <fstream>
-#include <map>
-#include <sstream>
-#include <thread>
-#include <fcntl.h>
-#include <spawn.h>
+#include <string>
 #include <sys/wait.h>
-#include <unistd.h>
+#include <vector>
 
+#include "support/daemon_process.h"
 #include "tessera/cache/http_server.h"
 #include "tessera/cache/memory_cluster.h"
 
@@ -25,84 +20,18 @@ namespace fs = std::filesystem;
 using namespace tessera;
 using cache::Json;
 
-fs::path tempDir() {
-  static fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / ("tessera-reserve-it-" + std::to_string(::getpid()));
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
+fs::path tempDir() { return testing::scratchDir("tessera-reserve-it"); }
+
+/// `tessera reserve` with `args` and exactly `env` ("NAME=value") as its environment, its output in a
+/// fresh `name`.log.
+testing::ChildProcess reserve(std::vector<std::string> args, std::vector<std::string> env, const std::string& name) {
+  args.insert(args.begin(), {TESSERA_BINARY, "reserve"});
+  const fs::path log = tempDir() / (name + ".log");
+  fs::remove(log);
+  return testing::ChildProcess(std::move(args), log.string(), std::move(env), testing::ChildProcess::Environment::Only);
 }
 
-/// A `tessera reserve` child with its own environment; the destructor kills it if still running.
-class ReserveProcess {
- public:
-  ReserveProcess(std::vector<std::string> args, const std::map<std::string, std::string>& env,
-                 const std::string& name) {
-    log_ = (tempDir() / (name + ".log")).string();
-    args.insert(args.begin(), {TESSERA_BINARY, "reserve"});
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    std::vector<std::string> envStrings;
-    for (const auto& [k, v] : env) envStrings.push_back(k + "=" + v);
-    std::vector<char*> envp;
-    for (auto& e : envStrings) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    const int rc = posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&fa);
-    REQUIRE(rc == 0);
-  }
-  ~ReserveProcess() {
-    if (pid_ > 0) signalAndWait(SIGKILL);
-  }
-  /// Sends `sig` and reaps; returns the wait status.
-  int signalAndWait(int sig) {
-    ::kill(pid_, sig);
-    return wait();
-  }
-  int wait() {
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return status;
-  }
-  std::string log() const {
-    std::ifstream in(log_);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
-
- private:
-  pid_t pid_ = -1;
-  std::string log_;
-};
-
-template <class Cond>
-bool eventually(Cond cond, int seconds = 60) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling interval, not a timing assumption
-  }
-  return false;
-}
-
-std::string kubeconfig(const std::string& url) {
-  const fs::path kc = tempDir() / "kubeconfig";
-  std::ofstream(kc) << "apiVersion: v1\nkind: Config\ncurrent-context: t\n"
-                       "clusters: [{name: t, cluster: {server: \""
-                    << url
-                    << "\"}}]\n"
-                       "contexts: [{name: t, context: {cluster: t}}]\n";
-  return kc.string();
-}
+using testing::eventually;
 
 void createReservationPod(cache::MemoryCluster& cluster, const std::string& name) {
   Json pod = {
@@ -129,41 +58,39 @@ TEST_CASE("tessera reserve writes its GPU's UUID to its pod and exits 0 on SIGTE
   cache::MemoryCluster cluster(clock);
   cache::ApiServer server(cluster);
   REQUIRE(server.start().ok());
-  const std::string kc = kubeconfig(server.url());
+  const std::string kc = testing::writeKubeconfig(tempDir(), "reserve", server.url());
   createReservationPod(cluster, "r1");
   createReservationPod(cluster, "r2");
 
   SECTION("by index, pod from the downward-API variables") {
-    ReserveProcess p({"--kubeconfig", kc},
-                     {{"LD_LIBRARY_PATH", TESSERA_FAKE_DRIVER_DIR},
-                      {"NVIDIA_VISIBLE_DEVICES", "1"},
-                      {"POD_NAME", "r1"},
-                      {"POD_NAMESPACE", "tessera-reservation"}},
+    auto p = reserve({"--kubeconfig", kc},
+                     {std::string("LD_LIBRARY_PATH=") + TESSERA_FAKE_DRIVER_DIR, "NVIDIA_VISIBLE_DEVICES=1",
+                      "POD_NAME=r1", "POD_NAMESPACE=tessera-reservation"},
                      "reserve-r1");
     INFO(p.log());
-    REQUIRE(eventually([&] { return !annotation(cluster, "r1", "tessera.dev/gpu-uuid").empty(); }));
+    REQUIRE(eventually([&] { return !annotation(cluster, "r1", "tessera.dev/gpu-uuid").empty(); }, 60));
     CHECK(annotation(cluster, "r1", "tessera.dev/gpu-uuid") == "GPU-7e55e7a0-0000-4000-8000-000000000001");
     CHECK(annotation(cluster, "r1", "tessera.dev/gpu-memory-mib") == "8192");
     // The other annotations and labels stay (a merge patch).
     auto pod = cluster.get(api::Kind::Pod, "tessera-reservation", "r1");
     CHECK((*pod)["metadata"]["labels"]["tessera.dev/gpu-group"] == "g-r1");
-    const int status = p.signalAndWait(SIGTERM);
+    const int status = p.kill(SIGTERM);
     CHECK(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 0);
     CHECK(p.log().find("annotated pod tessera-reservation/r1 with "
                        "tessera.dev/gpu-uuid=GPU-7e55e7a0-0000-4000-8000-000000000001") != std::string::npos);
   }
   SECTION("by UUID, pod from flags, NVML library by path") {
-    ReserveProcess p({"--kubeconfig", kc, "--pod-name", "r2", "--pod-namespace", "tessera-reservation",
+    auto p = reserve({"--kubeconfig", kc, "--pod-name", "r2", "--pod-namespace", "tessera-reservation",
                       "--nvml-library", std::string(TESSERA_FAKE_DRIVER_DIR) + "/libnvidia-ml.so.1"},
-                     {{"NVIDIA_VISIBLE_DEVICES", "GPU-7e55e7a0-0000-4000-8000-000000000000"},
-                      {"FAKE_CUDA_DEVICE_MEMORY", "25769803776"}},
+                     {"NVIDIA_VISIBLE_DEVICES=GPU-7e55e7a0-0000-4000-8000-000000000000",
+                      "FAKE_CUDA_DEVICE_MEMORY=25769803776"},
                      "reserve-r2");
     INFO(p.log());
-    REQUIRE(eventually([&] { return !annotation(cluster, "r2", "tessera.dev/gpu-uuid").empty(); }));
+    REQUIRE(eventually([&] { return !annotation(cluster, "r2", "tessera.dev/gpu-uuid").empty(); }, 60));
     CHECK(annotation(cluster, "r2", "tessera.dev/gpu-uuid") == "GPU-7e55e7a0-0000-4000-8000-000000000000");
     CHECK(annotation(cluster, "r2", "tessera.dev/gpu-memory-mib") == "24576");
-    const int status = p.signalAndWait(SIGINT);
+    const int status = p.kill(SIGINT);
     CHECK(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 0);
   }
@@ -175,60 +102,60 @@ TEST_CASE("tessera reserve fails clearly without NVML, without its GPU, or witho
   cache::MemoryCluster cluster(clock);
   cache::ApiServer server(cluster);
   REQUIRE(server.start().ok());
-  const std::string kc = kubeconfig(server.url());
+  const std::string kc = testing::writeKubeconfig(tempDir(), "reserve", server.url());
   struct Case {
     const char* name;
     std::vector<std::string> args;
-    std::map<std::string, std::string> env;
+    std::vector<std::string> env;
     int exitCode;
     std::string message;
   };
-  const std::string fake = TESSERA_FAKE_DRIVER_DIR;
+  const std::string fake = std::string("LD_LIBRARY_PATH=") + TESSERA_FAKE_DRIVER_DIR;
   const std::vector<Case> cases = {
       {"no NVML",
        {"--kubeconfig", kc, "--nvml-library", "/nonexistent/libnvidia-ml.so.1"},
-       {{"POD_NAME", "r9"}, {"POD_NAMESPACE", "tessera-reservation"}},
+       {"POD_NAME=r9", "POD_NAMESPACE=tessera-reservation"},
        1,
        "tessera reserve: pod tessera-reservation/r9: cannot load the NVIDIA management library "
        "/nonexistent/libnvidia-ml.so.1"},
       {"two GPUs and no NVIDIA_VISIBLE_DEVICES",
        {"--kubeconfig", kc},
-       {{"LD_LIBRARY_PATH", fake}, {"POD_NAME", "r9"}, {"POD_NAMESPACE", "tessera-reservation"}},
+       {fake, "POD_NAME=r9", "POD_NAMESPACE=tessera-reservation"},
        1,
        "NVML sees 2 GPUs and NVIDIA_VISIBLE_DEVICES=\"\" does not name exactly one of them"},
       {"a UUID NVML does not know",
        {"--kubeconfig", kc},
-       {{"LD_LIBRARY_PATH", fake},
-        {"NVIDIA_VISIBLE_DEVICES", "GPU-nope"},
-        {"POD_NAME", "r9"},
-        {"POD_NAMESPACE", "tessera-reservation"}},
+       {fake,
+        "NVIDIA_VISIBLE_DEVICES=GPU-nope",
+        "POD_NAME=r9",
+        "POD_NAMESPACE=tessera-reservation"},
        1,
        "NVML sees 2 GPUs and NVIDIA_VISIBLE_DEVICES=\"GPU-nope\": no GPU with that UUID"},
       {"an index out of range",
        {"--kubeconfig", kc},
-       {{"LD_LIBRARY_PATH", fake},
-        {"NVIDIA_VISIBLE_DEVICES", "5"},
-        {"POD_NAME", "r9"},
-        {"POD_NAMESPACE", "tessera-reservation"}},
+       {fake,
+        "NVIDIA_VISIBLE_DEVICES=5",
+        "POD_NAME=r9",
+        "POD_NAMESPACE=tessera-reservation"},
        1,
        "NVML sees 2 GPUs and NVIDIA_VISIBLE_DEVICES=\"5\": no GPU with that index"},
       {"no pod name",
        {"--kubeconfig", kc},
-       {{"LD_LIBRARY_PATH", fake}},
+       {fake},
        2,
        "the pod's name is unknown: set POD_NAME (downward API metadata.name) or --pod-name"},
       {"the pod does not exist",
        {"--kubeconfig", kc},
-       {{"LD_LIBRARY_PATH", fake},
-        {"NVIDIA_VISIBLE_DEVICES", "0"},
-        {"POD_NAME", "gone"},
-        {"POD_NAMESPACE", "tessera-reservation"}},
+       {fake,
+        "NVIDIA_VISIBLE_DEVICES=0",
+        "POD_NAME=gone",
+        "POD_NAMESPACE=tessera-reservation"},
        1,
        "tessera reserve: annotating pod tessera-reservation/gone:"},
   };
   for (const auto& c : cases) {
     INFO(c.name);
-    ReserveProcess p(c.args, c.env, "reserve-fail");
+    auto p = reserve(c.args, c.env, "reserve-fail");
     const int status = p.wait();
     INFO(p.log());
     CHECK(WIFEXITED(status));

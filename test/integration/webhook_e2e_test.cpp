@@ -5,107 +5,25 @@
 // bound. Waits poll with generous deadlines as a safety net only.
 #include <catch2/catch.hpp>
 
-#include <chrono>
 #include <csignal>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
-#include <thread>
-#include <fcntl.h>
-#include <spawn.h>
+#include <string>
 #include <sys/wait.h>
-#include <unistd.h>
 
+#include "support/daemon_process.h"
 #include "tessera/cache/http_server.h"
 #include "tessera/cache/memory_cluster.h"
 #include "tessera/webhook/server.h"
 #include "webhook_tls.h"
-
-extern char** environ;
 
 namespace {
 
 namespace fs = std::filesystem;
 using namespace tessera;
 using cache::Json;
+using testing::eventually;
 
-fs::path tempDir() {
-  static fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / ("tessera-webhook-e2e-" + std::to_string(::getpid()));
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
-}
-
-template <class Cond>
-bool eventually(Cond cond, int seconds = 90) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling interval, not a timing assumption
-  }
-  return false;
-}
-
-/// `tessera run` against `url`; SIGKILLed by the destructor if still running.
-class Daemon {
- public:
-  explicit Daemon(const std::string& url) {
-    const fs::path kc = tempDir() / "kubeconfig";
-    std::ofstream(kc) << "apiVersion: v1\nkind: Config\ncurrent-context: t\n"
-                         "clusters: [{name: t, cluster: {server: \""
-                      << url
-                      << "\"}}]\n"
-                         "contexts: [{name: t, context: {cluster: t}}]\n";
-    std::ofstream(tempDir() / "config.yaml") << "schedulePeriod: 200ms\n";
-    log_ = (tempDir() / "daemon.log").string();
-    std::vector<std::string> args = {TESSERA_BINARY,
-                                     "run",
-                                     "--kubeconfig",
-                                     kc.string(),
-                                     "--health-port",
-                                     "0",
-                                     "--health-address",
-                                     "127.0.0.1",
-                                     "--leader-elect=false",
-                                     "--debounce",
-                                     "10ms",
-                                     "--config",
-                                     (tempDir() / "config.yaml").string()};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    const int rc = posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    REQUIRE(rc == 0);
-  }
-  ~Daemon() {
-    if (pid_ > 0) stop(SIGKILL);
-  }
-  int stop(int sig) {
-    ::kill(pid_, sig);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return status;
-  }
-  std::string log() const {
-    std::ifstream in(log_);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
-
- private:
-  pid_t pid_ = -1;
-  std::string log_;
-};
+fs::path tempDir() { return testing::scratchDir("tessera-webhook-e2e"); }
 
 Json gpuNode(const std::string& name) {
   return Json{{"apiVersion", "v1"},
@@ -177,7 +95,7 @@ TEST_CASE("end to end: webhook mutation -> scheduling -> reservation pod -> UUID
   const std::string podName = (*created)["metadata"]["name"];
   CHECK(podName + "-tessera-gpu" != cmName);  // the name the API server picked is not the one admission saw
 
-  Daemon daemon(api.url());
+  testing::DaemonProcess daemon(TESSERA_BINARY, tempDir(), api.url(), "e2e", {"--leader-elect=false"});
   INFO(daemon.log());
   REQUIRE(eventually([&] {
     auto p = cluster.get(api::Kind::Pod, "ml", podName);
@@ -212,7 +130,7 @@ TEST_CASE("end to end: webhook mutation -> scheduling -> reservation pod -> UUID
   CHECK((*cm)["metadata"]["ownerReferences"][0]["name"] == podName);
   CHECK((*cm)["metadata"]["ownerReferences"][0]["kind"] == "Pod");
 
-  const int status = daemon.stop(SIGTERM);
+  const int status = daemon.kill(SIGTERM);
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
   hook.stop();

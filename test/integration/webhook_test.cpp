@@ -4,24 +4,17 @@
 // rotation, and the `tessera webhook` subcommand as a child process.
 #include <catch2/catch.hpp>
 
-#include <chrono>
 #include <csignal>
 #include <filesystem>
-#include <fstream>
 #include <regex>
-#include <sstream>
-#include <thread>
-#include <fcntl.h>
-#include <spawn.h>
+#include <string>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
+#include "support/daemon_process.h"
 #include "tessera/webhook/server.h"
 #include "webhook_tls.h"
-
-extern char** environ;
 
 namespace {
 
@@ -32,14 +25,7 @@ using testing::base64Decode;
 using testing::httpsRequest;
 using testing::makeTestPki;
 
-fs::path tempDir() {
-  static fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / ("tessera-webhook-it-" + std::to_string(::getpid()));
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
-}
+fs::path tempDir() { return testing::scratchDir("tessera-webhook-it"); }
 
 json fractionPod(const std::string& fraction) {
   return {{"apiVersion", "v1"},
@@ -228,33 +214,24 @@ TEST_CASE("tessera webhook: the subcommand serves until SIGTERM and exits 0") {
   const auto pki = makeTestPki({"localhost"}, {"127.0.0.1"}, 31);
   const Files files = writePki(pki, "cli");
   const std::string log = (tempDir() / "webhook-cli.log").string();
-  std::vector<std::string> args = {TESSERA_BINARY,   "webhook",   "--tls-cert-file", files.cert,
-                                   "--tls-key-file", files.key,   "--port",          "0",
-                                   "--address",      "127.0.0.1", "--isolation",     "mps"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  pid_t pid = -1;
-  REQUIRE(posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ) == 0);
-  posix_spawn_file_actions_destroy(&fa);
-  auto readLog = [&] {
-    std::ifstream in(log);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
+  // The log is written afresh by each run.
+  auto spawn = [&](std::vector<std::string> a) {
+    a.insert(a.begin(), {TESSERA_BINARY, "webhook"});
+    fs::remove(log);
+    return testing::ChildProcess(std::move(a), log);
   };
+  auto p = spawn({"--tls-cert-file", files.cert, "--tls-key-file", files.key, "--port", "0", "--address", "127.0.0.1",
+                  "--isolation", "mps"});
   // Wait for the "serving" line (polling; the deadline only guards against a hang).
   std::smatch m;
   std::string text;
   const std::regex serving("serving https://127\\.0\\.0\\.1:([0-9]+)");
-  for (int i = 0; i < 3000 && !std::regex_search(text, m, serving); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    text = readLog();
-  }
+  testing::eventually(
+      [&] {
+        text = p.log();
+        return std::regex_search(text, m, serving);
+      },
+      30, 10);
   INFO(text);
   REQUIRE(std::regex_search(text, m, serving));
   const auto port = static_cast<uint16_t>(std::stoi(m[1]));
@@ -265,31 +242,21 @@ TEST_CASE("tessera webhook: the subcommand serves until SIGTERM and exits 0") {
   REQUIRE(res["allowed"] == true);
   const std::string patch = base64Decode(res["patch"]);
   CHECK(patch.find("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") != std::string::npos);
-  ::kill(pid, SIGTERM);
-  int status = 0;
-  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  const int status = p.kill(SIGTERM);
+  REQUIRE(status != -1);
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
 
   // Bad flags: exit 2 with the usage; unreadable files: exit 1 naming the file.
+  std::string output;
   auto run = [&](std::vector<std::string> a) {
-    a.insert(a.begin(), {TESSERA_BINARY, "webhook"});
-    std::vector<char*> av;
-    for (auto& s : a) av.push_back(s.data());
-    av.push_back(nullptr);
-    posix_spawn_file_actions_t f;
-    posix_spawn_file_actions_init(&f);
-    posix_spawn_file_actions_addopen(&f, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&f, 1, 2);
-    pid_t p = -1;
-    REQUIRE(posix_spawn(&p, av[0], &f, nullptr, av.data(), environ) == 0);
-    posix_spawn_file_actions_destroy(&f);
-    int st = 0;
-    ::waitpid(p, &st, 0);
+    auto c = spawn(std::move(a));
+    const int st = c.wait();
+    output = c.log();
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   };
   CHECK(run({"--isolation", "soft", "--tls-cert-file", files.cert, "--tls-key-file", files.key}) == 2);
-  CHECK(readLog().find("--isolation: \"soft\" is not a backend (valid: hard, mps, none)") != std::string::npos);
+  CHECK(output.find("--isolation: \"soft\" is not a backend (valid: hard, mps, none)") != std::string::npos);
   CHECK(run({"--tls-cert-file", "/nonexistent/tls.crt", "--tls-key-file", files.key, "--port", "0"}) == 1);
-  CHECK(readLog().find("--tls-cert-file /nonexistent/tls.crt: cannot open the file") != std::string::npos);
+  CHECK(output.find("--tls-cert-file /nonexistent/tls.crt: cannot open the file") != std::string::npos);
 }

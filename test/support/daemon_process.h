@@ -1,8 +1,9 @@
 #pragma once
 // Test helpers for integration tests that run the real `tessera run` binary as a child process
-// against the test API server: DaemonProcess and eventually().
+// against the test API server: DaemonProcess and eventually(); ChildProcess for other subcommands.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <fcntl.h>
@@ -11,6 +12,7 @@
 #include <spawn.h>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -20,27 +22,36 @@ extern char** environ;
 
 namespace tessera::testing {
 
-/// A per-process scratch directory under the system temp dir.
+/// A per-process scratch directory under the system temp dir, one per `prefix` (created if needed).
 inline std::filesystem::path scratchDir(const std::string& prefix) {
-  static std::filesystem::path dir = [&] {
-    auto d = std::filesystem::temp_directory_path() / (prefix + "-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(d);
-    return d;
-  }();
-  return dir;
+  auto d = std::filesystem::temp_directory_path() / (prefix + "-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(d);
+  return d;
 }
 
-/// A child process (argv[0] is the binary) with stdout+stderr in `logFile`. The destructor kills it
-/// (SIGKILL) if still running.
+/// A child process (argv[0] is the binary) with stdout+stderr appended to `logFile`. Its environment
+/// is this process's plus `env` ("NAME=value" entries, which replace inherited variables of the same
+/// name), or only `env` with Environment::Only. The destructor kills it (SIGKILL) if still running.
 class ChildProcess {
  public:
-  ChildProcess(std::vector<std::string> args, std::string logFile, std::vector<std::string> env = {})
+  enum class Environment { Inherit, Only };
+
+  ChildProcess(std::vector<std::string> args, std::string logFile, std::vector<std::string> env = {},
+               Environment environment = Environment::Inherit)
       : log_(std::move(logFile)) {
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     std::vector<std::string> envs;
-    for (char** e = environ; *e; ++e) envs.emplace_back(*e);
+    if (environment == Environment::Inherit) {
+      for (char** e = environ; *e; ++e) {
+        const std::string_view entry(*e);
+        const std::string_view name = entry.substr(0, entry.find('=') + 1);  // "NAME="
+        const bool replaced =
+            std::any_of(env.begin(), env.end(), [&](const std::string& v) { return v.rfind(name, 0) == 0; });
+        if (!replaced) envs.emplace_back(entry);
+      }
+    }
     envs.insert(envs.end(), env.begin(), env.end());
     std::vector<char*> envp;
     for (auto& e : envs) envp.push_back(e.data());
