@@ -177,6 +177,15 @@ Json MemoryCluster::Impl::commit(api::Kind kind, const Key& key, WatchEventType 
     store.erase(key);
     pendingOwners.push_back(stringAt(object, "metadata", "uid"));
   } else {
+    const Json* refs = object["metadata"].contains("ownerReferences") ? &object["metadata"]["ownerReferences"] : nullptr;
+    const bool refsChanged =
+        type == WatchEventType::Added || !previous.is_object() || !previous.contains("metadata") ||
+        !previous["metadata"].is_object() || !previous["metadata"].contains("ownerReferences") ||
+        (refs && previous["metadata"]["ownerReferences"] != *refs);
+    if (refs && refs->is_array() && refsChanged)
+      for (const auto& ref : *refs)
+        if (ref.is_object() && ref.contains("uid") && ref["uid"].is_string())
+          dependents.emplace(ref["uid"].get<std::string>(), std::make_pair(kind, key));
     store[key] = object;
   }
   if (kind == api::Kind::Pod) {
@@ -210,22 +219,20 @@ Json MemoryCluster::Impl::commit(api::Kind kind, const Key& key, WatchEventType 
 
 void MemoryCluster::Impl::collectDependentsLocked(const std::string& ownerUid) {
   if (ownerUid.empty()) return;
-  std::vector<std::pair<api::Kind, Key>> doomed;
-  for (const auto& [kind, store] : objects)
-    for (const auto& [key, obj] : store) {
-      const Json* meta = obj.contains("metadata") ? &obj["metadata"] : nullptr;
-      if (!meta || !meta->contains("ownerReferences") || !(*meta)["ownerReferences"].is_array()) continue;
-      for (const auto& ref : (*meta)["ownerReferences"])
-        if (ref.is_object() && ref.value("uid", "") == ownerUid) {
-          doomed.emplace_back(kind, key);
-          break;
-        }
-    }
-  for (const auto& [kind, key] : doomed)
-    if (Json* obj = find(kind, key)) {
-      Json copy = *obj;
-      commit(kind, key, WatchEventType::Deleted, copy, copy);
-    }
+  auto [from, to] = dependents.equal_range(ownerUid);
+  std::vector<std::pair<api::Kind, Key>> candidates;
+  for (auto it = from; it != to; ++it) candidates.push_back(it->second);
+  dependents.erase(from, to);
+  for (const auto& [kind, key] : candidates) {
+    Json* obj = find(kind, key);
+    if (!obj || !obj->contains("metadata") || !(*obj)["metadata"].contains("ownerReferences")) continue;
+    bool owned = false;
+    for (const auto& ref : (*obj)["metadata"]["ownerReferences"])
+      owned = owned || (ref.is_object() && ref.value("uid", "") == ownerUid);
+    if (!owned) continue;  // the reference was removed since
+    Json copy = *obj;
+    commit(kind, key, WatchEventType::Deleted, copy, copy);
+  }
 }
 
 void MemoryCluster::Impl::trimHistory() {

@@ -108,6 +108,9 @@ struct MemoryCluster::Impl {
   bool delivering = false;
   std::map<std::string, memory::DeviceAllocation> devices;  ///< by pod uid
   std::vector<std::string> pendingOwners;  ///< uids of deleted objects whose dependents must go
+  /// Owner uid -> objects that named it in ownerReferences (checked again when used: entries of
+  /// objects changed or deleted since are skipped).
+  std::multimap<std::string, std::pair<api::Kind, Key>> dependents;
   bool collecting = false;
   bool holdReservations = false;  ///< fault injection: reservation pods are not started
   std::map<std::string, memory::Fault> faults;
