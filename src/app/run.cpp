@@ -18,6 +18,7 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include "tessera/api/flags.h"
 #include "tessera/app/config_file.h"
 #include "tessera/app/leader_election.h"
 #include "tessera/app/registry.h"
@@ -70,19 +71,10 @@ api::Result<RunFlags> parseFlags(const std::vector<std::string>& args) {
   char host[256] = {0};
   ::gethostname(host, sizeof host - 1);
   f.lease.identity = std::string(host) + "_" + std::to_string(::getpid());
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string a = args[i], v;
-    bool hasValue = false;
-    if (auto eq = a.find('='); eq != std::string::npos && a.rfind("--", 0) == 0) {
-      v = a.substr(eq + 1);
-      a = a.substr(0, eq);
-      hasValue = true;
-    }
-    auto value = [&]() -> api::Result<std::string> {
-      if (hasValue) return v;
-      if (i + 1 >= args.size()) return api::makeError(a + ": needs a value");
-      return args[++i];
-    };
+  api::FlagCursor flag(args);
+  while (flag.next()) {
+    const std::string& a = flag.name();
+    auto value = [&] { return flag.value(); };
     auto duration = [&](api::Duration& out) -> api::Status {
       auto s = value();
       if (!s.ok()) return s.error();
@@ -106,11 +98,11 @@ api::Result<RunFlags> parseFlags(const std::vector<std::string>& args) {
     if (a == "--kubeconfig") { auto s = value(); if (!s.ok()) return s.error(); f.kubeconfig = *s; }
     else if (a == "--context") { auto s = value(); if (!s.ok()) return s.error(); f.context = *s; }
     else if (a == "--config") { auto s = value(); if (!s.ok()) return s.error(); f.configFile = *s; }
-    else if (a == "--in-cluster") f.inCluster = !hasValue || v == "true";
+    else if (a == "--in-cluster") f.inCluster = flag.boolean();
     else if (a == "--scheduler-name") { auto s = value(); if (!s.ok()) return s.error(); f.schedulerName = *s; }
     else if (a == "--kube-api-qps") { st = number(f.qps); }
     else if (a == "--kube-api-burst") { st = number(n); f.burst = static_cast<int>(n); }
-    else if (a == "--leader-elect") f.leaderElect = !hasValue || v == "true";
+    else if (a == "--leader-elect") f.leaderElect = flag.boolean();
     else if (a == "--lease-name") { auto s = value(); if (!s.ok()) return s.error(); f.lease.name = *s; }
     else if (a == "--lease-namespace") { auto s = value(); if (!s.ok()) return s.error(); f.lease.namespace_ = *s; }
     else if (a == "--lease-duration") st = duration(f.lease.leaseDuration);
@@ -126,7 +118,7 @@ api::Result<RunFlags> parseFlags(const std::vector<std::string>& args) {
       st = duration(d);
       f.gpu.uuidTimeout = std::chrono::milliseconds(d.millis);
     }
-    else if (a == "--evict-orphaned-gpu-pods") f.gpu.evictOrphans = !hasValue || v == "true";
+    else if (a == "--evict-orphaned-gpu-pods") f.gpu.evictOrphans = flag.boolean();
     else if (a == "--bind-workers") {
       st = number(n);
       if (st.ok() && (n < 1 || n > 1024)) return api::makeError("--bind-workers: must be 1..1024, got " + std::to_string(n));

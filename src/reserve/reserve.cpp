@@ -8,6 +8,7 @@
 #include <iostream>
 #include <pthread.h>
 
+#include "tessera/api/flags.h"
 #include "tessera/api/objects.h"
 #include "tessera/cache/http_client.h"
 #include "tessera/reserve/reserve.h"
@@ -30,19 +31,13 @@ api::Result<Flags> parseFlags(const std::vector<std::string>& args) {
   Flags f;
   if (const char* v = std::getenv("POD_NAME")) f.podName = v;
   if (const char* v = std::getenv("POD_NAMESPACE")) f.podNamespace = v;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string a = args[i], v;
-    bool hasValue = false;
-    if (auto eq = a.find('='); eq != std::string::npos && a.rfind("--", 0) == 0) {
-      v = a.substr(eq + 1);
-      a = a.substr(0, eq);
-      hasValue = true;
-    }
+  api::FlagCursor flag(args);
+  while (flag.next()) {
+    const std::string& a = flag.name();
     if (a == "--help" || a == "-h") return api::makeError("", 1);
-    if (!hasValue) {
-      if (i + 1 >= args.size()) return api::makeError(a + ": needs a value");
-      v = args[++i];
-    }
+    auto value = flag.value();
+    if (!value.ok()) return value.error();
+    const std::string& v = *value;
     if (a == "--kubeconfig") f.kubeconfig = v;
     else if (a == "--context") f.context = v;
     else if (a == "--pod-name") f.podName = v;

@@ -4,6 +4,7 @@
 #include <iostream>
 #include <pthread.h>
 
+#include "tessera/api/flags.h"
 #include "tessera/webhook/server.h"
 
 namespace tessera::webhook {
@@ -17,19 +18,13 @@ const char* const kUsage =
 
 api::Result<ServerOptions> parseFlags(const std::vector<std::string>& args) {
   ServerOptions o;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string a = args[i], v;
-    bool hasValue = false;
-    if (auto eq = a.find('='); eq != std::string::npos && a.rfind("--", 0) == 0) {
-      v = a.substr(eq + 1);
-      a = a.substr(0, eq);
-      hasValue = true;
-    }
+  api::FlagCursor flag(args);
+  while (flag.next()) {
+    const std::string& a = flag.name();
     if (a == "--help" || a == "-h") return api::makeError("", 1);
-    if (!hasValue) {
-      if (i + 1 >= args.size()) return api::makeError(a + ": needs a value");
-      v = args[++i];
-    }
+    auto value = flag.value();
+    if (!value.ok()) return value.error();
+    const std::string& v = *value;
     if (a == "--tls-cert-file") o.certFile = v;
     else if (a == "--tls-key-file") o.keyFile = v;
     else if (a == "--address") o.address = v;

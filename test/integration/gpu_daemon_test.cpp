@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <map>
+#include <memory>
 #include <set>
 
 #include "support/daemon_process.h"
@@ -74,18 +75,34 @@ size_t configMapCount(cache::MemoryCluster& cluster) {
   return cms->items.size();
 }
 
+/// kCluster in the embedded cluster, served over HTTP on 127.0.0.1 (kubelet every 50 ms).
+struct Env {
+  api::SystemClock clock;
+  cache::MemoryCluster cluster{clock};
+  std::unique_ptr<cache::ApiServer> server_;
+  cache::ApiServer& server;
+
+  explicit Env(const std::string& fileName) : server_(start(fileName)), server(*server_) {}
+
+ private:
+  std::unique_ptr<cache::ApiServer> start(const std::string& fileName) {
+    const fs::path file = testing::scratchDir("tessera-gpu-it") / fileName;
+    std::ofstream(file) << kCluster;
+    REQUIRE(app::loadScenarioObjects(file.string(), cluster, clock.now()).ok());
+    cache::ApiServerOptions so;
+    so.kubeletPeriodMs = 50;
+    auto s = std::make_unique<cache::ApiServer>(cluster, so);
+    REQUIRE(s->start().ok());
+    return s;
+  }
+};
+
 }  // namespace
 
 TEST_CASE("gpu: kill -9 between reservation and bind, restart: nothing orphaned, bound with a correct ConfigMap") {
-  api::SystemClock clock;
-  cache::MemoryCluster cluster(clock);
-  const fs::path file = testing::scratchDir("tessera-gpu-it") / "cluster.yaml";
-  std::ofstream(file) << kCluster;
-  REQUIRE(app::loadScenarioObjects(file.string(), cluster, clock.now()).ok());
-  cache::ApiServerOptions so;
-  so.kubeletPeriodMs = 50;
-  cache::ApiServer server(cluster, so);
-  REQUIRE(server.start().ok());
+  Env env("cluster.yaml");
+  auto& cluster = env.cluster;
+  auto& server = env.server;
 
   // The reservation pod will not report its GPU: the first daemon waits between reservation and bind.
   cluster.holdReservations(true);
@@ -135,15 +152,9 @@ TEST_CASE("gpu: kill -9 between reservation and bind, restart: nothing orphaned,
 }
 
 TEST_CASE("gpu: a reservation pod that never reports its GPU fails the bind with a reason and is deleted") {
-  api::SystemClock clock;
-  cache::MemoryCluster cluster(clock);
-  const fs::path file = testing::scratchDir("tessera-gpu-it") / "cluster-timeout.yaml";
-  std::ofstream(file) << kCluster;
-  REQUIRE(app::loadScenarioObjects(file.string(), cluster, clock.now()).ok());
-  cache::ApiServerOptions so;
-  so.kubeletPeriodMs = 50;
-  cache::ApiServer server(cluster, so);
-  REQUIRE(server.start().ok());
+  Env env("cluster-timeout.yaml");
+  auto& cluster = env.cluster;
+  auto& server = env.server;
   cluster.holdReservations(true);
   auto d = daemon(server.url(), "timeout", {"--reservation-timeout", "300ms"});
   // The binder gives up, deletes the reservation pod and says why in an event on the pod.
