@@ -18,6 +18,7 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include "tessera/api/signals.h"
 #include "tessera/api/flags.h"
 #include "tessera/app/config_file.h"
 #include "tessera/app/leader_election.h"
@@ -33,7 +34,6 @@
 #include "tessera/framework/config.h"
 #include "tessera/framework/plugin.h"
 #include "tessera/framework/scheduler.h"
-#include "wait_signal.h"
 
 namespace tessera::app {
 
@@ -245,10 +245,10 @@ class Daemon {
   Daemon(RunFlags flags, std::ostream& out, std::ostream& err) : flags_(std::move(flags)), out_(out), err_(err) {}
 
   int run() {
-    blockDaemonSignals();  // before any thread starts: only the signal thread takes them
+    api::blockDaemonSignals();  // before any thread starts: only the signal thread takes them
     std::thread signals([this] {
       for (;;) {
-        const int sig = waitForDaemonSignal();
+        const int sig = api::waitForDaemonSignal();
         if (sig == SIGHUP) {  // reload the config file before the next cycle
           reload_ = true;
           wake();

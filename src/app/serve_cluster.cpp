@@ -4,9 +4,9 @@
 #include <sstream>
 
 #include "tessera/api/convert.h"
+#include "tessera/api/signals.h"
 #include "tessera/app/run.h"
 #include "tessera/cache/http_server.h"
-#include "wait_signal.h"
 
 namespace tessera::app {
 
@@ -61,7 +61,7 @@ int serveClusterCommand(const std::vector<std::string>& args, std::ostream& out,
     err << "usage: tessera serve-cluster FILE [--address 127.0.0.1] [--port N]\n";
     return 2;
   }
-  blockTerminationSignals();
+  api::blockTerminationSignals();
   api::SystemClock clock;
   cache::MemoryCluster cluster(clock);
   if (auto st = loadScenarioObjects(file, cluster, clock.now()); !st.ok()) {
@@ -82,7 +82,7 @@ int serveClusterCommand(const std::vector<std::string>& args, std::ostream& out,
       << "  kubectl --server " << server.url() << " get pods -A\n"
       << "  kubeconfig for tessera run: clusters[].cluster.server: " << server.url() << "\n"
       << std::flush;
-  const int sig = waitForTerminationSignal();
+  const int sig = api::waitForTerminationSignal();
   out << "tessera serve-cluster: signal " << sig << ", stopping\n";
   server.stop();
   return 0;

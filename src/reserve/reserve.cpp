@@ -9,6 +9,7 @@
 #include <pthread.h>
 
 #include "tessera/api/flags.h"
+#include "tessera/api/signals.h"
 #include "tessera/api/objects.h"
 #include "tessera/cache/http_client.h"
 #include "tessera/reserve/reserve.h"
@@ -53,27 +54,6 @@ api::Result<Flags> parseFlags(const std::vector<std::string>& args) {
   return f;
 }
 
-sigset_t terminationSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  return set;
-}
-
-/// Waits up to `millis` (forever when negative) for SIGTERM/SIGINT; returns the signal or 0.
-int waitForSignal(int64_t millis) {
-  sigset_t set = terminationSignals();
-  if (millis < 0) {
-    int sig = 0;
-    sigwait(&set, &sig);
-    return sig;
-  }
-  timespec ts{static_cast<time_t>(millis / 1000), static_cast<long>((millis % 1000) * 1'000'000)};
-  const int sig = sigtimedwait(&set, nullptr, &ts);
-  return sig > 0 ? sig : 0;
-}
-
 }  // namespace
 
 int reserveCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -88,8 +68,7 @@ int reserveCommand(const std::vector<std::string>& args, std::ostream& out, std:
   }
   const Flags& f = *flags;
   // Before the HTTP client starts its threads: only sigwait takes the termination signals.
-  sigset_t set = terminationSignals();
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  api::blockTerminationSignals();
   const std::string pod = f.podNamespace + "/" + f.podName;
 
   const char* visible = std::getenv("NVIDIA_VISIBLE_DEVICES");
@@ -127,7 +106,7 @@ int reserveCommand(const std::vector<std::string>& args, std::ostream& out, std:
     const int code = r.error().code;
     err << "tessera reserve: annotating pod " << pod << ": " << r.error().message << "\n" << std::flush;
     if (code == 401 || code == 403 || code == 404 || code == 422) return 1;
-    if (int sig = waitForSignal(backoff); sig > 0) {
+    if (int sig = api::waitForTerminationSignal(backoff); sig > 0) {
       err << "tessera reserve: signal " << sig << " before the pod was annotated\n";
       return 0;
     }
@@ -135,7 +114,7 @@ int reserveCommand(const std::vector<std::string>& args, std::ostream& out, std:
   out << "tessera reserve: annotated pod " << pod << " with " << api::keys::kGpuUuidAnnotation << "=" << gpu->uuid
       << "; waiting for SIGTERM\n"
       << std::flush;
-  const int sig = waitForSignal(-1);
+  const int sig = api::waitForTerminationSignal(-1);
   out << "tessera reserve: signal " << sig << ", exiting\n" << std::flush;
   return 0;
 }

@@ -5,6 +5,7 @@
 #include <pthread.h>
 
 #include "tessera/api/flags.h"
+#include "tessera/api/signals.h"
 #include "tessera/webhook/server.h"
 
 namespace tessera::webhook {
@@ -70,11 +71,7 @@ int webhookCommand(const std::vector<std::string>& args, std::ostream& out, std:
     return 2;
   }
   // Block the termination signals before any thread starts; this thread takes them with sigwait.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  api::blockTerminationSignals();
 
   ServerOptions options = std::move(flags).value();
   options.log = [&err](const std::string& line) { err << "tessera webhook: " << line << "\n" << std::flush; };
@@ -91,8 +88,7 @@ int webhookCommand(const std::vector<std::string>& args, std::ostream& out, std:
       << " (/mutate, /validate, /healthz); scheduler " << options.admission.schedulerName << ", isolation " << backend
       << "\n"
       << std::flush;
-  int sig = 0;
-  sigwait(&set, &sig);
+  const int sig = api::waitForTerminationSignal();
   out << "tessera webhook: signal " << sig << ", stopping\n" << std::flush;
   server.stop();
   return 0;

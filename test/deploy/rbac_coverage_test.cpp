@@ -351,7 +351,6 @@ TEST_CASE("deploy: the RBAC in deploy/rbac covers every API call and grants noth
   for (const char* verb : {"get", "update"})
     add(schedulerSa, {verb, "", "configmaps", "", "team-a", "p-tessera-gpu"},
         "binder: rewrites a GPU ConfigMap left by an earlier attempt (a restart between reservation and bind)");
-  add(schedulerSa, {"patch", "", "events", "", "team-a", "e"}, "binder: a repeated event updates count");
   for (const char* verb : {"patch", "update"}) {
     add(schedulerSa, {verb, "scheduling.tessera.dev", "podgroups", "status", "team-a", "pg"}, "PodGroup status writer");
     add(schedulerSa, {verb, "scheduling.tessera.dev", "queues", "status", "", "q"}, "Queue status writer");
