@@ -64,3 +64,21 @@ class [[nodiscard]] Status {
 };
 
 }  // namespace tessera::api
+
+/// `TESSERA_TRY(expr);` returns expr's error from the enclosing function when expr (a Result or a
+/// Status) failed; the enclosing function returns a Result or a Status.
+#define TESSERA_TRY(expr)                                    \
+  do {                                                       \
+    auto&& tessera_try_result_ = (expr);                     \
+    if (!tessera_try_result_.ok()) return tessera_try_result_.error(); \
+  } while (0)
+
+#define TESSERA_CONCAT_INNER_(a, b) a##b
+#define TESSERA_CONCAT_(a, b) TESSERA_CONCAT_INNER_(a, b)
+/// `TESSERA_ASSIGN_OR_RETURN(auto port, parsePort(text));` declares (or assigns) lhs from a
+/// Result's value, or returns its error from the enclosing function.
+#define TESSERA_ASSIGN_OR_RETURN(lhs, expr)                                              \
+  auto&& TESSERA_CONCAT_(tessera_try_value_, __LINE__) = (expr);                        \
+  if (!TESSERA_CONCAT_(tessera_try_value_, __LINE__).ok())                              \
+    return TESSERA_CONCAT_(tessera_try_value_, __LINE__).error();                       \
+  lhs = std::move(TESSERA_CONCAT_(tessera_try_value_, __LINE__)).value()

@@ -1,0 +1,67 @@
+#pragma once
+/// The daemon's one diagnostics path: every log line of tessera goes through here (no fprintf or
+/// std::cerr for diagnostics elsewhere). Severities and verbosity follow klog: info / warning /
+/// error, and `log::v(N)` gates detail that only `-v=N` (or more) wants to see.
+///
+/// Thread-safe: lines from several threads never interleave. The default sink writes
+/// `tessera: <message>` lines to stderr; `tessera run` and tests install their own with setSink.
+/// A later change backs this header with spdlog (structured, timestamped); callers do not change.
+#include <concepts>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+namespace tessera::log {
+
+enum class Severity { kInfo, kWarning, kError };
+
+/// Where finished lines go. Called with the process-wide log lock held: it must not log itself.
+using Sink = std::function<void(Severity, std::string_view message)>;
+
+/// Replaces the sink; an empty function restores the default (stderr). Returns the previous one.
+Sink setSink(Sink sink);
+/// klog's -v: lines logged under v(N) are kept when N <= verbosity (default 0).
+void setVerbosity(int level);
+int verbosity();
+/// True when detail at level N is wanted: `if (log::v(2)) log::info(...)`.
+inline bool v(int level) { return level <= verbosity(); }
+
+/// Writes one finished line (no trailing newline) at a severity.
+void write(Severity severity, std::string_view message);
+
+namespace detail {
+inline void append(std::string& out, std::string_view s) { out.append(s); }
+inline void append(std::string& out, const char* s) { out.append(s ? s : "(null)"); }
+inline void append(std::string& out, const std::string& s) { out.append(s); }
+inline void append(std::string& out, char c) { out.push_back(c); }
+inline void append(std::string& out, bool b) { out.append(b ? "true" : "false"); }
+template <class T>
+  requires(std::is_arithmetic_v<T> && !std::same_as<T, char> && !std::same_as<T, bool>)
+void append(std::string& out, T n) {
+  out.append(std::to_string(n));
+}
+template <class... Parts>
+std::string join(const Parts&... parts) {
+  std::string out;
+  (append(out, parts), ...);
+  return out;
+}
+}  // namespace detail
+
+/// `log::error("relisting ", kind, ": ", message, " (retrying)")`: the parts are concatenated
+/// (strings, numbers, chars) into one line.
+template <class... Parts>
+void info(const Parts&... parts) {
+  write(Severity::kInfo, detail::join(parts...));
+}
+template <class... Parts>
+void warning(const Parts&... parts) {
+  write(Severity::kWarning, detail::join(parts...));
+}
+template <class... Parts>
+void error(const Parts&... parts) {
+  write(Severity::kError, detail::join(parts...));
+}
+
+}  // namespace tessera::log
