@@ -40,8 +40,8 @@ class Allocate final : public framework::Action {
     if (minGpus == INT64_MAX || minGpus <= ssn.maxFreeGpus()) return false;
     for (const SessionTask& t : job.tasks) {  // a task-level problem (a bad annotation) is said first
       if (t.state != TaskState::Pending) continue;
-      if (auto r = ssn.prePredicate(job, t)) {
-        failJob(ssn, job, job.readyCount, *r);
+      if (auto allowed = ssn.prePredicate(job, t); !allowed.ok()) {
+        failJob(ssn, job, job.readyCount, allowed.error().message);
         return true;
       }
       break;  // the first pending pod stands for the others: they are all short of GPUs anyway

@@ -30,8 +30,8 @@ void forEachPendingJob(Session& ssn, const std::function<bool(const SessionJob&)
   for (size_t i = 0; i < perQueue.size(); ++i) perQueue[i].queue = static_cast<int>(i);
   for (SessionJob& job : ssn.jobs()) {
     if (job.pendingCount == 0 || !filter(job)) continue;
-    if (auto reason = ssn.jobInvalid(job)) {
-      if (reportInvalid) ssn.setUnschedulable(job, *reason);
+    if (auto valid = ssn.jobValid(job); !valid.ok()) {
+      if (reportInvalid) ssn.setUnschedulable(job, valid.error().message);
       continue;
     }
     perQueue[job.queue].jobs.push_back(job.index);
@@ -71,14 +71,15 @@ std::vector<int> pendingTasks(const Session& ssn, const SessionJob& job) {
   return out;
 }
 
+api::Status taskAllowed(const Session& ssn, const SessionJob& job, const SessionTask& task) {
+  TESSERA_TRY(ssn.prePredicate(job, task));
+  return ssn.capacityCheck(job, task.request());
+}
+
 framework::Placement placeTask(Session& ssn, const SessionJob& job, const SessionTask& task, bool allowPipeline) {
-  framework::Placement p;
-  if (auto r = ssn.prePredicate(job, task)) {
-    p.reason = *r;
-    return p;
-  }
-  if (auto r = ssn.capacityCheck(job, task.request())) {
-    p.reason = *r;
+  if (auto allowed = taskAllowed(ssn, job, task); !allowed.ok()) {
+    framework::Placement p;
+    p.reason = allowed.error().message;
     return p;
   }
   return ssn.findPlacement(task, allowPipeline);
@@ -120,13 +121,16 @@ bool placePending(Session& ssn, Statement& stmt, SessionJob& job, const framewor
 bool placeInDomains(Session& ssn, Statement& stmt, SessionJob& job, bool allowPipeline, std::string& reason,
                     int& ready, int& failed) {
   ready = job.readyCount;
-  auto domains = ssn.jobDomains(job, reason);
+  auto domains = ssn.jobDomains(job);
   if (!domains) return placePending(ssn, stmt, job, nullptr, allowPipeline, reason, ready, failed);
-  if (domains->empty()) return false;  // constrained, and no domain can hold it: the plugin said why
+  if (domains->domains.empty()) {  // constrained, and no domain can hold it: the plugin said why
+    reason = std::move(domains->reason);
+    return false;
+  }
   // Domains in the plugin's order; the first one's failure is the one worth telling.
   std::string firstReason;
   int firstReady = job.readyCount;
-  for (const framework::NodeDomain& d : *domains) {
+  for (const framework::NodeDomain& d : domains->domains) {
     if (placePending(ssn, stmt, job, &d, allowPipeline, reason, ready, failed)) return true;
     if (firstReason.empty()) firstReason = d.name + ": " + reason, firstReady = ready;
   }

@@ -25,6 +25,11 @@ void forEachPendingJob(framework::Session& ssn, const std::function<bool(const f
 /// Pending tasks of the job, in task order.
 std::vector<int> pendingTasks(const framework::Session& ssn, const framework::SessionJob& job);
 
+/// The checks of a task before any node is considered: the plugins' pre-predicates, then its
+/// queue's capacity. Fails with the first reason.
+api::Status taskAllowed(const framework::Session& ssn, const framework::SessionJob& job,
+                        const framework::SessionTask& task);
+
 /// Where one task goes, or why it cannot: task-level checks, queue capacity, then the nodes.
 framework::Placement placeTask(framework::Session& ssn, const framework::SessionJob& job,
                                const framework::SessionTask& task, bool allowPipeline);

@@ -131,8 +131,8 @@ bool VictimSearch::makeRoomOn(Statement& stmt, SessionJob& job, SessionTask& tas
 
 bool VictimSearch::run(SessionJob& job, std::string& reason) {
   if (mode_ == VictimMode::Reclaim)
-    if (auto r = ssn_.canReclaim(job)) {
-      reason = *r;
+    if (auto may = ssn_.canReclaim(job); !may.ok()) {
+      reason = may.error().message;
       return false;
     }
   if (mode_ == VictimMode::Consolidate) {
@@ -141,10 +141,10 @@ bool VictimSearch::run(SessionJob& job, std::string& reason) {
       return false;
     }
     // Moving pods around creates no room: the cluster's free resources must hold the job already.
-    if (freeAt_ != ssn_.nodeChangeLog().size() || !freeKnown_) {  // recounted only after changes
+    if (freeAt_ != ssn_.nodeChanges().size() || !freeKnown_) {  // recounted only after changes
       free_ = api::Resources();
       for (const auto& n : ssn_.nodes()) free_ += n.futureIdle();
-      freeAt_ = ssn_.nodeChangeLog().size();
+      freeAt_ = ssn_.nodeChanges().size();
       freeKnown_ = true;
     }
     api::Resources want;
@@ -160,23 +160,24 @@ bool VictimSearch::run(SessionJob& job, std::string& reason) {
   // since, fails the same way; it is not searched again.
   const std::string sig = signature(job);
   auto failed = failedAt_.find(sig);
-  if (failed != failedAt_.end() && failed->second == ssn_.nodeChangeLog().size()) {
+  if (failed != failedAt_.end() && failed->second == ssn_.nodeChanges().size()) {
     reason = "no eligible victims would make room (as for a job of the same shape)";
     return false;
   }
   bool ok = false;
   // A claimant constrained by topology makes room inside one of its domains, in the plugin's order.
-  auto domains = ssn_.jobDomains(job, reason);
+  auto domains = ssn_.jobDomains(job);
   if (!domains) {
     ok = runIn(job, nullptr, reason);
   } else {
-    for (const framework::NodeDomain& d : *domains) {
+    reason = std::move(domains->reason);  // the plugin's, when it gave up levels: told before a domain's
+    for (const framework::NodeDomain& d : domains->domains) {
       std::string why;
       if ((ok = runIn(job, &d, why))) break;
       if (reason.empty()) reason = d.name + ": " + why;
     }
   }
-  if (!ok && !sig.empty()) failedAt_[sig] = ssn_.nodeChangeLog().size();
+  if (!ok && !sig.empty()) failedAt_[sig] = ssn_.nodeChanges().size();
   return ok;
 }
 
@@ -269,13 +270,12 @@ std::optional<VictimSearch::Candidate> VictimSearch::evaluate(const SessionJob& 
   }
   std::string unused;
   if (count == 0 || !fits || !ssn_.predicate(task, n, unused)) return std::nullopt;
-  return Candidate{count, first, -ssn_.nodeScore(task, n), node, ssn_.nodeVersion(node)};
+  return Candidate{count, first, -ssn_.nodeScore(task, n), node, ssn_.nodeChanges().version(node)};
 }
 
 std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTask& task,
                                           const framework::NodeDomain* domain, size_t max) {
   std::vector<int> out;
-  auto worse = [this](const Candidate& a, const Candidate& b) { return better(b, a); };
   // Nothing is evicted while evaluating, so whether a victim job may be taken is asked once per job.
   auto resetVerdicts = [&] {
     for (int j : touched_) verdict_[j] = -1;
@@ -287,50 +287,32 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
       if (auto c = evaluate(job, task, ni)) all.push_back(*c);
     resetVerdicts();
     const size_t keep = std::min(all.size(), max);
-    std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(keep), all.end(),
-                      [&](const Candidate& a, const Candidate& b) { return better(a, b); });
+    std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(keep), all.end(), Better{this});
     for (size_t i = 0; i < keep; ++i) out.push_back(all[i].node);
     return out;
   }
   const std::string key = ssn_.placementKey(task) + "|" + job.info->queue + "|" + std::to_string(job.priority) + "|" +
                           (job.preemptible ? "p" : "n");
-  auto [it, fresh] = rankings_.try_emplace(key);
-  Ranking& rk = it->second;
-  const std::vector<int>& log = ssn_.nodeChangeLog();
+  auto [it, fresh] = rankings_.try_emplace(key, Better{this});
+  Ranking& ranking = it->second;
+  const framework::NodeChangeLog& log = ssn_.nodeChanges();
   if (fresh) {
+    std::vector<Candidate> all;
     if (mode_ == VictimMode::Preempt) {  // victims live in the claimant's queue: only its nodes
       if (job.queue >= 0)
         for (int ni : queueNodes_[job.queue])
-          if (auto c = evaluate(job, task, ni)) rk.heap.push_back(*c);
+          if (auto c = evaluate(job, task, ni)) all.push_back(*c);
     } else {
       for (const auto& n : ssn_.nodes())
-        if (auto c = evaluate(job, task, n.index)) rk.heap.push_back(*c);
+        if (auto c = evaluate(job, task, n.index)) all.push_back(*c);
     }
-    std::make_heap(rk.heap.begin(), rk.heap.end(), worse);
+    ranking.assign(std::move(all), log);
   } else {
-    for (size_t i = rk.changesSeen; i < log.size(); ++i)
-      if (auto c = evaluate(job, task, log[i])) {
-        rk.heap.push_back(*c);
-        std::push_heap(rk.heap.begin(), rk.heap.end(), worse);
-      }
+    ranking.refresh(log, [&](int ni) { return evaluate(job, task, ni); });
   }
   resetVerdicts();
-  rk.changesSeen = log.size();
-  // The best current entries; stale ones (the node changed since) are dropped on the way.
-  std::vector<Candidate> taken;
-  while (!rk.heap.empty() && out.size() < max) {
-    std::pop_heap(rk.heap.begin(), rk.heap.end(), worse);
-    const Candidate c = rk.heap.back();
-    rk.heap.pop_back();
-    if (c.version != ssn_.nodeVersion(c.node)) continue;
-    if (std::find(out.begin(), out.end(), c.node) != out.end()) continue;
-    out.push_back(c.node);
-    taken.push_back(c);
-  }
-  for (const Candidate& c : taken) {  // still valid until a try changes the node
-    rk.heap.push_back(c);
-    std::push_heap(rk.heap.begin(), rk.heap.end(), worse);
-  }
+  // The best current nodes; they stay ranked, valid until a try changes them.
+  for (const Candidate& c : ranking.best(max, log)) out.push_back(c.node);
   return out;
 }
 
@@ -341,12 +323,8 @@ bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, s
     ssn_.restrictTo(domain);  // replace() below lifts it
     if (ssn_.jobReady(job) && mode_ != VictimMode::Consolidate) break;  // evict for the minimum only
     SessionTask& task = job.tasks[ti];
-    if (auto r = ssn_.prePredicate(job, task)) {
-      reason = *r;
-      break;
-    }
-    if (auto r = ssn_.capacityCheck(job, task.request())) {
-      reason = *r;
+    if (auto allowed = taskAllowed(ssn_, job, task); !allowed.ok()) {
+      reason = allowed.error().message;
       break;
     }
     const framework::Placement p = ssn_.findPlacement(task, /*allowPipeline=*/true);

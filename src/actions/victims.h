@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/framework/node_ranking.h"
 #include "tessera/framework/session.h"
 #include "tessera/framework/statement.h"
 
@@ -59,10 +60,14 @@ class VictimSearch {
     uint32_t version = 0;
   };
   std::optional<Candidate> evaluate(const framework::SessionJob& job, const framework::SessionTask& task, int node);
+  bool better(const Candidate& a, const Candidate& b) const;
+  struct Better {
+    const VictimSearch* search;
+    bool operator()(const Candidate& a, const Candidate& b) const { return search->better(a, b); }
+  };
   /// Nodes to try for `task`, best first (at most `max`), from a full scan inside `domain`, or
   /// outside domains from a ranking kept per claimant shape and refreshed with the nodes that
   /// changed since (claimants of one shape then cost O(log n) each, not a scan each).
-  bool better(const Candidate& a, const Candidate& b) const;
   std::vector<int> candidates(const framework::SessionJob& job, const framework::SessionTask& task,
                               const framework::NodeDomain* domain, size_t max);
 
@@ -73,10 +78,8 @@ class VictimSearch {
   std::vector<std::vector<Victim>> onNode_;  ///< running tasks per node, in victim order
   std::vector<int8_t> verdict_;              ///< per victim job during one scan: -1 unknown, 0/1
   std::vector<int> touched_;                 ///< verdict_ entries to reset after the scan
-  struct Ranking {
-    std::vector<Candidate> heap;  ///< std heap, best (fewest victims, best score, lowest index) on top
-    size_t changesSeen = 0;
-  };
+  /// Per claimant shape: nodes by fewest victims, then victim order, best score, lowest index.
+  using Ranking = framework::NodeRanking<Candidate, Better>;
   std::map<std::string, Ranking> rankings_;
   /// Signatures of jobs that found no solution, with the node change count at that moment.
   std::map<std::string, size_t> failedAt_;

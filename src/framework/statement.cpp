@@ -1,8 +1,45 @@
+// Statements and the session's working-state changes behind them: each operation (allocate,
+// pipeline, evict, reserve, the repipelining of a gang) is written here three times, side by side:
+// the Statement's entry point that logs it, Session::apply* that changes nodes, jobs and queues,
+// and Session::undo* that reverts exactly that (rollback runs the undos newest first).
 #include "tessera/framework/statement.h"
 
 namespace tessera::framework {
 
+namespace {
+
+/// Removes one occurrence of each of `ports` from `from`, newest first (not necessarily the last
+/// entries: other statements may have placed pods on the node since).
+void removePorts(std::vector<api::HostPort>& from, const std::vector<api::HostPort>& ports) {
+  for (const auto& p : ports) {
+    for (auto it = from.rbegin(); it != from.rend(); ++it)
+      if (it->port == p.port && it->protocol == p.protocol && it->hostIP == p.hostIP) {
+        from.erase(std::next(it).base());
+        break;
+      }
+  }
+}
+
+void addPorts(std::vector<api::HostPort>& to, const std::vector<api::HostPort>& ports) {
+  to.insert(to.end(), ports.begin(), ports.end());
+}
+
+}  // namespace
+
 Statement::~Statement() { discard(); }
+
+void Session::finishUndo(const Operation& op, SessionTask& task, SessionNode& n, SessionJob& j) {
+  n.idle.normalize();
+  n.releasing.normalize();
+  n.pipelined.normalize();
+  j.allocated.normalize();
+  if (j.queue >= 0) queues_[j.queue].allocated.normalize();
+  nodeChanged(n);
+  task.state = op.previous;
+  task.node = op.previousNode;
+}
+
+// ---- allocate: a Pending task onto idle resources ----
 
 void Statement::allocate(SessionTask& task, int node) {
   Operation op{Operation::Type::Allocate, task.job, task.index, node, task.state, task.node, {}};
@@ -10,11 +47,83 @@ void Statement::allocate(SessionTask& task, int node) {
   ops_.push_back(std::move(op));
 }
 
+void Session::applyAllocate(SessionTask& task, int node) {
+  TESSERA_ASSERT(task.state == TaskState::Pending);
+  SessionNode& n = nodes_[node];
+  SessionJob& j = jobs_[task.job];
+  n.idle -= task.nodeRequest();
+  if (task.sharesGpu()) takeGpus(task, n, /*pipelined=*/false);
+  n.podCount++;
+  addPorts(n.addedPorts, task.pod().hostPorts);
+  nodeChanged(n);
+  task.state = TaskState::Allocated;
+  task.node = node;
+  j.readyCount++;
+  j.pendingCount--;
+  j.allocated += task.request();
+  if (j.queue >= 0) queues_[j.queue].allocated += task.request();
+  notifyAllocate(task);
+}
+
+void Session::undoAllocate(const Operation& op) {
+  SessionTask& task = jobs_[op.job].tasks[op.task];
+  SessionNode& n = nodes_[op.node];
+  SessionJob& j = jobs_[op.job];
+  TESSERA_ASSERT(task.state == TaskState::Allocated);
+  n.idle += task.nodeRequest();
+  if (task.sharesGpu()) returnGpus(task, n, /*pipelined=*/false);
+  n.podCount--;
+  removePorts(n.addedPorts, task.pod().hostPorts);
+  j.readyCount--;
+  j.pendingCount++;
+  j.allocated -= task.request();
+  if (j.queue >= 0) queues_[j.queue].allocated -= task.request();
+  finishUndo(op, task, n, j);
+  notifyDeallocate(task);
+}
+
+// ---- pipeline: a Pending task onto future idle (releasing) resources ----
+
 void Statement::pipeline(SessionTask& task, int node) {
   Operation op{Operation::Type::Pipeline, task.job, task.index, node, task.state, task.node, {}};
   session_.applyPipeline(task, node);
   ops_.push_back(std::move(op));
 }
+
+void Session::applyPipeline(SessionTask& task, int node) {
+  TESSERA_ASSERT(task.state == TaskState::Pending);
+  SessionNode& n = nodes_[node];
+  SessionJob& j = jobs_[task.job];
+  n.pipelined += task.nodeRequest();
+  if (task.sharesGpu()) takeGpus(task, n, /*pipelined=*/true);
+  nodeChanged(n);
+  task.state = TaskState::Pipelined;
+  task.node = node;
+  j.readyCount++;
+  j.pendingCount--;
+  j.pipelinedCount++;
+  j.allocated += task.request();
+  if (j.queue >= 0) queues_[j.queue].allocated += task.request();
+  notifyAllocate(task);
+}
+
+void Session::undoPipeline(const Operation& op) {
+  SessionTask& task = jobs_[op.job].tasks[op.task];
+  SessionNode& n = nodes_[op.node];
+  SessionJob& j = jobs_[op.job];
+  TESSERA_ASSERT(task.state == TaskState::Pipelined);
+  n.pipelined -= task.nodeRequest();
+  if (task.sharesGpu()) returnGpus(task, n, /*pipelined=*/true);
+  j.readyCount--;
+  j.pendingCount++;
+  j.pipelinedCount--;
+  j.allocated -= task.request();
+  if (j.queue >= 0) queues_[j.queue].allocated -= task.request();
+  finishUndo(op, task, n, j);
+  notifyDeallocate(task);
+}
+
+// ---- evict: a task holding node resources turns Releasing ----
 
 void Statement::evict(SessionTask& task, std::string reason) {
   const TaskState prev = task.state;
@@ -23,10 +132,58 @@ void Statement::evict(SessionTask& task, std::string reason) {
   ops_.push_back(Operation{Operation::Type::Evict, task.job, task.index, task.node, prev, prevNode, std::move(reason)});
 }
 
+void Session::applyEvict(SessionTask& task) {
+  TESSERA_ASSERT(task.state == TaskState::Bound || task.state == TaskState::Running);
+  if (task.node < 0) task.node = findNode(task.info->nodeName);
+  TESSERA_ASSERT(task.node >= 0);
+  SessionNode& n = nodes_[task.node];
+  SessionJob& j = jobs_[task.job];
+  n.releasing += task.nodeRequest();
+  if (task.sharesGpu()) releaseGpus(task, n, +1);
+  nodeChanged(n);
+  task.state = TaskState::Releasing;
+  j.readyCount--;
+  j.allocated -= task.request();
+  if (j.queue >= 0) queues_[j.queue].allocated -= task.request();
+  notifyDeallocate(task);
+}
+
+void Session::undoEvict(const Operation& op) {
+  SessionTask& task = jobs_[op.job].tasks[op.task];
+  SessionNode& n = nodes_[op.node];
+  SessionJob& j = jobs_[op.job];
+  TESSERA_ASSERT(task.state == TaskState::Releasing);
+  n.releasing -= task.nodeRequest();
+  if (task.sharesGpu()) releaseGpus(task, n, -1);
+  j.readyCount++;
+  j.allocated += task.request();
+  if (j.queue >= 0) queues_[j.queue].allocated += task.request();
+  finishUndo(op, task, n, j);
+  notifyAllocate(task);
+}
+
+// ---- reserve: future room held for an evicted pod that comes back on `node` ----
+
 void Statement::reserve(const SessionTask& evicted, int node) {
   session_.applyReserve(evicted, node);
   ops_.push_back(Operation{Operation::Type::Reserve, evicted.job, evicted.index, node, evicted.state, evicted.node, {}});
 }
+
+void Session::applyReserve(const SessionTask& task, int node) {
+  SessionNode& n = nodes_[node];
+  n.pipelined += task.nodeRequest();
+  nodeChanged(n);
+}
+
+void Session::undoReserve(const Operation& op) {
+  const SessionTask& task = jobs_[op.job].tasks[op.task];
+  SessionNode& n = nodes_[op.node];
+  n.pipelined -= task.nodeRequest();
+  n.pipelined.normalize();
+  nodeChanged(n);
+}
+
+// ---- pipelineAllocated: a gang's Allocated tasks turn Pipelined (repipeline) ----
 
 void Statement::pipelineAllocated(int job) {
   // Appended as operations of their own, so a rollback past this point turns them back.
@@ -41,9 +198,52 @@ void Statement::pipelineAllocated(int job) {
   }
 }
 
+void Session::applyRepipeline(SessionTask& task) {
+  TESSERA_ASSERT(task.state == TaskState::Allocated);
+  SessionNode& n = nodes_[task.node];
+  SessionJob& j = jobs_[task.job];
+  n.idle += task.nodeRequest();
+  n.idle.normalize();
+  n.podCount--;
+  removePorts(n.addedPorts, task.pod().hostPorts);
+  n.pipelined += task.nodeRequest();
+  nodeChanged(n);
+  task.state = TaskState::Pipelined;
+  j.pipelinedCount++;  // still ready, still counted in allocated
+}
+
+void Session::undoRepipeline(const Operation& op) {
+  // Back to Allocated on the same node; the job's and queue's totals do not change.
+  SessionTask& task = jobs_[op.job].tasks[op.task];
+  SessionNode& n = nodes_[op.node];
+  SessionJob& j = jobs_[op.job];
+  TESSERA_ASSERT(task.state == TaskState::Pipelined);
+  n.pipelined -= task.nodeRequest();
+  n.pipelined.normalize();
+  n.idle -= task.nodeRequest();
+  n.podCount++;
+  addPorts(n.addedPorts, task.pod().hostPorts);
+  j.pipelinedCount--;
+  nodeChanged(n);
+  task.state = op.previous;
+  task.node = op.previousNode;
+}
+
+// ---- rollback and commit ----
+
+void Statement::undo(const Operation& op) {
+  switch (op.type) {
+    case Operation::Type::Allocate: session_.undoAllocate(op); return;
+    case Operation::Type::Pipeline: session_.undoPipeline(op); return;
+    case Operation::Type::Evict: session_.undoEvict(op); return;
+    case Operation::Type::Reserve: session_.undoReserve(op); return;
+    case Operation::Type::Repipeline: session_.undoRepipeline(op); return;
+  }
+}
+
 void Statement::rollback(Checkpoint cp) {
   while (ops_.size() > cp) {
-    session_.undo(ops_.back());
+    undo(ops_.back());
     ops_.pop_back();
   }
 }
@@ -51,6 +251,10 @@ void Statement::rollback(Checkpoint cp) {
 void Statement::commit() {
   session_.commitOperations(std::move(ops_));
   ops_.clear();
+}
+
+void Session::commitOperations(std::vector<Operation> ops) {
+  committed_.insert(committed_.end(), std::make_move_iterator(ops.begin()), std::make_move_iterator(ops.end()));
 }
 
 }  // namespace tessera::framework

@@ -16,8 +16,10 @@
 
 #include "tessera/api/clock.h"
 #include "tessera/api/resources.h"
+#include "tessera/api/result.h"
 #include "tessera/cache/snapshot.h"
 #include "tessera/framework/config.h"
+#include "tessera/framework/node_ranking.h"
 
 namespace tessera::framework {
 
@@ -182,17 +184,20 @@ struct Placement {
 };
 
 // ---- Extension points (KAI's session callbacks). Order functions return <0 when l goes first. ----
+// Checks off the hot path return api::Status: ok, or an error whose message is the reason users
+// read (pod conditions, events; its code is unused). Node predicates, called for every node a
+// task is tried on, keep an allocation-free form: bool, the reason written into a buffer.
 using JobOrderFn = std::function<int(const SessionJob& l, const SessionJob& r)>;
 using TaskOrderFn = std::function<int(const SessionTask& l, const SessionTask& r)>;
 /// Orders queues for allocate; `lJob`/`rJob` are the jobs each queue would try next (may be null).
 using QueueOrderFn = std::function<int(const SessionQueue& l, const SessionQueue& r, const SessionJob* lJob,
                                        const SessionJob* rJob)>;
-/// Returns a reason when the job cannot be scheduled at all this cycle (gang too small, bad spec...).
-using JobValidFn = std::function<std::optional<std::string>(const SessionJob& job)>;
+/// Fails with a reason when the job cannot be scheduled at all this cycle (gang too small, bad spec...).
+using JobValidFn = std::function<api::Status(const SessionJob& job)>;
 /// Whether the job's placement so far satisfies it (gang: ready tasks >= minMember).
 using JobReadyFn = std::function<bool(const SessionJob& job)>;
-/// Task-level check before any node is considered; a reason when the task cannot be placed.
-using PrePredicateFn = std::function<std::optional<std::string>(const SessionJob& job, const SessionTask& task)>;
+/// Task-level check before any node is considered; fails with a reason when the task cannot be placed.
+using PrePredicateFn = std::function<api::Status(const SessionJob& job, const SessionTask& task)>;
 /// Node filter; on failure writes a short reason (aggregated across nodes) and returns false.
 using PredicateFn = std::function<bool(const SessionTask& task, const SessionNode& node, std::string& reason)>;
 /// Node score; higher is better. Scores of all plugins are summed. Integers: no float ties.
@@ -202,12 +207,12 @@ using NodeOrderFn = std::function<int64_t(const SessionTask& task, const Session
 using GpuOrderFn = std::function<int64_t(const SessionTask& task, const SessionNode& node, int gpuGroup)>;
 /// Victim filters for preempt / reclaim: may `victim` be evicted for `claimant`?
 using VictimFn = std::function<bool(const SessionJob& claimant, const SessionTask& victim)>;
-/// Queue capacity check for placing `request` of `job`; a reason (OverLimit...) when it may not.
-using CapacityFn = std::function<std::optional<std::string>(const SessionJob& job, const api::Resources& request)>;
+/// Queue capacity check for placing `request` of `job`; fails with a reason (OverLimit...) when it may not.
+using CapacityFn = std::function<api::Status(const SessionJob& job, const api::Resources& request)>;
 /// Orders victims: <0 when `l` should be evicted before `r`.
 using VictimOrderFn = std::function<int(const SessionTask& l, const SessionTask& r)>;
-/// A check of a whole job; a reason when it fails (e.g. whether the job's queue may reclaim).
-using JobCheckFn = std::function<std::optional<std::string>(const SessionJob& job)>;
+/// A check of a whole job; fails with a reason (e.g. whether the job's queue may reclaim).
+using JobCheckFn = std::function<api::Status(const SessionJob& job)>;
 /// Notified after a task's state changes in the session (allocate, pipeline, evict, and undo).
 using TaskEventFn = std::function<void(const SessionTask& task)>;
 /// A subset of nodes a job may be placed in (a topology domain), tried as a whole.
@@ -217,11 +222,15 @@ struct NodeDomain {
   std::string name;
   std::vector<int> nodes;  ///< node indices, ascending
 };
-/// The subsets of nodes a job must be placed inside, in the order to try them. Return nullopt
-/// when the plugin does not constrain this job; an empty list (with `reason` set) when it
-/// constrains it and no subset can hold it.
-using JobDomainsFn =
-    std::function<std::optional<std::vector<NodeDomain>>(const SessionJob& job, std::string& reason)>;
+/// The subsets of nodes a job must be placed inside.
+struct JobDomains {
+  std::vector<NodeDomain> domains;  ///< in the order to try them; empty: none can hold the job
+  /// Why the job cannot be placed (`domains` empty), or why levels it prefers were given up
+  /// ("" when nothing was).
+  std::string reason;
+};
+/// The domains a job must be placed in; nullopt when the plugin does not constrain this job.
+using JobDomainsFn = std::function<std::optional<JobDomains>(const SessionJob& job)>;
 /// Appends to the task's placement key whatever, besides the pod's own scheduling fields (requests,
 /// selectors, affinity, tolerations, host ports, Tessera's placement annotations) and the node's
 /// state, this plugin's predicates and scores depend on (e.g. the job, for constraints
@@ -285,9 +294,10 @@ class Session {
   bool jobLess(const SessionJob& l, const SessionJob& r) const;
   bool taskLess(const SessionTask& l, const SessionTask& r) const;
   bool queueLess(const SessionQueue& l, const SessionQueue& r, const SessionJob* lJob, const SessionJob* rJob) const;
-  std::optional<std::string> jobInvalid(const SessionJob& job) const;
+  /// Fails when the job cannot be scheduled this cycle: its queue is missing, or a plugin says so.
+  api::Status jobValid(const SessionJob& job) const;
   bool jobReady(const SessionJob& job) const;
-  std::optional<std::string> prePredicate(const SessionJob& job, const SessionTask& task) const;
+  api::Status prePredicate(const SessionJob& job, const SessionTask& task) const;
   bool predicate(const SessionTask& task, const SessionNode& node, std::string& reason) const;
   int64_t nodeScore(const SessionTask& task, const SessionNode& node) const;
   int64_t gpuScore(const SessionTask& task, const SessionNode& node, int gpuGroup) const;
@@ -300,10 +310,10 @@ class Session {
   const std::vector<int>& gpuGroupsOf(const SessionTask& task) const;
   bool preemptable(const SessionJob& claimant, const SessionTask& victim) const;
   bool reclaimable(const SessionJob& claimant, const SessionTask& victim) const;
-  std::optional<std::string> capacityCheck(const SessionJob& job, const api::Resources& request) const;
+  api::Status capacityCheck(const SessionJob& job, const api::Resources& request) const;
   /// Whether the job's queue may take resources back from other queues (a reason when not).
   /// Without a registered check, no job may reclaim.
-  std::optional<std::string> canReclaim(const SessionJob& job) const;
+  api::Status canReclaim(const SessionJob& job) const;
   /// Strict total order of victims: plugins first, then the newest pod, then the pod key.
   bool victimLess(const SessionTask& l, const SessionTask& r) const;
 
@@ -330,16 +340,15 @@ class Session {
   /// The full scan behind findPlacement, without caches (also gives the failure reasons).
   Placement scanPlacement(const SessionTask& task, bool allowPipeline) const;
   /// The domains a job must be placed in (first plugin that constrains it wins); nullopt = anywhere.
-  std::optional<std::vector<NodeDomain>> jobDomains(const SessionJob& job, std::string& reason) const;
+  std::optional<JobDomains> jobDomains(const SessionJob& job) const;
   /// Restricts findPlacement / scanPlacement to `domain` (null: every node). The domain must
   /// outlive the restriction. findPlacement keeps rankings per (placement key, domain name): a
   /// name stands for one set of nodes within a session.
   void restrictTo(const NodeDomain* domain) { domain_ = domain; }
   const NodeDomain* restriction() const { return domain_; }
-  /// Every change of a node's working state appends its index here; with nodeVersion() this lets
-  /// callers keep their own lazily refreshed views of the nodes (as findPlacement does).
-  const std::vector<int>& nodeChangeLog() const { return nodeChanges_; }
-  uint32_t nodeVersion(int node) const { return nodeVersion_[node]; }
+  /// Every change of a node's working state is logged here (its version bumped): callers keep
+  /// their own lazily refreshed views of the nodes with it (NodeRanking, as findPlacement does).
+  const NodeChangeLog& nodeChanges() const { return nodeChanges_; }
   /// The key under which findPlacement caches node rankings for `task`.
   std::string placementKey(const SessionTask& task) const;
   /// Whole GPUs free on the best node, counting releasing resources (an upper bound for any task).
@@ -358,25 +367,14 @@ class Session {
     return scratch_;
   }
 
-  // ---- used by Statement ----
-  void applyAllocate(SessionTask& task, int node);
-  void applyPipeline(SessionTask& task, int node);
-  void applyEvict(SessionTask& task);
-  void applyRepipeline(SessionTask& task);
-  void applyReserve(const SessionTask& task, int node);
-  void undo(const Operation& op);
-  void commitOperations(std::vector<Operation> ops);
-
   /// Operations committed so far this session, in order.
   const std::vector<Operation>& committed() const { return committed_; }
 
  private:
+  friend class Statement;  // changes the working state through apply* / undo*
+
+  // ---- state, lookups, open and close (session.cpp) ----
   void buildState();
-  void notifyAllocate(const SessionTask& task) const;
-  void notifyDeallocate(const SessionTask& task) const;
-  /// Every change of a node goes through here: GPU level index, version, change log.
-  void nodeChanged(const SessionNode& node);
-  int gpuLevel(const SessionNode& node) const;
 
   std::shared_ptr<const cache::Snapshot> snapshot_;
   const Config& config_;
@@ -387,6 +385,17 @@ class Session {
   std::vector<SessionQueue> queues_;
   std::vector<SessionTask> tasks_;  ///< every job's tasks, contiguous; jobs hold spans into it
   std::map<std::string, int> queueIndex_;
+  std::vector<Operation> committed_;
+  bool closed_ = false;
+  std::optional<QueueUsage> queueUsage_;
+  std::vector<SessionResult::QueueReport> queueReports_;
+  std::vector<std::string> reasons_;  ///< interned messages
+  std::map<std::string, int32_t, std::less<>> reasonIndex_;
+  std::string scratch_;
+
+  // ---- plugin hooks: registration and dispatch (session_plugins.cpp) ----
+  void notifyAllocate(const SessionTask& task) const;
+  void notifyDeallocate(const SessionTask& task) const;
 
   template <class Fn>
   struct Named {
@@ -411,9 +420,13 @@ class Session {
   std::vector<Named<JobDomainsFn>> jobDomains_;
   std::vector<Named<JobCheckFn>> canReclaim_;
   std::vector<Named<VictimOrderFn>> victimOrder_;
-  std::optional<QueueUsage> queueUsage_;
-  std::vector<SessionResult::QueueReport> queueReports_;
-  const NodeDomain* domain_ = nullptr;
+
+  // ---- placement search, its node rankings and indexes (placement.cpp) ----
+  /// Builds the GPU level index and the change log from the nodes' initial state.
+  void buildPlacementIndex();
+  /// Every change of a node goes through here: GPU level index, version, change log.
+  void nodeChanged(const SessionNode& node);
+  int gpuLevel(const SessionNode& node) const;
 
   /// A node as ranked for one placement key: feasible now before feasible only in the future,
   /// then higher score, then lower index. `version` invalidates it when the node changes.
@@ -423,25 +436,42 @@ class Session {
     int node = -1;
     uint32_t version = 0;
   };
-  struct Ranking {
-    std::vector<RankedNode> heap;  ///< std heap, best on top
-    size_t changesSeen = 0;        ///< prefix of nodeChanges_ already folded in
+  struct RankedBefore {
+    bool operator()(const RankedNode& a, const RankedNode& b) const {
+      if (a.fitsNow != b.fitsNow) return a.fitsNow;
+      if (a.score != b.score) return a.score > b.score;
+      return a.node < b.node;
+    }
   };
   /// Evaluates `node` for `task`: nullopt when a predicate fails or it does not fit even later.
   std::optional<RankedNode> rank(const SessionTask& task, const SessionNode& node) const;
-  void touchNode(const SessionNode& node);
-  std::map<std::string, Ranking> rankings_;
-  std::vector<std::string> keyCache_;  ///< placement key per task (index into tasks_), built lazily
-  std::vector<int> nodeChanges_;       ///< node indices, appended on every change of a node
-  std::vector<uint32_t> nodeVersion_;  ///< per node, bumped on every change
 
+  const NodeDomain* domain_ = nullptr;
+  std::map<std::string, NodeRanking<RankedNode, RankedBefore>> rankings_;
+  std::vector<std::string> keyCache_;  ///< placement key per task (index into tasks_), built lazily
+  NodeChangeLog nodeChanges_;
   /// Nodes grouped by whole GPUs of future idle: a task needing g GPUs only visits levels >= g.
   std::vector<std::vector<int>> gpuLevels_;
   std::vector<int> gpuLevelPos_;  ///< node index -> position in its level's vector
   std::vector<int> nodeLevel_;    ///< node index -> its level
+  std::string gpuShortage_;       ///< "insufficient nvidia.com/gpu (N nodes)", N = all nodes
 
-  std::vector<Operation> committed_;
-  bool closed_ = false;
+  // ---- working-state changes, each with its undo (statement.cpp) ----
+  void applyAllocate(SessionTask& task, int node);
+  void undoAllocate(const Operation& op);
+  void applyPipeline(SessionTask& task, int node);
+  void undoPipeline(const Operation& op);
+  void applyEvict(SessionTask& task);
+  void undoEvict(const Operation& op);
+  void applyReserve(const SessionTask& task, int node);
+  void undoReserve(const Operation& op);
+  void applyRepipeline(SessionTask& task);
+  void undoRepipeline(const Operation& op);
+  /// The common end of undoing an allocate, pipeline or evict: drops the zero entries the undo
+  /// left, logs the node's change and puts the task back where `op` found it.
+  void finishUndo(const Operation& op, SessionTask& task, SessionNode& node, SessionJob& job);
+  void commitOperations(std::vector<Operation> ops);
+
   // ---- GPU sharing (session_gpu.cpp) ----
   size_t slotOf(const SessionTask& task) const { return static_cast<size_t>(&task - tasks_.data()); }
   void buildGpuGroups();
@@ -453,10 +483,6 @@ class Session {
   void releaseGpus(SessionTask& task, SessionNode& node, int sign);
   std::string newGroupId(const SessionTask& task, const SessionNode& node, size_t k) const;
   std::vector<std::vector<int>> taskGpus_;  ///< per task slot: indices into its node's gpuGroups
-  std::vector<std::string> reasons_;            ///< interned messages
-  std::map<std::string, int32_t, std::less<>> reasonIndex_;
-  std::string scratch_;
-  std::string gpuShortage_;  ///< "insufficient nvidia.com/gpu (N nodes)", N = all nodes
 };
 
 }  // namespace tessera::framework

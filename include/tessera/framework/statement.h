@@ -40,6 +40,9 @@ class Statement {
   const std::vector<Operation>& operations() const { return ops_; }
 
  private:
+  /// Reverts `op` through the session's undo of its type.
+  void undo(const Operation& op);
+
   Session& session_;
   std::vector<Operation> ops_;
 };

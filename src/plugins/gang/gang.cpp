@@ -12,22 +12,23 @@ class GangPlugin final : public framework::Plugin {
   const std::string& name() const override { return name_; }
 
   void onSessionOpen(framework::Session& ssn) override {
-    ssn.addJobValidFn(name_, [&ssn](const framework::SessionJob& job) -> std::optional<std::string> {
+    ssn.addJobValidFn(name_, [&ssn](const framework::SessionJob& job) -> api::Status {
       const cache::JobInfo& info = *job.info;
       auto pg = [&] { return "PodGroup " + info.namespace_ + "/" + info.name; };
       // An invalid PodGroup (api/validation.h: minMember, queue, priority class, topology; or its
       // latest version failed conversion) is skipped whole; the job's key is its Problem::ref().
       if (!info.isSingleton())
-        if (const api::Problem* p = ssn.snapshot().findInvalid(info.key)) return p->text();
-      if (info.podGroupMissing) return pg() + " not found (named by its pods' pod-group-name)";
+        if (const api::Problem* p = ssn.snapshot().findInvalid(info.key)) return api::makeError(p->text());
+      if (info.podGroupMissing) return api::makeError(pg() + " not found (named by its pods' pod-group-name)");
       // Pods that could still run: everything but failed ones.
       int32_t live = 0;
       for (const auto& t : job.tasks)
         if (t.state != framework::TaskState::Failed && t.state != framework::TaskState::Releasing) ++live;
       if (live < info.minMember)
-        return "gang " + std::to_string(live) + "/" + std::to_string(info.minMember) + ": only " +
-               std::to_string(live) + " pods exist for spec.minMember " + std::to_string(info.minMember);
-      return std::nullopt;
+        return api::makeError("gang " + std::to_string(live) + "/" + std::to_string(info.minMember) + ": only " +
+                              std::to_string(live) + " pods exist for spec.minMember " +
+                              std::to_string(info.minMember));
+      return api::Status::success();
     });
     ssn.addJobReadyFn(name_, [](const framework::SessionJob& job) { return job.readyCount >= job.minMember(); });
   }

@@ -4,11 +4,11 @@
 // are; tessera.dev/use-gpu-type / avoid-gpu-type match nvidia.com/gpu.product. Where the share goes
 // within a node (which GPU group) is the session's choice, scored by nodeorder's GPU axis.
 #include <algorithm>
-#include <cstdio>
 #include <map>
 #include <memory>
 #include <string>
 
+#include "tessera/api/log.h"
 #include "tessera/framework/session.h"
 #include "tessera/plugins/factories.h"
 #include "tessera/plugins/gpu_topology.h"
@@ -21,10 +21,9 @@ class GpuSharePlugin final : public framework::Plugin {
   const std::string& name() const override { return name_; }
 
   void onSessionOpen(framework::Session& ssn) override {
-    ssn.addPrePredicateFn(name_, [](const framework::SessionJob&, const framework::SessionTask& task)
-                                     -> std::optional<std::string> {
-      if (!task.info->gpuSpecError.empty()) return task.info->gpuSpecError;
-      return std::nullopt;
+    ssn.addPrePredicateFn(name_, [](const framework::SessionJob&, const framework::SessionTask& task) -> api::Status {
+      if (!task.info->gpuSpecError.empty()) return api::makeError(task.info->gpuSpecError);
+      return api::Status::success();
     });
     ssn.addPredicateFn(name_, [](const framework::SessionTask& task, const framework::SessionNode& node,
                                  std::string& reason) {
@@ -93,7 +92,7 @@ class GpuSharePlugin final : public framework::Plugin {
     c.topology.reset();
     auto t = plugins::gputopo::nodeGpuTopology(node);
     if (!t.ok()) {
-      std::fprintf(stderr, "tessera: gpushare: %s (the node's GPU topology is ignored)\n", t.error().message.c_str());
+      log::warning("gpushare: ", t.error().message, " (the node's GPU topology is ignored)");
     } else if (*t) {
       c.topology = std::make_shared<const plugins::gputopo::GpuTopology>(std::move(**t));
     }

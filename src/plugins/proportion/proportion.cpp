@@ -62,13 +62,13 @@ class State {
  public:
   State(Session& ssn, ProportionArgs args) : ssn_(ssn), args_(args) { build(); }
 
-  std::optional<std::string> jobProblem(const SessionJob& job) const {
-    if (job.queue < 0) return std::nullopt;  // the session reports a missing queue itself
+  api::Status jobProblem(const SessionJob& job) const {
+    if (job.queue < 0) return api::Status::success();  // the session reports a missing queue itself
     const QNode& q = q_[job.queue];
     const std::string& name = ssn_.queues()[job.queue].name;
-    if (!q.problem.empty()) return "queue " + name + ": " + q.problem;
-    if (!q.children.empty()) return "queue " + name + " has child queues: only leaf queues take jobs";
-    return std::nullopt;
+    if (!q.problem.empty()) return api::makeError("queue " + name + ": " + q.problem);
+    if (!q.children.empty()) return api::makeError("queue " + name + " has child queues: only leaf queues take jobs");
+    return api::Status::success();
   }
 
   int compareQueues(int l, int r, const SessionJob* lJob, const SessionJob* rJob) {
@@ -108,28 +108,28 @@ class State {
     return ssn_.queues()[a].name < ssn_.queues()[b].name ? -1 : 1;
   }
 
-  std::optional<std::string> capacity(const SessionJob& job, const api::Resources& request) const {
-    if (job.queue < 0) return std::nullopt;
+  api::Status capacity(const SessionJob& job, const api::Resources& request) const {
+    if (job.queue < 0) return api::Status::success();
     const Amounts req = amountsOf(request);
     for (int c = job.queue; c >= 0; c = q_[c].parent) {
       const QNode& q = q_[c];
       for (int r = 0; r < kResources; ++r) {
         if (req[r] <= 0) continue;
         if (q.limit[r] >= 0 && q.allocated[r] + req[r] > q.limit[r])
-          return "OverLimit: queue " + ssn_.queues()[c].name + ": " + kResourceNames[r] + " " +
-                 fmt(r, q.allocated[r]) + " + " + fmt(r, req[r]) + " > limit " + fmt(r, q.limit[r]);
+          return api::makeError("OverLimit: queue " + ssn_.queues()[c].name + ": " + kResourceNames[r] + " " +
+                                fmt(r, q.allocated[r]) + " + " + fmt(r, req[r]) + " > limit " + fmt(r, q.limit[r]));
         if (!job.preemptible && q.deserved[r] >= 0 && q.allocatedNP[r] + req[r] > q.deserved[r])
-          return "NonPreemptibleOverQuota: queue " + ssn_.queues()[c].name + ": " + kResourceNames[r] +
-                 " non-preemptible " + fmt(r, q.allocatedNP[r]) + " + " + fmt(r, req[r]) + " > quota " +
-                 fmt(r, q.deserved[r]);
+          return api::makeError("NonPreemptibleOverQuota: queue " + ssn_.queues()[c].name + ": " + kResourceNames[r] +
+                                " non-preemptible " + fmt(r, q.allocatedNP[r]) + " + " + fmt(r, req[r]) +
+                                " > quota " + fmt(r, q.deserved[r]));
       }
     }
-    return std::nullopt;
+    return api::Status::success();
   }
 
-  std::optional<std::string> canReclaim(const SessionJob& job) {
+  api::Status canReclaim(const SessionJob& job) {
     ensureDivided();
-    if (job.queue < 0) return std::string("no queue");
+    if (job.queue < 0) return api::makeError("no queue");
     // The claimant's own queue only: whether its ancestors may grow depends on where the victim is
     // (a reclaim between siblings does not change their parent's allocation); reclaimable() checks
     // the level where the two paths diverge.
@@ -137,10 +137,10 @@ class State {
     const QNode& q = q_[job.queue];
     for (int r = 0; r < kResources; ++r)
       if (req[r] > 0 && q.allocated[r] + req[r] > q.fairShare[r])
-        return "queue " + ssn_.queues()[job.queue].name + " would exceed its fair share: " + kResourceNames[r] + " " +
-               fmt(r, q.allocated[r]) + " + " + fmt(r, req[r]) + " > " + fmt(r, q.fairShare[r]);
-    if (auto c = capacity(job, resourcesOf(req))) return c;
-    return std::nullopt;
+        return api::makeError("queue " + ssn_.queues()[job.queue].name + " would exceed its fair share: " +
+                              kResourceNames[r] + " " + fmt(r, q.allocated[r]) + " + " + fmt(r, req[r]) + " > " +
+                              fmt(r, q.fairShare[r]));
+    return capacity(job, resourcesOf(req));
   }
 
   /// KAI's reclaim rules: a victim's queue gives back only while it is above its fair share, or

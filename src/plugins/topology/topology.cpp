@@ -118,14 +118,12 @@ class TopologyPlugin final : public framework::Plugin {
     sessionTrees_.clear();
     plan_ = Plan{};
     lastNode_.clear();
-    ssn.addJobValidFn(name_, [this, &ssn](const SessionJob& job) { return invalid(ssn, job); });
+    ssn.addJobValidFn(name_, [this, &ssn](const SessionJob& job) { return validate(ssn, job); });
     const bool any = std::any_of(ssn.jobs().begin(), ssn.jobs().end(), [](const SessionJob& j) {
       return j.pendingCount > 0 && j.info->podGroup && constrained(*j.info->podGroup);
     });
     if (!any) return;  // nothing to constrain this cycle: cost nothing
-    ssn.addJobDomainsFn(name_, [this, &ssn](const SessionJob& job, std::string& reason) {
-      return domains(ssn, job, reason);
-    });
+    ssn.addJobDomainsFn(name_, [this, &ssn](const SessionJob& job) { return domains(ssn, job); });
     ssn.addPredicateFn(name_, [this, &ssn](const SessionTask& task, const SessionNode& node, std::string& reason) {
       return subgroupFits(ssn, task, node, reason);
     });
@@ -145,17 +143,17 @@ class TopologyPlugin final : public framework::Plugin {
  private:
   // ---- validation: field-named reasons, the gang stays pending ----
 
-  static std::optional<std::string> invalid(const Session& ssn, const SessionJob& job) {
+  static api::Status validate(const Session& ssn, const SessionJob& job) {
     const api::PodGroup* pg = job.info->podGroup.get();
-    if (!pg || !constrained(*pg)) return std::nullopt;
+    if (!pg || !constrained(*pg)) return api::Status::success();
     // The rules are the validation layer's (api/validation.h), shared with the PodGroup's status.
     api::PodGroupRefs refs;
     refs.topology = [&](const std::string& name) -> const api::Topology* {
       auto it = ssn.snapshot().topologies.find(name);
       return it == ssn.snapshot().topologies.end() ? nullptr : it->second.get();
     };
-    if (auto p = api::validateTopologyConstraints(*pg, refs)) return p->text();
-    return std::nullopt;
+    if (auto p = api::validateTopologyConstraints(*pg, refs)) return api::makeError(p->text());
+    return api::Status::success();
   }
 
   // ---- domains ----
@@ -309,42 +307,42 @@ class TopologyPlugin final : public framework::Plugin {
     return true;
   }
 
-  std::optional<std::vector<NodeDomain>> domains(Session& ssn, const SessionJob& job, std::string& reason) {
+  std::optional<framework::JobDomains> domains(Session& ssn, const SessionJob& job) {
     plan_ = Plan{};
     const api::PodGroup* pg = job.info->podGroup.get();
     if (!pg || !constrained(*pg)) return std::nullopt;
-    if (auto bad = invalid(ssn, job)) {  // asked by an action that did not check validity
-      reason = *bad;
-      return std::vector<NodeDomain>{};
+    framework::JobDomains out;
+    if (auto valid = validate(ssn, job); !valid.ok()) {  // asked by an action that did not check validity
+      out.reason = valid.error().message;
+      return out;
     }
     const api::TopologyConstraint& gc = pg->topologyConstraint;
     std::string topologyName = gc.topology;
     for (const auto& sg : pg->subGroups)
       if (topologyName.empty() && hasLevels(sg.topologyConstraint)) topologyName = sg.topologyConstraint.topology;
     DomainTree* tree = treeFor(ssn, topologyName);
-    TESSERA_ASSERT(tree);  // checked by invalid()
+    TESSERA_ASSERT(tree);  // checked by validate()
     const Levels glv = levelsOf(*tree, gc);
     const bool groupConstrained = glv.required >= 0 || glv.preferred >= 0;
 
     std::vector<Candidate> cands;
     if (groupConstrained) {
       const Demand dem = demandOf(ssn, job, job.minMember(), [](const SessionTask&) { return true; });
-      if (!candidatesFor(ssn, *tree, glv, dem, -1, -1, nullptr, cands, reason)) return std::vector<NodeDomain>{};
+      if (!candidatesFor(ssn, *tree, glv, dem, -1, -1, nullptr, cands, out.reason)) return out;
     }
     if (glv.required < 0) cands.push_back(Candidate{});  // soft only: in the end, anywhere
 
     plan_.job = job.index;
     plan_.tree = tree;
-    planSubgroups(ssn, job, *pg, *tree, cands, reason);
+    planSubgroups(ssn, job, *pg, *tree, cands, out.reason);
     if (cands.empty()) {
       plan_ = Plan{};
-      return std::vector<NodeDomain>{};
+      return out;
     }
     if (glv.preferred >= 0) planBonus(ssn, job, *tree, glv, cands);
 
-    std::vector<NodeDomain> out;
-    out.reserve(cands.size());
-    for (const Candidate& c : cands) out.push_back(toNodeDomain(ssn, *tree, c));
+    out.domains.reserve(cands.size());
+    for (const Candidate& c : cands) out.domains.push_back(toNodeDomain(ssn, *tree, c));
     return out;
   }
 

@@ -233,8 +233,8 @@ spec: {schedulerName: tessera, containers: [{name: c, image: busybox}]}
   without.open();
   const int j = with.findJob("PodGroup/t/g");
   REQUIRE(j >= 0);
-  CHECK(with.jobInvalid(with.jobs()[j]).has_value());
-  CHECK_FALSE(without.jobInvalid(without.jobs()[j]).has_value());
+  CHECK_FALSE(with.jobValid(with.jobs()[j]).ok());
+  CHECK(without.jobValid(without.jobs()[j]).ok());
 
   SECTION("enabled: true keeps it") {
     auto on = load("plugins: {gang: {enabled: true}}");

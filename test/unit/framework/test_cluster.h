@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,12 @@ inline int nodeIndex(const framework::Session& ssn, const std::string& name) {
   const int n = ssn.findNode(name);
   if (n < 0) FAIL("no node " << name);
   return n;
+}
+
+/// A hook's verdict as tests compare it: nullopt when the check passed, else its reason.
+inline std::optional<std::string> rejection(const api::Status& verdict) {
+  if (verdict.ok()) return std::nullopt;
+  return verdict.error().message;
 }
 
 }  // namespace tessera::testing

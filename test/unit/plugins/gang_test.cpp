@@ -64,7 +64,9 @@ struct Env {
     if (j < 0) FAIL("no job " << key);
     return ssn->jobs()[j];
   }
-  std::optional<std::string> invalid(const std::string& key) { return ssn->jobInvalid(job(key)); }
+  std::optional<std::string> invalid(const std::string& key) {
+    return tessera::testing::rejection(ssn->jobValid(job(key)));
+  }
   void allocate(Statement& stmt, const std::string& g, const std::string& pod) {
     stmt.allocate(tessera::testing::taskOf(*ssn, "PodGroup/t/" + g, "t/" + pod), 0);
   }

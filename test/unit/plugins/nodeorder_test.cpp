@@ -170,14 +170,14 @@ TEST_CASE("an invalid node-policy annotation is a pre-predicate reason (plugin g
   Session ssn(c.snapshot(), cfg, c.clock);
   ssn.open();
   const auto& bad = tessera::testing::taskOf(ssn, "Pod/t/gpu-pod", "t/gpu-pod");
-  auto reason = ssn.prePredicate(ssn.jobs()[bad.job], bad);
+  auto reason = tessera::testing::rejection(ssn.prePredicate(ssn.jobs()[bad.job], bad));
   REQUIRE(reason);
   CHECK_THAT(*reason, Catch::Contains("t/gpu-pod"));
   CHECK_THAT(*reason, Catch::Contains("tessera.dev/node-policy"));
   CHECK_THAT(*reason, Catch::Contains("\"fullest\""));
   CHECK_THAT(*reason, Catch::Contains("binpack, spread"));
   const auto& good = tessera::testing::taskOf(ssn, "Pod/t/good", "t/good");
-  CHECK_FALSE(ssn.prePredicate(ssn.jobs()[good.job], good));
+  CHECK(ssn.prePredicate(ssn.jobs()[good.job], good).ok());
 }
 
 TEST_CASE("scores follow this cycle's placements", "[nodeorder]") {

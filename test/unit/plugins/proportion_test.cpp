@@ -114,9 +114,11 @@ struct Env {
     CHECK(lr != rl);
     return lr;
   }
-  std::string invalid(const std::string& pod) { return ssn->jobInvalid(job(pod)).value_or(""); }
+  std::string invalid(const std::string& pod) {
+    return tessera::testing::rejection(ssn->jobValid(job(pod))).value_or("");
+  }
   std::string capacity(const std::string& pod) {
-    return ssn->capacityCheck(job(pod), task(pod).request()).value_or("");
+    return tessera::testing::rejection(ssn->capacityCheck(job(pod), task(pod).request())).value_or("");
   }
 };
 
@@ -307,7 +309,7 @@ TEST_CASE("orphaned queues do not take part in the division", "[proportion][orph
           pod("l-job", "lost", 8) + pod("g-job", "good", 1));
   // good holds 4 and asks 1 more: within a fair share of 5, so it may reclaim (no victims exist,
   // but the queue-level check passes).
-  CHECK_FALSE(e.ssn->canReclaim(e.job("g-job")).has_value());
+  CHECK(e.ssn->canReclaim(e.job("g-job")).ok());
 }
 
 // ---------------------------------------------------------------- reclaim rules
@@ -319,7 +321,7 @@ TEST_CASE("reclaimable: the victim's queue is over its fair share", "[proportion
   std::string b;
   for (int i = 0; i < 8; ++i) b += pod("b" + std::to_string(i), "b", 1, "n1");
   e.start(queue("a", {.gpuQuota = "4"}) + queue("b", {.gpuQuota = "4"}) + b + pod("a-job", "a", 4));
-  CHECK_FALSE(e.ssn->canReclaim(e.job("a-job")).has_value());
+  CHECK(e.ssn->canReclaim(e.job("a-job")).ok());
   CHECK(e.ssn->reclaimable(e.job("a-job"), e.task("b0")));
   // Never within the same queue, never the claimant's own pods.
   CHECK_FALSE(e.ssn->reclaimable(e.job("b1"), e.task("b0")));
@@ -347,7 +349,7 @@ TEST_CASE("reclaimable: a victim queue within its quota is protected", "[proport
   e.start(queue("a", {}) + queue("b", {.gpuQuota = "8"}) + b + pod("a-job", "a", 1));
   CHECK_FALSE(e.ssn->reclaimable(e.job("a-job"), e.task("b0")));
   // And a itself has no fair share left to reclaim into: 0 + 1 > 0.
-  const auto why = e.ssn->canReclaim(e.job("a-job"));
+  const auto why = tessera::testing::rejection(e.ssn->canReclaim(e.job("a-job")));
   REQUIRE(why.has_value());
   CHECK_THAT(*why, Catch::Contains("queue a would exceed its fair share"));
 }
@@ -396,7 +398,7 @@ TEST_CASE("reclaim: a team below its share may reclaim from an over-share siblin
           queue("a1", {.gpuQuota = "4", .parent = "dept-a"}) + queue("b1", {.gpuQuota = "2", .parent = "dept-b"}) +
           queue("b2", {.gpuQuota = "2", .parent = "dept-b"}) + pod("a1-0", "a1", 4, "n1") + pod("b2-0", "b2", 1, "n1") +
           pod("b2-1", "b2", 1, "n1") + pod("b2-2", "b2", 1, "n1") + pod("b1-0", "b1", 1, "n1") + pod("b1-1", "b1", 1));
-  CHECK_FALSE(e.ssn->canReclaim(e.job("b1-1")).has_value());
+  CHECK(e.ssn->canReclaim(e.job("b1-1")).ok());
   CHECK(e.ssn->reclaimable(e.job("b1-1"), e.task("b2-0")));
 }
 

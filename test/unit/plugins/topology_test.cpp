@@ -15,6 +15,7 @@
 
 namespace {
 
+using tessera::framework::JobDomains;
 using tessera::framework::NodeDomain;
 using tessera::framework::Session;
 using tessera::framework::SessionJob;
@@ -108,17 +109,14 @@ struct Env {
     if (j < 0) FAIL("no job " << name);
     return ssn->jobs()[j];
   }
-  std::optional<std::vector<NodeDomain>> domains(const std::string& name, std::string& reason) {
-    return ssn->jobDomains(job(name), reason);
-  }
+  std::optional<JobDomains> domains(const std::string& name) { return ssn->jobDomains(job(name)); }
   /// Domain names, or "nullopt", or "none: <reason>".
   std::vector<std::string> names(const std::string& name) {
-    std::string reason;
-    auto d = domains(name, reason);
+    auto d = domains(name);
     if (!d) return {"nullopt"};
-    if (d->empty()) return {"none: " + reason};
+    if (d->domains.empty()) return {"none: " + d->reason};
     std::vector<std::string> out;
-    for (const auto& x : *d) out.push_back(x.name);
+    for (const auto& x : d->domains) out.push_back(x.name);
     return out;
   }
   std::vector<std::string> nodesOf(const NodeDomain& d) {
@@ -143,7 +141,7 @@ TEST_CASE("topology: jobs without a constraint are left alone", "[topology]") {
   e.start(cluster() + gang("free", 2, 1, "") + gang("soft-nothing", 1, 1, "{topology: dc}"));
   CHECK(e.names("free") == V{"nullopt"});
   CHECK(e.names("soft-nothing") == V{"nullopt"});  // a topology without a level constrains nothing
-  CHECK_FALSE(e.ssn->jobInvalid(e.job("free")));
+  CHECK(e.ssn->jobValid(e.job("free")).ok());
 }
 
 TEST_CASE("topology: required level, candidates fullest first, ids as paths", "[topology]") {
@@ -152,20 +150,18 @@ TEST_CASE("topology: required level, candidates fullest first, ids as paths", "[
   e.start(cluster() + load("c1", 2) + gang("g", 2, 3, "{topology: dc, requiredTopologyLevel: rack}"));
   // r3 and r2 hold 2 pods each; r3 has fewer free GPUs: fullest first. x1 is outside the tree.
   CHECK(e.names("g") == V{"zone=z2/rack=r3", "zone=z1/rack=r2", "zone=z1/rack=r1"});
-  std::string reason;
-  auto d = e.domains("g", reason);
+  auto d = e.domains("g");
   REQUIRE(d);
-  CHECK(e.nodesOf(d->back()) == V{"a1", "a2"});
+  CHECK(e.nodesOf(d->domains.back()) == V{"a1", "a2"});
 }
 
 TEST_CASE("topology: a zone holds pods across its racks", "[topology]") {
   Env e;
   e.start(cluster() + gang("z", 3, 8, "{topology: dc, requiredTopologyLevel: zone}"));
   CHECK(e.names("z") == V{"zone=z1"});
-  std::string reason;
-  auto d = e.domains("z", reason);
+  auto d = e.domains("z");
   REQUIRE(d);
-  CHECK(e.nodesOf(d->front()) == V{"a1", "a2", "b1"});
+  CHECK(e.nodesOf(d->domains.front()) == V{"a1", "a2", "b1"});
 }
 
 TEST_CASE("topology: nothing holds the gang: the level and the best domain's count", "[topology]") {
@@ -183,7 +179,7 @@ TEST_CASE("topology: constraint errors name the PodGroup field", "[topology]") {
           gang("n", 1, 1, "{requiredTopologyLevel: rack}") +
           group("s", 1, "{topology: dc}", "[{name: a, minMember: 1, topologyConstraint: {requiredTopologyLevel: aisle}}]") +
           member("s", "s-0", 1, "", "a"));
-  auto invalid = [&](const char* j) { return e.ssn->jobInvalid(e.job(j)).value_or("valid"); };
+  auto invalid = [&](const char* j) { return tessera::testing::rejection(e.ssn->jobValid(e.job(j))).value_or("valid"); };
   CHECK(invalid("t") == "PodGroup t/t: spec.topologyConstraint.topology: Topology \"nope\" not found");
   CHECK(invalid("l") == "PodGroup t/l: spec.topologyConstraint.requiredTopologyLevel: \"row\" is not a level of "
                         "Topology dc (levels: zone, rack, kubernetes.io/hostname)");
@@ -220,10 +216,9 @@ TEST_CASE("topology: preferred level first, then up to the required one or the w
   CHECK(e.names("pair") == V{"zone=z1/rack=r2", "zone=z2/rack=r3", "zone=z1/rack=r1", "zone=z2", "zone=z1"});
   // soft: no rack holds 3 x 8 GPUs; z1 holds 2 (a2, b1): none; then anywhere.
   CHECK(e.names("soft") == V{"cluster"});
-  std::string reason;
-  auto d = e.domains("soft", reason);
+  auto d = e.domains("soft");
   REQUIRE(d);
-  CHECK(d->front().nodes.size() == e.ssn->nodes().size());
+  CHECK(d->domains.front().nodes.size() == e.ssn->nodes().size());
 }
 
 TEST_CASE("topology: concentrating inside a fallback domain, most room first", "[topology]") {
@@ -270,10 +265,9 @@ TEST_CASE("topology: subgroups get a domain of their level inside the group's", 
           member("sg", "sg-0", 8, "", "ps") + member("sg", "sg-1", 8, "", "ps") + member("sg", "sg-2", 1, "", "w") +
           member("sg", "sg-3", 1, "", "w"));
   CHECK(e.names("sg") == V{"zone=z1"});  // z2 holds 1 of the 8-GPU pods
-  std::string reason;
-  auto d = e.domains("sg", reason);
+  auto d = e.domains("sg");
   REQUIRE(d);
-  e.ssn->restrictTo(&d->front());
+  e.ssn->restrictTo(&d->domains.front());
   auto allowed = [&](int task, const char* node) {
     std::string why;
     const bool ok = e.ssn->predicate(e.job("sg").tasks[task], e.ssn->nodes()[tessera::testing::nodeIndex(*e.ssn, node)], why);

@@ -1,0 +1,152 @@
+// The session's extension points (KAI's session_plugins.go): plugins register their callbacks in
+// onSessionOpen, in tier order; the queries below dispatch to them. Orders end on a unique key so
+// that every order is total; checks stop at the first plugin that rejects.
+#include "tessera/framework/session.h"
+
+namespace tessera::framework {
+
+// ---- registration ----
+
+void Session::addJobOrderFn(const std::string& p, JobOrderFn fn) { jobOrder_.push_back({p, std::move(fn)}); }
+void Session::addTaskOrderFn(const std::string& p, TaskOrderFn fn) { taskOrder_.push_back({p, std::move(fn)}); }
+void Session::addQueueOrderFn(const std::string& p, QueueOrderFn fn) { queueOrder_.push_back({p, std::move(fn)}); }
+void Session::addJobValidFn(const std::string& p, JobValidFn fn) { jobValid_.push_back({p, std::move(fn)}); }
+void Session::addJobReadyFn(const std::string& p, JobReadyFn fn) { jobReady_.push_back({p, std::move(fn)}); }
+void Session::addPrePredicateFn(const std::string& p, PrePredicateFn fn) {
+  prePredicate_.push_back({p, std::move(fn)});
+}
+void Session::addPredicateFn(const std::string& p, PredicateFn fn) { predicate_.push_back({p, std::move(fn)}); }
+void Session::addNodeOrderFn(const std::string& p, NodeOrderFn fn) { nodeOrder_.push_back({p, std::move(fn)}); }
+void Session::addGpuOrderFn(const std::string& p, GpuOrderFn fn) { gpuOrder_.push_back({p, std::move(fn)}); }
+void Session::addPreemptableFn(const std::string& p, VictimFn fn) { preemptable_.push_back({p, std::move(fn)}); }
+void Session::addReclaimableFn(const std::string& p, VictimFn fn) { reclaimable_.push_back({p, std::move(fn)}); }
+void Session::addCapacityFn(const std::string& p, CapacityFn fn) { capacity_.push_back({p, std::move(fn)}); }
+void Session::addPlacementKeyFn(const std::string& p, PlacementKeyFn fn) {
+  placementKey_.push_back({p, std::move(fn)});
+}
+void Session::addJobDomainsFn(const std::string& p, JobDomainsFn fn) { jobDomains_.push_back({p, std::move(fn)}); }
+void Session::addCanReclaimFn(const std::string& p, JobCheckFn fn) { canReclaim_.push_back({p, std::move(fn)}); }
+void Session::addVictimOrderFn(const std::string& p, VictimOrderFn fn) {
+  victimOrder_.push_back({p, std::move(fn)});
+}
+void Session::addAllocateHandler(const std::string& p, TaskEventFn onAllocate, TaskEventFn onDeallocate) {
+  if (onAllocate) onAllocate_.push_back({p, std::move(onAllocate)});
+  if (onDeallocate) onDeallocate_.push_back({p, std::move(onDeallocate)});
+}
+
+// ---- orders: plugin verdicts first, then a unique key so every order is total ----
+
+bool Session::jobLess(const SessionJob& l, const SessionJob& r) const {
+  for (const auto& f : jobOrder_)
+    if (int c = f.fn(l, r)) return c < 0;
+  if (l.info->creationTime != r.info->creationTime) return l.info->creationTime < r.info->creationTime;
+  if (l.info->uid != r.info->uid) return l.info->uid < r.info->uid;
+  return l.key() < r.key();
+}
+
+bool Session::taskLess(const SessionTask& l, const SessionTask& r) const {
+  for (const auto& f : taskOrder_)
+    if (int c = f.fn(l, r)) return c < 0;
+  const auto& lp = l.pod().meta;
+  const auto& rp = r.pod().meta;
+  if (lp.creationTimestamp != rp.creationTimestamp) return lp.creationTimestamp < rp.creationTimestamp;
+  if (lp.uid != rp.uid) return lp.uid < rp.uid;
+  return l.info->key < r.info->key;
+}
+
+bool Session::queueLess(const SessionQueue& l, const SessionQueue& r, const SessionJob* lJob,
+                        const SessionJob* rJob) const {
+  for (const auto& f : queueOrder_)
+    if (int c = f.fn(l, r, lJob, rJob)) return c < 0;
+  return l.name < r.name;
+}
+
+bool Session::victimLess(const SessionTask& l, const SessionTask& r) const {
+  for (const auto& f : victimOrder_)
+    if (int c = f.fn(l, r)) return c < 0;
+  const auto& lp = l.pod().meta;
+  const auto& rp = r.pod().meta;
+  if (lp.creationTimestamp != rp.creationTimestamp) return lp.creationTimestamp > rp.creationTimestamp;  // newest first
+  return l.info->key < r.info->key;
+}
+
+// ---- checks off the hot path: the first rejection wins ----
+
+api::Status Session::jobValid(const SessionJob& job) const {
+  if (job.queue < 0)
+    return api::makeError("queue \"" + job.info->queue + "\" not found (Queue " + job.info->queue + " does not exist)");
+  for (const auto& f : jobValid_) TESSERA_TRY(f.fn(job));
+  return api::Status::success();
+}
+
+api::Status Session::prePredicate(const SessionJob& job, const SessionTask& task) const {
+  for (const auto& f : prePredicate_) TESSERA_TRY(f.fn(job, task));
+  return api::Status::success();
+}
+
+api::Status Session::capacityCheck(const SessionJob& job, const api::Resources& request) const {
+  for (const auto& f : capacity_) TESSERA_TRY(f.fn(job, request));
+  return api::Status::success();
+}
+
+api::Status Session::canReclaim(const SessionJob& job) const {
+  if (canReclaim_.empty()) return api::makeError("no plugin allows reclaiming");
+  for (const auto& f : canReclaim_) TESSERA_TRY(f.fn(job));
+  return api::Status::success();
+}
+
+std::optional<JobDomains> Session::jobDomains(const SessionJob& job) const {
+  for (const auto& f : jobDomains_)
+    if (auto d = f.fn(job)) return d;
+  return std::nullopt;
+}
+
+// ---- the hot path: per task and node ----
+
+bool Session::jobReady(const SessionJob& job) const {
+  for (const auto& f : jobReady_)
+    if (!f.fn(job)) return false;
+  return true;
+}
+
+bool Session::predicate(const SessionTask& task, const SessionNode& node, std::string& reason) const {
+  for (const auto& f : predicate_)
+    if (!f.fn(task, node, reason)) return false;
+  return true;
+}
+
+int64_t Session::nodeScore(const SessionTask& task, const SessionNode& node) const {
+  int64_t s = 0;
+  for (const auto& f : nodeOrder_) s += f.fn(task, node);
+  return s;
+}
+
+int64_t Session::gpuScore(const SessionTask& task, const SessionNode& node, int gpuGroup) const {
+  int64_t s = 0;
+  for (const auto& f : gpuOrder_) s += f.fn(task, node, gpuGroup);
+  return s;
+}
+
+bool Session::preemptable(const SessionJob& claimant, const SessionTask& victim) const {
+  for (const auto& f : preemptable_)
+    if (!f.fn(claimant, victim)) return false;
+  return !preemptable_.empty();
+}
+
+bool Session::reclaimable(const SessionJob& claimant, const SessionTask& victim) const {
+  for (const auto& f : reclaimable_)
+    if (!f.fn(claimant, victim)) return false;
+  return !reclaimable_.empty();
+}
+
+// ---- notifications ----
+
+void Session::notifyAllocate(const SessionTask& task) const {
+  for (const auto& f : onAllocate_) f.fn(task);
+}
+
+void Session::notifyDeallocate(const SessionTask& task) const {
+  for (const auto& f : onDeallocate_) f.fn(task);
+}
+
+}  // namespace tessera::framework
