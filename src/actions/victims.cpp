@@ -170,7 +170,7 @@ bool VictimSearch::run(SessionJob& job, std::string& reason) {
   if (!domains) {
     ok = runIn(job, nullptr, reason);
   } else {
-    reason = std::move(domains->reason);  // the plugin's, when it gave up levels: told before a domain's
+    reason = std::move(domains->reason);  // the plugin's word, when it has one, goes before a domain's
     for (const framework::NodeDomain& d : domains->domains) {
       std::string why;
       if ((ok = runIn(job, &d, why))) break;

@@ -54,9 +54,7 @@ api::Result<Config> build(const Registry& registry, const Json& root) {
     return api::makeError("config.actionArgs: must be a map, got " + actionArgs.dump());
   std::vector<std::string> actionNames;
   if (root.contains("actions")) {
-    auto names = stringList(root["actions"], "config.actions");
-    if (!names.ok()) return names.error();
-    actionNames = *names;
+    TESSERA_ASSIGN_OR_RETURN(actionNames, stringList(root["actions"], "config.actions"));
   }
   std::set<std::string> seen;
   for (const auto& name : actionNames) {
@@ -67,10 +65,9 @@ api::Result<Config> build(const Registry& registry, const Json& root) {
     if (!seen.insert(name).second) return api::makeError("config.actions: action \"" + name + "\" listed twice");
     const Json* a = actionArgs.is_object() && actionArgs.contains(name) ? &actionArgs[name] : nullptr;
     Args args("config.actionArgs." + name, a);
-    auto action = (*f)(args);
-    if (!action.ok()) return action.error();
-    if (auto st = args.finish(); !st.ok()) return st.error();
-    cfg.actions.push_back(std::move(action).value());
+    TESSERA_ASSIGN_OR_RETURN(auto action, (*f)(args));
+    TESSERA_TRY(args.finish());
+    cfg.actions.push_back(std::move(action));
   }
   if (actionArgs.is_object())
     for (const auto& [name, v] : actionArgs.items())
@@ -87,9 +84,8 @@ api::Result<Config> build(const Registry& registry, const Json& root) {
     const Json& t = root["tiers"];
     if (!t.is_array()) return api::makeError("config.tiers: must be a list of lists of plugin names");
     for (size_t i = 0; i < t.size(); ++i) {
-      auto names = stringList(t[i], "config.tiers[" + std::to_string(i) + "]");
-      if (!names.ok()) return names.error();
-      tiers.push_back(*names);
+      TESSERA_ASSIGN_OR_RETURN(auto names, stringList(t[i], "config.tiers[" + std::to_string(i) + "]"));
+      tiers.push_back(std::move(names));
     }
   }
   std::vector<std::string> order;
@@ -117,14 +113,13 @@ api::Result<Config> build(const Registry& registry, const Json& root) {
     const Json* p = plugins.is_object() && plugins.contains(name) ? &plugins[name] : nullptr;
     Args args("config.plugins." + name, p);
     const bool enabled = args.getBool("enabled", true);
-    auto plugin = (*registry.plugin(name))(args);
-    if (!plugin.ok()) return plugin.error();
-    if (auto st = args.finish(); !st.ok()) return st.error();
-    if (enabled) cfg.plugins.push_back(std::move(plugin).value());
+    TESSERA_ASSIGN_OR_RETURN(auto plugin, (*registry.plugin(name))(args));
+    TESSERA_TRY(args.finish());
+    if (enabled) cfg.plugins.push_back(std::move(plugin));
   }
   cfg.tiers = std::move(tiers);
   for (const char* k : kTopLevelKeys) top.allow(k);
-  if (auto st = top.finish(); !st.ok()) return st.error();
+  TESSERA_TRY(top.finish());
   return cfg;
 }
 

@@ -225,8 +225,8 @@ struct NodeDomain {
 /// The subsets of nodes a job must be placed inside.
 struct JobDomains {
   std::vector<NodeDomain> domains;  ///< in the order to try them; empty: none can hold the job
-  /// Why the job cannot be placed (`domains` empty), or why levels it prefers were given up
-  /// ("" when nothing was).
+  /// Why the job cannot be placed when `domains` is empty; otherwise the plugin's word on a level
+  /// it could not use ("" when none).
   std::string reason;
 };
 /// The domains a job must be placed in; nullopt when the plugin does not constrain this job.
@@ -270,7 +270,7 @@ class Session {
   int findJob(const std::string& key) const;
   int findQueue(const std::string& name) const;
 
-  // ---- registration (from Plugin::onSessionOpen) ----
+  // ---- registration, from Plugin::onSessionOpen (session_plugins.cpp) ----
   void addJobOrderFn(const std::string& plugin, JobOrderFn fn);
   void addTaskOrderFn(const std::string& plugin, TaskOrderFn fn);
   void addQueueOrderFn(const std::string& plugin, QueueOrderFn fn);
@@ -289,7 +289,7 @@ class Session {
   void addCanReclaimFn(const std::string& plugin, JobCheckFn fn);
   void addVictimOrderFn(const std::string& plugin, VictimOrderFn fn);
 
-  // ---- queries over the registered callbacks ----
+  // ---- queries over the registered callbacks (session_plugins.cpp) ----
   /// Strict total orders: plugins first (tier order), then the session's unique tie-break.
   bool jobLess(const SessionJob& l, const SessionJob& r) const;
   bool taskLess(const SessionTask& l, const SessionTask& r) const;
@@ -301,13 +301,6 @@ class Session {
   bool predicate(const SessionTask& task, const SessionNode& node, std::string& reason) const;
   int64_t nodeScore(const SessionTask& task, const SessionNode& node) const;
   int64_t gpuScore(const SessionTask& task, const SessionNode& node, int gpuGroup) const;
-  /// Whether the task fits on the node's idle resources (`future`: idle + releasing - promised),
-  /// its GPU share included (a fractional task needs a group with room, or a whole GPU, per device).
-  bool fits(const SessionTask& task, const SessionNode& node, bool future) const;
-  /// Whether a fractional task finds its devices on the node (idle or future), ignoring cpu/memory.
-  bool gpuShareFits(const SessionTask& task, const SessionNode& node, bool future) const;
-  /// The node.gpuGroups indices a fractional task was given this session (empty otherwise).
-  const std::vector<int>& gpuGroupsOf(const SessionTask& task) const;
   bool preemptable(const SessionJob& claimant, const SessionTask& victim) const;
   bool reclaimable(const SessionJob& claimant, const SessionTask& victim) const;
   api::Status capacityCheck(const SessionJob& job, const api::Resources& request) const;
@@ -316,6 +309,8 @@ class Session {
   api::Status canReclaim(const SessionJob& job) const;
   /// Strict total order of victims: plugins first, then the newest pod, then the pod key.
   bool victimLess(const SessionTask& l, const SessionTask& r) const;
+  /// The domains a job must be placed in (first plugin that constrains it wins); nullopt = anywhere.
+  std::optional<JobDomains> jobDomains(const SessionJob& job) const;
 
   // ---- data plugins share within a session ----
   /// Time-aware fairness: each queue's recent usage per resource (gpu, cpu, memory) as a fraction
@@ -329,6 +324,14 @@ class Session {
   /// Per-queue figures for the timeline and Queue status (filled by the proportion plugin).
   void setQueueReports(std::vector<SessionResult::QueueReport> reports) { queueReports_ = std::move(reports); }
 
+  // ---- placement (placement.cpp; fits and GPU groups: session_gpu.cpp) ----
+  /// Whether the task fits on the node's idle resources (`future`: idle + releasing - promised),
+  /// its GPU share included (a fractional task needs a group with room, or a whole GPU, per device).
+  bool fits(const SessionTask& task, const SessionNode& node, bool future) const;
+  /// Whether a fractional task finds its devices on the node (idle or future), ignoring cpu/memory.
+  bool gpuShareFits(const SessionTask& task, const SessionNode& node, bool future) const;
+  /// The node.gpuGroups indices a fractional task was given this session (empty otherwise).
+  const std::vector<int>& gpuGroupsOf(const SessionTask& task) const;
   /// Finds the best node for `task`: nodes passing every predicate where the task fits on idle
   /// resources, best score first (ties: node name); else, when `allowPipeline`, on future idle
   /// (idle + releasing - promised). Fails with an aggregated reason.
@@ -339,8 +342,6 @@ class Session {
   Placement findPlacement(const SessionTask& task, bool allowPipeline);
   /// The full scan behind findPlacement, without caches (also gives the failure reasons).
   Placement scanPlacement(const SessionTask& task, bool allowPipeline) const;
-  /// The domains a job must be placed in (first plugin that constrains it wins); nullopt = anywhere.
-  std::optional<JobDomains> jobDomains(const SessionJob& job) const;
   /// Restricts findPlacement / scanPlacement to `domain` (null: every node). The domain must
   /// outlive the restriction. findPlacement keeps rankings per (placement key, domain name): a
   /// name stands for one set of nodes within a session.
@@ -356,6 +357,7 @@ class Session {
   /// The reason given when no node has enough GPUs free: "insufficient nvidia.com/gpu (N nodes)".
   const std::string& gpuShortageReason() const { return gpuShortage_; }
 
+  // ---- why jobs wait, and the decisions (session.cpp) ----
   /// Records why a job could not be (fully) placed this cycle (latest wins; empty clears it).
   /// Messages are interned: thousands of jobs failing for one reason share one string.
   void setUnschedulable(SessionJob& job, std::string_view reason);

@@ -267,9 +267,8 @@ api::Result<GpuTopology> parseGpuTopology(const std::string& nodeName, const std
 api::Result<std::optional<GpuTopology>> nodeGpuTopology(const api::Node& node) {
   const std::string* v = node.meta.annotation(kGpuTopologyAnnotation);
   if (!v) return std::optional<GpuTopology>{};
-  auto t = parseGpuTopology(node.meta.name, *v);
-  if (!t.ok()) return t.error();
-  return std::optional<GpuTopology>{std::move(t).value()};
+  TESSERA_ASSIGN_OR_RETURN(GpuTopology t, parseGpuTopology(node.meta.name, *v));
+  return std::optional<GpuTopology>{std::move(t)};
 }
 
 std::vector<std::vector<int>> nvlinkIslands(const GpuTopology& topology, const std::vector<int>& devices) {
