@@ -245,7 +245,8 @@ Placement Session::scanPlacement(const SessionTask& task, bool allowPipeline) co
   if (nodes_.empty()) p.reason = "no nodes available";
   for (size_t i = 0; i < sorted.size(); ++i) {
     if (i) p.reason += ", ";
-    p.reason += sorted[i].first + " (" + std::to_string(sorted[i].second) + (sorted[i].second == 1 ? " node)" : " nodes)");
+    p.reason +=
+        sorted[i].first + " (" + std::to_string(sorted[i].second) + (sorted[i].second == 1 ? " node)" : " nodes)");
   }
   return p;
 }

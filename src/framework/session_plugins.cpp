@@ -26,9 +26,7 @@ void Session::addPlacementKeyFn(const std::string& p, PlacementKeyFn fn) {
 }
 void Session::addJobDomainsFn(const std::string& p, JobDomainsFn fn) { jobDomains_.push_back({p, std::move(fn)}); }
 void Session::addCanReclaimFn(const std::string& p, JobCheckFn fn) { canReclaim_.push_back({p, std::move(fn)}); }
-void Session::addVictimOrderFn(const std::string& p, VictimOrderFn fn) {
-  victimOrder_.push_back({p, std::move(fn)});
-}
+void Session::addVictimOrderFn(const std::string& p, VictimOrderFn fn) { victimOrder_.push_back({p, std::move(fn)}); }
 void Session::addAllocateHandler(const std::string& p, TaskEventFn onAllocate, TaskEventFn onDeallocate) {
   if (onAllocate) onAllocate_.push_back({p, std::move(onAllocate)});
   if (onDeallocate) onDeallocate_.push_back({p, std::move(onDeallocate)});

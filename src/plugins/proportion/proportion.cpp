@@ -120,8 +120,8 @@ class State {
                                 fmt(r, q.allocated[r]) + " + " + fmt(r, req[r]) + " > limit " + fmt(r, q.limit[r]));
         if (!job.preemptible && q.deserved[r] >= 0 && q.allocatedNP[r] + req[r] > q.deserved[r])
           return api::makeError("NonPreemptibleOverQuota: queue " + ssn_.queues()[c].name + ": " + kResourceNames[r] +
-                                " non-preemptible " + fmt(r, q.allocatedNP[r]) + " + " + fmt(r, req[r]) +
-                                " > quota " + fmt(r, q.deserved[r]));
+                                " non-preemptible " + fmt(r, q.allocatedNP[r]) + " + " + fmt(r, req[r]) + " > quota " +
+                                fmt(r, q.deserved[r]));
       }
     }
     return api::Status::success();
@@ -137,9 +137,9 @@ class State {
     const QNode& q = q_[job.queue];
     for (int r = 0; r < kResources; ++r)
       if (req[r] > 0 && q.allocated[r] + req[r] > q.fairShare[r])
-        return api::makeError("queue " + ssn_.queues()[job.queue].name + " would exceed its fair share: " +
-                              kResourceNames[r] + " " + fmt(r, q.allocated[r]) + " + " + fmt(r, req[r]) + " > " +
-                              fmt(r, q.fairShare[r]));
+        return api::makeError("queue " + ssn_.queues()[job.queue].name +
+                              " would exceed its fair share: " + kResourceNames[r] + " " + fmt(r, q.allocated[r]) +
+                              " + " + fmt(r, req[r]) + " > " + fmt(r, q.fairShare[r]));
     return capacity(job, resourcesOf(req));
   }
 

@@ -179,7 +179,9 @@ TEST_CASE("topology: constraint errors name the PodGroup field", "[topology]") {
           gang("n", 1, 1, "{requiredTopologyLevel: rack}") +
           group("s", 1, "{topology: dc}", "[{name: a, minMember: 1, topologyConstraint: {requiredTopologyLevel: aisle}}]") +
           member("s", "s-0", 1, "", "a"));
-  auto invalid = [&](const char* j) { return tessera::testing::rejection(e.ssn->jobValid(e.job(j))).value_or("valid"); };
+  auto invalid = [&](const char* j) {
+    return tessera::testing::rejection(e.ssn->jobValid(e.job(j))).value_or("valid");
+  };
   CHECK(invalid("t") == "PodGroup t/t: spec.topologyConstraint.topology: Topology \"nope\" not found");
   CHECK(invalid("l") == "PodGroup t/l: spec.topologyConstraint.requiredTopologyLevel: \"row\" is not a level of "
                         "Topology dc (levels: zone, rack, kubernetes.io/hostname)");
