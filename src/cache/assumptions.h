@@ -17,8 +17,8 @@ namespace tessera::cache {
 struct PodReport {
   enum class Op { AssumeBound, AssumeBinding, BindingDone, BindingFailed, AssumeEvicted, EvictionFailed, Forget };
   Op op = Op::AssumeBound;
-  std::string podKey;  ///< "ns/name"
-  std::string node;    ///< AssumeBound, AssumeBinding: where the pod goes
+  std::string podKey;                  ///< "ns/name"
+  std::string node;                    ///< AssumeBound, AssumeBinding: where the pod goes
   std::vector<std::string> gpuGroups;  ///< AssumeBinding of a fractional pod: the groups it gets
   api::Time until;                     ///< BindingFailed: end of the pod's backoff
 };

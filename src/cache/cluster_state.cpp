@@ -28,7 +28,8 @@ const std::string* firstOf(const api::StringMap& m, std::initializer_list<const 
 }
 
 std::string jobKeyOf(const api::Pod& pod) {
-  if (const auto* pg = firstOf(pod.meta.annotations, {api::keys::kPodGroupAnnotation, api::keys::kPodGroupAnnotationVolcano}))
+  if (const auto* pg =
+          firstOf(pod.meta.annotations, {api::keys::kPodGroupAnnotation, api::keys::kPodGroupAnnotationVolcano}))
     return "PodGroup/" + pod.meta.namespace_ + "/" + *pg;
   if (const auto* pg = firstOf(pod.meta.labels, {api::keys::kPodGroupLabelSchedulerPlugins}))
     return "PodGroup/" + pod.meta.namespace_ + "/" + *pg;
@@ -130,7 +131,8 @@ void ClusterState::addGpuUse(NodeInfo& n, const PodEntry& e, TaskStatus st, int 
     });
 }
 
-void ClusterState::addToNode(const std::string& key, const api::Pod& pod, TaskStatus st, const std::string& node, bool ours) {
+void ClusterState::addToNode(const std::string& key, const api::Pod& pod, TaskStatus st, const std::string& node,
+                             bool ours) {
   NodeInfo& n = nodeEntry(node);
   n.used += pod.requests;
   if (!ours) n.foreignUsed += pod.requests;
@@ -140,7 +142,8 @@ void ClusterState::addToNode(const std::string& key, const api::Pod& pod, TaskSt
   n.usedPorts.insert(n.usedPorts.end(), pod.hostPorts.begin(), pod.hostPorts.end());
 }
 
-void ClusterState::removeFromNode(const std::string& key, const api::Pod& pod, TaskStatus st, const std::string& node, bool ours) {
+void ClusterState::removeFromNode(const std::string& key, const api::Pod& pod, TaskStatus st, const std::string& node,
+                                  bool ours) {
   NodeInfo& n = nodeEntry(node);
   n.used -= pod.requests;
   if (!ours) {
@@ -267,7 +270,7 @@ void ClusterState::removeTask(const std::string& jobKey, const std::string& podK
 }
 
 void ClusterState::addTask(const std::string& jobKey, const std::string& podKey, const PodEntry& e, TaskStatus st,
-             const std::string& node) {
+                           const std::string& node) {
   const std::shared_ptr<const api::Pod>& pod = e.pod;
   withJob(jobKey, [&](JobInfo& job) {
     TaskInfo t;
@@ -479,7 +482,8 @@ void ClusterState::onQueue(const WatchEvent& ev) {
 }
 
 template <class T, class Conv>
-void ClusterState::onSimple(Kind kind, const WatchEvent& ev, std::map<std::string, std::shared_ptr<const T>>& table, Conv conv) {
+void ClusterState::onSimple(Kind kind, const WatchEvent& ev, std::map<std::string, std::shared_ptr<const T>>& table,
+                            Conv conv) {
   auto meta = api::metaFromJson(ev.object);
   if (!meta.ok()) return;
   const std::string errKey = std::string(api::kindInfo(kind).name) + "/" + meta->key();
@@ -514,13 +518,20 @@ void ClusterState::apply(Kind kind, const WatchEvent& ev, std::optional<api::Res
 
 std::vector<std::string> ClusterState::heldKeys(Kind kind) const {
   std::vector<std::string> keys;
+  auto addHeld = [&keys](const auto& table, auto held) {
+    for (const auto& [k, v] : table)
+      if (held(v)) keys.push_back(k);
+  };
+  auto any = [](const auto&) { return true; };
+  // A NodeInfo kept only for the pods still bound to a deleted node, or a QueueInfo only for the
+  // totals of an undeclared queue, stands for no object of the cluster.
   switch (kind) {
-    case Kind::Pod: for (const auto& [k, e] : pods_) keys.push_back(k); break;
-    case Kind::Node: for (const auto& [k, n] : nodes_) if (n->node) keys.push_back(k); break;
-    case Kind::PodGroup: for (const auto& [k, pg] : podGroups_) keys.push_back(k); break;
-    case Kind::Queue: for (const auto& [k, q] : queues_) if (q->queue) keys.push_back(k); break;
-    case Kind::PriorityClass: for (const auto& [k, pc] : priorityClasses_) keys.push_back(k); break;
-    case Kind::Topology: for (const auto& [k, t] : topologies_) keys.push_back(k); break;
+    case Kind::Pod: addHeld(pods_, any); break;
+    case Kind::Node: addHeld(nodes_, [](const auto& n) { return n->node != nullptr; }); break;
+    case Kind::PodGroup: addHeld(podGroups_, any); break;
+    case Kind::Queue: addHeld(queues_, [](const auto& q) { return q->queue != nullptr; }); break;
+    case Kind::PriorityClass: addHeld(priorityClasses_, any); break;
+    case Kind::Topology: addHeld(topologies_, any); break;
     default: break;
   }
   // Objects that failed conversion are only in `errors_`.

@@ -125,8 +125,7 @@ class ClusterState {
   void withGpuGroup(NodeInfo& n, const std::string& id, Fn&& fn);
   void addGpuUse(NodeInfo& n, const PodEntry& e, TaskStatus st, int sign);
   void addToNode(const std::string& key, const api::Pod& pod, TaskStatus st, const std::string& node, bool ours);
-  void removeFromNode(const std::string& key, const api::Pod& pod, TaskStatus st, const std::string& node,
-                      bool ours);
+  void removeFromNode(const std::string& key, const api::Pod& pod, TaskStatus st, const std::string& node, bool ours);
   void removeJobFromQueue(const JobInfo& job);
   void addJobToQueue(const JobInfo& job);
   void deriveJob(JobInfo& job) const;

@@ -21,8 +21,8 @@ namespace tessera::cache {
 struct InboxItem {
   enum class Op { Event, Replace, Report };
   Op op = Op::Event;
-  api::Kind kind = api::Kind::Pod;  ///< Event, Replace
-  WatchEvent event;                 ///< Event
+  api::Kind kind = api::Kind::Pod;                   ///< Event, Replace
+  WatchEvent event;                                  ///< Event
   std::shared_ptr<const std::vector<Json>> replace;  ///< Replace: every object of `kind` listed
   /// Event of a pod: its object already converted on the watch's thread (the costly part of
   /// applying it), so the scheduling thread's snapshot() only files it.

@@ -19,8 +19,9 @@ const char* toString(TaskStatus s) {
 }
 
 const NodeInfo* Snapshot::findNode(const std::string& name) const {
-  auto it = std::lower_bound(nodes.begin(), nodes.end(), name,
-                             [](const std::shared_ptr<const NodeInfo>& n, const std::string& k) { return n->name < k; });
+  auto it =
+      std::lower_bound(nodes.begin(), nodes.end(), name,
+                       [](const std::shared_ptr<const NodeInfo>& n, const std::string& k) { return n->name < k; });
   return it != nodes.end() && (*it)->name == name ? it->get() : nullptr;
 }
 
@@ -49,7 +50,8 @@ int64_t gpuUnitsOn(const api::PodGpuSpec& spec, const NodeInfo& node) {
 
 int64_t gpuChargeMilli(const api::PodGpuSpec& spec, int64_t gpuMemoryMiB) {
   int64_t each = spec.fractionMilli;
-  if (spec.memoryMiB > 0) each = gpuMemoryMiB > 0 ? std::min<int64_t>(1000, (spec.memoryMiB * 1000 + gpuMemoryMiB - 1) / gpuMemoryMiB) : 1000;
+  if (spec.memoryMiB > 0)
+    each = gpuMemoryMiB > 0 ? std::min<int64_t>(1000, (spec.memoryMiB * 1000 + gpuMemoryMiB - 1) / gpuMemoryMiB) : 1000;
   return each * spec.numDevices;
 }
 
