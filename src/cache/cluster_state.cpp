@@ -379,6 +379,8 @@ void ClusterState::refreshPod(const std::string& key) {
   upsertPod(std::move(pod));
 }
 
+// ---- watch events ----
+
 void ClusterState::onPod(const WatchEvent& ev, std::optional<api::Result<api::Pod>>* converted) {
   if (ev.type == WatchEventType::Deleted) {
     auto meta = api::metaFromJson(ev.object);
