@@ -38,9 +38,4 @@ void validateSnapshot(Snapshot& s) {
       if (auto p = api::validateNode(*n->node)) s.invalid.emplace(p->ref(), std::move(*p));  // keeps a conversion error
 }
 
-const api::Problem* Snapshot::findInvalid(const std::string& ref) const {
-  auto it = invalid.find(ref);
-  return it == invalid.end() ? nullptr : &it->second;
-}
-
 }  // namespace tessera::cache

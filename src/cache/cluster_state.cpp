@@ -1,0 +1,579 @@
+#include "cluster_state.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "tessera/api/convert.h"
+
+namespace tessera::cache {
+
+using api::Kind;
+
+namespace {
+
+/// Copy-on-write: the cache owns entries through shared_ptr<T>; a published snapshot shares them as
+/// shared_ptr<const T>. Before a mutation, an entry still referenced by a snapshot is cloned.
+template <class T>
+T& mutableEntry(std::shared_ptr<T>& p) {
+  if (p.use_count() > 1) p = std::make_shared<T>(*p);
+  return *p;
+}
+
+const std::string* firstOf(const api::StringMap& m, std::initializer_list<const char*> keys) {
+  for (const char* k : keys) {
+    auto it = m.find(k);
+    if (it != m.end() && !it->second.empty()) return &it->second;
+  }
+  return nullptr;
+}
+
+std::string jobKeyOf(const api::Pod& pod) {
+  if (const auto* pg =
+          firstOf(pod.meta.annotations, {api::keys::kPodGroupAnnotation, api::keys::kPodGroupAnnotationVolcano}))
+    return "PodGroup/" + pod.meta.namespace_ + "/" + *pg;
+  if (const auto* pg = firstOf(pod.meta.labels, {api::keys::kPodGroupLabelSchedulerPlugins}))
+    return "PodGroup/" + pod.meta.namespace_ + "/" + *pg;
+  return "Pod/" + pod.meta.namespace_ + "/" + pod.meta.name;
+}
+
+int32_t parseTaskPriority(const api::Pod& pod) {
+  const auto* v = firstOf(pod.meta.labels, {api::keys::kTaskPriorityLabel, api::keys::kTaskPriorityLabelKai});
+  if (!v) return 0;
+  try {
+    size_t pos = 0;
+    long long x = std::stoll(*v, &pos);
+    if (pos != v->size()) return 0;
+    return static_cast<int32_t>(std::clamp<long long>(x, INT32_MIN, INT32_MAX));
+  } catch (...) {
+    return 0;
+  }
+}
+
+/// The GPU a group holds by itself: one, while fractional pods use it and no reservation pod does.
+int64_t groupHold(const GpuGroupInfo& g) { return !g.reserved && g.pods > 0 ? 1000 : 0; }
+
+}  // namespace
+
+ClusterState::ClusterState(const api::Clock& clock, std::string schedulerName)
+    : clock_(clock), schedulerName_(std::move(schedulerName)) {}
+
+// ---- status of a pod as the scheduler sees it ----
+TaskStatus ClusterState::statusOf(const std::string& key, const api::Pod& pod, std::string& node) const {
+  node = pod.nodeName;
+  if (pod.phase == api::PodPhase::Succeeded) return TaskStatus::Succeeded;
+  if (pod.phase == api::PodPhase::Failed) return TaskStatus::Failed;
+  if (node.empty()) {
+    const AssumedBind* a = assumptions_.bound(key);
+    if (!a) return TaskStatus::Pending;
+    node = a->node;
+    return TaskStatus::Bound;
+  }
+  if (pod.terminating() || assumptions_.evicting(key)) return TaskStatus::Releasing;
+  return pod.phase == api::PodPhase::Running ? TaskStatus::Running : TaskStatus::Bound;
+}
+
+NodeInfo& ClusterState::nodeEntry(const std::string& name) {
+  dirtyNodes_.insert(name);
+  auto& p = nodes_[name];
+  if (!p) {
+    p = std::make_shared<NodeInfo>();
+    p->name = name;
+  }
+  return mutableEntry(p);
+}
+
+QueueInfo& ClusterState::queueEntry(const std::string& name) {
+  auto& p = queues_[name];
+  if (!p) {
+    p = std::make_shared<QueueInfo>();
+    p->name = name;
+  }
+  return mutableEntry(p);
+}
+
+// ---- node accounting ----
+
+/// Runs `fn` on the node's group `id` (created on demand), keeping the node's GPU use exact;
+/// an unused, unreserved group is dropped.
+template <class Fn>
+void ClusterState::withGpuGroup(NodeInfo& n, const std::string& id, Fn&& fn) {
+  auto it = std::lower_bound(n.gpuGroups.begin(), n.gpuGroups.end(), id,
+                             [](const GpuGroupInfo& g, const std::string& k) { return g.id < k; });
+  if (it == n.gpuGroups.end() || it->id != id) {
+    it = n.gpuGroups.insert(it, GpuGroupInfo{});
+    it->id = id;
+  }
+  const int64_t before = groupHold(*it);
+  fn(*it);
+  n.used.milliGpu += groupHold(*it) - before;
+  if (!it->reserved && it->pods <= 0) n.gpuGroups.erase(it);
+}
+
+void ClusterState::addGpuUse(NodeInfo& n, const PodEntry& e, TaskStatus st, int sign) {
+  for (const auto& id : e.gpuGroups)
+    withGpuGroup(n, id, [&](GpuGroupInfo& g) {
+      g.used += sign * e.gpuUnits;
+      if (st == TaskStatus::Releasing) g.releasing += sign * e.gpuUnits;
+      g.pods += sign;
+    });
+  if (!e.reservationGroup.empty())
+    withGpuGroup(n, e.reservationGroup, [&](GpuGroupInfo& g) {
+      if (sign > 0) {
+        g.reserved = true;
+        g.reservationPod = e.pod->meta.key();
+        const std::string* uuid = e.pod->meta.annotation(api::keys::kGpuUuidAnnotation);
+        g.uuid = uuid ? *uuid : std::string();
+      } else if (g.reservationPod == e.pod->meta.key()) {
+        g.reserved = false;
+        g.reservationPod.clear();
+        g.uuid.clear();
+      }
+    });
+}
+
+void ClusterState::addToNode(const std::string& key, const api::Pod& pod, TaskStatus st, const std::string& node,
+                             bool ours) {
+  NodeInfo& n = nodeEntry(node);
+  n.used += pod.requests;
+  if (!ours) n.foreignUsed += pod.requests;
+  if (st == TaskStatus::Releasing) n.releasing += pod.requests;
+  n.podCount++;
+  n.pods.insert(std::upper_bound(n.pods.begin(), n.pods.end(), key), key);
+  n.usedPorts.insert(n.usedPorts.end(), pod.hostPorts.begin(), pod.hostPorts.end());
+}
+
+void ClusterState::removeFromNode(const std::string& key, const api::Pod& pod, TaskStatus st, const std::string& node,
+                                  bool ours) {
+  NodeInfo& n = nodeEntry(node);
+  n.used -= pod.requests;
+  if (!ours) {
+    n.foreignUsed -= pod.requests;
+    n.foreignUsed.normalize();
+  }
+  if (st == TaskStatus::Releasing) n.releasing -= pod.requests;
+  n.used.normalize();
+  n.releasing.normalize();
+  n.podCount--;
+  auto it = std::lower_bound(n.pods.begin(), n.pods.end(), key);
+  if (it != n.pods.end() && *it == key) n.pods.erase(it);
+  for (const auto& hp : pod.hostPorts) {
+    auto pit = std::find_if(n.usedPorts.begin(), n.usedPorts.end(), [&](const api::HostPort& u) {
+      return u.port == hp.port && u.protocol == hp.protocol && u.hostIP == hp.hostIP;
+    });
+    if (pit != n.usedPorts.end()) n.usedPorts.erase(pit);
+  }
+  if (!n.node && n.podCount == 0) nodes_.erase(node);
+}
+
+// ---- job accounting ----
+/// Takes the job's queue contribution back before a change; see addJobToQueue.
+void ClusterState::removeJobFromQueue(const JobInfo& job) {
+  if (job.allocated.isZero()) return;
+  QueueInfo& q = queueEntry(job.queue);
+  q.allocated -= job.allocated;
+  q.allocated.normalize();
+  if (!q.queue && q.allocated.isZero()) queues_.erase(job.queue);  // an undeclared queue nothing uses
+}
+void ClusterState::addJobToQueue(const JobInfo& job) {
+  if (job.allocated.isZero()) return;
+  queueEntry(job.queue).allocated += job.allocated;
+}
+
+/// Re-derives what a job takes from its PodGroup and pods (queue, priority, minMember, age).
+void ClusterState::deriveJob(JobInfo& job) const {
+  job.podGroup.reset();
+  job.podGroupMissing = false;
+  const api::Pod* first = job.tasks.empty() ? nullptr : job.tasks.front().pod.get();
+  if (!job.isSingleton()) {
+    auto it = podGroups_.find(job.namespace_ + "/" + job.name);
+    if (it != podGroups_.end()) job.podGroup = it->second;
+    else job.podGroupMissing = true;
+  }
+  const api::PodGroup* pg = job.podGroup.get();
+  if (pg) {
+    job.uid = pg->meta.uid;
+    job.creationTime = pg->meta.creationTimestamp;
+    job.minMember = pg->minMember;
+    job.preemptibility = pg->preemptibility;
+    job.priorityClassName = pg->priorityClassName;
+  } else {
+    job.minMember = job.isSingleton() ? 1 : static_cast<int32_t>(job.tasks.size());
+    job.preemptibility = api::Preemptibility::Unset;
+    job.priorityClassName.clear();
+    job.uid = first ? first->meta.uid : std::string();
+    job.creationTime = api::Time{INT64_MAX};
+    for (const auto& t : job.tasks) job.creationTime = std::min(job.creationTime, t.pod->meta.creationTimestamp);
+  }
+  if (job.priorityClassName.empty() && first) job.priorityClassName = first->priorityClassName;
+  job.podPriority = first ? first->priority : std::nullopt;
+  // Queue: label on the PodGroup or pod, else the PodGroup's spec.queue, else "default".
+  const std::string* q = nullptr;
+  if (pg) q = firstOf(pg->meta.labels, {api::keys::kQueueLabel, api::keys::kQueueLabelKai});
+  if (!q && first) q = firstOf(first->meta.labels, {api::keys::kQueueLabel, api::keys::kQueueLabelKai});
+  if (!q && pg && !pg->queue.empty()) q = &pg->queue;
+  job.queue = q ? *q : api::keys::kDefaultQueue;
+}
+
+/// Runs `fn` on a mutable copy of the job, keeping queue totals and derived fields exact.
+template <class Fn>
+void ClusterState::withJob(const std::string& key, Fn&& fn) {
+  dirtyJobs_.insert(key);
+  auto& p = jobs_[key];
+  if (!p) {
+    p = std::make_shared<JobInfo>();
+    p->key = key;
+    // "PodGroup/ns/name" or "Pod/ns/name"
+    auto a = key.find('/');
+    auto b = key.find('/', a + 1);
+    p->namespace_ = key.substr(a + 1, b - a - 1);
+    p->name = key.substr(b + 1);
+  }
+  removeJobFromQueue(*p);
+  JobInfo& job = mutableEntry(p);
+  fn(job);
+  deriveJob(job);
+  if (job.tasks.empty()) {
+    jobs_.erase(key);
+    return;
+  }
+  addJobToQueue(job);
+}
+
+void ClusterState::countTask(JobInfo& job, const TaskInfo& t, int sign) {
+  switch (t.status) {
+    case TaskStatus::Pending: job.pendingCount += sign; break;
+    case TaskStatus::Succeeded: job.succeededCount += sign; break;
+    case TaskStatus::Failed: job.failedCount += sign; break;
+    default: job.allocatedCount += sign; break;
+  }
+  auto add = [&](api::Resources& total) {
+    if (sign > 0) {
+      total += t.request;
+    } else {
+      total -= t.request;
+      total.normalize();
+    }
+  };
+  if (holdsResources(t.status)) add(job.allocated);
+  if (t.status == TaskStatus::Releasing) add(job.releasing);
+  if (t.status == TaskStatus::Pending) add(job.pendingRequest);
+}
+
+void ClusterState::removeTask(const std::string& jobKey, const std::string& podKey) {
+  withJob(jobKey, [&](JobInfo& job) {
+    auto it = std::lower_bound(job.tasks.begin(), job.tasks.end(), podKey,
+                               [](const TaskInfo& t, const std::string& k) { return t.key < k; });
+    if (it == job.tasks.end() || it->key != podKey) return;
+    countTask(job, *it, -1);
+    job.tasks.erase(it);
+  });
+}
+
+void ClusterState::addTask(const std::string& jobKey, const std::string& podKey, const PodEntry& e, TaskStatus st,
+                           const std::string& node) {
+  const std::shared_ptr<const api::Pod>& pod = e.pod;
+  withJob(jobKey, [&](JobInfo& job) {
+    TaskInfo t;
+    t.pod = pod;
+    t.key = podKey;
+    t.uid = pod->meta.uid;
+    t.status = st;
+    t.nodeName = holdsResources(st) ? node : std::string();
+    t.request = pod->requests;
+    t.nodeRequest = pod->requests;
+    t.gpuSpec = e.gpuSpec;
+    t.gpuSpecError = e.gpuSpecError;
+    if (e.gpuSpec && e.gpuSpec->shared()) {
+      // Queues are charged the fraction (milli-GPU), or the memory as a portion of the GPUs of the
+      // node it is on (pending: of the largest GPUs seen).
+      int64_t mem = maxGpuMemoryMiB_;
+      if (holdsResources(st))
+        if (auto nit = nodes_.find(node); nit != nodes_.end()) mem = nit->second->gpuMemoryMiB;
+      t.request.milliGpu = gpuChargeMilli(*e.gpuSpec, mem);
+      t.gpuGroups = e.gpuGroups;
+    }
+    t.taskPriority = parseTaskPriority(*pod);
+    if (const auto* sg = firstOf(pod->meta.labels, {api::keys::kSubGroupLabel, api::keys::kSubGroupLabelKai}))
+      t.subGroup = *sg;
+    t.assumed = pod->nodeName.empty() && st == TaskStatus::Bound;
+    countTask(job, t, +1);
+    auto it = std::lower_bound(job.tasks.begin(), job.tasks.end(), podKey,
+                               [](const TaskInfo& x, const std::string& k) { return x.key < k; });
+    job.tasks.insert(it, std::move(t));
+  });
+}
+
+// ---- pods ----
+void ClusterState::removePod(const std::string& key) {
+  auto it = pods_.find(key);
+  if (it == pods_.end()) return;
+  PodEntry e = std::move(it->second);
+  pods_.erase(it);
+  if (holdsResources(e.status)) {
+    auto nit = nodes_.find(e.node);
+    if (nit != nodes_.end()) addGpuUse(mutableEntry(nit->second), e, e.status, -1), dirtyNodes_.insert(e.node);
+    removeFromNode(key, *e.pod, e.status, e.node, e.ours || e.reservation);
+  }
+  if (!e.jobKey.empty()) removeTask(e.jobKey, key);
+}
+
+void ClusterState::upsertPod(std::shared_ptr<const api::Pod> pod) {
+  const std::string key = pod->meta.key();
+  removePod(key);
+  PodEntry e;
+  e.pod = std::move(pod);
+  e.ours = e.pod->schedulerName == schedulerName_;
+  e.status = statusOf(key, *e.pod, e.node);
+  if (!e.ours && !holdsResources(e.status)) return;  // another scheduler's concern
+  if (e.ours && e.status == TaskStatus::Pending && assumptions_.backingOff(key, clock_)) {
+    pods_.emplace(key, std::move(e));  // kept, but in no job until its backoff ends
+    return;
+  }
+  if (e.ours) parseGpu(e);
+  // A GPU reservation pod (the binder's, one per GPU group) is ours in spirit: its GPU is shared
+  // by our fractional pods, so it is not foreign use.
+  if (e.pod->meta.namespace_ == api::keys::kReservationNamespace)
+    if (const std::string* g = e.pod->meta.label(api::keys::kGpuGroupLabel); g && !g->empty()) {
+      e.reservation = true;
+      if (!e.pod->terminating()) e.reservationGroup = *g;
+    }
+  if (holdsResources(e.status)) {
+    addToNode(key, *e.pod, e.status, e.node, e.ours || e.reservation);
+    NodeInfo& n = nodeEntry(e.node);
+    if (e.gpuSpec && e.gpuSpec->shared()) {
+      // Bound by us and not confirmed yet: the bind's groups (the pod's labels may be missing, or
+      // stale from an earlier failed attempt); else the groups its labels name.
+      const AssumedBind* a = e.pod->nodeName.empty() ? assumptions_.bound(key) : nullptr;
+      e.gpuGroups = a && !a->gpuGroups.empty() ? a->gpuGroups : gpuGroupsOf(e.pod->meta);
+      e.gpuUnits = gpuUnitsOn(*e.gpuSpec, n);
+    }
+    addGpuUse(n, e, e.status, +1);
+  }
+  if (e.ours) {
+    e.jobKey = jobKeyOf(*e.pod);
+    addTask(e.jobKey, key, e, e.status, e.node);
+  }
+  pods_.emplace(key, std::move(e));
+}
+
+/// Parses the pod's GPU annotations once per pod version.
+void ClusterState::parseGpu(PodEntry& e) const {
+  const auto& ann = e.pod->meta.annotations;
+  if (ann.empty()) return;
+  auto spec = api::parsePodGpuSpec(ann, e.pod->requests);
+  if (!spec.ok()) {
+    e.gpuSpecError = "Pod " + e.pod->meta.key() + ": " + spec.error().message;
+    return;
+  }
+  const api::PodGpuSpec& g = *spec;
+  if (g.shared() || g.filtersGpuTypes() || g.gpuPolicy != api::GpuPolicy::Unset ||
+      g.nodePolicy != api::GpuPolicy::Unset || g.isolation != api::Isolation::Unset)
+    e.gpuSpec = std::make_shared<const api::PodGpuSpec>(std::move(spec).value());
+}
+
+/// Re-evaluates a pod after an assumption about it changed.
+void ClusterState::refreshPod(const std::string& key) {
+  auto it = pods_.find(key);
+  if (it == pods_.end()) return;
+  auto pod = it->second.pod;
+  upsertPod(std::move(pod));
+}
+
+// ---- watch events ----
+
+void ClusterState::onPod(const WatchEvent& ev, std::optional<api::Result<api::Pod>>* converted) {
+  if (ev.type == WatchEventType::Deleted) {
+    auto meta = api::metaFromJson(ev.object);
+    if (!meta.ok()) return;
+    const std::string key = meta->key();
+    assumptions_.podDeleted(key);
+    errors_.erase("Pod/" + key);
+    removePod(key);
+    return;
+  }
+  auto pod = converted && *converted ? std::move(**converted) : api::podFromJson(ev.object);
+  if (!pod.ok()) {
+    recordError(Kind::Pod, ev.object, pod.error().message);
+    return;  // keep the last good state of the pod, if any
+  }
+  const std::string key = pod->meta.key();
+  errors_.erase("Pod/" + key);
+  if (!pod->nodeName.empty()) assumptions_.podBound(key);  // the watch confirmed (or overrode) our bind
+  if (pod->terminating() || pod->terminated()) assumptions_.podReleasing(key);
+  upsertPod(std::make_shared<const api::Pod>(std::move(pod).value()));
+}
+
+void ClusterState::recordError(Kind kind, const Json& obj, const std::string& message) {
+  auto meta = api::metaFromJson(obj);
+  ConversionError e{kind, meta.ok() ? meta->namespace_ : "", meta.ok() ? meta->name : "", message};
+  errors_[std::string(api::kindInfo(kind).name) + "/" + (e.namespace_.empty() ? "" : e.namespace_ + "/") + e.name] = e;
+}
+
+void ClusterState::onNode(const WatchEvent& ev) {
+  if (ev.type == WatchEventType::Deleted) {
+    auto meta = api::metaFromJson(ev.object);
+    if (!meta.ok()) return;
+    errors_.erase("Node/" + meta->name);
+    auto it = nodes_.find(meta->name);
+    if (it == nodes_.end()) return;
+    dirtyNodes_.insert(meta->name);
+    NodeInfo& n = mutableEntry(it->second);
+    n.node.reset();
+    if (n.podCount == 0) nodes_.erase(it);
+    return;
+  }
+  auto node = api::nodeFromJson(ev.object);
+  if (!node.ok()) {
+    recordError(Kind::Node, ev.object, node.error().message);
+    return;
+  }
+  errors_.erase("Node/" + node->meta.name);
+  NodeInfo& n = nodeEntry(node->meta.name);
+  n.allocatable = node->allocatable;
+  n.gpuMemoryMiB = 0;
+  n.gpuLabelError.clear();
+  auto mem = api::nodeGpuMemoryMiB(*node);
+  if (!mem.ok()) n.gpuLabelError = mem.error().message;
+  else if (*mem) n.gpuMemoryMiB = **mem, maxGpuMemoryMiB_ = std::max(maxGpuMemoryMiB_, **mem);
+  n.node = std::make_shared<const api::Node>(std::move(node).value());
+}
+
+/// Re-derives every job of a PodGroup after the PodGroup changed.
+void ClusterState::refreshPodGroupJob(const std::string& nsName) {
+  const std::string key = "PodGroup/" + nsName;
+  if (jobs_.count(key)) withJob(key, [](JobInfo&) {});
+}
+
+void ClusterState::onPodGroup(const WatchEvent& ev) {
+  auto meta = api::metaFromJson(ev.object);
+  if (!meta.ok()) return;
+  const std::string k = meta->key();
+  if (ev.type == WatchEventType::Deleted) {
+    podGroups_.erase(k);
+    errors_.erase("PodGroup/" + k);
+  } else {
+    auto pg = api::podGroupFromJson(ev.object);
+    if (!pg.ok()) {
+      recordError(Kind::PodGroup, ev.object, pg.error().message);
+      return;
+    }
+    errors_.erase("PodGroup/" + k);
+    podGroups_[k] = std::make_shared<const api::PodGroup>(std::move(pg).value());
+  }
+  refreshPodGroupJob(k);
+}
+
+void ClusterState::onQueue(const WatchEvent& ev) {
+  auto meta = api::metaFromJson(ev.object);
+  if (!meta.ok()) return;
+  if (ev.type == WatchEventType::Deleted) {
+    errors_.erase("Queue/" + meta->name);
+    auto it = queues_.find(meta->name);
+    if (it == queues_.end()) return;
+    mutableEntry(it->second).queue.reset();
+    if (it->second->allocated.isZero()) queues_.erase(it);
+    return;
+  }
+  auto q = api::queueFromJson(ev.object);
+  if (!q.ok()) {
+    recordError(Kind::Queue, ev.object, q.error().message);
+    return;
+  }
+  errors_.erase("Queue/" + meta->name);
+  queueEntry(meta->name).queue = std::make_shared<const api::Queue>(std::move(q).value());
+}
+
+template <class T, class Conv>
+void ClusterState::onSimple(Kind kind, const WatchEvent& ev, std::map<std::string, std::shared_ptr<const T>>& table,
+                            Conv conv) {
+  auto meta = api::metaFromJson(ev.object);
+  if (!meta.ok()) return;
+  const std::string errKey = std::string(api::kindInfo(kind).name) + "/" + meta->key();
+  if (ev.type == WatchEventType::Deleted) {
+    table.erase(meta->key());
+    errors_.erase(errKey);
+    return;
+  }
+  auto v = conv(ev.object);
+  if (!v.ok()) {
+    recordError(kind, ev.object, v.error().message);
+    return;
+  }
+  errors_.erase(errKey);
+  table[meta->key()] = std::make_shared<const T>(std::move(v).value());
+}
+
+void ClusterState::apply(Kind kind, const WatchEvent& ev, std::optional<api::Result<api::Pod>>* converted) {
+  if (ev.type == WatchEventType::Bookmark || ev.type == WatchEventType::Error) return;
+  switch (kind) {
+    case Kind::Pod: onPod(ev, converted); break;
+    case Kind::Node: onNode(ev); break;
+    case Kind::PodGroup: onPodGroup(ev); break;
+    case Kind::Queue: onQueue(ev); break;
+    case Kind::PriorityClass: onSimple(kind, ev, priorityClasses_, api::priorityClassFromJson); break;
+    case Kind::Topology: onSimple(kind, ev, topologies_, api::topologyFromJson); break;
+    default: break;
+  }
+}
+
+// ---- relists ----
+
+std::vector<std::string> ClusterState::heldKeys(Kind kind) const {
+  std::vector<std::string> keys;
+  auto addHeld = [&keys](const auto& table, auto held) {
+    for (const auto& [k, v] : table)
+      if (held(v)) keys.push_back(k);
+  };
+  auto any = [](const auto&) { return true; };
+  // A NodeInfo kept only for the pods still bound to a deleted node, or a QueueInfo only for the
+  // totals of an undeclared queue, stands for no object of the cluster.
+  switch (kind) {
+    case Kind::Pod: addHeld(pods_, any); break;
+    case Kind::Node: addHeld(nodes_, [](const auto& n) { return n->node != nullptr; }); break;
+    case Kind::PodGroup: addHeld(podGroups_, any); break;
+    case Kind::Queue: addHeld(queues_, [](const auto& q) { return q->queue != nullptr; }); break;
+    case Kind::PriorityClass: addHeld(priorityClasses_, any); break;
+    case Kind::Topology: addHeld(topologies_, any); break;
+    default: break;
+  }
+  // Objects that failed conversion are only in `errors_`.
+  const std::string prefix = std::string(api::kindInfo(kind).name) + "/";
+  for (const auto& [k, e] : errors_)
+    if (k.rfind(prefix, 0) == 0) keys.push_back(k.substr(prefix.size()));
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  return keys;
+}
+
+void ClusterState::remove(Kind kind, const std::string& key) {
+  auto slash = key.find('/');
+  Json meta = slash == std::string::npos ? Json{{"name", key}}
+                                         : Json{{"namespace", key.substr(0, slash)}, {"name", key.substr(slash + 1)}};
+  apply(kind, WatchEvent{WatchEventType::Deleted, Json{{"metadata", std::move(meta)}}});
+  // The event's handler forgets the error too, unless the key does not read back as metadata.
+  errors_.erase(std::string(api::kindInfo(kind).name) + "/" + key);
+}
+
+// ---- views ----
+
+const api::Pod* ClusterState::findPod(const std::string& key) const {
+  auto it = pods_.find(key);
+  return it == pods_.end() ? nullptr : it->second.pod.get();
+}
+
+const NodeInfo* ClusterState::findNode(const std::string& name) const {
+  auto it = nodes_.find(name);
+  return it == nodes_.end() ? nullptr : it->second.get();
+}
+
+const JobInfo* ClusterState::findJob(const std::string& key) const {
+  auto it = jobs_.find(key);
+  return it == jobs_.end() ? nullptr : it->second.get();
+}
+
+const QueueInfo* ClusterState::findQueue(const std::string& name) const {
+  auto it = queues_.find(name);
+  return it == queues_.end() ? nullptr : it->second.get();
+}
+
+}  // namespace tessera::cache

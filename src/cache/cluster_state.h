@@ -1,0 +1,156 @@
+#pragma once
+// The cluster as the cache knows it, without threads: the objects of every watched kind, the
+// accounting derived from them (node use and GPU groups, jobs and their totals, queue totals), the
+// assumptions about pods, and what changed since the last snapshot. Private to the cache library.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "assumptions.h"
+#include "tessera/api/clock.h"
+#include "tessera/api/gpu_request.h"
+#include "tessera/api/kinds.h"
+#include "tessera/api/objects.h"
+#include "tessera/api/result.h"
+#include "tessera/cache/cluster_client.h"
+#include "tessera/cache/snapshot.h"
+
+namespace tessera::cache {
+
+/// Per-pod bookkeeping: where its contributions went, so they can be taken back exactly.
+struct PodEntry {
+  std::shared_ptr<const api::Pod> pod;
+  bool ours = false;
+  TaskStatus status = TaskStatus::Pending;
+  std::string node;    ///< node it is accounted on (holds resources)
+  std::string jobKey;  ///< empty when not ours
+  // GPU sharing: what the pod contributed to its node's GPU groups, taken back exactly.
+  std::shared_ptr<const api::PodGpuSpec> gpuSpec;
+  std::string gpuSpecError;
+  std::vector<std::string> gpuGroups;  ///< groups a fractional pod holds
+  int64_t gpuUnits = 0;                ///< units per group
+  std::string reservationGroup;        ///< set for a live GPU reservation pod
+  bool reservation = false;            ///< a GPU reservation pod (live or terminating)
+};
+
+/// Applies watch events to maps of NodeInfo / JobInfo / QueueInfo, keeping their totals exact
+/// incrementally (each change takes a pod's old contribution back and adds the new one).
+///
+/// Thread-safety: none, by design. One owner at a time: the Cache's start() (before any
+/// snapshot), then the scheduling thread inside Cache::snapshot(); tests drive it directly.
+///
+/// Copy on write: entries are held through shared_ptr and shared with published snapshots; an
+/// entry still referenced by one is cloned before it changes, so a snapshot never changes.
+class ClusterState {
+ public:
+  using Nodes = std::map<std::string, std::shared_ptr<NodeInfo>>;
+  using Jobs = std::map<std::string, std::shared_ptr<JobInfo>>;
+  using Queues = std::map<std::string, std::shared_ptr<QueueInfo>>;
+
+  /// `clock` (borrowed, must outlive this) ends bind backoffs; pods whose spec.schedulerName is
+  /// `schedulerName` are ours (in jobs), others only count as node use.
+  ClusterState(const api::Clock& clock, std::string schedulerName);
+
+  // ---- changes ----
+
+  /// Applies one watch event of `kind`; Bookmark and Error events are ignored. An object that fails
+  /// conversion is recorded in conversionErrors() and its last good version (if any) kept.
+  /// `converted`: a pod event's object, already converted (it is moved from); null to convert here.
+  void apply(api::Kind kind, const WatchEvent& event, std::optional<api::Result<api::Pod>>* converted = nullptr);
+  /// Keys ("ns/name", or "name" when cluster-scoped) of every object of `kind` held, failed
+  /// conversions included; sorted, unique. What a relist reconciles against.
+  std::vector<std::string> heldKeys(api::Kind kind) const;
+  /// Deletes the object `key` of `kind` as a Deleted watch event would, and its conversion error.
+  void remove(api::Kind kind, const std::string& key);
+
+  /// The assumptions consulted for every pod. After changing them, refreshPod() the pod.
+  Assumptions& assumptions() { return assumptions_; }
+  const Assumptions& assumptions() const { return assumptions_; }
+  /// Re-evaluates a pod after an assumption about it changed; no-op for a pod not held.
+  void refreshPod(const std::string& key);
+
+  // ---- views (for the snapshot builder and tests) ----
+
+  /// The pod `key` ("ns/name") as held: ours, or another scheduler's that holds node resources.
+  const api::Pod* findPod(const std::string& key) const;
+  /// Null when unknown. A NodeInfo may exist without its Node (pods still bound to a deleted node).
+  const NodeInfo* findNode(const std::string& name) const;
+  const JobInfo* findJob(const std::string& key) const;
+  const QueueInfo* findQueue(const std::string& name) const;
+
+  const Nodes& nodes() const { return nodes_; }
+  const Jobs& jobs() const { return jobs_; }
+  const Queues& queues() const { return queues_; }
+  const std::map<std::string, std::shared_ptr<const api::PriorityClass>>& priorityClasses() const {
+    return priorityClasses_;
+  }
+  const std::map<std::string, std::shared_ptr<const api::Topology>>& topologies() const { return topologies_; }
+  /// Objects whose latest version failed conversion, by "Kind/ns/name".
+  const std::map<std::string, ConversionError>& conversionErrors() const { return errors_; }
+
+  /// Names of nodes and keys of jobs changed since clearDirty() (added, changed or removed).
+  const std::set<std::string>& dirtyNodes() const { return dirtyNodes_; }
+  const std::set<std::string>& dirtyJobs() const { return dirtyJobs_; }
+  void clearDirty() {
+    dirtyNodes_.clear();
+    dirtyJobs_.clear();
+  }
+
+ private:
+  // Events by kind.
+  void onPod(const WatchEvent& ev, std::optional<api::Result<api::Pod>>* converted);
+  void onNode(const WatchEvent& ev);
+  void onPodGroup(const WatchEvent& ev);
+  void onQueue(const WatchEvent& ev);
+  template <class T, class Conv>
+  void onSimple(api::Kind kind, const WatchEvent& ev, std::map<std::string, std::shared_ptr<const T>>& table,
+                Conv conv);
+  void recordError(api::Kind kind, const Json& obj, const std::string& message);
+
+  // Pods.
+  TaskStatus statusOf(const std::string& key, const api::Pod& pod, std::string& node) const;
+  void upsertPod(std::shared_ptr<const api::Pod> pod);
+  void removePod(const std::string& key);
+  void parseGpu(PodEntry& e) const;
+  void refreshPodGroupJob(const std::string& nsName);
+
+  // Node, GPU group, job and queue accounting.
+  NodeInfo& nodeEntry(const std::string& name);
+  QueueInfo& queueEntry(const std::string& name);
+  template <class Fn>
+  void withGpuGroup(NodeInfo& n, const std::string& id, Fn&& fn);
+  void addGpuUse(NodeInfo& n, const PodEntry& e, TaskStatus st, int sign);
+  void addToNode(const std::string& key, const api::Pod& pod, TaskStatus st, const std::string& node, bool ours);
+  void removeFromNode(const std::string& key, const api::Pod& pod, TaskStatus st, const std::string& node, bool ours);
+  void removeJobFromQueue(const JobInfo& job);
+  void addJobToQueue(const JobInfo& job);
+  void deriveJob(JobInfo& job) const;
+  template <class Fn>
+  void withJob(const std::string& key, Fn&& fn);
+  static void countTask(JobInfo& job, const TaskInfo& t, int sign);
+  void addTask(const std::string& jobKey, const std::string& podKey, const PodEntry& e, TaskStatus st,
+               const std::string& node);
+  void removeTask(const std::string& jobKey, const std::string& podKey);
+
+  const api::Clock& clock_;
+  const std::string schedulerName_;
+  Assumptions assumptions_;
+
+  std::map<std::string, PodEntry> pods_;
+  Nodes nodes_;
+  Jobs jobs_;
+  std::map<std::string, std::shared_ptr<const api::PodGroup>> podGroups_;  ///< by "ns/name"
+  Queues queues_;
+  std::map<std::string, std::shared_ptr<const api::PriorityClass>> priorityClasses_;
+  std::map<std::string, std::shared_ptr<const api::Topology>> topologies_;
+  std::map<std::string, ConversionError> errors_;  ///< by "Kind/ns/name"
+  std::set<std::string> dirtyJobs_, dirtyNodes_;
+  /// The largest nvidia.com/gpu.memory label seen: pending gpu-memory pods are charged against it.
+  int64_t maxGpuMemoryMiB_ = 0;
+};
+
+}  // namespace tessera::cache

@@ -1,0 +1,61 @@
+#include "snapshot_builder.h"
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "snapshot_validation.h"
+
+namespace tessera::cache {
+namespace {
+
+/// The last snapshot's sorted list with the dirty keys re-read from `table`: one merge pass,
+/// no walk over the maps. `include` says whether an entry belongs in the list.
+template <class T, class Key, class Include>
+void mergeInto(const std::vector<std::shared_ptr<const T>>& before, const std::set<std::string>& dirty,
+               const std::map<std::string, std::shared_ptr<T>>& table, Key key, Include include,
+               std::vector<std::shared_ptr<const T>>& out) {
+  out.reserve(before.size() + dirty.size());
+  auto b = before.begin();
+  for (const std::string& d : dirty) {
+    for (; b != before.end() && key(**b) < d; ++b) out.push_back(*b);
+    if (b != before.end() && key(**b) == d) ++b;  // replaced (or dropped) below
+    auto it = table.find(d);
+    if (it != table.end() && include(*it->second)) out.push_back(it->second);
+  }
+  out.insert(out.end(), b, before.end());
+}
+
+}  // namespace
+
+std::shared_ptr<const Snapshot> SnapshotBuilder::build(ClusterState& state, api::Time now) {
+  auto s = std::make_shared<Snapshot>();
+  s->generation = ++generation_;
+  s->takenAt = now;
+  auto nodeName = [](const NodeInfo& n) -> const std::string& { return n.name; };
+  auto jobKey = [](const JobInfo& j) -> const std::string& { return j.key; };
+  auto hasNode = [](const NodeInfo& n) { return n.node != nullptr; };
+  auto any = [](const JobInfo&) { return true; };
+  if (last_) {
+    mergeInto(last_->nodes, state.dirtyNodes(), state.nodes(), nodeName, hasNode, s->nodes);
+    mergeInto(last_->jobs, state.dirtyJobs(), state.jobs(), jobKey, any, s->jobs);
+  } else {
+    s->nodes.reserve(state.nodes().size());
+    for (const auto& [name, n] : state.nodes())
+      if (n->node) s->nodes.push_back(n);
+    s->jobs.reserve(state.jobs().size());
+    for (const auto& [key, j] : state.jobs()) s->jobs.push_back(j);
+  }
+  state.clearDirty();
+  for (const auto& [name, q] : state.queues()) s->queues.emplace(name, q);
+  s->priorityClasses = state.priorityClasses();
+  s->topologies = state.topologies();
+  s->conversionErrors.reserve(state.conversionErrors().size());
+  for (const auto& [k, e] : state.conversionErrors()) s->conversionErrors.push_back(e);
+  validateSnapshot(*s);
+  last_ = s;
+  return s;
+}
+
+}  // namespace tessera::cache

@@ -1,0 +1,166 @@
+#include "sync.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "tessera/api/convert.h"
+#include "tessera/api/log.h"
+
+namespace tessera::cache {
+
+using api::Kind;
+
+ClusterSync::ClusterSync(ClusterClient& client, Inbox& inbox, const CacheOptions& options)
+    : client_(client), inbox_(inbox), options_(options) {}
+
+ClusterSync::~ClusterSync() { stop(); }
+
+api::Status ClusterSync::start(ClusterState& state) {
+  // Cluster-wide definitions first so pods resolve against them.
+  static constexpr Kind kWatched[] = {Kind::PriorityClass, Kind::Queue,    Kind::Topology,
+                                      Kind::Node,          Kind::PodGroup, Kind::Pod};
+  for (Kind kind : kWatched) {
+    auto listed = listAll(kind);
+    if (!listed.ok())
+      return api::makeError("listing " + std::string(api::kindInfo(kind).plural) + ": " + listed.error().message,
+                            listed.error().code);
+    for (const auto& item : listed->items) state.apply(kind, WatchEvent{WatchEventType::Added, item});
+    auto handle = startWatch(kind, listed->resourceVersion);
+    if (!handle.ok())
+      return api::makeError("watching " + std::string(api::kindInfo(kind).plural) + ": " + handle.error().message,
+                            handle.error().code);
+    std::lock_guard<std::mutex> lock(mu_);
+    watches_[kind] = std::move(handle).value();
+  }
+  synced_ = true;
+  return api::Status::success();
+}
+
+void ClusterSync::stop() {
+  std::map<Kind, std::unique_ptr<WatchHandle>> watches;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    relistCv_.notify_all();
+  }
+  if (worker_.joinable()) worker_.join();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    watches.swap(watches_);
+  }
+  for (auto& [kind, w] : watches)
+    if (w) w->stop();
+}
+
+/// Lists every page of `kind`. An expired continue token (410) restarts the list.
+api::Result<ListResult> ClusterSync::listAll(Kind kind) {
+  for (int restart = 0;; ++restart) {
+    ListOptions o;
+    o.limit = options_.listPageSize;
+    ListResult all;
+    bool expired = false;
+    for (;;) {
+      auto page = client_.list(kind, o);
+      if (!page.ok()) {
+        if (page.error().code == 410 && !o.continueToken.empty() && restart < 3) {
+          expired = true;
+          break;
+        }
+        return page.error();
+      }
+      if (all.resourceVersion.empty()) all.resourceVersion = page->resourceVersion;
+      for (auto& item : page->items) all.items.push_back(std::move(item));
+      if (page->continueToken.empty()) return all;
+      o.continueToken = page->continueToken;
+    }
+    if (!expired) return all;
+  }
+}
+
+/// Starts the watch of `kind` from `rv`; its events (and a relist request on Error) go to the inbox.
+api::Result<std::unique_ptr<WatchHandle>> ClusterSync::startWatch(Kind kind, const std::string& rv) {
+  return client_.watch(kind, rv, [this, kind](const WatchEvent& ev) {
+    InboxItem item;
+    item.kind = kind;
+    item.event.type = ev.type;
+    if (kind == Kind::Pod && (ev.type == WatchEventType::Added || ev.type == WatchEventType::Modified)) {
+      // Converted here, not on the scheduling thread; the JSON is kept only to report an error
+      // (building and freeing its tree was most of what a snapshot cost under a pod storm).
+      item.pod = api::podFromJson(ev.object);
+      if (!item.pod->ok()) item.event.object = ev.object;
+    } else {
+      item.event.object = ev.object;
+    }
+    inbox_.push(std::move(item));
+    if (ev.type == WatchEventType::Error) requestRelist(kind);
+    if (options_.onEvent) options_.onEvent();
+  });
+}
+
+void ClusterSync::requestRelist(Kind kind) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) return;
+  relistQueue_.insert(kind);
+  if (!worker_.joinable()) worker_ = std::thread([this] { relistLoop(); });
+  relistCv_.notify_all();
+}
+
+/// The relist worker: stops the failed watch, lists, queues the replacement, watches again.
+void ClusterSync::relistLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    relistCv_.wait(lock, [&] { return stopping_ || !relistQueue_.empty(); });
+    if (stopping_) return;
+    const Kind kind = *relistQueue_.begin();
+    relistQueue_.erase(relistQueue_.begin());
+    std::unique_ptr<WatchHandle> old = std::move(watches_[kind]);
+    lock.unlock();
+    if (old) old->stop();  // not from inside its callback: this is the worker thread
+    old.reset();
+    api::Duration delay = options_.relistRetry;
+    for (;;) {
+      auto listed = listAll(kind);
+      api::Result<std::unique_ptr<WatchHandle>> handle = api::makeError("not listed");
+      if (listed.ok()) {
+        InboxItem item;
+        item.op = InboxItem::Op::Replace;
+        item.kind = kind;
+        item.replace = std::make_shared<const std::vector<Json>>(std::move(listed->items));
+        inbox_.push(std::move(item));
+        handle = startWatch(kind, listed->resourceVersion);
+      }
+      if (handle.ok()) {
+        ++relists_;
+        if (options_.onEvent) options_.onEvent();
+        lock.lock();
+        if (stopping_) {
+          lock.unlock();
+          (*handle)->stop();
+          return;
+        }
+        watches_[kind] = std::move(handle).value();
+        break;
+      }
+      const api::Error& err = listed.ok() ? handle.error() : listed.error();
+      log::warning("relisting ", api::kindInfo(kind).plural, ": ", err.message, " (retrying)");
+      lock.lock();
+      if (relistCv_.wait_for(lock, std::chrono::milliseconds(delay.millis), [&] { return stopping_; })) return;
+      lock.unlock();
+      delay.millis = std::min<int64_t>(delay.millis * 2, 30'000);
+    }
+  }
+}
+
+void reconcile(ClusterState& state, Kind kind, const std::vector<Json>& items) {
+  std::set<std::string> present;
+  for (const auto& item : items) {
+    auto meta = api::metaFromJson(item);
+    if (meta.ok()) present.insert(meta->key());
+    state.apply(kind, WatchEvent{WatchEventType::Modified, item});
+  }
+  for (const auto& key : state.heldKeys(kind))
+    if (!present.count(key)) state.remove(kind, key);
+}
+
+}  // namespace tessera::cache
