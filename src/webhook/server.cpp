@@ -1,4 +1,4 @@
-// The webhook's HTTPS server: one Session per TLS connection (handshake, keep-alive request loop,
+// The webhook's HTTPS server: one TlsConnection per accepted socket (handshake, keep-alive request loop,
 // shutdown), every operation with a timeout; the TLS context is swapped when the certificate files
 // change. Asio/Beast are compiled once in tessera_http (asio_impl.cpp); this TU only declares.
 #include "tessera/webhook/server.h"
@@ -94,7 +94,7 @@ api::Result<std::shared_ptr<ssl::context>> loadContext(const std::string& certFi
   return r;
 }
 
-/// Owns the io_context; sessions live in its handlers and point back here (raw): they only run
+/// Owns the io_context; connections live in its handlers and point back here (raw): they only run
 /// while the threads run, which stop() joins before the Impl can go.
 struct Core {
   ServerOptions options;
@@ -146,9 +146,9 @@ struct Core {
   void accept();
 };
 
-class Session : public std::enable_shared_from_this<Session> {
+class TlsConnection : public std::enable_shared_from_this<TlsConnection> {
  public:
-  Session(tcp::socket socket, std::shared_ptr<ssl::context> ctx, Core* server)
+  TlsConnection(tcp::socket socket, std::shared_ptr<ssl::context> ctx, Core* server)
       : ctx_(std::move(ctx)), stream_(std::move(socket), *ctx_), server_(server) {}
 
   void start() {
@@ -170,7 +170,7 @@ class Session : public std::enable_shared_from_this<Session> {
       if (ec == bhttp::error::end_of_stream) return self->shutdown();
       if (ec == bhttp::error::body_limit)
         return self->write(413, "text/plain; charset=utf-8", "request body too large\n", false);
-      if (ec) return;  // timeout or reset: the socket closes with the session
+      if (ec) return;  // timeout or reset: the socket closes with the connection
       self->handle();
     });
   }
@@ -226,7 +226,7 @@ void Core::accept() {
     } else {
       beast::error_code ignored;
       socket.set_option(tcp::no_delay(true), ignored);
-      std::make_shared<Session>(std::move(socket), context(), this)->start();
+      std::make_shared<TlsConnection>(std::move(socket), context(), this)->start();
     }
     if (!stopped) accept();
   });
