@@ -63,19 +63,17 @@ api::Result<std::string> readFile(const std::string& flag, const std::string& pa
 }
 
 api::Result<std::shared_ptr<ssl::context>> loadContextImpl(const std::string& certFile, const std::string& keyFile) {
-  auto cert = readFile("--tls-cert-file", certFile);
-  if (!cert.ok()) return cert.error();
-  auto key = readFile("--tls-key-file", keyFile);
-  if (!key.ok()) return key.error();
+  TESSERA_ASSIGN_OR_RETURN(const std::string cert, readFile("--tls-cert-file", certFile));
+  TESSERA_ASSIGN_OR_RETURN(const std::string key, readFile("--tls-key-file", keyFile));
   auto ctx = std::make_shared<ssl::context>(ssl::context::tls_server);
   ctx->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 | ssl::context::no_sslv3 |
                    ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 | ssl::context::single_dh_use);
   beast::error_code ec;
-  ctx->use_certificate_chain(net::buffer(*cert), ec);
+  ctx->use_certificate_chain(net::buffer(cert), ec);
   if (ec) return api::makeError("--tls-cert-file " + certFile + ": not a PEM certificate chain (" + ec.message() + ")");
   {
     // Parsed on its own first, so that "not a key" and "not this certificate's key" read apart.
-    BIO* bio = BIO_new_mem_buf(key->data(), static_cast<int>(key->size()));
+    BIO* bio = BIO_new_mem_buf(key.data(), static_cast<int>(key.size()));
     EVP_PKEY* pkey = bio ? PEM_read_bio_PrivateKey(bio, nullptr, nullptr, nullptr) : nullptr;
     if (bio) BIO_free(bio);
     if (!pkey) return api::makeError("--tls-key-file " + keyFile + ": not a PEM private key");
@@ -247,9 +245,7 @@ api::Result<uint16_t> Server::start() {
     std::lock_guard lock(s.ctxMu);
     s.certId = fileId(s.options.certFile);
     s.keyId = fileId(s.options.keyFile);
-    auto ctx = loadContext(s.options.certFile, s.options.keyFile);
-    if (!ctx.ok()) return ctx.error();
-    s.ctx = std::move(ctx).value();
+    TESSERA_ASSIGN_OR_RETURN(s.ctx, loadContext(s.options.certFile, s.options.keyFile));
   }
   beast::error_code ec;
   auto addr = net::ip::make_address(s.options.address, ec);

@@ -325,6 +325,9 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
     if (code == 0) code = 500;
     s->reply(code, "application/json", http::statusJson(code, message).dump(), req.keep_alive());
   }
+  void error(const std::shared_ptr<HttpConnection>& s, const Request& req, const api::Error& e) {
+    error(s, req, e.code, e.message);
+  }
 
   void ok(const std::shared_ptr<HttpConnection>& s, const Request& req, int code, const Json& body) {
     s->reply(code, "application/json", body.dump(), req.keep_alive());
@@ -363,7 +366,7 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
           body["metadata"]["namespace"] = rp->ns;
         }
         auto r = cluster.create(rp->kind, body);
-        if (!r.ok()) return error(s, req, r.error().code, r.error().message);
+        if (!r.ok()) return error(s, req, r.error());
         return ok(s, req, 201, *r);
       }
       return error(s, req, 405, "method not allowed on a collection");
@@ -375,7 +378,7 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
     switch (method) {
       case bhttp::verb::get: {
         auto r = cluster.get(rp->kind, rp->ns, rp->name);
-        if (!r.ok()) return error(s, req, r.error().code, r.error().message);
+        if (!r.ok()) return error(s, req, r.error());
         return ok(s, req, 200, *r);
       }
       case bhttp::verb::post: {
@@ -387,7 +390,7 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
         const std::string node = body["target"].value("name", "");
         if (node.empty()) return error(s, req, 400, "Binding: target.name: required");
         auto st = cluster.bind(rp->ns, rp->name, uid, node);
-        if (!st.ok()) return error(s, req, st.error().code, st.error().message);
+        if (!st.ok()) return error(s, req, st.error());
         return ok(s, req, 201, http::statusJson(201, ""));
       }
       case bhttp::verb::put: {
@@ -399,7 +402,7 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
                                         rp->name + ")");
         if (ki.namespaced) body["metadata"]["namespace"] = rp->ns;
         auto r = status ? cluster.updateStatus(rp->kind, body) : cluster.update(rp->kind, body);
-        if (!r.ok()) return error(s, req, r.error().code, r.error().message);
+        if (!r.ok()) return error(s, req, r.error());
         return ok(s, req, 200, *r);
       }
       case bhttp::verb::patch: {
@@ -415,7 +418,7 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
             ki.group != "scheduling.k8s.io")
           return error(s, req, 415, "strategic merge patch is not supported for custom resources");
         auto r = cluster.patch(rp->kind, rp->ns, rp->name, type, body, status);
-        if (!r.ok()) return error(s, req, r.error().code, r.error().message);
+        if (!r.ok()) return error(s, req, r.error());
         return ok(s, req, 200, *r);
       }
       case bhttp::verb::delete_: {
@@ -427,7 +430,7 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
             o.preconditionUid = body["preconditions"].value("uid", "");
         }
         auto st = cluster.remove(rp->kind, rp->ns, rp->name, o);
-        if (!st.ok()) return error(s, req, st.error().code, st.error().message);
+        if (!st.ok()) return error(s, req, st.error());
         return ok(s, req, 200, http::statusJson(200, ""));
       }
       default: return error(s, req, 405, "method not allowed");
@@ -453,7 +456,7 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
       }
     }
     auto r = cluster.list(rp.kind, o);
-    if (!r.ok()) return error(s, req, r.error().code, r.error().message);
+    if (!r.ok()) return error(s, req, r.error());
     const api::KindInfo& ki = api::kindInfo(rp.kind);
     Json meta = {{"resourceVersion", r->resourceVersion}};
     if (!r->continueToken.empty()) meta["continue"] = r->continueToken;
@@ -620,7 +623,7 @@ api::Status ApiServer::start() {
         impl->handle(s, std::move(req));
       },
       impl_->options.threads);
-  if (auto st = impl_->listener->start(impl_->options.host, impl_->options.port); !st.ok()) return st;
+  TESSERA_TRY(impl_->listener->start(impl_->options.host, impl_->options.port));
   if (impl_->options.kubeletPeriodMs > 0) {
     impl_->kubeletTimer = std::make_unique<net::steady_timer>(net::make_strand(impl_->listener->ioc()));
     net::post(impl_->kubeletTimer->get_executor(), [impl = impl_] { impl->tickKubelet(); });
