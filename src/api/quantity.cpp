@@ -25,7 +25,12 @@ struct ParsedQuantity {
 
 bool isDigit(char c) { return c >= '0' && c <= '9'; }
 
-std::string quoted(std::string_view text) { return "\"" + std::string(text) + "\""; }
+std::string quoted(std::string_view text) {
+  std::string out;  // not "\"" + std::string(text) + ...: GCC 12 warns (-Wrestrict) on that at -O3
+  out.reserve(text.size() + 2);
+  out.append(1, '"').append(text).append(1, '"');
+  return out;
+}
 
 /// Parses the suffix part (after the number). Returns false when it is not a valid suffix.
 bool parseSuffix(std::string_view s, int64_t& exp10, int& binaryPow) {
@@ -196,15 +201,13 @@ std::string milliToDecimal(uint64_t milli) {
 }  // namespace
 
 Result<int64_t> parseQuantityMilli(std::string_view text) {
-  auto q = parse(text);
-  if (!q) return q.error();
-  return scaled(*q, 3, text);
+  TESSERA_ASSIGN_OR_RETURN(const ParsedQuantity q, parse(text));
+  return scaled(q, 3, text);
 }
 
 Result<int64_t> parseQuantityValue(std::string_view text) {
-  auto q = parse(text);
-  if (!q) return q.error();
-  return scaled(*q, 0, text);
+  TESSERA_ASSIGN_OR_RETURN(const ParsedQuantity q, parse(text));
+  return scaled(q, 0, text);
 }
 
 Result<int64_t> parseResourceAmount(std::string_view name, std::string_view text) {

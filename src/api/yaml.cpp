@@ -116,9 +116,8 @@ Result<json> convert(const YAML::Node& node, int depth) {
     case YAML::NodeType::Sequence: {
       json arr = json::array();
       for (const auto& item : node) {
-        auto v = convert(item, depth + 1);
-        if (!v) return v.error();
-        arr.push_back(std::move(*v));
+        TESSERA_ASSIGN_OR_RETURN(json v, convert(item, depth + 1));
+        arr.push_back(std::move(v));
       }
       return arr;
     }
@@ -130,9 +129,7 @@ Result<json> convert(const YAML::Node& node, int depth) {
         if (invalidUtf8(key) != std::string_view::npos)
           return makeError(where(kv.first.Mark()) + ": mapping key is not UTF-8 text");
         if (obj.contains(key)) return makeError(where(kv.first.Mark()) + ": duplicate key \"" + key + "\"");
-        auto v = convert(kv.second, depth + 1);
-        if (!v) return v.error();
-        obj[key] = std::move(*v);
+        TESSERA_ASSIGN_OR_RETURN(obj[key], convert(kv.second, depth + 1));
       }
       return obj;
     }
@@ -224,9 +221,8 @@ Result<std::vector<json>> yamlToJson(std::string_view text) {
     std::vector<json> out;
     for (const auto& doc : YAML::LoadAll(std::string(text))) {
       if (doc.IsNull() || !doc.IsDefined()) continue;  // e.g. an empty document after a trailing ---
-      auto v = convert(doc, 0);
-      if (!v) return v.error();
-      out.push_back(std::move(*v));
+      TESSERA_ASSIGN_OR_RETURN(json v, convert(doc, 0));
+      out.push_back(std::move(v));
     }
     return out;
   } catch (const YAML::Exception& e) {

@@ -109,7 +109,7 @@ api::Result<GpuInfo> findGpu(const std::string& library, const std::string& visi
   if (n == 1) {
     // The container runtime already restricted NVML to the container's GPU.
     info.index = 0;
-    if (auto st = uuidOf(0, dev, info.uuid); !st.ok()) return st.error();
+    TESSERA_TRY(uuidOf(0, dev, info.uuid));
   } else {
     // NVML sees several GPUs (run outside a container, or a runtime that does not restrict NVML):
     // NVIDIA_VISIBLE_DEVICES must name exactly one, by UUID or by index.
@@ -123,12 +123,12 @@ api::Result<GpuInfo> findGpu(const std::string& library, const std::string& visi
       const unsigned long i = want.size() > 4 ? n : std::stoul(want);
       if (i >= n) return api::makeError(where + ": no GPU with that index");
       info.index = static_cast<unsigned>(i);
-      if (auto st = uuidOf(info.index, dev, info.uuid); !st.ok()) return st.error();
+      TESSERA_TRY(uuidOf(info.index, dev, info.uuid));
       found = true;
     } else {
       for (unsigned i = 0; i < n && !found; ++i) {
         std::string u;
-        if (auto st = uuidOf(i, dev, u); !st.ok()) return st.error();
+        TESSERA_TRY(uuidOf(i, dev, u));
         if (u == want) found = true, info.index = i, info.uuid = u;
       }
       if (!found) return api::makeError(where + ": no GPU with that UUID");

@@ -36,9 +36,7 @@ api::Result<Flags> parseFlags(const std::vector<std::string>& args) {
   while (flag.next()) {
     const std::string& a = flag.name();
     if (a == "--help" || a == "-h") return api::makeError("", 1);
-    auto value = flag.value();
-    if (!value.ok()) return value.error();
-    const std::string& v = *value;
+    TESSERA_ASSIGN_OR_RETURN(const std::string v, flag.value());
     if (a == "--kubeconfig") f.kubeconfig = v;
     else if (a == "--context") f.context = v;
     else if (a == "--pod-name") f.podName = v;

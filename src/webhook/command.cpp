@@ -23,9 +23,7 @@ api::Result<ServerOptions> parseFlags(const std::vector<std::string>& args) {
   while (flag.next()) {
     const std::string& a = flag.name();
     if (a == "--help" || a == "-h") return api::makeError("", 1);
-    auto value = flag.value();
-    if (!value.ok()) return value.error();
-    const std::string& v = *value;
+    TESSERA_ASSIGN_OR_RETURN(const std::string v, flag.value());
     if (a == "--tls-cert-file") o.certFile = v;
     else if (a == "--tls-key-file") o.keyFile = v;
     else if (a == "--address") o.address = v;

@@ -1,4 +1,4 @@
-// The webhook's HTTPS server: one Session per TLS connection (handshake, keep-alive request loop,
+// The webhook's HTTPS server: one TlsConnection per accepted socket (handshake, keep-alive request loop,
 // shutdown), every operation with a timeout; the TLS context is swapped when the certificate files
 // change. Asio/Beast are compiled once in tessera_http (asio_impl.cpp); this TU only declares.
 #include "tessera/webhook/server.h"
@@ -63,19 +63,17 @@ api::Result<std::string> readFile(const std::string& flag, const std::string& pa
 }
 
 api::Result<std::shared_ptr<ssl::context>> loadContextImpl(const std::string& certFile, const std::string& keyFile) {
-  auto cert = readFile("--tls-cert-file", certFile);
-  if (!cert.ok()) return cert.error();
-  auto key = readFile("--tls-key-file", keyFile);
-  if (!key.ok()) return key.error();
+  TESSERA_ASSIGN_OR_RETURN(const std::string cert, readFile("--tls-cert-file", certFile));
+  TESSERA_ASSIGN_OR_RETURN(const std::string key, readFile("--tls-key-file", keyFile));
   auto ctx = std::make_shared<ssl::context>(ssl::context::tls_server);
   ctx->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 | ssl::context::no_sslv3 |
                    ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 | ssl::context::single_dh_use);
   beast::error_code ec;
-  ctx->use_certificate_chain(net::buffer(*cert), ec);
+  ctx->use_certificate_chain(net::buffer(cert), ec);
   if (ec) return api::makeError("--tls-cert-file " + certFile + ": not a PEM certificate chain (" + ec.message() + ")");
   {
     // Parsed on its own first, so that "not a key" and "not this certificate's key" read apart.
-    BIO* bio = BIO_new_mem_buf(key->data(), static_cast<int>(key->size()));
+    BIO* bio = BIO_new_mem_buf(key.data(), static_cast<int>(key.size()));
     EVP_PKEY* pkey = bio ? PEM_read_bio_PrivateKey(bio, nullptr, nullptr, nullptr) : nullptr;
     if (bio) BIO_free(bio);
     if (!pkey) return api::makeError("--tls-key-file " + keyFile + ": not a PEM private key");
@@ -94,7 +92,7 @@ api::Result<std::shared_ptr<ssl::context>> loadContext(const std::string& certFi
   return r;
 }
 
-/// Owns the io_context; sessions live in its handlers and point back here (raw): they only run
+/// Owns the io_context; connections live in its handlers and point back here (raw): they only run
 /// while the threads run, which stop() joins before the Impl can go.
 struct Core {
   ServerOptions options;
@@ -146,9 +144,9 @@ struct Core {
   void accept();
 };
 
-class Session : public std::enable_shared_from_this<Session> {
+class TlsConnection : public std::enable_shared_from_this<TlsConnection> {
  public:
-  Session(tcp::socket socket, std::shared_ptr<ssl::context> ctx, Core* server)
+  TlsConnection(tcp::socket socket, std::shared_ptr<ssl::context> ctx, Core* server)
       : ctx_(std::move(ctx)), stream_(std::move(socket), *ctx_), server_(server) {}
 
   void start() {
@@ -170,7 +168,7 @@ class Session : public std::enable_shared_from_this<Session> {
       if (ec == bhttp::error::end_of_stream) return self->shutdown();
       if (ec == bhttp::error::body_limit)
         return self->write(413, "text/plain; charset=utf-8", "request body too large\n", false);
-      if (ec) return;  // timeout or reset: the socket closes with the session
+      if (ec) return;  // timeout or reset: the socket closes with the connection
       self->handle();
     });
   }
@@ -226,7 +224,7 @@ void Core::accept() {
     } else {
       beast::error_code ignored;
       socket.set_option(tcp::no_delay(true), ignored);
-      std::make_shared<Session>(std::move(socket), context(), this)->start();
+      std::make_shared<TlsConnection>(std::move(socket), context(), this)->start();
     }
     if (!stopped) accept();
   });
@@ -247,9 +245,7 @@ api::Result<uint16_t> Server::start() {
     std::lock_guard lock(s.ctxMu);
     s.certId = fileId(s.options.certFile);
     s.keyId = fileId(s.options.keyFile);
-    auto ctx = loadContext(s.options.certFile, s.options.keyFile);
-    if (!ctx.ok()) return ctx.error();
-    s.ctx = std::move(ctx).value();
+    TESSERA_ASSIGN_OR_RETURN(s.ctx, loadContext(s.options.certFile, s.options.keyFile));
   }
   beast::error_code ec;
   auto addr = net::ip::make_address(s.options.address, ec);

@@ -21,6 +21,7 @@
 #include <boost/beast/ssl.hpp>
 
 #include "rest_paths.h"
+#include "tessera/api/log.h"
 #include "tessera/cache/http_client.h"
 #include "tessera/cache/rate_limit.h"
 #include "tessera/cache/watch_decoder.h"
@@ -163,9 +164,7 @@ struct HttpCore : std::enable_shared_from_this<HttpCore> {
       }
     }
     token = config.token;
-    if (!config.tokenFile.empty()) {
-      if (auto st = readToken(); !st.ok()) return st;
-    }
+    if (!config.tokenFile.empty()) TESSERA_TRY(readToken());
     const int n = std::max(1, options.ioThreads);
     for (int i = 0; i < n; ++i) threads.emplace_back([this] { ioc.run(); });
     return api::Status::success();
@@ -508,8 +507,7 @@ struct WatchStream : std::enable_shared_from_this<WatchStream> {
       auto events = decoder.feed(body);
       body.clear();
       if (!events.ok()) {
-        std::fprintf(stderr, "tessera: watch %s: %s; reconnecting\n",
-                     std::string(api::kindInfo(kind).plural).c_str(), events.error().message.c_str());
+        log::warning("watch ", api::kindInfo(kind).plural, ": ", events.error().message, "; reconnecting");
         conn->close();
         return retryLater();
       }
@@ -605,10 +603,8 @@ class HttpClusterClient final : public ClusterClient {
     add("fieldSelector", o.fieldSelector);
     if (o.limit > 0) add("limit", std::to_string(o.limit));
     add("continue", o.continueToken);
-    auto a = perform(bhttp::verb::get, target + q, "", "", "LIST");
-    if (!a.ok()) return a.error();
+    TESSERA_ASSIGN_OR_RETURN(Json j, perform(bhttp::verb::get, target + q, "", "", "LIST"));
     ListResult r;
-    Json& j = *a;
     if (!j.is_object()) return api::makeError("listing " + target + ": the answer is not an object");
     if (j.contains("metadata") && j["metadata"].is_object()) {
       r.resourceVersion = j["metadata"].value("resourceVersion", "");
@@ -662,8 +658,7 @@ class HttpClusterClient final : public ClusterClient {
     Json body = {{"apiVersion", "v1"}, {"kind", "DeleteOptions"}};
     if (options.gracePeriodSeconds) body["gracePeriodSeconds"] = *options.gracePeriodSeconds;
     if (!options.preconditionUid.empty()) body["preconditions"] = {{"uid", options.preconditionUid}};
-    auto r = perform(bhttp::verb::delete_, objectPath(kind, ns, name), body.dump(), "application/json", "DELETE");
-    if (!r.ok()) return r.error();
+    TESSERA_TRY(perform(bhttp::verb::delete_, objectPath(kind, ns, name), body.dump(), "application/json", "DELETE"));
     return api::Status::success();
   }
 
@@ -674,9 +669,8 @@ class HttpClusterClient final : public ClusterClient {
               {"metadata", {{"name", name}, {"namespace", ns}}},
               {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}}}};
     if (!uid.empty()) b["metadata"]["uid"] = uid;
-    auto r = perform(bhttp::verb::post, objectPath(api::Kind::Pod, ns, name, "binding"), b.dump(),
-                     "application/json", "POST");
-    if (!r.ok()) return r.error();
+    TESSERA_TRY(perform(bhttp::verb::post, objectPath(api::Kind::Pod, ns, name, "binding"), b.dump(),
+                        "application/json", "POST"));
     return api::Status::success();
   }
 
@@ -738,10 +732,9 @@ class HttpClusterClient final : public ClusterClient {
 }  // namespace
 
 api::Result<std::unique_ptr<ClusterClient>> makeHttpClient(const RestConfig& config, HttpClientOptions options) {
-  auto url = parseServer(config.server);
-  if (!url.ok()) return url.error();
-  auto core = std::make_shared<HttpCore>(config, std::move(options), std::move(url).value());
-  if (auto st = core->init(); !st.ok()) return st.error();
+  TESSERA_ASSIGN_OR_RETURN(auto url, parseServer(config.server));
+  auto core = std::make_shared<HttpCore>(config, std::move(options), std::move(url));
+  TESSERA_TRY(core->init());
   return std::unique_ptr<ClusterClient>(std::make_unique<HttpClusterClient>(std::move(core)));
 }
 

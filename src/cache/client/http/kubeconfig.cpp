@@ -60,17 +60,13 @@ std::string str(const Json& o, const char* key) {
 api::Status pem(const Json& o, const char* dataKey, const char* fileKey, const std::string& baseDir,
                 const std::string& where, std::string& out) {
   if (auto d = str(o, dataKey); !d.empty()) {
-    auto v = base64Decode(d, where + "." + dataKey);
-    if (!v.ok()) return v.error();
-    out = std::move(v).value();
+    TESSERA_ASSIGN_OR_RETURN(out, base64Decode(d, where + "." + dataKey));
     return api::Status::success();
   }
   if (auto f = str(o, fileKey); !f.empty()) {
     std::filesystem::path p(f);
     if (p.is_relative() && !baseDir.empty()) p = std::filesystem::path(baseDir) / p;
-    auto v = readFile(p.string(), where + "." + fileKey);
-    if (!v.ok()) return v.error();
-    out = std::move(v).value();
+    TESSERA_ASSIGN_OR_RETURN(out, readFile(p.string(), where + "." + fileKey));
   }
   return api::Status::success();
 }
@@ -97,8 +93,7 @@ api::Result<RestConfig> parseKubeconfig(const std::string& yamlText, const std::
   rc.insecureSkipTlsVerify = cluster->value("insecure-skip-tls-verify", false);
   rc.tlsServerName = str(*cluster, "tls-server-name");
   const std::string cw = "clusters[" + clusterName + "].cluster";
-  if (auto st = pem(*cluster, "certificate-authority-data", "certificate-authority", baseDir, cw, rc.caData); !st.ok())
-    return st.error();
+  TESSERA_TRY(pem(*cluster, "certificate-authority-data", "certificate-authority", baseDir, cw, rc.caData));
 
   if (userName.empty()) return rc;  // anonymous
   const Json* user = named(doc, "users", userName, "user");
@@ -118,19 +113,16 @@ api::Result<RestConfig> parseKubeconfig(const std::string& yamlText, const std::
     if (p.is_relative() && !baseDir.empty()) p = std::filesystem::path(baseDir) / p;
     rc.tokenFile = p.string();
   }
-  if (auto st = pem(*user, "client-certificate-data", "client-certificate", baseDir, uw, rc.clientCertData); !st.ok())
-    return st.error();
-  if (auto st = pem(*user, "client-key-data", "client-key", baseDir, uw, rc.clientKeyData); !st.ok())
-    return st.error();
+  TESSERA_TRY(pem(*user, "client-certificate-data", "client-certificate", baseDir, uw, rc.clientCertData));
+  TESSERA_TRY(pem(*user, "client-key-data", "client-key", baseDir, uw, rc.clientKeyData));
   if (rc.clientCertData.empty() != rc.clientKeyData.empty())
     return api::makeError("kubeconfig: " + uw + ": a client certificate needs its key and the other way round");
   return rc;
 }
 
 api::Result<RestConfig> loadKubeconfig(const std::string& path, const std::string& context) {
-  auto text = readFile(path, "kubeconfig");
-  if (!text.ok()) return text.error();
-  return parseKubeconfig(*text, std::filesystem::path(path).parent_path().string(), context);
+  TESSERA_ASSIGN_OR_RETURN(const std::string text, readFile(path, "kubeconfig"));
+  return parseKubeconfig(text, std::filesystem::path(path).parent_path().string(), context);
 }
 
 api::Result<RestConfig> inClusterConfig(const std::string& secretsDir) {
@@ -145,9 +137,7 @@ api::Result<RestConfig> inClusterConfig(const std::string& secretsDir) {
   rc.server = "https://" + h + ":" + port;
   rc.tokenFile = secretsDir + "/token";
   if (!std::filesystem::exists(rc.tokenFile)) return api::makeError("in-cluster config: no token at " + rc.tokenFile);
-  auto ca = readFile(secretsDir + "/ca.crt", "in-cluster config");
-  if (!ca.ok()) return ca.error();
-  rc.caData = std::move(ca).value();
+  TESSERA_ASSIGN_OR_RETURN(rc.caData, readFile(secretsDir + "/ca.crt", "in-cluster config"));
   return rc;
 }
 

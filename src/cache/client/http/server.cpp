@@ -1,5 +1,5 @@
 // The test API server (MemoryCluster over HTTP with Kubernetes REST semantics and fault injection)
-// and the daemon's small status server. One Session type serves both: a request/reply loop, and for
+// and the daemon's small status server. One HttpConnection type serves both: a request/reply loop, and for
 // watches a chunked stream fed from the cluster's watch callback.
 #include <atomic>
 #include <deque>
@@ -29,13 +29,13 @@ namespace net = boost::asio;
 using tcp = net::ip::tcp;
 using Request = bhttp::request<bhttp::string_body>;
 
-class Session;
-using Dispatch = std::function<void(const std::shared_ptr<Session>&, Request&&)>;
+class HttpConnection;
+using Dispatch = std::function<void(const std::shared_ptr<HttpConnection>&, Request&&)>;
 
 /// One accepted connection. All socket work runs on its strand.
-class Session : public std::enable_shared_from_this<Session> {
+class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
  public:
-  Session(tcp::socket socket, Dispatch dispatch) : stream_(std::move(socket)), dispatch_(std::move(dispatch)) {}
+  HttpConnection(tcp::socket socket, Dispatch dispatch) : stream_(std::move(socket)), dispatch_(std::move(dispatch)) {}
 
   void start() {
     net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read(); });
@@ -178,7 +178,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::function<void()> closedHook_;
 };
 
-/// Accepts connections and hands them to sessions; owns the io_context threads.
+/// Accepts sockets and starts an HttpConnection on each; owns the io_context threads.
 class Listener {
  public:
   Listener(Dispatch dispatch, int threads) : dispatch_(std::move(dispatch)), threads_(std::max(1, threads)) {}
@@ -223,7 +223,7 @@ class Listener {
       } else {
         beast::error_code ignored;
         socket.set_option(tcp::no_delay(true), ignored);
-        std::make_shared<Session>(std::move(socket), dispatch_)->start();
+        std::make_shared<HttpConnection>(std::move(socket), dispatch_)->start();
       }
       accept();
     });
@@ -286,9 +286,9 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
   int64_t delayMs = 0;
   std::atomic<uint64_t> requests{0};
 
-  /// An open watch: its session (kept alive here until it closes) and the cluster's handle.
+  /// An open watch: its connection (kept alive here until it closes) and the cluster's handle.
   struct Watch {
-    std::shared_ptr<Session> session;
+    std::shared_ptr<HttpConnection> connection;
     std::unique_ptr<WatchHandle> handle;
     std::unique_ptr<net::steady_timer> timeout, bookmarks;
   };
@@ -298,7 +298,7 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
 
   Impl(MemoryCluster& c, ApiServerOptions o) : cluster(c), options(std::move(o)) {}
 
-  void handle(const std::shared_ptr<Session>& s, Request&& req) {
+  void handle(const std::shared_ptr<HttpConnection>& s, Request&& req) {
     ++requests;
     int64_t delay;
     {
@@ -321,16 +321,19 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
     serve(s, std::move(req));
   }
 
-  void error(const std::shared_ptr<Session>& s, const Request& req, int code, const std::string& message) {
+  void error(const std::shared_ptr<HttpConnection>& s, const Request& req, int code, const std::string& message) {
     if (code == 0) code = 500;
     s->reply(code, "application/json", http::statusJson(code, message).dump(), req.keep_alive());
   }
+  void error(const std::shared_ptr<HttpConnection>& s, const Request& req, const api::Error& e) {
+    error(s, req, e.code, e.message);
+  }
 
-  void ok(const std::shared_ptr<Session>& s, const Request& req, int code, const Json& body) {
+  void ok(const std::shared_ptr<HttpConnection>& s, const Request& req, int code, const Json& body) {
     s->reply(code, "application/json", body.dump(), req.keep_alive());
   }
 
-  void serve(const std::shared_ptr<Session>& s, Request&& req) {
+  void serve(const std::shared_ptr<HttpConnection>& s, Request&& req) {
     const std::string target(req.target());
     const auto q = target.find('?');
     const std::string path = target.substr(0, q);
@@ -363,7 +366,7 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
           body["metadata"]["namespace"] = rp->ns;
         }
         auto r = cluster.create(rp->kind, body);
-        if (!r.ok()) return error(s, req, r.error().code, r.error().message);
+        if (!r.ok()) return error(s, req, r.error());
         return ok(s, req, 201, *r);
       }
       return error(s, req, 405, "method not allowed on a collection");
@@ -375,7 +378,7 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
     switch (method) {
       case bhttp::verb::get: {
         auto r = cluster.get(rp->kind, rp->ns, rp->name);
-        if (!r.ok()) return error(s, req, r.error().code, r.error().message);
+        if (!r.ok()) return error(s, req, r.error());
         return ok(s, req, 200, *r);
       }
       case bhttp::verb::post: {
@@ -387,7 +390,7 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
         const std::string node = body["target"].value("name", "");
         if (node.empty()) return error(s, req, 400, "Binding: target.name: required");
         auto st = cluster.bind(rp->ns, rp->name, uid, node);
-        if (!st.ok()) return error(s, req, st.error().code, st.error().message);
+        if (!st.ok()) return error(s, req, st.error());
         return ok(s, req, 201, http::statusJson(201, ""));
       }
       case bhttp::verb::put: {
@@ -399,7 +402,7 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
                                         rp->name + ")");
         if (ki.namespaced) body["metadata"]["namespace"] = rp->ns;
         auto r = status ? cluster.updateStatus(rp->kind, body) : cluster.update(rp->kind, body);
-        if (!r.ok()) return error(s, req, r.error().code, r.error().message);
+        if (!r.ok()) return error(s, req, r.error());
         return ok(s, req, 200, *r);
       }
       case bhttp::verb::patch: {
@@ -415,7 +418,7 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
             ki.group != "scheduling.k8s.io")
           return error(s, req, 415, "strategic merge patch is not supported for custom resources");
         auto r = cluster.patch(rp->kind, rp->ns, rp->name, type, body, status);
-        if (!r.ok()) return error(s, req, r.error().code, r.error().message);
+        if (!r.ok()) return error(s, req, r.error());
         return ok(s, req, 200, *r);
       }
       case bhttp::verb::delete_: {
@@ -427,14 +430,14 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
             o.preconditionUid = body["preconditions"].value("uid", "");
         }
         auto st = cluster.remove(rp->kind, rp->ns, rp->name, o);
-        if (!st.ok()) return error(s, req, st.error().code, st.error().message);
+        if (!st.ok()) return error(s, req, st.error());
         return ok(s, req, 200, http::statusJson(200, ""));
       }
       default: return error(s, req, 405, "method not allowed");
     }
   }
 
-  void list(const std::shared_ptr<Session>& s, const Request& req, const http::ResourcePath& rp,
+  void list(const std::shared_ptr<HttpConnection>& s, const Request& req, const http::ResourcePath& rp,
             const std::map<std::string, std::string>& query) {
     ListOptions o;
     o.namespace_ = rp.ns;
@@ -453,7 +456,7 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
       }
     }
     auto r = cluster.list(rp.kind, o);
-    if (!r.ok()) return error(s, req, r.error().code, r.error().message);
+    if (!r.ok()) return error(s, req, r.error());
     const api::KindInfo& ki = api::kindInfo(rp.kind);
     Json meta = {{"resourceVersion", r->resourceVersion}};
     if (!r->continueToken.empty()) meta["continue"] = r->continueToken;
@@ -473,7 +476,7 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
     return Json{{"type", WatchDecoder::typeName(type)}, {"object", object}}.dump() + "\n";
   }
 
-  void watch(const std::shared_ptr<Session>& s, const Request& req, const http::ResourcePath& rp,
+  void watch(const std::shared_ptr<HttpConnection>& s, const Request& req, const http::ResourcePath& rp,
              const std::map<std::string, std::string>& query) {
     auto get = [&](const char* k) {
       auto it = query.find(k);
@@ -495,13 +498,13 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
 
     // Register the stream first: the cluster replays history synchronously inside watch().
     auto w = std::make_shared<Watch>();
-    w->session = s;
+    w->connection = s;
     uint64_t id;
     {
       std::lock_guard lock(watchMu);
       id = nextWatch++;
     }
-    std::weak_ptr<Session> weak = s;
+    std::weak_ptr<HttpConnection> weak = s;
     s->beginStream();
     auto handle = cluster.watch(kind, rv, [weak, ns, namespaced](const WatchEvent& ev) {
       if (namespaced && !ns.empty() && ev.object.contains("metadata") &&
@@ -542,7 +545,7 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
   }
 
   void scheduleBookmark(const std::shared_ptr<Watch>& w, api::Kind kind) {
-    auto sp = w->session;
+    auto sp = w->connection;
     if (!sp) return;
     if (!w->bookmarks) w->bookmarks = std::make_unique<net::steady_timer>(sp->executor());
     w->bookmarks->expires_after(std::chrono::milliseconds(options.bookmarkIntervalMs));
@@ -552,7 +555,7 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
       if (ec) return;
       auto w = ww.lock();
       if (!w) return;
-      auto sp = w->session;
+      auto sp = w->connection;
       if (!sp || sp->closed()) return;
       sp->push(frame(WatchEventType::Bookmark, self->bookmark(kind)));
       self->scheduleBookmark(w, kind);
@@ -596,7 +599,7 @@ ApiServer::~ApiServer() { stop(); }
 api::Status ApiServer::start() {
   std::weak_ptr<Impl> weak = impl_;
   impl_->listener = std::make_unique<Listener>(
-      [weak](const std::shared_ptr<Session>& s, Request&& req) {
+      [weak](const std::shared_ptr<HttpConnection>& s, Request&& req) {
         auto impl = weak.lock();
         if (!impl) return s->close();
         if (impl->options.onRequest)
@@ -620,7 +623,7 @@ api::Status ApiServer::start() {
         impl->handle(s, std::move(req));
       },
       impl_->options.threads);
-  if (auto st = impl_->listener->start(impl_->options.host, impl_->options.port); !st.ok()) return st;
+  TESSERA_TRY(impl_->listener->start(impl_->options.host, impl_->options.port));
   if (impl_->options.kubeletPeriodMs > 0) {
     impl_->kubeletTimer = std::make_unique<net::steady_timer>(net::make_strand(impl_->listener->ioc()));
     net::post(impl_->kubeletTimer->get_executor(), [impl = impl_] { impl->tickKubelet(); });
@@ -639,7 +642,7 @@ void ApiServer::stop() {
   }
   for (auto& [id, w] : left)
     if (w->handle) w->handle->stop();
-  left.clear();  // sessions go before the io_context they live on
+  left.clear();  // connections go before the io_context they live on
   impl_->kubeletTimer.reset();
   impl_->listener.reset();
 }
@@ -660,13 +663,13 @@ void ApiServer::delayResponses(int64_t millis) {
 }
 
 void ApiServer::dropWatches() {
-  std::vector<std::shared_ptr<Session>> sessions;
+  std::vector<std::shared_ptr<HttpConnection>> connections;
   {
     std::lock_guard lock(impl_->watchMu);
     for (auto& [id, w] : impl_->watches)
-      if (w->session) sessions.push_back(w->session);
+      if (w->connection) connections.push_back(w->connection);
   }
-  for (auto& s : sessions) s->end(false);
+  for (auto& s : connections) s->end(false);
 }
 
 void ApiServer::compact() {
@@ -699,7 +702,7 @@ HttpServer::~HttpServer() { stop(); }
 api::Status HttpServer::start() {
   std::weak_ptr<Impl> weak = impl_;
   impl_->listener = std::make_unique<Listener>(
-      [weak](const std::shared_ptr<Session>& s, Request&& req) {
+      [weak](const std::shared_ptr<HttpConnection>& s, Request&& req) {
         auto impl = weak.lock();
         if (!impl) return s->close();
         const std::string target(req.target());

@@ -271,10 +271,9 @@ api::Result<Json> MemoryCluster::Impl::createLocked(api::Kind kind, Json object,
   if (stringAt(meta, "name").empty() && !stringAt(meta, "generateName").empty()) {
     meta["name"] = generatedName(stringAt(meta, "generateName"), kind, stringAt(meta, "namespace"));
   }
-  auto key = keyOf(kind, object);
-  if (!key) return key.error();
-  if (find(kind, *key) != nullptr) return api::makeError(describe(kind, *key) + " already exists", 409);
-  if (auto e = validate(kind, *key, object)) return *e;
+  TESSERA_ASSIGN_OR_RETURN(const Key key, keyOf(kind, object));
+  if (find(kind, key) != nullptr) return api::makeError(describe(kind, key) + " already exists", 409);
+  if (auto e = validate(kind, key, object)) return *e;
   ensureTypeMeta(kind, object);
   if (!keepUid || stringAt(meta, "uid").empty()) meta["uid"] = nextUid();
   if (stringAt(meta, "creationTimestamp").empty()) meta["creationTimestamp"] = api::formatTime(clock.now());
@@ -282,12 +281,12 @@ api::Result<Json> MemoryCluster::Impl::createLocked(api::Kind kind, Json object,
     if (!object.contains("status") || object["status"].is_null()) object["status"] = Json::object();
     if (stringAt(object["status"], "phase").empty()) object["status"]["phase"] = "Pending";
   }
-  Json stored = commit(kind, *key, WatchEventType::Added, std::move(object), Json());
+  Json stored = commit(kind, key, WatchEventType::Added, std::move(object), Json());
   if (kind == api::Kind::Pod && stringAt(stored, "metadata", "namespace") == api::keys::kReservationNamespace &&
       !stringAt(stored, "spec", "nodeName").empty() && stored["metadata"].contains("labels") &&
       stored["metadata"]["labels"].is_object() && stored["metadata"]["labels"].contains(api::keys::kGpuGroupLabel)) {
-    startReservationLocked(*key);
-    if (const Json* now = find(kind, *key)) return *now;
+    startReservationLocked(key);
+    if (const Json* now = find(kind, key)) return *now;
   }
   return stored;
 }
@@ -361,10 +360,9 @@ MemoryCluster::~MemoryCluster() {
 api::Result<ListResult> MemoryCluster::list(api::Kind kind, const ListOptions& options) {
   auto lock = impl_->lock();
   if (auto e = impl_->fault("list")) return *e;
-  auto labels = memory::LabelSelector::parse(options.labelSelector);
-  if (!labels) return labels.error();
-  auto fields = memory::FieldSelector::parse(options.fieldSelector, kind);
-  if (!fields) return fields.error();
+  TESSERA_ASSIGN_OR_RETURN(const memory::LabelSelector labels, memory::LabelSelector::parse(options.labelSelector));
+  TESSERA_ASSIGN_OR_RETURN(const memory::FieldSelector fields,
+                           memory::FieldSelector::parse(options.fieldSelector, kind));
 
   uint64_t atRv = impl_->rv;
   std::optional<Key> after;
@@ -405,7 +403,7 @@ api::Result<ListResult> MemoryCluster::list(api::Kind kind, const ListOptions& o
   auto selected = [&](const Key& key, const Json& object) {
     if (namespaced && !options.namespace_.empty() && key.first != options.namespace_) return false;
     const Json& meta = object["metadata"];
-    return labels->matches(meta.contains("labels") ? meta["labels"] : Json()) && fields->matches(object);
+    return labels.matches(meta.contains("labels") ? meta["labels"] : Json()) && fields.matches(object);
   };
 
   ListResult result;
@@ -475,17 +473,16 @@ api::Result<Json> MemoryCluster::create(api::Kind kind, const Json& object) {
 api::Result<Json> MemoryCluster::update(api::Kind kind, const Json& object) {
   auto lock = impl_->lock();
   if (auto e = impl_->fault("update")) return *e;
-  auto key = impl_->keyOf(kind, object);
-  if (!key) return key.error();
-  const Json* current = impl_->find(kind, *key);
-  if (current == nullptr) return notFound(kind, *key);
+  TESSERA_ASSIGN_OR_RETURN(const Key key, impl_->keyOf(kind, object));
+  const Json* current = impl_->find(kind, key);
+  if (current == nullptr) return notFound(kind, key);
   const Json& meta = (*current)["metadata"];
   std::string rv = stringAt(object, "metadata", "resourceVersion");
-  if (!rv.empty() && rv != stringAt(meta, "resourceVersion")) return conflict(kind, *key);
+  if (!rv.empty() && rv != stringAt(meta, "resourceVersion")) return conflict(kind, key);
   std::string uid = stringAt(object, "metadata", "uid");
   if (!uid.empty() && uid != stringAt(meta, "uid")) {
     return api::makeError("Precondition failed: UID in object meta: " + uid + ", does not match " +
-                              describe(kind, *key) + " uid " + stringAt(meta, "uid"),
+                              describe(kind, key) + " uid " + stringAt(meta, "uid"),
                           409);
   }
   Json next = object;
@@ -506,25 +503,24 @@ api::Result<Json> MemoryCluster::update(api::Kind kind, const Json& object) {
       next.erase("status");
     }
   }
-  return impl_->write(kind, *key, *current, std::move(next));
+  return impl_->write(kind, key, *current, std::move(next));
 }
 
 api::Result<Json> MemoryCluster::updateStatus(api::Kind kind, const Json& object) {
   auto lock = impl_->lock();
   if (auto e = impl_->fault("update")) return *e;
-  auto key = impl_->keyOf(kind, object);
-  if (!key) return key.error();
-  const Json* current = impl_->find(kind, *key);
-  if (current == nullptr) return notFound(kind, *key);
+  TESSERA_ASSIGN_OR_RETURN(const Key key, impl_->keyOf(kind, object));
+  const Json* current = impl_->find(kind, key);
+  if (current == nullptr) return notFound(kind, key);
   std::string rv = stringAt(object, "metadata", "resourceVersion");
-  if (!rv.empty() && rv != stringAt(*current, "metadata", "resourceVersion")) return conflict(kind, *key);
+  if (!rv.empty() && rv != stringAt(*current, "metadata", "resourceVersion")) return conflict(kind, key);
   Json next = *current;
   if (object.contains("status")) {
     next["status"] = object["status"];
   } else {
     next.erase("status");
   }
-  return impl_->write(kind, *key, *current, std::move(next));
+  return impl_->write(kind, key, *current, std::move(next));
 }
 
 api::Result<Json> MemoryCluster::patch(api::Kind kind, const std::string& ns, const std::string& name, PatchType type,

@@ -94,9 +94,7 @@ const std::string* labelValue(const nlohmann::json& labels, const std::string& k
 }  // namespace
 
 api::Result<LabelSelector> LabelSelector::parse(std::string_view text) {
-  auto tokens = lex(text);
-  if (!tokens) return tokens.error();
-  const std::vector<Token>& t = *tokens;
+  TESSERA_ASSIGN_OR_RETURN(const std::vector<Token> t, lex(text));
   auto fail = [&](size_t pos, const std::string& what) -> api::Error {
     return api::makeError(
         "label selector \"" + std::string(text) + "\": " + what + " at position " + std::to_string(pos), 400);
