@@ -1,6 +1,7 @@
 // `tessera run`: the scheduler daemon against a real API server. Wiring only: HTTP client -> cache
-// -> scheduler -> binder, a Lease so only one replica schedules, /healthz /readyz /metrics, and
-// SIGTERM. Cycles run every schedulePeriod and early (debounced) when watch events arrive.
+// -> Pipeline (scheduler -> binder -> status writer, pipeline.h), a Lease so only one replica
+// schedules, /healthz /readyz /metrics, and SIGTERM. Cycles run every schedulePeriod and early
+// (debounced) when watch events arrive.
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -18,15 +19,14 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
-#include "tessera/api/signals.h"
 #include "tessera/api/flags.h"
+#include "tessera/api/log.h"
+#include "tessera/api/signals.h"
 #include "tessera/app/config_file.h"
 #include "tessera/app/leader_election.h"
+#include "tessera/app/pipeline.h"
 #include "tessera/app/registry.h"
 #include "tessera/app/run.h"
-#include "tessera/binder/binder.h"
-#include "tessera/binder/gpu_binding.h"
-#include "tessera/binder/status_writer.h"
 #include "tessera/cache/cache.h"
 #include "tessera/cache/http_client.h"
 #include "tessera/cache/http_server.h"
@@ -240,9 +240,24 @@ class TimedPlugin final : public framework::Plugin {
   prometheus::Histogram& close_;
 };
 
+/// Routes the logger to a stream while it lives; the sink before it comes back after.
+class LogTo {
+ public:
+  explicit LogTo(std::ostream& err)
+      : previous_(log::setSink([&err](log::Severity, std::string_view line) {
+          err << "tessera: " << line << "\n" << std::flush;
+        })) {}
+  ~LogTo() { log::setSink(std::move(previous_)); }
+  LogTo(const LogTo&) = delete;
+  LogTo& operator=(const LogTo&) = delete;
+
+ private:
+  log::Sink previous_;
+};
+
 class Daemon {
  public:
-  Daemon(RunFlags flags, std::ostream& out, std::ostream& err) : flags_(std::move(flags)), out_(out), err_(err) {}
+  explicit Daemon(RunFlags flags) : flags_(std::move(flags)) {}
 
   int run() {
     api::blockDaemonSignals();  // before any thread starts: only the signal thread takes them
@@ -254,7 +269,7 @@ class Daemon {
           wake();
           continue;
         }
-        if (sig > 0) log("signal " + std::to_string(sig) + ": shutting down");
+        if (sig > 0) log::info("signal ", sig, ": shutting down");
         requestStop();
         return;
       }
@@ -270,8 +285,6 @@ class Daemon {
   }
 
  private:
-  void log(const std::string& line) { err_ << "tessera: " << line << "\n" << std::flush; }
-
   bool stopping() {
     std::lock_guard lock(mu_);
     return stop_;
@@ -306,13 +319,13 @@ class Daemon {
     framework::Config config;
     {
       auto c = configFile.load();
-      if (!c.ok()) return log("config: " + c.error().message), 1;
+      if (!c.ok()) return log::error("config: ", c.error().message), 1;
       config = std::move(c).value();
       instrument(config);
     }
     // ---- client ----
     auto rc = flags_.inCluster ? cache::inClusterConfig() : cache::loadKubeconfig(flags_.kubeconfig, flags_.context);
-    if (!rc.ok()) return log(rc.error().message), 1;
+    if (!rc.ok()) return log::error(rc.error().message), 1;
     cache::HttpClientOptions co;
     co.qps = flags_.qps;
     co.burst = flags_.burst;
@@ -320,7 +333,7 @@ class Daemon {
       metrics_.api.Add({{"verb", verb}, {"code", std::to_string(code)}}, Metrics::buckets()).Observe(seconds);
     };
     auto client = cache::makeHttpClient(*rc, co);
-    if (!client.ok()) return log(client.error().message), 1;
+    if (!client.ok()) return log::error(client.error().message), 1;
 
     // ---- health ----
     cache::HttpServer health(
@@ -332,9 +345,8 @@ class Daemon {
           return {404, "text/plain", "not found\n"};
         },
         flags_.healthAddress, static_cast<uint16_t>(flags_.healthPort));
-    if (auto st = health.start(); !st.ok()) return log(st.error().message), 1;
-    log("health and metrics on " + flags_.healthAddress + ":" + std::to_string(health.port()) +
-        " (/healthz /readyz /metrics)");
+    if (auto st = health.start(); !st.ok()) return log::error(st.error().message), 1;
+    log::info("health and metrics on ", flags_.healthAddress, ":", health.port(), " (/healthz /readyz /metrics)");
 
     // ---- cache (retried until it syncs: the API server may be starting too) ----
     api::SystemClock clock;
@@ -345,46 +357,27 @@ class Daemon {
     for (int64_t delay = 500;; delay = std::min<int64_t>(delay * 2, 30'000)) {
       auto st = cachePtr->start();
       if (st.ok()) break;
-      log("syncing the cache: " + st.error().message + " (retrying)");
+      log::warning("syncing the cache: ", st.error().message, " (retrying)");
       cachePtr = std::make_unique<cache::Cache>(**client, clock, cacheOptions);  // a clean slate
       std::unique_lock lock(mu_);
       if (cv_.wait_for(lock, std::chrono::milliseconds(delay), [&] { return stop_; })) return 0;
     }
     cache::Cache& cache = *cachePtr;
     ready_ = true;
-    log("cache synced; scheduler name " + config.schedulerName);
+    log::info("cache synced; scheduler name ", config.schedulerName);
 
-    binder::BinderOptions bo;
-    bo.workers = flags_.bindWorkers;
-    bo.backoffInitial = flags_.bindBackoffInitial;
-    bo.backoffMax = flags_.bindBackoffMax;
-    {
-      auto& b = Metrics::buckets();
-      auto* bindOk = &metrics_.binds.Add({{"result", "ok"}});
-      auto* bindErr = &metrics_.binds.Add({{"result", "error"}});
-      auto* evictOk = &metrics_.evictions.Add({{"result", "ok"}});
-      auto* evictErr = &metrics_.evictions.Add({{"result", "error"}});
-      auto* bindTime = &metrics_.bindLatency.Add({{"kind", "bind"}}, b);
-      auto* evictTime = &metrics_.bindLatency.Add({{"kind", "evict"}}, b);
-      bo.onRecord = [=](const binder::BindRecord& rec) {
-        const bool bind = rec.kind == binder::BindRecord::Kind::Bind;
-        (bind ? (rec.ok ? bindOk : bindErr) : (rec.ok ? evictOk : evictErr))->Increment();
-        (bind ? bindTime : evictTime)->Observe(rec.seconds);
-      };
-    }
+    PipelineOptions po;
+    po.binder.workers = flags_.bindWorkers;
+    po.binder.backoffInitial = flags_.bindBackoffInitial;
+    po.binder.backoffMax = flags_.bindBackoffMax;
+    po.binder.onRecord = bindMetrics();
     // Fractional GPUs: reservation pods, UUIDs and ConfigMaps before binds (on the binder's
     // workers); unused reservations collected after each cycle (the first one after start is the
     // full resync), sparing groups with binds in flight.
-    binder::GpuBindingOptions gpuOptions = flags_.gpu;
-    if (gpuOptions.reservationImage.empty()) gpuOptions.reservationImage = ownImage(**client);
-    log("GPU reservation pods run image " + gpuOptions.reservationImage);
-    binder::GpuBinding gpu(**client, clock, gpuOptions);
-    bo.preBind = [&gpu](const framework::SessionResult::Bind& b) { return gpu.prepare(b); };
-    binder::Binder binder(**client, cache, clock, bo);
-    framework::Scheduler scheduler(cache, config, clock, binder);
-    binder::StatusWriterOptions statusOptions;
-    statusOptions.schedulerName = config.schedulerName;
-    binder::StatusWriter statusWriter(**client, clock, statusOptions);  // PodGroup/Queue status, off the cycle
+    po.gpu = flags_.gpu;
+    if (po.gpu.reservationImage.empty()) po.gpu.reservationImage = ownImage(**client);
+    log::info("GPU reservation pods run image ", po.gpu.reservationImage);
+    Pipeline pipeline(**client, cache, clock, config, std::move(po));
 
     // ---- leader election ----
     std::unique_ptr<LeaderElector> elector;
@@ -398,8 +391,8 @@ class Daemon {
           leading_ = now;
           metrics_.leader.Add({}).Set(now ? 1 : 0);
           if (now != was) {
-            log(now ? "became leader (lease " + flags_.lease.namespace_ + "/" + flags_.lease.name + ")"
-                    : "not leading (holder: " + elector->observedHolder() + ")");
+            if (now) log::info("became leader (lease ", flags_.lease.namespace_, "/", flags_.lease.name, ")");
+            else log::info("not leading (holder: ", elector->observedHolder(), ")");
             if (now) wake();
             was = now;
           }
@@ -435,17 +428,14 @@ class Daemon {
         if (c.ok()) {
           config = std::move(c).value();
           instrument(config);
-          log("config reloaded from " + configFile.path());
-        }
-        else log("config reload rejected, keeping the running config: " + c.error().message);
+          log::info("config reloaded from ", configFile.path());
+        } else log::error("config reload rejected, keeping the running config: ", c.error().message);
       }
       // A leader that could not renew in time stops at once (isLeader() checks the renew deadline).
       if (!leading_ || (elector && !elector->isLeader())) continue;
       framework::CycleStats stats;
-      framework::SessionResult result = scheduler.runCycle(&stats);
-      gpu.collectGarbage(*result.snapshot, &result);
-      record(stats, result, binder);
-      if (result.snapshot) statusWriter.update(result, *result.snapshot);
+      framework::SessionResult result = pipeline.runCycle(&stats);
+      record(stats, result, pipeline);
       if (auto r = cache.relists(); r > relistsSeen) {
         metrics_.relists.Add({}).Increment(static_cast<double>(r - relistsSeen));
         relistsSeen = r;
@@ -461,11 +451,27 @@ class Daemon {
     if (elector) elector->release();
     cache.stop();
     health.stop();
-    log("stopped");
+    log::info("stopped");
     return 0;
   }
 
-  void record(const framework::CycleStats& stats, const framework::SessionResult& result, const binder::Binder& binder) {
+  /// tessera_binds_total, tessera_evictions_total and tessera_bind_duration_seconds, per bind or eviction.
+  std::function<void(const binder::BindRecord&)> bindMetrics() {
+    auto& b = Metrics::buckets();
+    auto* bindOk = &metrics_.binds.Add({{"result", "ok"}});
+    auto* bindErr = &metrics_.binds.Add({{"result", "error"}});
+    auto* evictOk = &metrics_.evictions.Add({{"result", "ok"}});
+    auto* evictErr = &metrics_.evictions.Add({{"result", "error"}});
+    auto* bindTime = &metrics_.bindLatency.Add({{"kind", "bind"}}, b);
+    auto* evictTime = &metrics_.bindLatency.Add({{"kind", "evict"}}, b);
+    return [=](const binder::BindRecord& rec) {
+      const bool bind = rec.kind == binder::BindRecord::Kind::Bind;
+      (bind ? (rec.ok ? bindOk : bindErr) : (rec.ok ? evictOk : evictErr))->Increment();
+      (bind ? bindTime : evictTime)->Observe(rec.seconds);
+    };
+  }
+
+  void record(const framework::CycleStats& stats, const framework::SessionResult& result, Pipeline& pipeline) {
     auto& b = Metrics::buckets();
     metrics_.cycle.Add({{"phase", "snapshot"}}, b).Observe(stats.snapshotMs / 1000);
     metrics_.cycle.Add({{"phase", "open"}}, b).Observe(stats.sessionOpenMs / 1000);
@@ -480,14 +486,12 @@ class Daemon {
       metrics_.pending.Add({{"queue", q}}).Set(n);
       if (n > 0) pendingQueues_.push_back(q);
     }
-    metrics_.binder.Add({{"what", "in_flight"}}).Set(static_cast<double>(binder.inFlight()));
-    metrics_.binder.Add({{"what", "status_backlog"}}).Set(static_cast<double>(binder.statusBacklog()));
-    metrics_.binder.Add({{"what", "backoff"}}).Set(static_cast<double>(binder.backingOff()));
+    metrics_.binder.Add({{"what", "in_flight"}}).Set(static_cast<double>(pipeline.binder().inFlight()));
+    metrics_.binder.Add({{"what", "status_backlog"}}).Set(static_cast<double>(pipeline.status().backlog()));
+    metrics_.binder.Add({{"what", "backoff"}}).Set(static_cast<double>(pipeline.binder().backingOff()));
   }
 
   RunFlags flags_;
-  std::ostream& out_;
-  std::ostream& err_;
   Metrics metrics_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -498,13 +502,16 @@ class Daemon {
 
 }  // namespace
 
-int runCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+int runCommand(const std::vector<std::string>& args, std::ostream& /*out: the daemon only logs*/, std::ostream& err) {
   auto flags = parseFlags(args);
   if (!flags.ok()) {
     err << "tessera run: " << flags.error().message << "\n" << kUsage;
     return 2;
   }
-  Daemon d(std::move(flags).value(), out, err);
+  // Every log line of the daemon (and of the cache, binder and status writer under it) goes to
+  // the command's error stream, as `tessera: <line>`.
+  LogTo logTo(err);
+  Daemon d(std::move(flags).value());
   return d.run();
 }
 
