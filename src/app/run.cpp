@@ -4,21 +4,13 @@
 // (debounced) when watch events arrive.
 #include <atomic>
 #include <chrono>
-#include <cstdlib>
 #include <condition_variable>
-#include <fstream>
-#include <map>
+#include <cstdlib>
 #include <mutex>
-#include <sstream>
 #include <thread>
 #include <unistd.h>
 
-#include <prometheus/counter.h>
-#include <prometheus/gauge.h>
-#include <prometheus/histogram.h>
-#include <prometheus/registry.h>
-#include <prometheus/text_serializer.h>
-
+#include "daemon_metrics.h"
 #include "tessera/api/flags.h"
 #include "tessera/api/log.h"
 #include "tessera/api/signals.h"
@@ -30,9 +22,7 @@
 #include "tessera/cache/cache.h"
 #include "tessera/cache/http_client.h"
 #include "tessera/cache/http_server.h"
-#include "tessera/framework/action.h"
 #include "tessera/framework/config.h"
-#include "tessera/framework/plugin.h"
 #include "tessera/framework/scheduler.h"
 
 namespace tessera::app {
@@ -154,92 +144,6 @@ std::string ownImage(cache::ClusterClient& client) {
   return image.empty() ? fallback : image;
 }
 
-/// The daemon's Prometheus metrics (prometheus-cpp core; served by our own /metrics handler).
-struct Metrics {
-  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
-  prometheus::Family<prometheus::Histogram>& cycle = prometheus::BuildHistogram()
-      .Name("tessera_cycle_duration_seconds").Help("Scheduling cycle duration, by phase (snapshot, open, actions, commit, total)")
-      .Register(*registry);
-  prometheus::Family<prometheus::Gauge>& pending = prometheus::BuildGauge()
-      .Name("tessera_pending_pods").Help("Pods left pending or pipelined by the last cycle, by queue").Register(*registry);
-  prometheus::Family<prometheus::Counter>& binds = prometheus::BuildCounter()
-      .Name("tessera_binds_total").Help("Bind requests by result").Register(*registry);
-  prometheus::Family<prometheus::Counter>& evictions = prometheus::BuildCounter()
-      .Name("tessera_evictions_total").Help("Evictions by result").Register(*registry);
-  prometheus::Family<prometheus::Counter>& relists = prometheus::BuildCounter()
-      .Name("tessera_watch_restarts_total").Help("Relists after a watch error (410 Gone)").Register(*registry);
-  prometheus::Family<prometheus::Counter>& expired = prometheus::BuildCounter()
-      .Name("tessera_assumed_binds_expired_total").Help("Assumed binds the watch never confirmed").Register(*registry);
-  prometheus::Family<prometheus::Histogram>& api = prometheus::BuildHistogram()
-      .Name("tessera_api_request_duration_seconds").Help("API server request latency by verb and HTTP code (0: transport error)")
-      .Register(*registry);
-  prometheus::Family<prometheus::Gauge>& leader = prometheus::BuildGauge()
-      .Name("tessera_leader").Help("1 while this replica holds the Lease and schedules").Register(*registry);
-  prometheus::Family<prometheus::Histogram>& action = prometheus::BuildHistogram()
-      .Name("tessera_action_duration_seconds").Help("Time in each action of a cycle").Register(*registry);
-  prometheus::Family<prometheus::Histogram>& plugin = prometheus::BuildHistogram()
-      .Name("tessera_plugin_duration_seconds")
-      .Help("Time in each plugin's session open and close (extension_point = open, close)").Register(*registry);
-  prometheus::Family<prometheus::Histogram>& bindLatency = prometheus::BuildHistogram()
-      .Name("tessera_bind_duration_seconds").Help("One bind (preBind + POST binding) or eviction (DisruptionTarget + DELETE), by kind")
-      .Register(*registry);
-  prometheus::Family<prometheus::Gauge>& binder = prometheus::BuildGauge()
-      .Name("tessera_binder_queue").Help("Binder work now: in_flight binds and evictions, status writes waiting, pods in bind backoff")
-      .Register(*registry);
-
-  static const prometheus::Histogram::BucketBoundaries& buckets() {
-    static const prometheus::Histogram::BucketBoundaries b = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-                                                              0.1,    0.25,  0.5,    1,     2.5,  5,    10};
-    return b;
-  }
-
-  std::string text() const {
-    std::ostringstream os;
-    prometheus::TextSerializer().Serialize(os, registry->Collect());
-    return os.str();
-  }
-};
-
-/// Times an action's execute() into tessera_action_duration_seconds (one clock read per action).
-class TimedAction final : public framework::Action {
- public:
-  TimedAction(std::shared_ptr<framework::Action> inner, prometheus::Histogram& h) : inner_(std::move(inner)), h_(h) {}
-  const std::string& name() const override { return inner_->name(); }
-  void execute(framework::Session& s) override {
-    const auto t0 = std::chrono::steady_clock::now();
-    inner_->execute(s);
-    h_.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-
- private:
-  std::shared_ptr<framework::Action> inner_;
-  prometheus::Histogram& h_;
-};
-
-/// Times a plugin's session open and close. The callbacks it registers (predicates, scores...) run
-/// inside the actions and are not timed one by one: that would cost more than they do.
-class TimedPlugin final : public framework::Plugin {
- public:
-  TimedPlugin(std::shared_ptr<framework::Plugin> inner, prometheus::Histogram& open, prometheus::Histogram& close)
-      : inner_(std::move(inner)), open_(open), close_(close) {}
-  const std::string& name() const override { return inner_->name(); }
-  void onSessionOpen(framework::Session& s) override {
-    const auto t0 = std::chrono::steady_clock::now();
-    inner_->onSessionOpen(s);
-    open_.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  void onSessionClose(framework::Session& s) override {
-    const auto t0 = std::chrono::steady_clock::now();
-    inner_->onSessionClose(s);
-    close_.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-
- private:
-  std::shared_ptr<framework::Plugin> inner_;
-  prometheus::Histogram& open_;
-  prometheus::Histogram& close_;
-};
-
 /// Routes the logger to a stream while it lives; the sink before it comes back after.
 class LogTo {
  public:
@@ -306,22 +210,12 @@ class Daemon {
     // ---- config ----
     // A bad file refuses to start; a bad reload (SIGHUP or the file changed) keeps the old one.
     ConfigFile configFile(flags_.configFile, flags_.schedulerName);
-    // Actions and plugins are timed (tessera_action_duration_seconds, tessera_plugin_duration_seconds),
-    // also after a reload.
-    auto instrument = [this](framework::Config& cfg) {
-      auto& b = Metrics::buckets();
-      for (auto& a : cfg.actions)
-        a = std::make_shared<TimedAction>(a, metrics_.action.Add({{"action", a->name()}}, b));
-      for (auto& p : cfg.plugins)
-        p = std::make_shared<TimedPlugin>(p, metrics_.plugin.Add({{"plugin", p->name()}, {"extension_point", "open"}}, b),
-                                          metrics_.plugin.Add({{"plugin", p->name()}, {"extension_point", "close"}}, b));
-    };
     framework::Config config;
     {
       auto c = configFile.load();
       if (!c.ok()) return log::error("config: ", c.error().message), 1;
       config = std::move(c).value();
-      instrument(config);
+      metrics_.instrument(config);  // also after a reload
     }
     // ---- client ----
     auto rc = flags_.inCluster ? cache::inClusterConfig() : cache::loadKubeconfig(flags_.kubeconfig, flags_.context);
@@ -330,7 +224,7 @@ class Daemon {
     co.qps = flags_.qps;
     co.burst = flags_.burst;
     co.observer = [this](const std::string& verb, int code, double seconds) {
-      metrics_.api.Add({{"verb", verb}, {"code", std::to_string(code)}}, Metrics::buckets()).Observe(seconds);
+      metrics_.apiRequest(verb, code, seconds);
     };
     auto client = cache::makeHttpClient(*rc, co);
     if (!client.ok()) return log::error(client.error().message), 1;
@@ -370,7 +264,7 @@ class Daemon {
     po.binder.workers = flags_.bindWorkers;
     po.binder.backoffInitial = flags_.bindBackoffInitial;
     po.binder.backoffMax = flags_.bindBackoffMax;
-    po.binder.onRecord = bindMetrics();
+    po.binder.onRecord = metrics_.bindRecorder();
     // Fractional GPUs: reservation pods, UUIDs and ConfigMaps before binds (on the binder's
     // workers); unused reservations collected after each cycle (the first one after start is the
     // full resync), sparing groups with binds in flight.
@@ -389,7 +283,7 @@ class Daemon {
         for (;;) {
           const bool now = elector->tryAcquireOrRenew();
           leading_ = now;
-          metrics_.leader.Add({}).Set(now ? 1 : 0);
+          metrics_.setLeader(now);
           if (now != was) {
             if (now) log::info("became leader (lease ", flags_.lease.namespace_, "/", flags_.lease.name, ")");
             else log::info("not leading (holder: ", elector->observedHolder(), ")");
@@ -403,11 +297,10 @@ class Daemon {
       });
     } else {
       leading_ = true;
-      metrics_.leader.Add({}).Set(1);
+      metrics_.setLeader(true);
     }
 
     // ---- the loop ----
-    uint64_t relistsSeen = 0, expiredSeen = 0;
     auto nextPeriodic = std::chrono::steady_clock::now();
     for (;;) {
       {
@@ -427,7 +320,7 @@ class Daemon {
         auto c = configFile.reload(config);
         if (c.ok()) {
           config = std::move(c).value();
-          instrument(config);
+          metrics_.instrument(config);
           log::info("config reloaded from ", configFile.path());
         } else log::error("config reload rejected, keeping the running config: ", c.error().message);
       }
@@ -435,15 +328,7 @@ class Daemon {
       if (!leading_ || (elector && !elector->isLeader())) continue;
       framework::CycleStats stats;
       framework::SessionResult result = pipeline.runCycle(&stats);
-      record(stats, result, pipeline);
-      if (auto r = cache.relists(); r > relistsSeen) {
-        metrics_.relists.Add({}).Increment(static_cast<double>(r - relistsSeen));
-        relistsSeen = r;
-      }
-      if (auto e = cache.expiredAssumptions(); e > expiredSeen) {
-        metrics_.expired.Add({}).Increment(static_cast<double>(e - expiredSeen));
-        expiredSeen = e;
-      }
+      metrics_.afterCycle(stats, result, pipeline);
     }
 
     // ---- shutdown ----
@@ -455,49 +340,12 @@ class Daemon {
     return 0;
   }
 
-  /// tessera_binds_total, tessera_evictions_total and tessera_bind_duration_seconds, per bind or eviction.
-  std::function<void(const binder::BindRecord&)> bindMetrics() {
-    auto& b = Metrics::buckets();
-    auto* bindOk = &metrics_.binds.Add({{"result", "ok"}});
-    auto* bindErr = &metrics_.binds.Add({{"result", "error"}});
-    auto* evictOk = &metrics_.evictions.Add({{"result", "ok"}});
-    auto* evictErr = &metrics_.evictions.Add({{"result", "error"}});
-    auto* bindTime = &metrics_.bindLatency.Add({{"kind", "bind"}}, b);
-    auto* evictTime = &metrics_.bindLatency.Add({{"kind", "evict"}}, b);
-    return [=](const binder::BindRecord& rec) {
-      const bool bind = rec.kind == binder::BindRecord::Kind::Bind;
-      (bind ? (rec.ok ? bindOk : bindErr) : (rec.ok ? evictOk : evictErr))->Increment();
-      (bind ? bindTime : evictTime)->Observe(rec.seconds);
-    };
-  }
-
-  void record(const framework::CycleStats& stats, const framework::SessionResult& result, Pipeline& pipeline) {
-    auto& b = Metrics::buckets();
-    metrics_.cycle.Add({{"phase", "snapshot"}}, b).Observe(stats.snapshotMs / 1000);
-    metrics_.cycle.Add({{"phase", "open"}}, b).Observe(stats.sessionOpenMs / 1000);
-    metrics_.cycle.Add({{"phase", "actions"}}, b).Observe(stats.actionsMs / 1000);
-    metrics_.cycle.Add({{"phase", "commit"}}, b).Observe(stats.commitMs / 1000);
-    metrics_.cycle.Add({{"phase", "total"}}, b).Observe(stats.totalMs / 1000);
-    std::map<std::string, double> byQueue;
-    for (const auto& q : pendingQueues_) byQueue[q] = 0;  // queues that drained go back to 0
-    for (const auto& p : result.pods) byQueue[result.jobs[p.jobStatus].job->queue] += 1;
-    pendingQueues_.clear();
-    for (const auto& [q, n] : byQueue) {
-      metrics_.pending.Add({{"queue", q}}).Set(n);
-      if (n > 0) pendingQueues_.push_back(q);
-    }
-    metrics_.binder.Add({{"what", "in_flight"}}).Set(static_cast<double>(pipeline.binder().inFlight()));
-    metrics_.binder.Add({{"what", "status_backlog"}}).Set(static_cast<double>(pipeline.status().backlog()));
-    metrics_.binder.Add({{"what", "backoff"}}).Set(static_cast<double>(pipeline.binder().backingOff()));
-  }
-
   RunFlags flags_;
-  Metrics metrics_;
+  DaemonMetrics metrics_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false, woken_ = false;
   std::atomic<bool> ready_{false}, leading_{false}, reload_{false};
-  std::vector<std::string> pendingQueues_;
 };
 
 }  // namespace
