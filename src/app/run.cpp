@@ -64,45 +64,46 @@ api::Result<RunFlags> parseFlags(const std::vector<std::string>& args) {
   api::FlagCursor flag(args);
   while (flag.next()) {
     const std::string& a = flag.name();
-    auto value = [&] { return flag.value(); };
+    auto text = [&](std::string& out) -> api::Status {
+      TESSERA_ASSIGN_OR_RETURN(out, flag.value());
+      return api::Status::success();
+    };
     auto duration = [&](api::Duration& out) -> api::Status {
-      auto s = value();
-      if (!s.ok()) return s.error();
-      auto d = api::parseDuration(*s);
+      TESSERA_ASSIGN_OR_RETURN(const std::string s, flag.value());
+      auto d = api::parseDuration(s);
       if (!d.ok()) return api::makeError(a + ": " + d.error().message);
       out = *d;
       return api::Status::success();
     };
     auto number = [&](double& out) -> api::Status {
-      auto s = value();
-      if (!s.ok()) return s.error();
+      TESSERA_ASSIGN_OR_RETURN(const std::string s, flag.value());
       try {
-        out = std::stod(*s);
+        out = std::stod(s);
       } catch (...) {
-        return api::makeError(a + ": not a number: " + *s);
+        return api::makeError(a + ": not a number: " + s);
       }
       return api::Status::success();
     };
     api::Status st = api::Status::success();
     double n = 0;
-    if (a == "--kubeconfig") { auto s = value(); if (!s.ok()) return s.error(); f.kubeconfig = *s; }
-    else if (a == "--context") { auto s = value(); if (!s.ok()) return s.error(); f.context = *s; }
-    else if (a == "--config") { auto s = value(); if (!s.ok()) return s.error(); f.configFile = *s; }
+    if (a == "--kubeconfig") st = text(f.kubeconfig);
+    else if (a == "--context") st = text(f.context);
+    else if (a == "--config") st = text(f.configFile);
     else if (a == "--in-cluster") f.inCluster = flag.boolean();
-    else if (a == "--scheduler-name") { auto s = value(); if (!s.ok()) return s.error(); f.schedulerName = *s; }
-    else if (a == "--kube-api-qps") { st = number(f.qps); }
+    else if (a == "--scheduler-name") st = text(f.schedulerName);
+    else if (a == "--kube-api-qps") st = number(f.qps);
     else if (a == "--kube-api-burst") { st = number(n); f.burst = static_cast<int>(n); }
     else if (a == "--leader-elect") f.leaderElect = flag.boolean();
-    else if (a == "--lease-name") { auto s = value(); if (!s.ok()) return s.error(); f.lease.name = *s; }
-    else if (a == "--lease-namespace") { auto s = value(); if (!s.ok()) return s.error(); f.lease.namespace_ = *s; }
+    else if (a == "--lease-name") st = text(f.lease.name);
+    else if (a == "--lease-namespace") st = text(f.lease.namespace_);
     else if (a == "--lease-duration") st = duration(f.lease.leaseDuration);
     else if (a == "--renew-deadline") st = duration(f.lease.renewDeadline);
     else if (a == "--retry-period") st = duration(f.lease.retryPeriod);
-    else if (a == "--identity") { auto s = value(); if (!s.ok()) return s.error(); f.lease.identity = *s; }
-    else if (a == "--health-address") { auto s = value(); if (!s.ok()) return s.error(); f.healthAddress = *s; }
+    else if (a == "--identity") st = text(f.lease.identity);
+    else if (a == "--health-address") st = text(f.healthAddress);
     else if (a == "--health-port") { st = number(n); f.healthPort = static_cast<int>(n); }
     else if (a == "--debounce") st = duration(f.debounce);
-    else if (a == "--reservation-image") { auto s = value(); if (!s.ok()) return s.error(); f.gpu.reservationImage = *s; }
+    else if (a == "--reservation-image") st = text(f.gpu.reservationImage);
     else if (a == "--reservation-timeout") {
       api::Duration d;
       st = duration(d);
@@ -117,7 +118,7 @@ api::Result<RunFlags> parseFlags(const std::vector<std::string>& args) {
     else if (a == "--bind-backoff-initial") st = duration(f.bindBackoffInitial);
     else if (a == "--bind-backoff-max") st = duration(f.bindBackoffMax);
     else return api::makeError("unknown flag " + a);
-    if (!st.ok()) return st.error();
+    TESSERA_TRY(st);
   }
   if (f.inCluster == !f.kubeconfig.empty())
     return api::makeError("exactly one of --kubeconfig PATH and --in-cluster is required");

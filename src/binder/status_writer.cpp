@@ -467,21 +467,21 @@ struct StatusWriter::Impl {
     if (item.onlyOurs) {
       // A pod of another scheduler, or one already bound, is not ours to mark (its last good
       // version may be running).
-      auto pod = client.get(api::Kind::Pod, item.ns, item.name);
-      if (!pod.ok()) return pod.error();
-      const Json spec = pod->value("spec", Json::object());
+      TESSERA_ASSIGN_OR_RETURN(const Json pod, client.get(api::Kind::Pod, item.ns, item.name));
+      const Json spec = pod.value("spec", Json::object());
       if (!spec.is_object() || spec.value("nodeName", "") != "" ||
           spec.value("schedulerName", "") != options.schedulerName)
         return api::Status::success();
     }
     Json cond = item.body;
     cond["lastTransitionTime"] = api::formatTime(clock.now());
-    auto r = client.patch(api::Kind::Pod, item.ns, item.name, cache::PatchType::StrategicMerge,
-                          Json{{"status", {{"conditions", Json::array({cond})}}}}, /*statusSubresource=*/true);
-    if (!r.ok()) return r.error();
+    TESSERA_ASSIGN_OR_RETURN(const Json patched,
+                             client.patch(api::Kind::Pod, item.ns, item.name, cache::PatchType::StrategicMerge,
+                                          Json{{"status", {{"conditions", Json::array({cond})}}}},
+                                          /*statusSubresource=*/true));
     if (!options.writeEvents) return api::Status::success();
     Item follow = eventItem(item.event);
-    follow.event.uid = r->value("metadata", Json::object()).value("uid", "");
+    follow.event.uid = patched.value("metadata", Json::object()).value("uid", "");
     if (item.dedupeFollow) {  // on its own key, as the events of decisions are
       std::lock_guard lock(mu);
       auto mark = written.find(follow.key);
