@@ -57,7 +57,7 @@ struct StatusWriter::Impl {
     api::Kind kind = api::Kind::PodGroup;
     std::string ns, name;
     Json body;           ///< Status: the status object; PodCondition: the condition (stamped when written)
-    EventSpec event;     ///< Event: the event; PodCondition: the event that follows it (reason empty: none)
+    EventSpec event;     ///< Event: the event; PodCondition: the event that follows it once written
     std::string key;     ///< deduplicated (and, unless an event of a decision, coalesced) on
     std::string digest;  ///< the content deduplicated on (without timestamps)
     bool onlyOurs = false;      ///< PodCondition: written only on an unbound pod of our scheduler
@@ -117,9 +117,9 @@ struct StatusWriter::Impl {
 
   /// Under mu. Queues `item` unless its digest is the one last queued under its key; a write of
   /// the same key still queued is replaced (`coalesce`) or kept before it (events of decisions).
-  bool enqueue(Item item, bool coalesce, bool desired) {
+  void enqueue(Item item, bool coalesce, bool desired) {
     auto mark = written.find(item.key);
-    if (mark != written.end() && mark->second.digest == item.digest) return false;
+    if (mark != written.end() && mark->second.digest == item.digest) return;
     written.insert_or_assign(item.key, Mark{item.digest, desired});
     std::string queueKey = coalesce ? item.key : "#" + std::to_string(sequence++);
     ++stats.queued;
@@ -131,7 +131,6 @@ struct StatusWriter::Impl {
       order.push_back(std::move(queueKey));
     }
     cv.notify_all();
-    return true;
   }
 
   /// Under mu. Forgets `key` if `digest` is still the last content queued under it.
