@@ -1,16 +1,19 @@
+// The binder (binder.h): a pool of workers runs a cycle's evictions, then its binds; what users
+// read about them goes to the status writer, which owns every status write and its thread.
 #include "tessera/binder/binder.h"
-#include "tessera/binder/events.h"
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <cstdio>
 #include <deque>
 #include <map>
 #include <mutex>
 #include <set>
 #include <thread>
+
+#include "tessera/api/log.h"
+#include "tessera/binder/events.h"
 
 namespace tessera::binder {
 
@@ -19,186 +22,6 @@ namespace {
 double secondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
-
-/// One core/v1 Event to create.
-struct EventSpec {
-  api::Kind kind = api::Kind::Pod;
-  std::string ns, name, uid, type, reason, message;
-};
-
-/// The status queue: PodScheduled=False conditions coalesced per pod (only the latest message of a
-/// pod is written; one equal to the last written is not written again) and deduplicated Events,
-/// written in order by one thread.
-class StatusWriter {
- public:
-  StatusWriter(cache::ClusterClient& client, const api::Clock& clock, const BinderOptions& options)
-      : client_(client), clock_(clock), options_(options) {
-    thread_ = std::thread([this] { loop(); });
-  }
-
-  ~StatusWriter() {
-    {
-      std::lock_guard lock(mu_);
-      stop_ = true;
-      cv_.notify_all();
-    }
-    thread_.join();
-  }
-
-  /// Many pods' messages at once (one lock for a whole cycle).
-  void conditions(std::vector<std::pair<std::string, std::string>> podMessages) {
-    std::lock_guard lock(mu_);
-    for (auto& [key, message] : podMessages) {
-      auto pending = pending_.find(key);
-      if (pending != pending_.end()) {
-        pending->second = std::move(message);  // coalesced: the queued write takes the latest message
-        continue;
-      }
-      auto last = lastCondition_.find(key);
-      if (last != lastCondition_.end() && last->second == message) continue;  // nothing new to say
-      pending_.emplace(key, std::move(message));
-      queue_.push_back(Item{true, key, {}});
-    }
-    cv_.notify_all();
-  }
-
-  /// The pod is being bound: its queued condition is dropped, and this waits until no condition
-  /// write of it is in progress (so a stale PodScheduled=False cannot land after the bind).
-  void settle(const std::string& podKey) {
-    std::unique_lock lock(mu_);
-    pending_.erase(podKey);
-    lastCondition_.erase(podKey);
-    idle_.wait(lock, [&] { return writing_ != podKey; });
-  }
-
-  void event(EventSpec e) {
-    if (!options_.writeEvents) return;
-    std::lock_guard lock(mu_);
-    if (!dedupe(e)) return;
-    queue_.push_back(Item{false, {}, std::move(e)});
-    cv_.notify_all();
-  }
-
-  /// Waits until the queue is empty and nothing is being written.
-  void waitIdle() {
-    std::unique_lock lock(mu_);
-    idle_.wait(lock, [&] { return queue_.empty() && !busy_; });
-  }
-
-  /// Drops what is queued (shutdown).
-  void discard() {
-    std::lock_guard lock(mu_);
-    queue_.clear();
-    pending_.clear();
-  }
-
-  size_t backlog() const {
-    std::lock_guard lock(mu_);
-    return queue_.size();
-  }
-
-  bool idle() const {
-    std::lock_guard lock(mu_);
-    return queue_.empty() && !busy_;
-  }
-
- private:
-  struct Item {
-    bool condition = false;
-    std::string podKey;  ///< condition: its message is pending_[podKey]
-    EventSpec event;
-  };
-
-  /// True when the event is new for (object, reason); records it as the last one. Under mu_.
-  bool dedupe(const EventSpec& e) {
-    const std::string key =
-        std::string(api::kindInfo(e.kind).name) + "/" + e.ns + "/" + e.name + "/" + e.reason;
-    auto it = lastEvent_.find(key);
-    if (it != lastEvent_.end() && it->second == e.message) return false;  // no event per cycle
-    lastEvent_[key] = e.message;
-    return true;
-  }
-
-  void loop() {
-    std::unique_lock lock(mu_);
-    for (;;) {
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-      if (stop_) return;
-      Item item = std::move(queue_.front());
-      queue_.pop_front();
-      busy_ = true;
-      if (item.condition) {
-        auto it = pending_.find(item.podKey);
-        if (it != pending_.end()) {
-          std::string message = std::move(it->second);
-          pending_.erase(it);
-          writing_ = item.podKey;
-          lock.unlock();
-          const bool written = writeCondition(item.podKey, message);
-          lock.lock();
-          writing_.clear();
-          if (written) lastCondition_[item.podKey] = message;
-        }
-      } else {
-        lock.unlock();
-        createEvent(item.event);
-        lock.lock();
-      }
-      busy_ = false;
-      idle_.notify_all();
-    }
-  }
-
-  bool writeCondition(const std::string& podKey, const std::string& message) {
-    auto [ns, name] = splitKey(podKey);
-    cache::Json patch = {{"status",
-                          {{"conditions",
-                            {{{"type", "PodScheduled"},
-                              {"status", "False"},
-                              {"reason", "Unschedulable"},
-                              {"message", message},
-                              {"lastTransitionTime", api::formatTime(clock_.now())}}}}}}};
-    auto res = client_.patch(api::Kind::Pod, ns, name, cache::PatchType::StrategicMerge, patch, /*status=*/true);
-    if (!res.ok()) {
-      std::fprintf(stderr, "tessera: updating status of pod %s: %s\n", podKey.c_str(), res.error().message.c_str());
-      return false;
-    }
-    if (options_.writeEvents) {
-      EventSpec e{api::Kind::Pod, ns, name, "", "Warning", "FailedScheduling", message};
-      if (res->contains("metadata")) e.uid = (*res)["metadata"].value("uid", "");
-      bool fresh;
-      {
-        std::lock_guard lock(mu_);
-        fresh = dedupe(e);
-      }
-      if (fresh) createEvent(e);
-    }
-    return true;
-  }
-
-  void createEvent(const EventSpec& e) {
-    const api::KindInfo& ki = api::kindInfo(e.kind);
-    const cache::Json ev =
-        makeEvent(e.kind, e.ns, e.name, e.uid, e.type, e.reason, e.message, options_.component, clock_.now());
-    auto res = client_.create(api::Kind::Event, ev);
-    if (!res.ok())
-      std::fprintf(stderr, "tessera: recording event on %s %s/%s: %s\n", std::string(ki.name).c_str(), e.ns.c_str(),
-                   e.name.c_str(), res.error().message.c_str());
-  }
-
-  cache::ClusterClient& client_;
-  const api::Clock& clock_;
-  const BinderOptions& options_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_, idle_;
-  std::deque<Item> queue_;
-  std::map<std::string, std::string> pending_;        ///< pod key -> message to write
-  std::map<std::string, std::string> lastCondition_;  ///< pod key -> message last written
-  std::map<std::string, std::string> lastEvent_;      ///< "Kind/ns/name/reason" -> message last written
-  std::string writing_;                                ///< pod whose condition is being written
-  bool busy_ = false, stop_ = false;
-  std::thread thread_;
-};
 
 }  // namespace
 
@@ -218,7 +41,8 @@ struct Binder::Impl {
   cache::Cache& cache;
   const api::Clock& clock;
   BinderOptions options;
-  StatusWriter status;
+  std::unique_ptr<StatusWriter> ownStatus;  ///< when no writer was given (tests, tools)
+  StatusWriter& status;
 
   mutable std::mutex mu;  ///< guards everything below
   std::condition_variable workCv, idleCv;
@@ -242,8 +66,13 @@ struct Binder::Impl {
 
   std::vector<std::thread> threads;
 
-  Impl(cache::ClusterClient& c, cache::Cache& k, const api::Clock& cl, BinderOptions o)
-      : client(c), cache(k), clock(cl), options(std::move(o)), status(c, cl, options) {
+  Impl(cache::ClusterClient& c, cache::Cache& k, const api::Clock& cl, StatusWriter* s, BinderOptions o)
+      : client(c),
+        cache(k),
+        clock(cl),
+        options(std::move(o)),
+        ownStatus(s ? nullptr : std::make_unique<StatusWriter>(c, cl)),
+        status(s ? *s : *ownStatus) {
     const int n = std::max(1, options.workers);
     for (int i = 0; i < n; ++i) threads.emplace_back([this] { work(); });
   }
@@ -256,7 +85,6 @@ struct Binder::Impl {
       workCv.notify_all();
     }
     for (auto& t : threads) t.join();
-    status.discard();
   }
 
   void work() {
@@ -342,7 +170,7 @@ struct Binder::Impl {
       status.event(EventSpec{api::Kind::Pod, ns, name, e.podUid, "Warning", "Preempted", e.reason});
     } else {
       cache.evictionFailed(e.podKey);
-      std::fprintf(stderr, "tessera: evicting pod %s: %s\n", e.podKey.c_str(), st.error().message.c_str());
+      log::error("evicting pod ", e.podKey, ": ", st.error().message);
     }
     record(*batch, i, std::move(rec));
     {
@@ -372,8 +200,7 @@ struct Binder::Impl {
       if (!prep.ok()) {
         ok = false;
         error = prep.error().message;
-        std::fprintf(stderr, "tessera: preparing GPUs of pod %s on %s: %s\n", b.podKey.c_str(), b.node.c_str(),
-                     error.c_str());
+        log::error("preparing GPUs of pod ", b.podKey, " on ", b.node, ": ", error);
       }
     }
     if (ok) {
@@ -386,8 +213,7 @@ struct Binder::Impl {
         auto pod = client.get(api::Kind::Pod, ns, name);
         if (pod.ok() && pod->contains("spec") && (*pod)["spec"].value("nodeName", "") == b.node) ok = true, error.clear();
       }
-      if (!ok)
-        std::fprintf(stderr, "tessera: binding pod %s to %s: %s\n", b.podKey.c_str(), b.node.c_str(), error.c_str());
+      if (!ok) log::error("binding pod ", b.podKey, " to ", b.node, ": ", error);
     }
     {
       std::lock_guard lock(mu);
@@ -476,7 +302,7 @@ struct Binder::Impl {
     std::vector<std::pair<std::string, std::string>> messages;
     messages.reserve(result.pods.size());
     for (const auto& p : result.pods) messages.emplace_back(p.task->key, result.podMessage(p));
-    if (!messages.empty()) status.conditions(std::move(messages));
+    if (!messages.empty()) status.podsUnschedulable(std::move(messages));
     for (const auto& j : result.jobs) {
       const std::string& key = j.job->key;
       if (key.rfind("PodGroup/", 0) != 0) continue;  // a group of one: its pod carries the message
@@ -488,8 +314,12 @@ struct Binder::Impl {
   }
 };
 
+Binder::Binder(cache::ClusterClient& client, cache::Cache& cache, const api::Clock& clock, StatusWriter& status,
+               BinderOptions options)
+    : impl_(std::make_unique<Impl>(client, cache, clock, &status, std::move(options))) {}
+
 Binder::Binder(cache::ClusterClient& client, cache::Cache& cache, const api::Clock& clock, BinderOptions options)
-    : impl_(std::make_unique<Impl>(client, cache, clock, std::move(options))) {}
+    : impl_(std::make_unique<Impl>(client, cache, clock, nullptr, std::move(options))) {}
 
 Binder::~Binder() = default;
 
@@ -501,10 +331,10 @@ void Binder::waitIdle() {
       std::unique_lock lock(impl_->mu);
       impl_->idleCv.wait(lock, [&] { return impl_->queue.empty() && impl_->running == 0; });
     }
-    impl_->status.waitIdle();
+    impl_->status.drain();
     // A status write never queues binds, but a finishing bind queues status: check both again.
     std::lock_guard lock(impl_->mu);
-    if (impl_->queue.empty() && impl_->running == 0 && impl_->status.idle()) return;
+    if (impl_->queue.empty() && impl_->running == 0 && impl_->status.backlog() == 0) return;
   }
 }
 
@@ -518,8 +348,6 @@ size_t Binder::inFlight() const {
   std::lock_guard lock(impl_->mu);
   return impl_->inFlight.size();
 }
-
-size_t Binder::statusBacklog() const { return impl_->status.backlog(); }
 
 size_t Binder::backingOff() const {
   const api::Time now = impl_->clock.now();

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tessera/api/gpu_request.h"
+#include "tessera/api/log.h"
 #include "tessera/api/objects.h"
 
 namespace tessera::binder {
@@ -306,8 +307,7 @@ void GpuBinding::collectGarbage(const cache::Snapshot& snap, const framework::Se
       ++impl_->deleted;
       impl_->groupLocks.erase(group);
     } else {
-      std::fprintf(stderr, "tessera: deleting unused GPU reservation pod %s: %s\n", podKey.c_str(),
-                   st.error().message.c_str());
+      log::error("deleting unused GPU reservation pod ", podKey, ": ", st.error().message);
     }
   }
   if (orphanGroups.empty()) return;

@@ -1,19 +1,21 @@
-// The status writer (status_writer.h): desired state computed in memory on the scheduler thread,
-// written by one writer (the background thread or drain()) in batches of coalesced, deduplicated
-// writes. All writes of a batch happen under writeMu_, and a batch is taken from the queue under it
-// too, so two versions of one object are never written out of order.
+// The status writer (status_writer.h): producers queue writes in memory (the desired state computed
+// on the scheduler thread by update(), and the binder's conditions and events); one writer (the
+// background thread or drain()) writes the queue in order, one write at a time, under writeMu, so
+// two versions of one object are never written out of order and settle() can wait for a pod's
+// condition write to finish.
 #include "tessera/binder/status_writer.h"
-#include "tessera/binder/events.h"
 
 #include <condition_variable>
-#include <cstdio>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <set>
 #include <thread>
 
+#include "tessera/api/log.h"
 #include "tessera/api/quantity.h"
 #include "tessera/api/validation.h"
+#include "tessera/binder/events.h"
 
 namespace tessera::binder {
 
@@ -39,30 +41,49 @@ Json condition(const std::string& type, bool status, const std::string& reason, 
   return Json{{"type", type}, {"status", status ? "True" : "False"}, {"reason", reason}, {"message", message}};
 }
 
+// The keys writes are deduplicated and coalesced on: the object (its ref) and what about it.
+std::string statusKey(const std::string& ref) { return "status:" + ref; }
+std::string conditionKey(const std::string& ref, const std::string& reason) {
+  return "condition:" + ref + "/" + reason;
+}
+std::string eventKey(const std::string& ref, const std::string& reason) { return "event:" + ref + "/" + reason; }
+
 }  // namespace
 
 struct StatusWriter::Impl {
-  /// One queued write. Keyed (and coalesced) by `key`.
+  /// One queued write.
   struct Item {
     enum class Type { Status, PodCondition, Event } type = Type::Status;
     api::Kind kind = api::Kind::PodGroup;
     std::string ns, name;
-    Json body;           ///< Status: the status object; PodCondition: the condition; Event: {reason, message}
+    Json body;           ///< Status: the status object; PodCondition: the condition (stamped when written)
+    EventSpec event;     ///< Event: the event; PodCondition: the event that follows it once written
+    std::string key;     ///< deduplicated (and, unless an event of a decision, coalesced) on
     std::string digest;  ///< the content deduplicated on (without timestamps)
+    bool onlyOurs = false;      ///< PodCondition: written only on an unbound pod of our scheduler
+    bool dedupeFollow = false;  ///< PodCondition: the event that follows is deduplicated on its own key
+  };
+  /// What was last queued under a key.
+  struct Mark {
+    std::string digest;
+    bool desired = false;  ///< queued by update(), which forgets it once it stops wanting it
   };
 
   cache::ClusterClient& client;
   const api::Clock& clock;
   StatusWriterOptions options;
 
-  std::mutex mu;  // guards everything below up to writeMu
-  std::condition_variable cv;
-  std::map<std::string, Item> queue;           ///< coalescing: the newest write per key
-  std::map<std::string, std::string> written;  ///< key -> digest last queued (erased when a write fails)
+  mutable std::mutex mu;  // guards everything below up to writeMu
+  std::condition_variable cv, idle;
+  std::map<std::string, Item> queued;  ///< by queue key (the write's key; events of decisions: a sequence)
+  std::deque<std::string> order;       ///< queue keys in the order first queued (settled ones are skipped)
+  uint64_t sequence = 0;
+  std::map<std::string, Mark> written;  ///< key -> last queued (erased when a write fails)
+  std::string writing;                  ///< key of the write in progress
   StatusWriterStats stats;
   bool stopping = false;
 
-  std::mutex writeMu;  // one batch at a time
+  std::mutex writeMu;  // one writer at a time
   /// Transition times of the conditions last queued, by object key then type: (status, time).
   std::map<std::string, std::map<std::string, std::pair<std::string, std::string>>> transitions;  // scheduler thread
   std::set<std::string> seen;  ///< keys wanted by the current update() (scheduler thread)
@@ -92,22 +113,86 @@ struct StatusWriter::Impl {
     if (worker.joinable()) worker.join();
   }
 
-  // ---------------------------------------------------------------- desired state (scheduler thread)
+  // ---------------------------------------------------------------- the queue (any thread)
 
-  /// Queues `item` under `key` unless its digest is the one last queued.
-  void want(const std::string& key, Item item) {
-    seen.insert(key);
-    item.digest = item.body.dump();
-    std::lock_guard lock(mu);
-    auto it = written.find(key);
-    if (it != written.end() && it->second == item.digest) return;
-    written[key] = item.digest;
-    auto [q, inserted] = queue.insert_or_assign(key, std::move(item));
-    (void)q;
+  /// Under mu. Queues `item` unless its digest is the one last queued under its key; a write of
+  /// the same key still queued is replaced (`coalesce`) or kept before it (events of decisions).
+  void enqueue(Item item, bool coalesce, bool desired) {
+    auto mark = written.find(item.key);
+    if (mark != written.end() && mark->second.digest == item.digest) return;
+    written.insert_or_assign(item.key, Mark{item.digest, desired});
+    std::string queueKey = coalesce ? item.key : "#" + std::to_string(sequence++);
     ++stats.queued;
-    if (!inserted) ++stats.coalesced;
+    if (auto it = queued.find(queueKey); it != queued.end()) {
+      it->second = std::move(item);
+      ++stats.coalesced;
+    } else {
+      queued.emplace(queueKey, std::move(item));
+      order.push_back(std::move(queueKey));
+    }
     cv.notify_all();
   }
+
+  /// Under mu. Forgets `key` if `digest` is still the last content queued under it.
+  void forget(const std::string& key, const std::string& digest) {
+    auto it = written.find(key);
+    if (it != written.end() && it->second.digest == digest) written.erase(it);
+  }
+
+  /// PodScheduled=False with `reason`, followed once written by a Warning event `eventReason`.
+  static Item podCondition(const std::string& ns, const std::string& name, const std::string& reason,
+                           const std::string& message, const std::string& eventReason) {
+    Item item;
+    item.type = Item::Type::PodCondition;
+    item.kind = api::Kind::Pod;
+    item.ns = ns;
+    item.name = name;
+    item.body = condition("PodScheduled", false, reason, message);
+    item.event = EventSpec{api::Kind::Pod, ns, name, "", "Warning", eventReason, message};
+    item.key = conditionKey(api::Problem::objectRef(api::Kind::Pod, ns, name), reason);
+    item.digest = item.body.dump();
+    return item;
+  }
+
+  static Item eventItem(EventSpec e) {
+    Item item;
+    item.type = Item::Type::Event;
+    item.kind = e.kind;
+    item.ns = e.ns;
+    item.name = e.name;
+    item.key = eventKey(api::Problem::objectRef(e.kind, e.ns, e.name), e.reason);
+    item.digest = e.message;
+    item.event = std::move(e);
+    return item;
+  }
+
+  void podsUnschedulable(std::vector<std::pair<std::string, std::string>> podMessages) {
+    std::lock_guard lock(mu);
+    for (auto& [podKey, message] : podMessages) {
+      auto [ns, name] = splitKey(podKey);
+      Item item = podCondition(ns, name, "Unschedulable", message, "FailedScheduling");
+      item.dedupeFollow = true;
+      enqueue(std::move(item), /*coalesce=*/true, /*desired=*/false);
+    }
+  }
+
+  void event(EventSpec e) {
+    if (!options.writeEvents) return;
+    Item item = eventItem(std::move(e));
+    std::lock_guard lock(mu);
+    enqueue(std::move(item), /*coalesce=*/false, /*desired=*/false);
+  }
+
+  void settle(const std::string& podKey) {
+    auto [ns, name] = splitKey(podKey);
+    const std::string key = conditionKey(api::Problem::objectRef(api::Kind::Pod, ns, name), "Unschedulable");
+    std::unique_lock lock(mu);
+    queued.erase(key);
+    written.erase(key);
+    idle.wait(lock, [&] { return writing != key; });
+  }
+
+  // ---------------------------------------------------------------- desired state (scheduler thread)
 
   /// Adds lastTransitionTime to each condition: kept while its status stays, now when it changes.
   void stampConditions(const std::string& key, Json& conditions) {
@@ -124,46 +209,57 @@ struct StatusWriter::Impl {
 
   /// A status write: deduplicated on the content without timestamps, then stamped.
   void wantStatus(api::Kind kind, const std::string& ns, const std::string& name, Json status) {
-    const std::string key = api::Problem::objectRef(kind, ns, name);
-    seen.insert("status:" + key);
-    const std::string digest = status.dump();
+    const std::string ref = api::Problem::objectRef(kind, ns, name);
+    const std::string key = statusKey(ref);
+    seen.insert(key);
+    std::string digest = status.dump();
     {
       std::lock_guard lock(mu);
-      auto it = written.find("status:" + key);
-      if (it != written.end() && it->second == digest) return;
+      auto it = written.find(key);
+      if (it != written.end() && it->second.digest == digest) return;
     }
-    Json stamped = status;
-    if (stamped.contains("conditions")) stampConditions(key, stamped["conditions"]);
-    Item item{Item::Type::Status, kind, ns, name, std::move(stamped), {}};
-    // The digest is the unstamped content: the next identical update is a no-op.
+    // Stamped only when queued: the next identical update is a no-op, and keeps the times.
+    if (status.contains("conditions")) stampConditions(ref, status["conditions"]);
+    Item item;
+    item.kind = kind;
+    item.ns = ns;
+    item.name = name;
+    item.body = std::move(status);
+    item.key = key;
+    item.digest = std::move(digest);
     std::lock_guard lock(mu);
-    written["status:" + key] = digest;
-    item.digest = digest;
-    auto [q, inserted] = queue.insert_or_assign("status:" + key, std::move(item));
-    (void)q;
-    ++stats.queued;
-    if (!inserted) ++stats.coalesced;
-    cv.notify_all();
+    enqueue(std::move(item), /*coalesce=*/true, /*desired=*/true);
+  }
+
+  /// PodScheduled=False (InvalidSpec) on a pod that could not be converted, with its event.
+  void wantInvalidPod(const std::string& ns, const std::string& name, const std::string& message) {
+    Item item = podCondition(ns, name, kInvalidSpec, message, kInvalidSpec);
+    item.onlyOurs = true;
+    seen.insert(item.key);
+    std::lock_guard lock(mu);
+    enqueue(std::move(item), /*coalesce=*/true, /*desired=*/true);
   }
 
   void wantEvent(api::Kind kind, const std::string& ns, const std::string& name, const std::string& message) {
     if (!options.writeEvents) return;
-    want("event:" + api::Problem::objectRef(kind, ns, name),
-         Item{Item::Type::Event, kind, ns, name, Json{{"reason", kInvalidSpec}, {"message", message}}, {}});
+    Item item = eventItem(EventSpec{kind, ns, name, "", "Warning", kInvalidSpec, message});
+    seen.insert(item.key);
+    std::lock_guard lock(mu);
+    enqueue(std::move(item), /*coalesce=*/true, /*desired=*/true);
   }
 
   void update(const framework::SessionResult& result, const cache::Snapshot& s) {
     seen.clear();
     compute(result, s);
     // Forget objects that are gone (or whose problem went away): the maps stay as large as the
-    // cluster, and a problem that comes back is reported again.
+    // cluster, and a problem that comes back is reported again. The binder's keys are its own.
     std::lock_guard lock(mu);
     for (auto it = written.begin(); it != written.end();)
-      it = seen.count(it->first) || queue.count(it->first) ? std::next(it) : written.erase(it);
+      it = !it->second.desired || seen.count(it->first) || queued.count(it->first) ? std::next(it) : written.erase(it);
     for (auto it = transitions.begin(); it != transitions.end();)
-      it = seen.count("status:" + it->first) ? std::next(it) : transitions.erase(it);
+      it = seen.count(statusKey(it->first)) ? std::next(it) : transitions.erase(it);
     for (auto it = jobMemo.begin(); it != jobMemo.end();)
-      it = seen.count("status:" + it->first) ? std::next(it) : jobMemo.erase(it);
+      it = seen.count(statusKey(it->first)) ? std::next(it) : jobMemo.erase(it);
   }
 
   void compute(const framework::SessionResult& result, const cache::Snapshot& s) {
@@ -202,11 +298,11 @@ struct StatusWriter::Impl {
       // is the one already queued; skip building it (thousands of PodGroups per cycle).
       JobMemo memo{jp, placed, prob != problems.end() ? prob->second : "",
                    un != unschedulable.end() ? *un->second : ""};
-      const std::string statusKey = "status:" + api::Problem::objectRef(api::Kind::PodGroup, job.namespace_, job.name);
+      const std::string key = statusKey(api::Problem::objectRef(api::Kind::PodGroup, job.namespace_, job.name));
       if (auto m = jobMemo.find(job.key); m != jobMemo.end() && m->second == memo) {
         std::lock_guard lock(mu);
-        if (written.count(statusKey)) {
-          seen.insert(statusKey);
+        if (written.count(key)) {
+          seen.insert(key);
           continue;
         }
       }
@@ -269,12 +365,7 @@ struct StatusWriter::Impl {
                         {"conditions", Json::array({condition("Valid", false, kInvalidSpec, e.message),
                                                     condition("Unschedulable", true, kInvalidSpec, e.message)})}});
       } else if (e.kind == api::Kind::Pod) {
-        want("podcondition:" + ref, Item{Item::Type::PodCondition,
-                                         e.kind,
-                                         e.namespace_,
-                                         e.name,
-                                         condition("PodScheduled", false, kInvalidSpec, e.message),
-                                         {}});
+        wantInvalidPod(e.namespace_, e.name, e.message);
       }
     }
     // Every problem gets one event on its object (deduplicated by message).
@@ -298,7 +389,7 @@ struct StatusWriter::Impl {
     for (;;) {
       {
         std::unique_lock lock(mu);
-        cv.wait(lock, [&] { return stopping || !queue.empty(); });
+        cv.wait(lock, [&] { return stopping || !order.empty(); });
         if (stopping) return;
       }
       drain();
@@ -307,65 +398,102 @@ struct StatusWriter::Impl {
 
   void drain() {
     std::lock_guard w(writeMu);
-    std::map<std::string, Item> batch;
-    {
-      std::lock_guard lock(mu);
-      batch.swap(queue);
-    }
-    for (auto& [key, item] : batch) {
-      api::Status st = write(item);
-      std::lock_guard lock(mu);
-      if (st.ok()) {
-        ++stats.written;
-        continue;
+    for (;;) {
+      Item item;
+      {
+        std::lock_guard lock(mu);
+        if (stopping || order.empty()) return;
+        auto it = queued.find(order.front());
+        order.pop_front();
+        if (it == queued.end()) continue;  // settled
+        item = std::move(it->second);
+        queued.erase(it);
+        writing = item.key;
       }
-      // Forget it so that the next update() queues it again (a 404: the object is gone, or a new
-      // one of that name will need its own write).
-      auto it = written.find(key);
-      if (it != written.end() && it->second == item.digest) written.erase(it);
-      if (st.error().code == 404) continue;
-      ++stats.failed;
-      std::fprintf(stderr, "tessera: status of %s %s/%s: %s\n", std::string(api::kindInfo(item.kind).name).c_str(),
-                   item.ns.c_str(), item.name.c_str(), st.error().message.c_str());
+      const api::Status st = write(item);
+      {
+        std::lock_guard lock(mu);
+        writing.clear();
+        idle.notify_all();
+      }
+      done(item, st);
     }
   }
 
-  api::Status write(Item& item) {
+  /// The one error path: counts the write; a failed one is forgotten so that the next identical
+  /// write is queued again (a 404: the object is gone, or a new one of that name will need its own
+  /// write) and logged.
+  void done(const Item& item, const api::Status& st) {
+    {
+      std::lock_guard lock(mu);
+      if (st.ok()) {
+        ++stats.written;
+        return;
+      }
+      forget(item.key, item.digest);
+      if (st.error().code == 404) return;
+      ++stats.failed;
+    }
+    log::error(describe(item), ": ", st.error().message);
+  }
+
+  static std::string describe(const Item& item) {
+    const std::string object =
+        std::string(api::kindInfo(item.kind).name) + " " + (item.ns.empty() ? item.name : item.ns + "/" + item.name);
+    switch (item.type) {
+      case Item::Type::Status: return "status of " + object;
+      case Item::Type::PodCondition: return "condition PodScheduled of " + object;
+      case Item::Type::Event: return "event " + item.event.reason + " on " + object;
+    }
+    return object;
+  }
+
+  api::Status write(const Item& item) {
     switch (item.type) {
       case Item::Type::Status: {
         auto r = client.patch(item.kind, item.ns, item.name, cache::PatchType::Merge, Json{{"status", item.body}},
                               /*statusSubresource=*/true);
         return r.ok() ? api::Status::success() : api::Status(r.error());
       }
-      case Item::Type::PodCondition: {
-        // Only our own unbound pods: a pod of another scheduler, or one already bound, is not ours
-        // to mark (its last good version may be running).
-        auto pod = client.get(api::Kind::Pod, item.ns, item.name);
-        if (!pod.ok()) return pod.error();
-        const Json spec = pod->value("spec", Json::object());
-        if (!spec.is_object() || spec.value("nodeName", "") != "" ||
-            spec.value("schedulerName", "") != options.schedulerName)
-          return api::Status::success();
-        Json cond = item.body;
-        cond["lastTransitionTime"] = api::formatTime(clock.now());
-        auto r = client.patch(api::Kind::Pod, item.ns, item.name, cache::PatchType::StrategicMerge,
-                              Json{{"status", {{"conditions", Json::array({cond})}}}}, /*statusSubresource=*/true);
-        if (!r.ok()) return r.error();
-        return event(api::Kind::Pod, item.ns, item.name, r->value("metadata", Json::object()).value("uid", ""),
-                     item.body.value("message", ""));
-      }
-      case Item::Type::Event: {
-        if (item.kind == api::Kind::Pod) return api::Status::success();  // written with its condition
-        return event(item.kind, item.ns, item.name, "", item.body.value("message", ""));
-      }
+      case Item::Type::PodCondition: return writePodCondition(item);
+      case Item::Type::Event: return createEvent(item.event);
     }
     return api::Status::success();
   }
 
-  api::Status event(api::Kind kind, const std::string& ns, const std::string& name, const std::string& uid,
-                    const std::string& message) {
+  /// The condition, then the event that follows it (its failure is its own: the condition stays written).
+  api::Status writePodCondition(const Item& item) {
+    if (item.onlyOurs) {
+      // A pod of another scheduler, or one already bound, is not ours to mark (its last good
+      // version may be running).
+      TESSERA_ASSIGN_OR_RETURN(const Json pod, client.get(api::Kind::Pod, item.ns, item.name));
+      const Json spec = pod.value("spec", Json::object());
+      if (!spec.is_object() || spec.value("nodeName", "") != "" ||
+          spec.value("schedulerName", "") != options.schedulerName)
+        return api::Status::success();
+    }
+    Json cond = item.body;
+    cond["lastTransitionTime"] = api::formatTime(clock.now());
+    TESSERA_ASSIGN_OR_RETURN(const Json patched,
+                             client.patch(api::Kind::Pod, item.ns, item.name, cache::PatchType::StrategicMerge,
+                                          Json{{"status", {{"conditions", Json::array({cond})}}}},
+                                          /*statusSubresource=*/true));
     if (!options.writeEvents) return api::Status::success();
-    const Json ev = makeEvent(kind, ns, name, uid, "Warning", kInvalidSpec, message, options.component, clock.now());
+    Item follow = eventItem(item.event);
+    follow.event.uid = patched.value("metadata", Json::object()).value("uid", "");
+    if (item.dedupeFollow) {  // on its own key, as the events of decisions are
+      std::lock_guard lock(mu);
+      auto mark = written.find(follow.key);
+      if (mark != written.end() && mark->second.digest == follow.digest) return api::Status::success();
+      written.insert_or_assign(follow.key, Mark{follow.digest, false});
+    }
+    done(follow, createEvent(follow.event));  // its failure is its own: the condition is written
+    return api::Status::success();
+  }
+
+  api::Status createEvent(const EventSpec& e) {
+    if (!options.writeEvents) return api::Status::success();
+    const Json ev = makeEvent(e.kind, e.ns, e.name, e.uid, e.type, e.reason, e.message, options.component, clock.now());
     auto r = client.create(api::Kind::Event, ev);
     return r.ok() ? api::Status::success() : api::Status(r.error());
   }
@@ -380,7 +508,20 @@ void StatusWriter::update(const framework::SessionResult& result, const cache::S
   impl_->update(result, snapshot);
 }
 
+void StatusWriter::podsUnschedulable(std::vector<std::pair<std::string, std::string>> podMessages) {
+  impl_->podsUnschedulable(std::move(podMessages));
+}
+
+void StatusWriter::event(EventSpec e) { impl_->event(std::move(e)); }
+
+void StatusWriter::settle(const std::string& podKey) { impl_->settle(podKey); }
+
 void StatusWriter::drain() { impl_->drain(); }
+
+size_t StatusWriter::backlog() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->queued.size();
+}
 
 StatusWriterStats StatusWriter::stats() const {
   std::lock_guard lock(impl_->mu);

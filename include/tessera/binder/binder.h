@@ -13,11 +13,12 @@
 ///  - a pod whose bind fails is left out of the snapshots for a per-pod exponential backoff
 ///    (backoffInitial, doubled per consecutive failure up to backoffMax), so a pod that keeps
 ///    failing cannot take the room of the others cycle after cycle.
-///  - status writes (PodScheduled=False conditions and Events) go to one status thread through a
-///    queue that coalesces per pod: only the latest message of a pod is written, and a message
-///    equal to the one last written is not written again (no event per cycle for the same reason).
-/// waitIdle() waits until everything queued so far is done (the simulator calls it at the end of
-/// every cycle, so a cycle's work completes within the cycle).
+///  - what users read (PodScheduled=False on the pods left pending, Events of binds, evictions and
+///    unschedulable PodGroups) goes to the StatusWriter (status_writer.h): its one queue
+///    coalesces and deduplicates, and its thread (or drain()) writes. Before a pod is bound its
+///    pending condition is settled, so a stale PodScheduled=False cannot land after the bind.
+/// waitIdle() waits until everything queued so far is done, status writes included (the simulator
+/// calls it at the end of every cycle, so a cycle's work completes within the cycle).
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "tessera/api/clock.h"
+#include "tessera/binder/status_writer.h"
 #include "tessera/cache/cache.h"
 #include "tessera/cache/cluster_client.h"
 #include "tessera/framework/scheduler.h"
@@ -51,8 +53,6 @@ struct BindRecord {
 };
 
 struct BinderOptions {
-  std::string component = "tessera";  ///< Event source.component
-  bool writeEvents = true;
   PreBindFn preBind;        ///< optional; called before each bind that has GPU assignments
   AfterApplyFn afterApply;  ///< optional
   int workers = 16;         ///< binds and evictions in flight at most (>= 1)
@@ -64,8 +64,15 @@ struct BinderOptions {
 
 class Binder final : public framework::CommitSink {
  public:
+  /// Status writes go to `status`, which must outlive the binder (it is shared with whoever calls
+  /// StatusWriter::update(): the daemon and the simulator, through app::Pipeline).
+  Binder(cache::ClusterClient& client, cache::Cache& cache, const api::Clock& clock, StatusWriter& status,
+         BinderOptions options = {});
+  /// A binder with a status writer of its own (default options, background thread): for tests and
+  /// tools that write no desired state.
   Binder(cache::ClusterClient& client, cache::Cache& cache, const api::Clock& clock, BinderOptions options = {});
-  /// Waits for the work queued so far, then stops the threads.
+  /// Waits for the work queued so far, then stops the threads. Status writes still queued stay
+  /// with the status writer (its destructor decides what happens to them).
   ~Binder() override;
   Binder(const Binder&) = delete;
   Binder& operator=(const Binder&) = delete;
@@ -81,9 +88,8 @@ class Binder final : public framework::CommitSink {
   /// waitIdle(); read it from the thread that calls apply().
   const std::vector<BindRecord>& lastRecords() const;
 
-  /// Binds and evictions queued or running now; status writes waiting.
+  /// Binds and evictions queued or running now (status writes waiting: StatusWriter::backlog()).
   size_t inFlight() const;
-  size_t statusBacklog() const;
   /// Pods whose last bind failed and that are still backing off (at `now`).
   size_t backingOff() const;
 

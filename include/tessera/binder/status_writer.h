@@ -1,23 +1,39 @@
 #pragma once
-/// The status writer publishes what the scheduler knows onto the objects users look at:
-///  - PodGroup status (status subresource): phase, pod counts, conditions `Valid` and `Unschedulable`;
-///  - Queue status (status subresource): allocated, requested, fairShare, condition `Valid`;
-///  - the reasons of objects that are wrong: conversion errors (Snapshot::conversionErrors) and
-///    validation problems (Snapshot::invalid) become `Valid=False` (reason `InvalidSpec`) on Queues and
-///    PodGroups, `PodScheduled=False` (reason `InvalidSpec`) on our unbound pods, and a Warning event
-///    (reason `InvalidSpec`) on the object (nodes: the event only).
-/// Pods of a valid spec keep their PodScheduled condition from the binder. Names: docs/troubleshooting.md.
+/// The status writer: the one path by which what the scheduler knows reaches the objects users look
+/// at. Two producers feed it:
+///  - update(), each cycle, from the snapshot and the session result (the desired state):
+///    - PodGroup status (status subresource): phase, pod counts, conditions `Valid` and `Unschedulable`;
+///    - Queue status (status subresource): allocated, requested, fairShare, condition `Valid`;
+///    - the reasons of objects that are wrong: conversion errors (Snapshot::conversionErrors) and
+///      validation problems (Snapshot::invalid) become `Valid=False` (reason `InvalidSpec`) on Queues
+///      and PodGroups, `PodScheduled=False` (reason `InvalidSpec`) on our unbound pods, and a Warning
+///      event (reason `InvalidSpec`) on the object (nodes: the event only);
+///  - the binder, as it applies a cycle's decisions: `PodScheduled=False` (reason `Unschedulable`)
+///    on the pods a cycle left pending, each followed by a `FailedScheduling` event, and the events
+///    of binds and evictions (Scheduled, FailedBinding, Preempted) and of PodGroups (Unschedulable).
+/// Names: docs/troubleshooting.md.
 ///
-/// Writes never block a cycle: update() computes the desired state in memory and queues only what
-/// changed since the last write (deduplicated by content, timestamps aside); a background thread
-/// writes the queue, coalescing several updates of one object into one write. drain() writes what is
-/// queued on the calling thread (the simulator writes status within the cycle).
-/// Thread-safety: update() and drain() from one thread (the scheduler's); the writer thread is internal.
+/// Writes never block a cycle: producers queue them in memory and one writer (the background thread,
+/// or the caller of drain()) writes the queue in order, one write at a time.
+///  - Deduplication, one rule for every write: each write has a key (the object and what about it:
+///    its status, a condition, an event reason); a write whose content (timestamps aside) equals the
+///    last one queued under its key is dropped. A failed write forgets its key's content, so the next
+///    identical write goes through. update() forgets the keys it no longer wants (objects gone,
+///    problems fixed: a problem that comes back is reported again); settle() forgets a pod's
+///    condition when it is bound.
+///  - Coalescing: a status or condition write replaces a queued write of the same key (only the
+///    latest state is written). Events of decisions (event()) are records: each one not deduplicated
+///    away is written.
+/// Shutdown: the destructor stops after the write in progress; what is still queued is dropped (the
+/// next leader rewrites the desired state).
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "tessera/api/clock.h"
+#include "tessera/api/kinds.h"
 #include "tessera/cache/cluster_client.h"
 #include "tessera/cache/snapshot.h"
 #include "tessera/framework/session.h"
@@ -26,7 +42,7 @@ namespace tessera::binder {
 
 struct StatusWriterOptions {
   std::string component = "tessera";      ///< Event source.component
-  std::string schedulerName = "tessera";  ///< only our pods get a PodScheduled condition
+  std::string schedulerName = "tessera";  ///< only our pods get an InvalidSpec PodScheduled condition
   bool writeEvents = true;
   /// true: a background thread writes as soon as work is queued (the daemon); false: writes happen
   /// only in drain() (the simulator, deterministic).
@@ -38,13 +54,22 @@ struct StatusWriterStats {
   uint64_t queued = 0;     ///< writes queued (after deduplication)
   uint64_t coalesced = 0;  ///< queued writes replaced by a newer one before they were written
   uint64_t written = 0;    ///< successful writes
-  uint64_t failed = 0;     ///< failed writes (retried when the next update still wants them)
+  uint64_t failed = 0;     ///< failed writes (retried when a producer still wants them)
 };
 
+/// One core/v1 Event about an object (a decision of the binder).
+struct EventSpec {
+  api::Kind kind = api::Kind::Pod;
+  std::string ns, name, uid, type, reason, message;
+};
+
+/// Thread-safety: update() from one thread (the scheduler's); drain() from any one thread at a time
+/// (it waits for the background thread's write in progress); the binder's entry points
+/// (podsUnschedulable, event, settle) and backlog/stats from any thread.
 class StatusWriter {
  public:
   StatusWriter(cache::ClusterClient& client, const api::Clock& clock, StatusWriterOptions options = {});
-  /// Stops the writer thread; what is still queued is dropped (the next leader rewrites it).
+  /// Stops the writer thread after the write in progress; what is still queued is dropped.
   ~StatusWriter();
   StatusWriter(const StatusWriter&) = delete;
   StatusWriter& operator=(const StatusWriter&) = delete;
@@ -54,9 +79,25 @@ class StatusWriter {
   /// problems) in memory; no API call.
   void update(const framework::SessionResult& result, const cache::Snapshot& snapshot);
 
-  /// Writes everything queued, on the calling thread, and returns once it is written.
+  /// Queues `PodScheduled=False` (reason Unschedulable) with each pod's message, for pods
+  /// ("ns/name") a cycle left pending; once written, a `FailedScheduling` event follows it
+  /// (deduplicated per pod and message). One lock for the whole list.
+  void podsUnschedulable(std::vector<std::pair<std::string, std::string>> podMessages);
+
+  /// Queues an event unless it repeats the last one of its object and reason (no event per cycle).
+  void event(EventSpec e);
+
+  /// The pod ("ns/name") is about to be bound: its queued condition is dropped and forgotten, and
+  /// this waits until no condition write of it is in progress, so that a stale PodScheduled=False
+  /// cannot land after the bind.
+  void settle(const std::string& podKey);
+
+  /// Writes everything queued on the calling thread (after the background thread's write in
+  /// progress) and returns once the queue is empty and nothing is being written.
   void drain();
 
+  /// Writes queued and not yet written.
+  size_t backlog() const;
   StatusWriterStats stats() const;
 
  private:

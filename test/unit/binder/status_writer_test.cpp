@@ -10,6 +10,7 @@
 
 #include "tessera/api/clock.h"
 #include "tessera/api/convert.h"
+#include "tessera/api/log.h"
 #include "tessera/app/registry.h"
 #include "tessera/binder/binder.h"
 #include "tessera/binder/status_writer.h"
@@ -64,20 +65,22 @@ struct Env {
   cache::MemoryCluster cluster{clock};
   framework::Config config = framework::loadConfig(app::builtinRegistry(), nullptr).value();
   std::unique_ptr<cache::Cache> cache;
+  std::unique_ptr<binder::StatusWriter> writer;
   std::unique_ptr<binder::Binder> binder;
   std::unique_ptr<framework::Scheduler> scheduler;
-  std::unique_ptr<binder::StatusWriter> writer;
 
-  explicit Env(const std::string& yaml, bool background = false) {
+  /// shared: the binder writes through `writer` (as app::Pipeline wires it); else it has its own.
+  explicit Env(const std::string& yaml, bool background = false, bool shared = false) {
     add(kBase);
     add(yaml);
     cache = std::make_unique<cache::Cache>(cluster, clock, cache::CacheOptions{"tessera"});
     REQUIRE(cache->start().ok());
-    binder = std::make_unique<binder::Binder>(cluster, *cache, clock);
-    scheduler = std::make_unique<framework::Scheduler>(*cache, config, clock, *binder);
     binder::StatusWriterOptions o;
     o.background = background;
     writer = std::make_unique<binder::StatusWriter>(cluster, clock, o);
+    binder = shared ? std::make_unique<binder::Binder>(cluster, *cache, clock, *writer)
+                    : std::make_unique<binder::Binder>(cluster, *cache, clock);
+    scheduler = std::make_unique<framework::Scheduler>(*cache, config, clock, *binder);
   }
 
   /// Creates (or replaces) the manifests; raw: not checked by conversion first (a broken object).
@@ -114,6 +117,17 @@ struct Env {
     for (const auto& c : obj["status"].value("conditions", Json::array()))
       if (c.value("type", "") == type) return c;
     return Json();
+  }
+
+  /// Events about an object with a reason.
+  int events(const std::string& kind, const std::string& name, const std::string& reason) {
+    auto evs = cluster.list(api::Kind::Event);
+    REQUIRE(evs.ok());
+    int n = 0;
+    for (const auto& e : evs->items)
+      n += e["involvedObject"].value("kind", "") == kind && e["involvedObject"].value("name", "") == name &&
+           e.value("reason", "") == reason;
+    return n;
   }
 
   /// InvalidSpec events about an object.
@@ -300,4 +314,117 @@ TEST_CASE("updates coalesce and the background thread writes them", "[status]") 
     CHECK(env.get(api::Kind::PodGroup, "t", "g")["status"].value("phase", "") == "Running");
     CHECK(env.writer->stats().failed == 0);
   }
+}
+
+TEST_CASE("one writer for the binder and update(): one queue, deduplicated, drained within the cycle", "[status]") {
+  Env env(groupYaml("big", 5) + "---\n" + podYaml("big-0", "big") + "---\n" + podYaml("big-1", "big"),
+          /*background=*/false, /*shared=*/true);
+  auto r = env.scheduler->runCycle();
+  // The binder queued the pods' conditions and the PodGroup's event; nothing is written yet.
+  CHECK(env.writer->backlog() == 3);
+  CHECK(Env::conditionOf(env.get(api::Kind::Pod, "t", "big-0"), "PodScheduled").is_null());
+  env.binder->waitIdle();  // writes the binder's share on this thread
+  CHECK(env.writer->backlog() == 0);
+  Json c = Env::conditionOf(env.get(api::Kind::Pod, "t", "big-0"), "PodScheduled");
+  CHECK(c.value("reason", "") == "Unschedulable");
+  CHECK_THAT(c.value("message", ""), Catch::Contains("spec.minMember 5"));
+  CHECK(env.events("Pod", "big-0", "FailedScheduling") == 1);
+  CHECK(env.events("PodGroup", "big", "Unschedulable") == 1);
+  env.writer->update(r, *r.snapshot);
+  CHECK(env.writer->backlog() == 2);  // the PodGroup's and the Queue's status
+  env.writer->drain();
+  CHECK(env.get(api::Kind::PodGroup, "t", "big")["status"].value("phase", "") == "Unschedulable");
+
+  // The same decisions again: every write is a duplicate of the last one queued under its key.
+  const auto before = env.writer->stats();
+  r = env.scheduler->runCycle();
+  CHECK(env.writer->backlog() == 0);
+  env.binder->waitIdle();
+  env.writer->update(r, *r.snapshot);
+  CHECK(env.writer->backlog() == 0);
+  CHECK(env.writer->stats().queued == before.queued);
+  CHECK(env.events("Pod", "big-0", "FailedScheduling") == 1);
+  CHECK(env.events("PodGroup", "big", "Unschedulable") == 1);
+}
+
+TEST_CASE("a pod's queued condition is dropped when it is bound (settle)", "[status]") {
+  Env env(podYaml("late", "", "  nodeSelector: {zone: b}\n"), /*background=*/false, /*shared=*/true);
+  env.scheduler->runCycle();  // no node in zone b: PodScheduled=False queued, not written
+  CHECK(env.writer->backlog() == 1);
+  env.add(R"(
+apiVersion: v1
+kind: Node
+metadata: {name: n2, labels: {zone: b, nvidia.com/gpu.memory: "81920"}}
+status:
+  allocatable: {cpu: "16", memory: 64Gi, pods: "110", nvidia.com/gpu: "4"}
+  conditions: [{type: Ready, status: "True"}]
+)");
+  env.scheduler->runCycle();  // bound: the stale condition must not land after the bind
+  env.binder->waitIdle();
+  Json pod = env.get(api::Kind::Pod, "t", "late");
+  CHECK(pod["spec"].value("nodeName", "") == "n2");
+  CHECK(Env::conditionOf(pod, "PodScheduled").value("status", "") == "True");  // the bind's, not ours
+  CHECK(env.events("Pod", "late", "FailedScheduling") == 0);
+  CHECK(env.events("Pod", "late", "Scheduled") == 1);
+}
+
+namespace {
+
+/// The memory cluster, but status patches fail while `failing` is set.
+class FailingStatus final : public cache::ClusterClient {
+ public:
+  explicit FailingStatus(cache::MemoryCluster& c) : c_(c) {}
+  bool failing = true;
+  api::Result<cache::ListResult> list(api::Kind k, const cache::ListOptions& o) override { return c_.list(k, o); }
+  api::Result<std::unique_ptr<cache::WatchHandle>> watch(api::Kind k, const std::string& rv,
+                                                         cache::WatchCallback cb) override {
+    return c_.watch(k, rv, std::move(cb));
+  }
+  api::Result<Json> get(api::Kind k, const std::string& ns, const std::string& n) override { return c_.get(k, ns, n); }
+  api::Result<Json> create(api::Kind k, const Json& o) override { return c_.create(k, o); }
+  api::Result<Json> update(api::Kind k, const Json& o) override { return c_.update(k, o); }
+  api::Result<Json> updateStatus(api::Kind k, const Json& o) override { return c_.updateStatus(k, o); }
+  api::Result<Json> patch(api::Kind k, const std::string& ns, const std::string& n, cache::PatchType t, const Json& p,
+                          bool status) override {
+    if (failing && status) return api::makeError("injected", 500);
+    return c_.patch(k, ns, n, t, p, status);
+  }
+  api::Status remove(api::Kind k, const std::string& ns, const std::string& n, const cache::DeleteOptions& o) override {
+    return c_.remove(k, ns, n, o);
+  }
+  api::Status bind(const std::string& ns, const std::string& n, const std::string& uid,
+                   const std::string& node) override {
+    return c_.bind(ns, n, uid, node);
+  }
+
+ private:
+  cache::MemoryCluster& c_;
+};
+
+}  // namespace
+
+TEST_CASE("a failed write is counted, logged, and written again when it is next wanted", "[status]") {
+  Env env(groupYaml("g", 1) + "---\n" + podYaml("g-0", "g"));
+  FailingStatus client(env.cluster);
+  binder::StatusWriterOptions o;
+  o.background = false;
+  binder::StatusWriter writer(client, env.clock, o);
+  std::vector<std::string> lines;
+  auto previous = log::setSink([&](log::Severity, std::string_view m) { lines.emplace_back(m); });
+  auto r = env.scheduler->runCycle();
+  env.binder->waitIdle();
+  writer.update(r, *r.snapshot);
+  writer.drain();
+  log::setSink(std::move(previous));
+  CHECK(writer.stats().failed == 2);  // the PodGroup's and the Queue's status
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0] == "status of PodGroup t/g: injected");
+  CHECK(lines[1] == "status of Queue team: injected");
+  // The same desired state: queued again (the failure forgot it), and written now.
+  client.failing = false;
+  writer.update(r, *r.snapshot);
+  CHECK(writer.backlog() == 2);
+  writer.drain();
+  CHECK(writer.stats().written == 2);
+  CHECK(env.get(api::Kind::PodGroup, "t", "g")["status"].value("phase", "") == "Running");
 }

@@ -1,0 +1,63 @@
+#pragma once
+/// The scheduling pipeline, wired once for `tessera run` and for the scenario runner:
+///
+///   Cache (watch -> snapshot) -> Scheduler (session, actions, plugins) -> Binder (evictions, then
+///   binds; GpuBinding prepares fractional GPUs before a bind) -> StatusWriter (conditions, events,
+///   PodGroup and Queue status; fed by the binder and, after each cycle, by update()).
+///
+/// The caller owns the client, the clock, the config and the started cache (the daemon retries the
+/// cache's first sync; the simulator builds it from a file). The pipeline owns the rest and tears it
+/// down in the right order: scheduler, binder (its queued binds finish), status writer, GPU binding.
+#include <memory>
+
+#include "tessera/api/clock.h"
+#include "tessera/binder/binder.h"
+#include "tessera/binder/gpu_binding.h"
+#include "tessera/binder/status_writer.h"
+#include "tessera/cache/cache.h"
+#include "tessera/cache/cluster_client.h"
+#include "tessera/framework/config.h"
+#include "tessera/framework/scheduler.h"
+
+namespace tessera::app {
+
+struct PipelineOptions {
+  /// Binder settings; its preBind is the pipeline's GpuBinding (set here, not by the caller).
+  binder::BinderOptions binder;
+  binder::GpuBindingOptions gpu;
+  /// false (the daemon): a cycle returns once its decisions are queued; binds, evictions and status
+  /// writes happen on their threads. true (the simulator): a cycle returns once its binds,
+  /// evictions and status writes are done, status written on the calling thread (deterministic).
+  bool synchronous = false;
+};
+
+class Pipeline {
+ public:
+  /// `config` is read by reference each cycle (a reload replaces it between cycles); its
+  /// schedulerName decides which unbound pods get an InvalidSpec condition.
+  Pipeline(cache::ClusterClient& client, cache::Cache& cache, const api::Clock& clock, const framework::Config& config,
+           PipelineOptions options = {});
+  ~Pipeline();
+  Pipeline(const Pipeline&) = delete;
+  Pipeline& operator=(const Pipeline&) = delete;
+
+  /// One scheduling cycle: the scheduler decides, the binder is handed the decisions, GPU
+  /// reservations no pod uses any more are collected, and the status writer gets the cycle's
+  /// desired state. Called from one thread.
+  framework::SessionResult runCycle(framework::CycleStats* stats = nullptr);
+
+  cache::Cache& cache() { return cache_; }
+  binder::Binder& binder() { return *binder_; }
+  binder::GpuBinding& gpu() { return *gpu_; }
+  binder::StatusWriter& status() { return *status_; }
+
+ private:
+  cache::Cache& cache_;
+  bool synchronous_;
+  std::unique_ptr<binder::GpuBinding> gpu_;
+  std::unique_ptr<binder::StatusWriter> status_;
+  std::unique_ptr<binder::Binder> binder_;
+  std::unique_ptr<framework::Scheduler> scheduler_;
+};
+
+}  // namespace tessera::app

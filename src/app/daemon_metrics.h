@@ -1,0 +1,53 @@
+#pragma once
+// The daemon's Prometheus metrics (docs/operations.md lists them), served by `tessera run`'s
+// /metrics handler. prometheus-cpp stays in daemon_metrics.cpp.
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/app/pipeline.h"
+#include "tessera/binder/binder.h"
+#include "tessera/framework/config.h"
+#include "tessera/framework/scheduler.h"
+
+namespace tessera::app {
+
+/// Thread-safety: the recorders (apiRequest, bindRecorder's function, setLeader) may be called from
+/// any thread; instrument() and afterCycle() from the scheduling thread; text() from the HTTP server.
+class DaemonMetrics {
+ public:
+  DaemonMetrics();
+  ~DaemonMetrics();
+  DaemonMetrics(const DaemonMetrics&) = delete;
+  DaemonMetrics& operator=(const DaemonMetrics&) = delete;
+
+  /// Wraps the config's actions and plugins so that each action's execute() and each plugin's
+  /// session open and close are timed (tessera_action_duration_seconds,
+  /// tessera_plugin_duration_seconds). Called for every config loaded, reloads included.
+  void instrument(framework::Config& config);
+
+  /// One API request (the HTTP client's observer): tessera_api_request_duration_seconds.
+  void apiRequest(const std::string& verb, int code, double seconds);
+
+  /// For BinderOptions::onRecord: tessera_binds_total, tessera_evictions_total and
+  /// tessera_bind_duration_seconds.
+  std::function<void(const binder::BindRecord&)> bindRecorder();
+
+  void setLeader(bool leading);
+
+  /// After each cycle: its durations, pending pods by queue, the binder's and status writer's
+  /// queues, and the cache's relists and expired assumptions since the last call.
+  void afterCycle(const framework::CycleStats& stats, const framework::SessionResult& result, Pipeline& pipeline);
+
+  /// The text exposition format.
+  std::string text() const;
+
+ private:
+  struct Families;
+  std::unique_ptr<Families> f_;
+  std::vector<std::string> pendingQueues_;  ///< queues with pending pods at the last cycle
+  uint64_t relistsSeen_ = 0, expiredSeen_ = 0;
+};
+
+}  // namespace tessera::app

@@ -1,0 +1,38 @@
+#include "tessera/app/pipeline.h"
+
+namespace tessera::app {
+
+Pipeline::Pipeline(cache::ClusterClient& client, cache::Cache& cache, const api::Clock& clock,
+                   const framework::Config& config, PipelineOptions options)
+    : cache_(cache), synchronous_(options.synchronous) {
+  gpu_ = std::make_unique<binder::GpuBinding>(client, clock, std::move(options.gpu));
+  binder::StatusWriterOptions statusOptions;
+  statusOptions.schedulerName = config.schedulerName;
+  statusOptions.background = !synchronous_;
+  status_ = std::make_unique<binder::StatusWriter>(client, clock, statusOptions);
+  options.binder.preBind = [gpu = gpu_.get()](const framework::SessionResult::Bind& b) { return gpu->prepare(b); };
+  binder_ = std::make_unique<binder::Binder>(client, cache, clock, *status_, std::move(options.binder));
+  scheduler_ = std::make_unique<framework::Scheduler>(cache, config, clock, *binder_);
+}
+
+// Members go in reverse: the scheduler, the binder (its queued binds finish), the status writer
+// (what is still queued is dropped), the GPU binding.
+Pipeline::~Pipeline() = default;
+
+framework::SessionResult Pipeline::runCycle(framework::CycleStats* stats) {
+  framework::SessionResult result = scheduler_->runCycle(stats);
+  if (synchronous_) {
+    binder_->waitIdle();  // a cycle's binds, evictions and status writes complete within the cycle
+    if (result.snapshot) status_->update(result, *result.snapshot);
+    status_->drain();
+    // The binds are done: a fresh snapshot shows every GPU group in use.
+    gpu_->collectGarbage(*cache_.snapshot());
+  } else {
+    // Binds may still be in flight: their groups count as in use (the cycle's decisions).
+    gpu_->collectGarbage(*result.snapshot, &result);
+    if (result.snapshot) status_->update(result, *result.snapshot);
+  }
+  return result;
+}
+
+}  // namespace tessera::app
