@@ -35,7 +35,8 @@ struct Sandbox {
     Env e{{"LD_LIBRARY_PATH", kFakeDir},
           {"GPU_MEMORY_LIMIT", std::to_string(kLimit)},
           {"TESSERA_ISOLATION_REGION", region},
-          {"FAKE_CUDA_STATE", fakeState}};
+          {"FAKE_CUDA_STATE", fakeState},
+          {"TESSERA_CONTEXT_RESERVE_MIB", "0"}};  // contexts: their own tests below
     if (preload) e["LD_PRELOAD"] = kInterposer;
     return e;
   }
