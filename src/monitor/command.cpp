@@ -74,7 +74,8 @@ api::Result<Flags> parseFlags(const std::vector<std::string>& args) {
   }
   if (f.regionDir.empty() || f.regionDir[0] != '/') return api::makeError("--region-dir must be an absolute path");
   if ((f.inCluster || !f.kubeconfig.empty()) && f.nodeName.empty())
-    return api::makeError("cleaning up needs the node's name: set NODE_NAME (downward API spec.nodeName) or --node-name");
+    return api::makeError(
+        "cleaning up needs the node's name: set NODE_NAME (downward API spec.nodeName) or --node-name");
   return f;
 }
 
@@ -154,7 +155,8 @@ int monitorCommand(const std::vector<std::string>& args, std::ostream& out, std:
     err << "tessera monitor: " << st.error().message << "\n";
     return 1;
   }
-  log::info("tessera monitor: regions in ", dir, "; metrics on ", f.address, ":", server.port(), " (/metrics /healthz)");
+  log::info("tessera monitor: regions in ", dir, "; metrics on ", f.address, ":", server.port(),
+            " (/metrics /healthz)");
 
   Cleaner cleaner(dir, f.staleGrace);
   while (true) {

@@ -3,11 +3,11 @@
 
 #include <signal.h>
 
-#include <catch2/catch.hpp>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
+#include <catch2/catch.hpp>
 
 #include "sandbox.h"
 
@@ -91,7 +91,7 @@ TEST_CASE("a 3-container pod shares one limit exactly", "[isolation][preload][po
 TEST_CASE("context memory is charged per process: NVML's measurement", "[isolation][preload][context]") {
   Sandbox box;
   Env env = box.env();
-  env.erase("TESSERA_CONTEXT_RESERVE_MIB");     // the default (256 MiB) must not be used...
+  env.erase("TESSERA_CONTEXT_RESERVE_MIB");                     // the default (256 MiB) must not be used...
   env["FAKE_CUDA_CONTEXT_BYTES"] = std::to_string(300 * kMiB);  // ...when NVML reports 300 MiB
   Child first({kProbe, "allocs", std::to_string(100 * kMiB)}, env);
   REQUIRE(first.waitForOutput("ready=1"));

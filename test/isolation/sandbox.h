@@ -7,8 +7,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
 #include <string>
+#include <catch2/catch.hpp>
 
 #include "fake_state.h"
 #include "process_runner.h"

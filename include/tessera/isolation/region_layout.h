@@ -61,10 +61,10 @@ struct RegionPod {
 };
 
 struct alignas(64) RegionDevice {
-  std::atomic<std::uint32_t> state;    ///< 0 free, 1 registered (uuid and limit valid)
+  std::atomic<std::uint32_t> state;  ///< 0 free, 1 registered (uuid and limit valid)
   std::uint32_t reserved;
   unsigned char uuid[16];
-  std::uint64_t limit;                 ///< the lowest limit any process of the pod registered
+  std::uint64_t limit;                 ///< recorded by the first process (a later one uses the lower of it and its own)
   std::atomic<std::uint64_t> used;     ///< bytes charged by all processes of the pod
   std::atomic<std::uint64_t> peak;     ///< high-water mark of `used`
   std::atomic<std::uint64_t> refused;  ///< allocations refused over the limit, whole pod
@@ -73,7 +73,7 @@ struct alignas(64) RegionDevice {
 struct alignas(64) RegionContainer {
   std::atomic<std::uint32_t> state;  ///< 0 free, 1 named
   std::uint32_t reserved;
-  char name[64];                     ///< TESSERA_CONTAINER_NAME ("" when unset), NUL-terminated
+  char name[64];  ///< TESSERA_CONTAINER_NAME ("" when unset), NUL-terminated
   std::atomic<std::uint64_t> refused[kMaxDevices];
 };
 

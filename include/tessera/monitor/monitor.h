@@ -20,26 +20,26 @@ namespace tessera::monitor {
 
 /// One GPU as a pod's region records it.
 struct GpuState {
-  std::string uuid;        ///< "GPU-8f6c..."
-  uint64_t limit = 0;      ///< the pod's limit on this GPU, shared by all its containers
-  uint64_t charged = 0;    ///< what the region has charged, dead processes not yet reclaimed included
+  std::string uuid;      ///< "GPU-8f6c..."
+  uint64_t limit = 0;    ///< the pod's limit on this GPU, shared by all its containers
+  uint64_t charged = 0;  ///< what the region has charged, dead processes not yet reclaimed included
   uint64_t peak = 0;
-  uint64_t refused = 0;    ///< allocations refused over the limit, whole pod
+  uint64_t refused = 0;  ///< allocations refused over the limit, whole pod
 };
 
 /// One container's use of one GPU (`gpu` indexes PodRegion::gpus).
 struct ContainerGpu {
   std::string container;  ///< "" when the process did not say (TESSERA_CONTAINER_NAME unset)
   size_t gpu = 0;
-  uint64_t used = 0;      ///< bytes charged by the container's live processes (contexts included)
-  uint64_t refused = 0;   ///< its allocations refused over the pod's limit (a counter)
-  int processes = 0;      ///< its live processes holding memory on this GPU
+  uint64_t used = 0;     ///< bytes charged by the container's live processes (contexts included)
+  uint64_t refused = 0;  ///< its allocations refused over the pod's limit (a counter)
+  int processes = 0;     ///< its live processes holding memory on this GPU
 };
 
 /// A snapshot of one pod's region.
 struct PodRegion {
   std::string path;
-  std::string dirName;  ///< the folder's name: the pod's UID as the webhook laid it out
+  std::string dirName;                ///< the folder's name: the pod's UID as the webhook laid it out
   std::string uid, namespace_, name;  ///< from the region (the downward API); empty when unset
   std::vector<GpuState> gpus;
   std::vector<ContainerGpu> containers;  ///< every (container, GPU) pair, containers in table order

@@ -8,8 +8,8 @@
 #include "hooks.h"
 #include "runtime.h"
 
-using namespace tessera::cu;           // NOLINT: ABI vocabulary
-using namespace tessera::interposer;   // NOLINT
+using namespace tessera::cu;          // NOLINT: ABI vocabulary
+using namespace tessera::interposer;  // NOLINT
 
 namespace {
 

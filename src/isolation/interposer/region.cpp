@@ -23,9 +23,8 @@ constinit pthread_mutex_t gRegionMutex = PTHREAD_MUTEX_INITIALIZER;
 
 void saturatingSub(std::atomic<std::uint64_t>& counter, std::uint64_t bytes) {
   std::uint64_t current = counter.load(std::memory_order_relaxed);
-  while (!counter.compare_exchange_weak(current, current >= bytes ? current - bytes : 0,
-                                        std::memory_order_acq_rel, std::memory_order_relaxed)) {
-  }
+  while (!counter.compare_exchange_weak(current, current >= bytes ? current - bytes : 0, std::memory_order_acq_rel,
+                                        std::memory_order_relaxed)) {}
 }
 
 bool headerMatches(const RegionHeader* h) {
@@ -283,8 +282,9 @@ bool Region::attachProcess(const ProcessIdentity& who, char* error, std::size_t 
   }
   unlock();
   if (found == nullptr) {
-    std::snprintf(error, errorSize, "%s", lockFailed ? "cannot take a process slot's lock in the shared accounting file"
-                                                     : "all process slots of the shared accounting file are in use");
+    std::snprintf(error, errorSize, "%s",
+                  lockFailed ? "cannot take a process slot's lock in the shared accounting file"
+                             : "all process slots of the shared accounting file are in use");
     return false;
   }
   return true;
@@ -358,8 +358,7 @@ bool Region::reserve(int dev, std::uint64_t bytes, std::uint64_t limit, std::uin
   slot_->used[dev].fetch_add(bytes, std::memory_order_relaxed);
   const std::uint64_t now = current + bytes;
   std::uint64_t peak = device.peak.load(std::memory_order_relaxed);
-  while (now > peak && !device.peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
-  }
+  while (now > peak && !device.peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {}
   return true;
 }
 

@@ -9,13 +9,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <sstream>
 #include <string>
 #include <vector>
+#include <catch2/catch.hpp>
 
 #include "region.h"
 #include "tessera/cache/http_server.h"
@@ -77,8 +77,7 @@ class Writer {
       const char status = ok ? '1' : '0';
       if (write(ready[1], &status, 1) != 1) _exit(3);
       char c;
-      while (read(hold[0], &c, 1) > 0) {
-      }
+      while (read(hold[0], &c, 1) > 0) {}
       _exit(0);
     }
     ::close(ready[1]);
@@ -214,7 +213,8 @@ TEST_CASE("monitor: regions that are not ours are skipped with a reason") {
 
 TEST_CASE("monitor: /metrics over HTTP on 127.0.0.1, from a region a test process writes") {
   TempDir dir;
-  Writer writer(podFolder(dir, "9f00-uid") + "/gpu.region", {"main", 123 * kMiB, 2, 1ULL << 30, "9f00-uid", "team-a", "job-7"});
+  Writer writer(podFolder(dir, "9f00-uid") + "/gpu.region",
+                {"main", 123 * kMiB, 2, 1ULL << 30, "9f00-uid", "team-a", "job-7"});
   const std::string regionDir = dir.path;
   cache::HttpServer server(
       [regionDir](const std::string& method, const std::string& path) {
@@ -246,7 +246,7 @@ TEST_CASE("monitor: folders of gone pods are removed after the grace, never whil
   TempDir dir;
   podFolder(dir, "live-pod");
   Writer deadWriter(podFolder(dir, "gone-dead") + "/gpu.region", {"main", kMiB, 0});
-  deadWriter.release();  // the pod's last process exited
+  deadWriter.release();                                                               // the pod's last process exited
   Writer busyWriter(podFolder(dir, "gone-busy") + "/gpu.region", {"main", kMiB, 0});  // force-deleted pod
   podFolder(dir, "gone-empty");
   const std::set<std::string> live{"live-pod"};
