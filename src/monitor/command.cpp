@@ -105,7 +105,7 @@ Reply handleRequest(const std::string& regionDir, const std::string& method, con
   if (path != "/metrics") return {404, "text/plain", "not found (paths: /metrics, /healthz)\n"};
   std::vector<std::string> problems;
   auto regions = scanRegions(regionDir, &problems);
-  for (const auto& p : problems) log::warning("tessera monitor: ", p);
+  for (const auto& p : problems) log::warning("monitor: ", p);
   return {200, "text/plain; version=0.0.4", renderMetrics(regions)};
 }
 
@@ -141,7 +141,7 @@ int monitorCommand(const std::vector<std::string>& args, std::ostream& out, std:
     }
     client = std::move(*made);
   } else {
-    log::info("tessera monitor: no API access (--in-cluster or --kubeconfig): region folders of gone pods are kept");
+    log::info("monitor: no API access (--in-cluster or --kubeconfig): region folders of gone pods are kept");
   }
 
   const std::string dir = f.regionDir;
@@ -155,7 +155,7 @@ int monitorCommand(const std::vector<std::string>& args, std::ostream& out, std:
     err << "tessera monitor: " << st.error().message << "\n";
     return 1;
   }
-  log::info("tessera monitor: regions in ", dir, "; metrics on ", f.address, ":", server.port(),
+  log::info("monitor: regions in ", dir, "; metrics on ", f.address, ":", server.port(),
             " (/metrics /healthz)");
 
   Cleaner cleaner(dir, f.staleGrace);
@@ -166,15 +166,15 @@ int monitorCommand(const std::vector<std::string>& args, std::ostream& out, std:
       const std::vector<std::string> folders = cleaner.folders();
       auto uids = podsOnNode(*client, f.nodeName);
       if (!uids.ok()) {
-        log::warning("tessera monitor: listing the pods of node ", f.nodeName, ": ", uids.error().message,
+        log::warning("monitor: listing the pods of node ", f.nodeName, ": ", uids.error().message,
                      " (nothing removed this round)");
       } else {
         for (const auto& gone : cleaner.sweep(folders, *uids, static_cast<int64_t>(std::time(nullptr))))
-          log::info("tessera monitor: removed the region folder of gone pod ", gone);
+          log::info("monitor: removed the region folder of gone pod ", gone);
       }
     }
     if (int sig = api::waitForTerminationSignal(f.cleanupInterval * 1000); sig > 0) {
-      log::info("tessera monitor: signal ", sig, ", exiting");
+      log::info("monitor: signal ", sig, ", exiting");
       server.stop();
       return 0;
     }
