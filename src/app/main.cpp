@@ -7,6 +7,7 @@
 
 #include "tessera/app/run.h"
 #include "tessera/app/scenario.h"
+#include "tessera/monitor/monitor.h"
 #include "tessera/reserve/reserve.h"
 #include "tessera/webhook/server.h"
 
@@ -40,6 +41,7 @@ int main(int argc, char** argv) {
   if (cmd == "serve-cluster") return tessera::app::serveClusterCommand(args, std::cout, std::cerr);
   if (cmd == "webhook") return tessera::webhook::webhookCommand(args, std::cout, std::cerr);
   if (cmd == "reserve") return tessera::reserve::reserveCommand(args, std::cout, std::cerr);
+  if (cmd == "monitor") return tessera::monitor::monitorCommand(args, std::cout, std::cerr);
   if (cmd == "version" || cmd == "--version") {
     std::cout << "tessera 0.1.0\n";
     return 0;

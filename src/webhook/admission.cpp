@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "tessera/api/convert.h"
+#include "tessera/api/result.h"
+#include "tessera/isolation/region_layout.h"
 
 namespace tessera::webhook {
 
@@ -93,18 +95,61 @@ class Patch {
   Json ops_ = Json::array();
 };
 
+/// One volume mount the backend adds to every container.
+struct Mount {
+  std::string volume, mountPath;
+  bool readOnly = false;
+  std::string subPathExpr;  ///< empty: none
+};
+
 /// What one container gets, per backend.
 struct Wiring {
   std::string configMap;
   api::Isolation isolation = api::Isolation::Hard;
-  std::vector<std::pair<std::string, std::string>> env;  ///< added when the name is absent
-  std::string ldPreload;                                 ///< hard: the library path (merged into LD_PRELOAD)
-  std::string volume, mountPath;                         ///< hard / mps: the hostPath volume and its mount
+  std::vector<Json> env;  ///< env entries ({name, value} or {name, valueFrom}), added when the name is absent
+  std::string ldPreload;  ///< hard: the library path (merged into LD_PRELOAD)
+  std::vector<Mount> mounts;
 };
 
+Json envValue(const std::string& name, const std::string& value) { return {{"name", name}, {"value", value}}; }
+Json envField(const std::string& name, const std::string& fieldPath) {
+  return {{"name", name}, {"valueFrom", {{"fieldRef", {{"apiVersion", "v1"}, {"fieldPath", fieldPath}}}}}};
+}
+
+/// Merges `w.ldPreload` into the container's LD_PRELOAD entry (`toAdd` gets a new one when absent).
+api::Status wireLdPreload(const std::string& cname, const Json* envList, const std::string& base, const Wiring& w,
+                          std::vector<Json>& toAdd, Patch& patch) {
+  bool found = false;
+  for (size_t i = 0; envList && i < envList->size(); ++i) {
+    const Json& e = (*envList)[i];
+    if (stringAt(e, "name") != "LD_PRELOAD") continue;
+    found = true;
+    if (member(e, "valueFrom"))
+      return api::makeError("container " + cname +
+                                ": env LD_PRELOAD is set with valueFrom; the hard isolation backend must add " +
+                                w.ldPreload + " to it (set it as a plain value, or use " + api::keys::kIsolation +
+                                ": none)",
+                            422);
+    const std::string cur = stringAt(e, "value");
+    // Already there (a second mutation)? LD_PRELOAD entries are separated by ':' or ' '.
+    bool present = false;
+    size_t start = 0;
+    while (start <= cur.size()) {
+      size_t end = cur.find_first_of(": ", start);
+      if (end == std::string::npos) end = cur.size();
+      if (cur.compare(start, end - start, w.ldPreload) == 0 && end - start == w.ldPreload.size()) present = true;
+      start = end + 1;
+    }
+    if (!present)
+      patch.replace(base + "/env/" + std::to_string(i) + "/value", cur.empty() ? w.ldPreload : w.ldPreload + ":" + cur);
+  }
+  if (!found) toAdd.push_back(envValue("LD_PRELOAD", w.ldPreload));
+  return api::Status::success();
+}
+
 /// Wires one container (`base` is its JSON pointer): envFrom of the ConfigMap, the backend's env
-/// (names already set by the user are left alone; LD_PRELOAD is merged) and volume mount. Adds only
-/// what is missing, so a second mutation adds nothing.
+/// (names already set by the user are left alone; LD_PRELOAD is merged) and volume mounts. Adds
+/// only what is missing, so a second mutation adds nothing.
 api::Status wireContainer(const Json& c, const std::string& base, const Wiring& w, Patch& patch) {
   const std::string cname = stringAt(c, "name");
   // envFrom: the GPU ConfigMap, not optional.
@@ -119,76 +164,71 @@ api::Status wireContainer(const Json& c, const std::string& base, const Wiring& 
     if (!has) patch.add(base + "/envFrom/-", cmRef);
   }
   // env
-  std::vector<std::pair<std::string, std::string>> env = w.env;
   const Json* envList = member(c, "env");
-  const bool hasEnvList = envList && envList->is_array();
+  if (envList && !envList->is_array()) envList = nullptr;
   std::vector<Json> toAdd;
-  if (!w.ldPreload.empty()) {
-    bool found = false;
-    if (hasEnvList) {
-      for (size_t i = 0; i < envList->size(); ++i) {
-        const Json& e = (*envList)[i];
-        if (stringAt(e, "name") != "LD_PRELOAD") continue;
-        found = true;
-        if (member(e, "valueFrom"))
-          return api::makeError(
-              "container " + cname + ": env LD_PRELOAD is set with valueFrom; the hard isolation backend must add " +
-                  w.ldPreload + " to it (set it as a plain value, or use " + api::keys::kIsolation + ": none)",
-              422);
-        const std::string cur = stringAt(e, "value");
-        // Already there (a second mutation)? LD_PRELOAD entries are separated by ':' or ' '.
-        bool present = false;
-        size_t start = 0;
-        while (start <= cur.size()) {
-          size_t end = cur.find_first_of(": ", start);
-          if (end == std::string::npos) end = cur.size();
-          if (cur.compare(start, end - start, w.ldPreload) == 0 && end - start == w.ldPreload.size()) present = true;
-          start = end + 1;
-        }
-        if (!present)
-          patch.replace(base + "/env/" + std::to_string(i) + "/value",
-                        cur.empty() ? w.ldPreload : w.ldPreload + ":" + cur);
-      }
-    }
-    if (!found) toAdd.push_back({{"name", "LD_PRELOAD"}, {"value", w.ldPreload}});
-  }
-  for (const auto& [name, value] : env) {
-    bool found = false;
-    if (hasEnvList)
-      for (const auto& e : *envList)
-        if (stringAt(e, "name") == name) found = true;
-    if (!found) toAdd.push_back({{"name", name}, {"value", value}});
+  if (!w.ldPreload.empty()) TESSERA_TRY(wireLdPreload(cname, envList, base, w, toAdd, patch));
+  for (const Json& entry : w.env) {
+    const std::string name = stringAt(entry, "name");
+    const bool found = envList && std::any_of(envList->begin(), envList->end(),
+                                              [&](const Json& e) { return stringAt(e, "name") == name; });
+    if (!found) toAdd.push_back(entry);
   }
   if (!toAdd.empty()) {
-    if (!hasEnvList) {
+    if (!envList) {
       patch.add(base + "/env", Json(toAdd));
     } else {
       for (auto& e : toAdd) patch.add(base + "/env/-", std::move(e));
     }
   }
   // volumeMounts
-  if (!w.volume.empty()) {
-    // The interposer folder is read-only; MPS clients open the control daemon's pipes for writing.
-    const Json mount = {
-        {"name", w.volume}, {"mountPath", w.mountPath}, {"readOnly", w.isolation == api::Isolation::Hard}};
-    const Json* mounts = member(c, "volumeMounts");
-    if (!mounts || !mounts->is_array()) {
-      patch.add(base + "/volumeMounts", Json::array({mount}));
+  const Json* mounts = member(c, "volumeMounts");
+  if (mounts && !mounts->is_array()) mounts = nullptr;
+  std::vector<Json> mountsToAdd;
+  for (const Mount& m : w.mounts) {
+    Json mount = {{"name", m.volume}, {"mountPath", m.mountPath}, {"readOnly", m.readOnly}};
+    if (!m.subPathExpr.empty()) mount["subPathExpr"] = m.subPathExpr;
+    bool has = false;
+    for (size_t i = 0; mounts && i < mounts->size(); ++i) {
+      const Json& existing = (*mounts)[i];
+      if (stringAt(existing, "name") == m.volume) has = true;
+      else if (stringAt(existing, "mountPath") == m.mountPath)
+        return api::makeError("container " + cname + ": volume " + stringAt(existing, "name") +
+                                  " is already mounted at " + m.mountPath + ", where the " +
+                                  (w.isolation == api::Isolation::Mps ? "mps" : "hard") + " isolation backend mounts " +
+                                  m.volume,
+                              422);
+    }
+    if (!has) mountsToAdd.push_back(std::move(mount));
+  }
+  if (!mountsToAdd.empty()) {
+    if (!mounts) {
+      patch.add(base + "/volumeMounts", Json(mountsToAdd));
     } else {
-      bool has = false;
-      for (const auto& m : *mounts) {
-        if (stringAt(m, "name") == w.volume) has = true;
-        else if (stringAt(m, "mountPath") == w.mountPath)
-          return api::makeError("container " + cname + ": volume " + stringAt(m, "name") + " is already mounted at " +
-                                    w.mountPath + ", where the " +
-                                    (w.isolation == api::Isolation::Mps ? "mps" : "hard") +
-                                    " isolation backend mounts " + w.volume,
-                                422);
-      }
-      if (!has) patch.add(base + "/volumeMounts/-", mount);
+      for (auto& m : mountsToAdd) patch.add(base + "/volumeMounts/-", std::move(m));
     }
   }
   return api::Status::success();
+}
+
+/// Hard isolation: the interposer (read-only hostPath, LD_PRELOAD) and the pod's accounting region
+/// (docs/isolation.md, "Pod-level accounting"): every container mounts the same per-pod directory
+/// of the node, <regionHostDir>/<pod UID>, through subPathExpr on the pod UID from the downward
+/// API, and names the same file in it. Returns the pod volumes to add.
+std::vector<Json> wireHard(const Options& options, Wiring& w) {
+  std::string dir = options.interposerDir;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  std::string regions = options.regionHostDir;
+  while (regions.size() > 1 && regions.back() == '/') regions.pop_back();
+  w.ldPreload = dir + "/" + kInterposerLibrary;
+  w.mounts.push_back({kInterposerVolume, dir, true, ""});
+  w.mounts.push_back({kRegionVolume, kRegionMountPath, false, std::string("$(") + kPodUidEnv + ")"});
+  w.env.push_back(envField(kPodUidEnv, "metadata.uid"));
+  w.env.push_back(envField("TESSERA_POD_NAMESPACE", "metadata.namespace"));
+  w.env.push_back(envField("TESSERA_POD_NAME", "metadata.name"));
+  w.env.push_back(envValue("TESSERA_ISOLATION_REGION", std::string(kRegionMountPath) + "/" + isolation::kRegionFileName));
+  return {{{"name", kInterposerVolume}, {"hostPath", {{"path", dir}, {"type", "Directory"}}}},
+          {{"name", kRegionVolume}, {"hostPath", {{"path", regions}, {"type", "Directory"}}}}};
 }
 
 Decision reviewImpl(const std::string& operation, const Json& pod, const Json* oldPod, bool mutate,
@@ -246,38 +286,38 @@ Decision reviewImpl(const std::string& operation, const Json& pod, const Json* o
     else patch.add("/metadata/annotations/" + escapeToken(api::keys::kGpuConfigMapAnnotation), w.configMap);
   }
   w.isolation = gpu->isolation == api::Isolation::Unset ? options.isolation : gpu->isolation;
-  Json volume;
+  std::vector<Json> volumes;
   if (w.isolation == api::Isolation::Hard) {
-    std::string dir = options.interposerDir;
-    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-    w.ldPreload = dir + "/" + kInterposerLibrary;
-    w.volume = kInterposerVolume;
-    w.mountPath = dir;
-    volume = {{"name", kInterposerVolume}, {"hostPath", {{"path", dir}, {"type", "Directory"}}}};
+    volumes = wireHard(options, w);
   } else if (w.isolation == api::Isolation::Mps) {
-    w.volume = kMpsVolume;
-    w.mountPath = options.mpsPipeDir;
-    volume = {{"name", kMpsVolume}, {"hostPath", {{"path", options.mpsPipeDir}, {"type", "Directory"}}}};
-    w.env.emplace_back("CUDA_MPS_PIPE_DIRECTORY", options.mpsPipeDir);
+    w.mounts.push_back({kMpsVolume, options.mpsPipeDir, false, ""});
+    volumes.push_back({{"name", kMpsVolume}, {"hostPath", {{"path", options.mpsPipeDir}, {"type", "Directory"}}}});
+    w.env.push_back(envValue("CUDA_MPS_PIPE_DIRECTORY", options.mpsPipeDir));
     // Known at admission: the compute share of a fraction request and the memory of a memory
     // request. The other one depends on the node's GPUs: the binder writes it into the ConfigMap
     // under the same name, and envFrom delivers it (an env entry would shadow it, so none is added).
     if (gpu->fractionMilli > 0)
-      w.env.emplace_back("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", std::to_string((gpu->fractionMilli + 9) / 10));
+      w.env.push_back(envValue("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", std::to_string((gpu->fractionMilli + 9) / 10)));
     if (gpu->memoryMiB > 0) {
       std::string limits;
       for (int32_t d = 0; d < gpu->numDevices; ++d)
         limits += (d ? "," : "") + std::to_string(d) + "=" + std::to_string(gpu->memoryMiB) + "M";
-      w.env.emplace_back("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", limits);
+      w.env.push_back(envValue("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", limits));
     }
   }
-  if (!volume.is_null()) {
-    const Json* vols = member(*spec, "volumes");
+  const Json* vols = member(*spec, "volumes");
+  std::vector<Json> volumesToAdd;
+  for (Json& volume : volumes) {
+    const std::string name = stringAt(volume, "name");
+    if (!vols || !vols->is_array() ||
+        std::none_of(vols->begin(), vols->end(), [&](const Json& v) { return stringAt(v, "name") == name; }))
+      volumesToAdd.push_back(std::move(volume));
+  }
+  if (!volumesToAdd.empty()) {
     if (!vols || !vols->is_array()) {
-      patch.add("/spec/volumes", Json::array({volume}));
-    } else if (std::none_of(vols->begin(), vols->end(),
-                            [&](const Json& v) { return stringAt(v, "name") == w.volume; })) {
-      patch.add("/spec/volumes/-", volume);
+      patch.add("/spec/volumes", Json(volumesToAdd));
+    } else {
+      for (auto& v : volumesToAdd) patch.add("/spec/volumes/-", std::move(v));
     }
   }
   for (const char* list : {"initContainers", "containers"}) {
@@ -286,11 +326,9 @@ Decision reviewImpl(const std::string& operation, const Json& pod, const Json* o
     for (size_t i = 0; i < cs->size(); ++i) {
       if (!(*cs)[i].is_object()) continue;  // podFromJson refused such a pod already; never patch into it
       Wiring cw = w;
-      if (w.isolation == api::Isolation::Hard) {
-        // Per-container accounting file on the pod's tmpfs (docs/isolation.md, "Where the region
-        // should live").
-        cw.env.emplace_back("TESSERA_ISOLATION_REGION", "/dev/shm/tessera-" + stringAt((*cs)[i], "name") + ".region");
-      }
+      // The container's name labels its processes in the pod's region (tessera monitor).
+      if (w.isolation == api::Isolation::Hard)
+        cw.env.push_back(envValue("TESSERA_CONTAINER_NAME", stringAt((*cs)[i], "name")));
       auto st = wireContainer((*cs)[i], std::string("/spec/") + list + "/" + std::to_string(i), cw, patch);
       if (!st.ok()) return deny(st.error().code, st.error().message);
     }

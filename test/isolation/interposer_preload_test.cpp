@@ -3,7 +3,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -11,67 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "fake_state.h"
-#include "process_runner.h"
-#include "region.h"
+#include "sandbox.h"
 
 using namespace tessera::isolation_test;  // NOLINT
-
-namespace {
-
-constexpr long long kLimit = 1LL << 30;  // 1 GiB
-constexpr long long kMiB = 1LL << 20;
-const std::string kProbe = ISO_PROBE;
-const std::string kInterposer = ISO_INTERPOSER;
-const std::string kFakeDir = ISO_FAKE_DIR;
-constexpr int kOom = 2;
-
-struct Sandbox {
-  TempDir dir;
-  std::string region = dir.path("region");
-  std::string fakeState = dir.path("fake-state");
-
-  Env env(bool preload = true) const {
-    Env e{{"LD_LIBRARY_PATH", kFakeDir},
-          {"GPU_MEMORY_LIMIT", std::to_string(kLimit)},
-          {"TESSERA_ISOLATION_REGION", region},
-          {"FAKE_CUDA_STATE", fakeState}};
-    if (preload) e["LD_PRELOAD"] = kInterposer;
-    return e;
-  }
-
-  tessera::fake::State* fake() {
-    if (fakeMap_ == nullptr) fakeMap_ = tessera::fake::mapState(fakeState.c_str());
-    return fakeMap_;
-  }
-
-  const tessera::interposer::RegionLayout* regionLayout() {
-    if (regionMap_ == nullptr) {
-      int fd = ::open(region.c_str(), O_RDONLY);
-      REQUIRE(fd >= 0);
-      void* mem = mmap(nullptr, sizeof(tessera::interposer::RegionLayout), PROT_READ, MAP_SHARED, fd, 0);
-      ::close(fd);
-      REQUIRE(mem != MAP_FAILED);
-      regionMap_ = static_cast<tessera::interposer::RegionLayout*>(mem);
-    }
-    return regionMap_;
-  }
-
-  std::uint64_t calls(tessera::fake::Call c) { return fake()->calls[static_cast<int>(c)].load(); }
-
-  ~Sandbox() {
-    if (fakeMap_ != nullptr) munmap(fakeMap_, sizeof(tessera::fake::State));
-    if (regionMap_ != nullptr) munmap(regionMap_, sizeof(tessera::interposer::RegionLayout));
-  }
-
- private:
-  tessera::fake::State* fakeMap_ = nullptr;
-  tessera::interposer::RegionLayout* regionMap_ = nullptr;
-};
-
-std::string describe(const ProcessResult& r) { return "stdout:\n" + r.out + "stderr:\n" + r.err; }
-
-}  // namespace
 
 TEST_CASE("without the interposer the fake driver grants anything that fits the device", "[isolation][preload]") {
   Sandbox box;

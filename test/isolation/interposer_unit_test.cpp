@@ -90,6 +90,26 @@ TEST_CASE("configuration fails closed with a message that names the problem", "[
   }
 }
 
+TEST_CASE("identity and context reserve come from the environment", "[isolation][config]") {
+  Config cfg = configFrom({{"GPU_MEMORY_LIMIT", "1000"},
+                           {"TESSERA_POD_UID", "6f1c-uid"},
+                           {"TESSERA_POD_NAMESPACE", "ml"},
+                           {"TESSERA_POD_NAME", "trainer-0"},
+                           {"TESSERA_CONTAINER_NAME", "main\nforged"}});
+  REQUIRE(cfg.valid);
+  CHECK(std::string(cfg.podUid) == "6f1c-uid");
+  CHECK(std::string(cfg.podNamespace) == "ml");
+  CHECK(std::string(cfg.podName) == "trainer-0");
+  CHECK(std::string(cfg.containerName) == "main_forged");  // no control characters reach a label
+  CHECK(cfg.contextReserve == (kDefaultContextReserveMiB << 20));
+  CHECK(configFrom({{"GPU_MEMORY_LIMIT", "1000"}, {"TESSERA_CONTEXT_RESERVE_MIB", "0"}}).contextReserve == 0);
+  CHECK(configFrom({{"GPU_MEMORY_LIMIT", "1000"}, {"TESSERA_CONTEXT_RESERVE_MIB", "300"}}).contextReserve ==
+        300ULL << 20);
+  Config bad = configFrom({{"GPU_MEMORY_LIMIT", "1000"}, {"TESSERA_CONTEXT_RESERVE_MIB", "300M"}});
+  CHECK_FALSE(bad.valid);
+  CHECK_THAT(bad.error, Catch::Contains("TESSERA_CONTEXT_RESERVE_MIB='300M'"));
+}
+
 TEST_CASE("per-device limits are keyed by GPU UUID", "[isolation][config]") {
   const std::string a = "GPU-7e55e7a0-0000-4000-8000-000000000000";
   const std::string b = "GPU-7E55E7A0-0000-4000-8000-000000000001";
@@ -178,7 +198,7 @@ TEST_CASE("region: create, register, reserve within the limit, release", "[isola
   auto region = std::make_unique<Region>();
   char error[512] = {};
   REQUIRE(region->open(path.c_str(), error, sizeof error));
-  REQUIRE(region->attachProcess(error, sizeof error));
+  REQUIRE(region->attachProcess(ProcessIdentity{}, error, sizeof error));
   Uuid uuid{};
   uuid.bytes[0] = 0xab;
   std::uint64_t limit = 0;
@@ -238,7 +258,7 @@ TEST_CASE("region: usage of a dead process is reclaimed", "[isolation][region]")
     Region r;
     char error[512];
     std::uint64_t limit = 0, used = 0;
-    bool ok = r.open(path.c_str(), error, sizeof error) && r.attachProcess(error, sizeof error);
+    bool ok = r.open(path.c_str(), error, sizeof error) && r.attachProcess(ProcessIdentity{}, error, sizeof error);
     int dev = ok ? r.registerDevice(uuid, 1000, &limit) : -1;
     _exit(dev >= 0 && r.reserve(dev, 800, limit, &used) ? 0 : 1);
   }
@@ -250,12 +270,68 @@ TEST_CASE("region: usage of a dead process is reclaimed", "[isolation][region]")
   auto region = std::make_unique<Region>();
   char error[512] = {};
   REQUIRE(region->open(path.c_str(), error, sizeof error));
-  REQUIRE(region->attachProcess(error, sizeof error));  // attaching reclaims dead slots
+  REQUIRE(region->attachProcess(ProcessIdentity{}, error, sizeof error));  // attaching reclaims dead slots
   std::uint64_t limit = 0, used = 0;
   int dev = region->registerDevice(uuid, 1000, &limit);
   REQUIRE(dev >= 0);
   CHECK(region->used(dev) == 0);
   CHECK(region->reserve(dev, 1000, limit, &used));
+}
+
+TEST_CASE("region: a live process's slot is never reclaimed, whoever looks", "[isolation][region]") {
+  TempDir dir;
+  const std::string path = dir.path("region");
+  Uuid uuid{};
+  uuid.bytes[1] = 9;
+  char error[512] = {};
+  std::uint64_t limit = 0, used = 0;
+  // Two Regions in one process stand for two processes: each holds its slot's lock on its own
+  // open file description, which the other sees.
+  auto first = std::make_unique<Region>();
+  REQUIRE(first->open(path.c_str(), error, sizeof error));
+  ProcessIdentity a;
+  a.podUid = "0f1e2d3c-uid";
+  a.podNamespace = "ml";
+  a.podName = "trainer-0";
+  a.container = "main";
+  REQUIRE(first->attachProcess(a, error, sizeof error));
+  int dev = first->registerDevice(uuid, 1000, &limit);
+  REQUIRE(dev >= 0);
+  REQUIRE(first->reserve(dev, 700, limit, &used));
+
+  auto second = std::make_unique<Region>();
+  REQUIRE(second->open(path.c_str(), error, sizeof error));
+  ProcessIdentity b;
+  b.podUid = "another-uid-is-ignored";
+  b.container = "sidecar";
+  REQUIRE(second->attachProcess(b, error, sizeof error));  // reclaims only dead slots
+  REQUIRE(second->registerDevice(uuid, 1000, &limit) == dev);
+  CHECK(second->reclaimDead() == 0);
+  CHECK(second->used(dev) == 700);
+  CHECK_FALSE(second->reserve(dev, 301, limit, &used));
+  second->countRefusal(dev);
+  CHECK(second->reserve(dev, 300, limit, &used));
+  CHECK(second->usedBySelf(dev) == 300);
+
+  const RegionLayout* layout = second->layout();
+  CHECK(std::string(layout->pod.uid) == "0f1e2d3c-uid");  // the first process to know it wins
+  CHECK(std::string(layout->pod.namespace_) == "ml");
+  CHECK(std::string(layout->pod.name) == "trainer-0");
+  CHECK(std::string(layout->containers[0].name) == "main");
+  CHECK(std::string(layout->containers[1].name) == "sidecar");
+  CHECK(layout->containers[1].refused[dev].load() == 1);
+  CHECK(layout->containers[0].refused[dev].load() == 0);
+  CHECK(layout->devices[dev].refused.load() == 1);
+  int liveSlots = 0;
+  for (int i = 0; i < kMaxProcs; ++i) liveSlots += second->slotAlive(i) ? 1 : 0;
+  CHECK(liveSlots == 1);  // the first one's (a Region does not count its own)
+
+  // The first "process" goes away: its slot's lock goes with its descriptor, and the usage with it.
+  first->close();
+  first.reset();
+  CHECK(second->reclaimDead() == 700);
+  CHECK(second->used(dev) == 300);
+  second->close();
 }
 
 TEST_CASE("readProcStat parses our own start time", "[isolation][region]") {

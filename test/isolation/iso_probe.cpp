@@ -52,6 +52,10 @@ CUresult cuGraphAddMemAllocNode(CUgraphNode*, CUgraph, const CUgraphNode*, std::
 CUresult cuGraphAddNode_v2(CUgraphNode*, CUgraph, const CUgraphNode*, const CUgraphEdgeData*, std::size_t,
                            CUgraphNodeParams*);
 CUresult cuGraphDestroy(CUgraph);
+CUresult cuGraphDestroyNode(CUgraphNode);
+CUresult cuGraphInstantiateWithFlags(CUgraphExec*, CUgraph, unsigned long long);
+CUresult cuGraphExecDestroy(CUgraphExec);
+CUresult cuGraphLaunch(CUgraphExec, CUstream);
 nvmlReturn_t nvmlInit_v2();
 nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int, nvmlDevice_t*);
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t, nvmlMemory_t*);
@@ -459,12 +463,111 @@ int devices(int argc, char** argv) {
   return 0;
 }
 
+// allocs <bytes>...: allocate each size in turn (cuMemAlloc_v2) and report each result and what
+// cuMemGetInfo says, then say ready and hold everything until stdin closes (one pod's container).
+int allocs(int argc, char** argv) {
+  out("init", cuInit(0));
+  useDevice(0);
+  std::size_t f = 0, t = 0;
+  out("info_before", cuMemGetInfo_v2(&f, &t));
+  out("free_before", static_cast<long long>(f));
+  for (int i = 2; i < argc; ++i) {
+    CUdeviceptr p = 0;
+    char key[32];
+    std::snprintf(key, sizeof key, "alloc%d", i - 2);
+    out(key, cuMemAlloc_v2(&p, std::strtoull(argv[i], nullptr, 10)));
+  }
+  cuMemGetInfo_v2(&f, &t);
+  out("free", static_cast<long long>(f));
+  out("total", static_cast<long long>(t));
+  outStr("ready", "1");
+  std::fflush(stdout);
+  char c = 0;
+  while (read(STDIN_FILENO, &c, 1) > 0) {
+  }
+  return 0;
+}
+
+// graphs: memory-allocation nodes are credited when their node, graph or executable graph goes,
+// and charged again by a launch after an explicit free.
+int graphs(int, char**) {
+  out("init", cuInit(0));
+  useDevice(0);
+  const std::uint64_t base = usedNow();
+  auto used = [&] { return static_cast<long long>(usedNow() - base); };
+  auto allocNode = [](CUgraph g, std::uint64_t bytes, CUgraphNode* node) {
+    CUDA_MEM_ALLOC_NODE_PARAMS ap{};
+    ap.poolProps.allocType = 1;
+    ap.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    ap.poolProps.location.id = 0;
+    ap.bytesize = bytes;
+    CUresult rc = cuGraphAddMemAllocNode(node, g, nullptr, 0, &ap);
+    return std::make_pair(rc, ap.dptr);
+  };
+  CUgraph g = nullptr;
+  cuGraphCreate(&g, 0);
+  CUgraphNode n1 = nullptr, n2 = nullptr;
+  auto [rc1, p1] = allocNode(g, 10 << 20, &n1);
+  auto [rc2, p2] = allocNode(g, 20 << 20, &n2);
+  (void)p2;
+  out("nodes_rc", rc1 == 0 && rc2 == 0 ? 0 : 1);
+  out("after_nodes", used());
+  out("destroy_node", cuGraphDestroyNode(n2));
+  out("after_destroy_node", used());
+  CUgraphExec exec = nullptr;
+  out("instantiate", cuGraphInstantiateWithFlags(&exec, g, 0));
+  out("after_instantiate", used());
+  out("free_explicit", cuMemFree_v2(p1));
+  out("after_free", used());
+  out("launch1", cuGraphLaunch(exec, nullptr));
+  out("after_launch1", used());
+  out("launch2", cuGraphLaunch(exec, nullptr));
+  out("after_launch2", used());
+  out("graph_destroy", cuGraphDestroy(g));
+  out("after_graph_destroy", used());  // the executable graph still holds the node's memory
+  out("exec_destroy", cuGraphExecDestroy(exec));
+  out("after_exec_destroy", used());
+
+  // A launch whose allocation no longer fits is refused before it reaches the driver.
+  CUgraph big = nullptr;
+  cuGraphCreate(&big, 0);
+  CUgraphNode nb = nullptr;
+  auto [rcb, pb] = allocNode(big, 600ULL << 20, &nb);
+  out("big_node", rcb);
+  CUgraphExec bigExec = nullptr;
+  cuGraphInstantiateWithFlags(&bigExec, big, 0);
+  cuMemFree_v2(pb);
+  CUdeviceptr other = 0;
+  out("other_alloc", cuMemAlloc_v2(&other, 500ULL << 20));
+  out("big_launch_refused", cuGraphLaunch(bigExec, nullptr));
+  out("after_refused", used());
+  cuMemFree_v2(other);
+  out("big_launch", cuGraphLaunch(bigExec, nullptr));
+  out("after_big_launch", used());
+  cuGraphExecDestroy(bigExec);
+  cuGraphDestroy(big);
+
+  // A graph destroyed without being instantiated gives its nodes back.
+  CUgraph plain = nullptr;
+  cuGraphCreate(&plain, 0);
+  CUgraphNodeParams np{};
+  np.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+  np.alloc.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  np.alloc.bytesize = 30 << 20;
+  CUgraphNode n3 = nullptr;
+  out("addnode", cuGraphAddNode_v2(&n3, plain, nullptr, nullptr, 0, &np));
+  out("after_addnode", used());
+  out("plain_destroy", cuGraphDestroy(plain));
+  out("used_end", used());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   if (argc < 2) {
-    std::fprintf(stderr, "usage: iso_probe <direct|dlsym|gpa|kinds|queries|hammer|hold|failclosed|devices> ...\n");
+    std::fprintf(stderr, "usage: iso_probe <direct|dlsym|gpa|kinds|queries|hammer|hold|failclosed|devices|allocs|graphs> ...\n");
     return 2;
   }
   const std::string scenario = argv[1];
@@ -477,6 +580,8 @@ int main(int argc, char** argv) {
   if (scenario == "hold") return hold(argc, argv);
   if (scenario == "failclosed") return failClosed(argc, argv);
   if (scenario == "devices") return devices(argc, argv);
+  if (scenario == "allocs") return allocs(argc, argv);
+  if (scenario == "graphs") return graphs(argc, argv);
   std::fprintf(stderr, "iso_probe: unknown scenario %s\n", argv[1]);
   return 2;
 }

@@ -9,7 +9,8 @@
 ///    (annotation tessera.dev/gpu-configmap, generated when the pod has only generateName), envFrom of
 ///    that ConfigMap in every container and init container (not optional: the kubelet cannot start
 ///    a container before the binder wrote it), and the isolation backend's wiring (hard: interposer
-///    hostPath + LD_PRELOAD; mps: the MPS pipe directory + CUDA_MPS_* env; none: nothing more).
+///    hostPath + LD_PRELOAD, and the pod's one accounting region shared by all its containers;
+///    mps: the MPS pipe directory + CUDA_MPS_* env; none: nothing more).
 /// Every other pod is allowed without a patch. Mutating twice adds nothing the second time.
 #include <cstdint>
 #include <functional>
@@ -27,12 +28,20 @@ struct Options {
   std::string interposerDir = "/usr/local/tessera/lib";  ///< host folder holding libtessera-cuda.so
   std::string schedulerName = "tessera";
   std::string mpsPipeDir = "/tmp/nvidia-mps";  ///< the MPS control daemon's pipe directory
+  /// hard: the node folder holding one sub-folder per pod (named by its UID) with the pod's
+  /// accounting region; mode 0777, prepared by the tessera-monitor DaemonSet (docs/isolation.md).
+  std::string regionHostDir = "/var/lib/tessera/regions";
 };
 
 /// Names used in the patches (stable: they make the mutation idempotent).
 inline constexpr const char* kInterposerVolume = "tessera-interposer";
 inline constexpr const char* kInterposerLibrary = "libtessera-cuda.so";
 inline constexpr const char* kMpsVolume = "tessera-mps-pipe";
+/// hard: the per-pod region folder, mounted in every container at kRegionMountPath with
+/// subPathExpr $(TESSERA_POD_UID); the file is isolation::kRegionFileName in it.
+inline constexpr const char* kRegionVolume = "tessera-regions";
+inline constexpr const char* kRegionMountPath = "/run/tessera";
+inline constexpr const char* kPodUidEnv = "TESSERA_POD_UID";
 
 /// Returns a fresh random suffix for generated ConfigMap names ([a-z0-9], 5 characters, as the API
 /// server's generateName). Injected so tests are deterministic.

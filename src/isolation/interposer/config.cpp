@@ -133,10 +133,23 @@ bool parseDeviceLimits(const char* text, Config* cfg) {
   }
 }
 
+void copyIdentity(GetEnvFn getenvFn, const char* name, char* out, std::size_t size) {
+  const char* value = getenvFn(name);
+  if (value == nullptr) return;
+  // Labels for the monitor: keep printable ASCII only, truncate to the field.
+  std::size_t n = 0;
+  for (; value[n] != '\0' && n + 1 < size; ++n) out[n] = (value[n] > 0x20 && value[n] < 0x7f) ? value[n] : '_';
+  out[n] = '\0';
+}
+
 }  // namespace
 
 void loadConfig(GetEnvFn getenvFn, Config* cfg) {
   *cfg = Config{};
+  copyIdentity(getenvFn, "TESSERA_POD_UID", cfg->podUid, sizeof cfg->podUid);
+  copyIdentity(getenvFn, "TESSERA_POD_NAMESPACE", cfg->podNamespace, sizeof cfg->podNamespace);
+  copyIdentity(getenvFn, "TESSERA_POD_NAME", cfg->podName, sizeof cfg->podName);
+  copyIdentity(getenvFn, "TESSERA_CONTAINER_NAME", cfg->containerName, sizeof cfg->containerName);
   const char* log = getenvFn("TESSERA_ISOLATION_LOG");
   cfg->logLevel = (log != nullptr && std::strcmp(log, "debug") == 0) ? LogLevel::kDebug : LogLevel::kInfo;
 
@@ -168,6 +181,17 @@ void loadConfig(GetEnvFn getenvFn, Config* cfg) {
   }
   const char* perDevice = getenvFn("TESSERA_GPU_MEMORY_LIMITS");
   if (perDevice != nullptr && perDevice[0] != '\0' && !parseDeviceLimits(perDevice, cfg)) return;
+  if (const char* reserve = getenvFn("TESSERA_CONTEXT_RESERVE_MIB")) {
+    std::uint64_t mib = 0;
+    if (!parseDecimalBytes(reserve, &mib) || mib > (1ULL << 24)) {
+      quoteForMessage(reserve, std::strlen(reserve), quoted, sizeof quoted);
+      std::snprintf(cfg->error, sizeof cfg->error,
+                    "TESSERA_CONTEXT_RESERVE_MIB='%s' is not a decimal count of MiB (digits only, at most 16777216)",
+                    quoted);
+      return;
+    }
+    cfg->contextReserve = mib << 20;
+  }
   cfg->valid = true;
 }
 

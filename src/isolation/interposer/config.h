@@ -14,6 +14,9 @@ inline constexpr int kMaxDevices = 32;
 inline constexpr std::size_t kMaxPathLength = 512;
 /// Default location of the shared accounting file (see docs/isolation.md).
 inline constexpr const char kDefaultRegionPath[] = "/tmp/tessera-cuda.region";
+/// What a process's CUDA context is charged per GPU when NVML cannot measure it
+/// (TESSERA_CONTEXT_RESERVE_MIB overrides; docs/isolation.md, "Context memory").
+inline constexpr std::uint64_t kDefaultContextReserveMiB = 256;
 
 struct Uuid {
   unsigned char bytes[16];
@@ -55,6 +58,13 @@ struct Config {
   int perDeviceCount = 0;
   char regionPath[kMaxPathLength] = {};
   LogLevel logLevel = LogLevel::kInfo;
+  /// Bytes charged for this process's context on each GPU it uses when NVML has no figure.
+  std::uint64_t contextReserve = kDefaultContextReserveMiB << 20;
+  /// The pod and container, from the downward API (the webhook sets them; empty when unset).
+  char podUid[48] = {};
+  char podNamespace[64] = {};
+  char podName[256] = {};
+  char containerName[64] = {};
 
   /// The limit for the GPU with this UUID: its per-device entry, else the default limit.
   std::uint64_t limitFor(const Uuid& uuid) const;
@@ -63,9 +73,11 @@ struct Config {
 /// `getenvFn` abstracts getenv so tests can feed an environment without touching the process's.
 using GetEnvFn = const char* (*)(const char* name);
 
-/// Reads GPU_MEMORY_LIMIT, TESSERA_GPU_MEMORY_LIMITS, TESSERA_ISOLATION_REGION and
-/// TESSERA_ISOLATION_LOG. Loading the library means isolation is requested, so a missing or
-/// malformed GPU_MEMORY_LIMIT yields valid == false.
+/// Reads GPU_MEMORY_LIMIT, TESSERA_GPU_MEMORY_LIMITS, TESSERA_ISOLATION_REGION,
+/// TESSERA_CONTEXT_RESERVE_MIB, TESSERA_ISOLATION_LOG and the identity variables TESSERA_POD_UID,
+/// TESSERA_POD_NAMESPACE, TESSERA_POD_NAME, TESSERA_CONTAINER_NAME. Loading the library means
+/// isolation is requested, so a missing or malformed GPU_MEMORY_LIMIT (or context reserve) yields
+/// valid == false.
 void loadConfig(GetEnvFn getenvFn, Config* out);
 
 }  // namespace tessera::interposer

@@ -28,6 +28,7 @@ using CUmipmappedArray = struct CUmipmappedArray_st*;
 using CUmemoryPool = struct CUmemPoolHandle_st*;
 using CUgraph = struct CUgraph_st*;
 using CUgraphNode = struct CUgraphNode_st*;
+using CUgraphExec = struct CUgraphExec_st*;
 using CUgraphEdgeData = struct CUgraphEdgeData_st;
 
 inline constexpr CUresult CUDA_SUCCESS = 0;
@@ -105,6 +106,13 @@ struct CUgraphNodeParams {
   long long reserved2;
 };
 
+struct CUDA_GRAPH_INSTANTIATE_PARAMS {
+  cuuint64_t flags;
+  CUstream hUploadStream;
+  CUgraphNode hErrNode_out;
+  int result_out;  ///< CUgraphInstantiateResult
+};
+
 using CUarray_format = int;
 
 struct CUDA_ARRAY_DESCRIPTOR {  ///< _v2
@@ -154,6 +162,7 @@ using nvmlDevice_t = struct nvmlDevice_st*;
 inline constexpr nvmlReturn_t NVML_SUCCESS = 0;
 inline constexpr nvmlReturn_t NVML_ERROR_UNINITIALIZED = 1;
 inline constexpr nvmlReturn_t NVML_ERROR_INVALID_ARGUMENT = 2;
+inline constexpr nvmlReturn_t NVML_ERROR_INSUFFICIENT_SIZE = 7;
 inline constexpr nvmlReturn_t NVML_ERROR_FUNCTION_NOT_FOUND = 13;
 inline constexpr nvmlReturn_t NVML_ERROR_UNKNOWN = 999;
 inline constexpr unsigned int NVML_DEVICE_UUID_V2_BUFFER_SIZE = 96;
@@ -171,6 +180,20 @@ struct nvmlMemory_v2_t {
   unsigned long long free;
   unsigned long long used;
 };
+
+/// nvmlProcessInfo_t of nvmlDeviceGetComputeRunningProcesses_v2 / _v3.
+struct nvmlProcessInfo_t {
+  unsigned int pid;
+  unsigned long long usedGpuMemory;  ///< NVML_VALUE_NOT_AVAILABLE when the driver does not say
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+};
+/// nvmlProcessInfo_v1_t of the unversioned nvmlDeviceGetComputeRunningProcesses.
+struct nvmlProcessInfo_v1_t {
+  unsigned int pid;
+  unsigned long long usedGpuMemory;
+};
+inline constexpr unsigned long long NVML_VALUE_NOT_AVAILABLE = ~0ULL;
 
 /// NVML_STRUCT_VERSION(Memory, 2)
 inline constexpr unsigned int nvmlMemory_v2 = static_cast<unsigned int>(sizeof(nvmlMemory_v2_t) | (2U << 24U));

@@ -42,6 +42,16 @@ TESSERA_HOOK_API TESSERA_ABI::CUresult cuMipmappedArrayDestroy(TESSERA_ABI::CUmi
 TESSERA_HOOK_API TESSERA_ABI::CUresult cuGraphAddMemAllocNode(TESSERA_ABI::CUgraphNode* node, TESSERA_ABI::CUgraph graph, const TESSERA_ABI::CUgraphNode* deps, std::size_t numDeps, TESSERA_ABI::CUDA_MEM_ALLOC_NODE_PARAMS* params);
 TESSERA_HOOK_API TESSERA_ABI::CUresult cuGraphAddNode(TESSERA_ABI::CUgraphNode* node, TESSERA_ABI::CUgraph graph, const TESSERA_ABI::CUgraphNode* deps, std::size_t numDeps, TESSERA_ABI::CUgraphNodeParams* params);
 TESSERA_HOOK_API TESSERA_ABI::CUresult cuGraphAddNode_v2(TESSERA_ABI::CUgraphNode* node, TESSERA_ABI::CUgraph graph, const TESSERA_ABI::CUgraphNode* deps, const TESSERA_ABI::CUgraphEdgeData* edgeData, std::size_t numDeps, TESSERA_ABI::CUgraphNodeParams* params);
+TESSERA_HOOK_API TESSERA_ABI::CUresult cuGraphDestroyNode(TESSERA_ABI::CUgraphNode node);
+TESSERA_HOOK_API TESSERA_ABI::CUresult cuGraphDestroy(TESSERA_ABI::CUgraph graph);
+TESSERA_HOOK_API TESSERA_ABI::CUresult cuGraphInstantiate(TESSERA_ABI::CUgraphExec* exec, TESSERA_ABI::CUgraph graph, TESSERA_ABI::CUgraphNode* errorNode, char* log, std::size_t logSize);
+TESSERA_HOOK_API TESSERA_ABI::CUresult cuGraphInstantiate_v2(TESSERA_ABI::CUgraphExec* exec, TESSERA_ABI::CUgraph graph, TESSERA_ABI::CUgraphNode* errorNode, char* log, std::size_t logSize);
+TESSERA_HOOK_API TESSERA_ABI::CUresult cuGraphInstantiateWithFlags(TESSERA_ABI::CUgraphExec* exec, TESSERA_ABI::CUgraph graph, unsigned long long flags);
+TESSERA_HOOK_API TESSERA_ABI::CUresult cuGraphInstantiateWithParams(TESSERA_ABI::CUgraphExec* exec, TESSERA_ABI::CUgraph graph, TESSERA_ABI::CUDA_GRAPH_INSTANTIATE_PARAMS* params);
+TESSERA_HOOK_API TESSERA_ABI::CUresult cuGraphInstantiateWithParams_ptsz(TESSERA_ABI::CUgraphExec* exec, TESSERA_ABI::CUgraph graph, TESSERA_ABI::CUDA_GRAPH_INSTANTIATE_PARAMS* params);
+TESSERA_HOOK_API TESSERA_ABI::CUresult cuGraphExecDestroy(TESSERA_ABI::CUgraphExec exec);
+TESSERA_HOOK_API TESSERA_ABI::CUresult cuGraphLaunch(TESSERA_ABI::CUgraphExec exec, TESSERA_ABI::CUstream stream);
+TESSERA_HOOK_API TESSERA_ABI::CUresult cuGraphLaunch_ptsz(TESSERA_ABI::CUgraphExec exec, TESSERA_ABI::CUstream stream);
 TESSERA_HOOK_API TESSERA_ABI::CUresult cuMemGetInfo(unsigned int* free, unsigned int* total);
 TESSERA_HOOK_API TESSERA_ABI::CUresult cuMemGetInfo_v2(std::size_t* free, std::size_t* total);
 TESSERA_HOOK_API TESSERA_ABI::CUresult cuDeviceTotalMem(unsigned int* bytes, TESSERA_ABI::CUdevice dev);
@@ -61,5 +71,4 @@ using cuDeviceGetUuid_v2_t = cu::CUresult (*)(cu::CUuuid*, cu::CUdevice);
 using cuArrayGetMemoryRequirements_t = cu::CUresult (*)(cu::CUDA_ARRAY_MEMORY_REQUIREMENTS*, cu::CUarray, cu::CUdevice);
 using cuMipmappedArrayGetMemoryRequirements_t = cu::CUresult (*)(cu::CUDA_ARRAY_MEMORY_REQUIREMENTS*,
                                                                  cu::CUmipmappedArray, cu::CUdevice);
-using cuGraphDestroyNode_t = cu::CUresult (*)(cu::CUgraphNode);
 }  // namespace tessera::interposer

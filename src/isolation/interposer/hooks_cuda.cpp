@@ -32,16 +32,6 @@ std::uint64_t roundUpSat(std::uint64_t value, std::uint64_t granule) {
   return r / granule * granule;
 }
 
-CUresult missing(Sym sym) {
-  TESSERA_TRACE("%s: the CUDA driver does not provide it", symName(sym));
-  return realFn(Sym::cuInit) == nullptr ? CUDA_ERROR_NOT_INITIALIZED : CUDA_ERROR_NOT_FOUND;
-}
-
-#define TESSERA_REQUIRE_REAL(name)                       \
-  init();                                                \
-  auto real = TESSERA_REAL_FN(name);                     \
-  if (real == nullptr) return missing(Sym::name)
-
 // Charges `bytes` to device `index` (or the current context's device when -1), runs `driverCall`,
 // records the new pointer; `undo` frees it if it cannot be recorded.
 template <class Call, class Undo>
@@ -187,36 +177,6 @@ void destroyArray(CUarray array) {
   if (auto fn = TESSERA_REAL_FN(cuArrayDestroy)) fn(array);
 }
 
-// Shared by cuGraphAddMemAllocNode and cuGraphAddNode(_v2) with a memory-allocation node.
-template <class Call>
-CUresult chargedGraphAlloc(const char* api, CUDA_MEM_ALLOC_NODE_PARAMS* params, CUgraphNode* node, Call&& driverCall) {
-  if (params == nullptr || params->bytesize == 0) return driverCall();
-  int index = -1;
-  CUresult rc = CUDA_SUCCESS;
-  if (params->poolProps.location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
-    rc = deviceIndex(params->poolProps.location.id, &index);
-  } else {
-    rc = currentDevice(&index);
-  }
-  if (rc != CUDA_SUCCESS) return rc;
-  const std::uint64_t bytes = params->bytesize;
-  if ((rc = charge(index, bytes, api)) != CUDA_SUCCESS) return rc;
-  if ((rc = driverCall()) != CUDA_SUCCESS) {
-    credit(index, bytes);
-    TESSERA_TRACE("%s(%zu bytes) = %d (driver)", api, params->bytesize, rc);
-    return rc;
-  }
-  if (!track(devicePointers(), params->dptr, packCharge(bytes, index))) {
-    if (auto destroyNode = TESSERA_REAL_HELPER(cuGraphDestroyNode); destroyNode != nullptr && node != nullptr) {
-      destroyNode(*node);
-    }
-    credit(index, bytes);
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  }
-  TESSERA_TRACE("%s(%zu bytes) = 0 ptr=0x%llx", api, params->bytesize, params->dptr);
-  return CUDA_SUCCESS;
-}
-
 // Limit-adjusted memory figures for the current context's device.
 void reportedMemory(std::uint64_t driverFree, std::uint64_t driverTotal, std::uint64_t* freeOut,
                     std::uint64_t* totalOut) {
@@ -224,7 +184,9 @@ void reportedMemory(std::uint64_t driverFree, std::uint64_t driverTotal, std::ui
   std::uint64_t limit = 0, used = 0;
   if (!failClosed() && currentDevice(&index) == CUDA_SUCCESS) {
     limit = limitOf(index);
-    used = usedOf(index);
+    // This process's context is charged before it is reported on (docs: "Context memory"); when it
+    // does not fit, nothing else does either.
+    used = contextReady(index) ? usedOf(index) : limit;
   }
   if (limit > driverTotal) limit = driverTotal;
   std::uint64_t available = used >= limit ? 0 : limit - used;
@@ -507,34 +469,6 @@ CUresult cuMipmappedArrayDestroy(CUmipmappedArray array) {
   CUresult rc = chargedFree(arrays(), reinterpret_cast<std::uint64_t>(array), [&] { return real(array); });
   TESSERA_TRACE("cuMipmappedArrayDestroy(%p) = %d", static_cast<void*>(array), rc);
   return rc;
-}
-
-// ---- graph memory nodes -------------------------------------------------------------------------
-// Charged when the node is created (its address range is fixed then) and credited only by an
-// explicit cuMemFree/cuMemFreeAsync of that address: frees inside a graph return memory to the
-// device's graph pool, which keeps it until cuDeviceGraphMemTrim (see docs/isolation.md).
-
-CUresult cuGraphAddMemAllocNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, std::size_t numDeps,
-                                CUDA_MEM_ALLOC_NODE_PARAMS* params) {
-  TESSERA_REQUIRE_REAL(cuGraphAddMemAllocNode);
-  return chargedGraphAlloc("cuGraphAddMemAllocNode", params, node,
-                           [&] { return real(node, graph, deps, numDeps, params); });
-}
-
-CUresult cuGraphAddNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, std::size_t numDeps,
-                        CUgraphNodeParams* params) {
-  TESSERA_REQUIRE_REAL(cuGraphAddNode);
-  auto call = [&] { return real(node, graph, deps, numDeps, params); };
-  if (params == nullptr || params->type != CU_GRAPH_NODE_TYPE_MEM_ALLOC) return call();
-  return chargedGraphAlloc("cuGraphAddNode", &params->alloc, node, call);
-}
-
-CUresult cuGraphAddNode_v2(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, const CUgraphEdgeData* edges,
-                           std::size_t numDeps, CUgraphNodeParams* params) {
-  TESSERA_REQUIRE_REAL(cuGraphAddNode_v2);
-  auto call = [&] { return real(node, graph, deps, edges, numDeps, params); };
-  if (params == nullptr || params->type != CU_GRAPH_NODE_TYPE_MEM_ALLOC) return call();
-  return chargedGraphAlloc("cuGraphAddNode_v2", &params->alloc, node, call);
 }
 
 // ---- queries: report the limit ------------------------------------------------------------------

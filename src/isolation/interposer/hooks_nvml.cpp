@@ -6,10 +6,12 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstring>
 
+#include "glibc_compat.h"
 #include "hooks.h"
 #include "runtime.h"
 
@@ -21,11 +23,19 @@ namespace {
 using GetMemoryInfo = nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_t*);
 using GetMemoryInfoV2 = nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_v2_t*);
 using GetUuid = nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned int);
+using Init = nvmlReturn_t (*)();
+using GetHandleByUuid = nvmlReturn_t (*)(const char*, nvmlDevice_t*);
+using GetProcesses = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, nvmlProcessInfo_t*);
+using GetProcessesV1 = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, nvmlProcessInfo_v1_t*);
 
 constinit pthread_once_t gNvmlOnce = PTHREAD_ONCE_INIT;
 constinit GetMemoryInfo gGetMemoryInfo = nullptr;
 constinit GetMemoryInfoV2 gGetMemoryInfoV2 = nullptr;
 constinit GetUuid gGetUuid = nullptr;
+constinit Init gInit = nullptr;
+constinit GetHandleByUuid gGetHandleByUuid = nullptr;
+constinit GetProcesses gGetProcesses = nullptr;  // _v3, else _v2 (same struct)
+constinit GetProcessesV1 gGetProcessesV1 = nullptr;
 
 void loadNvml() {
   void* nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_NOLOAD);
@@ -39,6 +49,24 @@ void loadNvml() {
   gGetMemoryInfo = reinterpret_cast<GetMemoryInfo>(lookup(nvml, "nvmlDeviceGetMemoryInfo"));
   gGetMemoryInfoV2 = reinterpret_cast<GetMemoryInfoV2>(lookup(nvml, "nvmlDeviceGetMemoryInfo_v2"));
   gGetUuid = reinterpret_cast<GetUuid>(lookup(nvml, "nvmlDeviceGetUUID"));
+  // For measuring this process's context (runtime.cpp, chargeContext).
+  gInit = reinterpret_cast<Init>(lookup(nvml, "nvmlInit_v2"));
+  gGetHandleByUuid = reinterpret_cast<GetHandleByUuid>(lookup(nvml, "nvmlDeviceGetHandleByUUID"));
+  gGetProcesses = reinterpret_cast<GetProcesses>(lookup(nvml, "nvmlDeviceGetComputeRunningProcesses_v3"));
+  if (gGetProcesses == nullptr) {
+    gGetProcesses = reinterpret_cast<GetProcesses>(lookup(nvml, "nvmlDeviceGetComputeRunningProcesses_v2"));
+  }
+  gGetProcessesV1 = reinterpret_cast<GetProcessesV1>(lookup(nvml, "nvmlDeviceGetComputeRunningProcesses"));
+}
+
+// This process's entry in a process list, or NVML_VALUE_NOT_AVAILABLE.
+template <class Info>
+unsigned long long ownUsage(const Info* list, unsigned int count) {
+  const unsigned int self = static_cast<unsigned int>(getpid());
+  for (unsigned int i = 0; i < count; ++i) {
+    if (list[i].pid == self) return list[i].usedGpuMemory;
+  }
+  return NVML_VALUE_NOT_AVAILABLE;
 }
 
 void initNvml() {
@@ -69,6 +97,33 @@ void clamp(std::uint64_t limit, std::uint64_t used, unsigned long long* total, u
 }
 
 }  // namespace
+
+bool tessera::interposer::measureContextBytes(const Uuid& uuid, std::uint64_t* bytes) {
+  initNvml();
+  if (gInit == nullptr || gGetHandleByUuid == nullptr || (gGetProcesses == nullptr && gGetProcessesV1 == nullptr)) {
+    return false;
+  }
+  if (gInit() != NVML_SUCCESS) return false;  // reference-counted by NVML: harmless if the app did it too
+  char text[48];
+  formatUuid(uuid, text);
+  nvmlDevice_t device = nullptr;
+  if (gGetHandleByUuid(text, &device) != NVML_SUCCESS) return false;
+  // A fixed buffer: 64 processes on one GPU is plenty; more, and we fall back to the default.
+  constexpr unsigned int kMaxListed = 64;
+  unsigned long long usage = NVML_VALUE_NOT_AVAILABLE;
+  unsigned int count = kMaxListed;
+  if (gGetProcesses != nullptr) {
+    nvmlProcessInfo_t list[kMaxListed];
+    if (gGetProcesses(device, &count, list) == NVML_SUCCESS) usage = ownUsage(list, count);
+  } else {
+    nvmlProcessInfo_v1_t list[kMaxListed];
+    if (gGetProcessesV1(device, &count, list) == NVML_SUCCESS) usage = ownUsage(list, count);
+  }
+  TESSERA_TRACE("NVML per-process usage of %s for pid %d: %llu", text, static_cast<int>(getpid()), usage);
+  if (usage == NVML_VALUE_NOT_AVAILABLE) return false;
+  *bytes = usage;
+  return true;
+}
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
   initNvml();

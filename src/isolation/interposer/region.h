@@ -1,81 +1,64 @@
 #pragma once
-/// The accounting region shared by every process of one container: a memory-mapped file.
-///
-/// Layout (version 1), all fields native-endian, the file exactly sizeof(RegionLayout) bytes:
-///   header   magic "TSRCUDA1" (kRegionMagic), version, layout size, table sizes
-///   devices  kMaxDevices entries keyed by GPU UUID: the container's bytes in use and peak
-///   procs    kMaxProcs per-process slots: pid, start time, bytes charged per device
-///
-/// Invariant: devices[d].used == sum over live slots of procs[p].used[d], except for the two
-/// instructions between the device CAS and the slot add (a SIGKILL there leaves phantom usage:
-/// safe, never over the limit).
+/// One process's view of its pod's accounting region (layout and liveness rules:
+/// include/tessera/isolation/region_layout.h).
 ///
 /// Concurrency: the allocation fast path is one CAS on devices[d].used plus one add on the
 /// caller's own slot; no lock. Creation, device registration, slot claims and reclaiming dead
 /// processes are rare and serialised by flock() on the file (plus a process-local mutex, since
 /// flock does not exclude threads sharing one open file description).
 
-#include <atomic>
+#include <cstddef>
 #include <cstdint>
 
 #include "config.h"
+#include "tessera/isolation/region_layout.h"
 
 namespace tessera::interposer {
 
-inline constexpr std::uint64_t kRegionMagic = 0x3141445543525354ULL;  // "TSRCUDA1" little-endian
-inline constexpr std::uint32_t kRegionVersion = 1;
-inline constexpr int kMaxProcs = 1024;
+using isolation::kMaxContainers;
+using isolation::kMaxProcs;
+using isolation::kRegionMagic;
+using isolation::kRegionVersion;
+using isolation::RegionContainer;
+using isolation::RegionDevice;
+using isolation::RegionHeader;
+using isolation::RegionLayout;
+using isolation::RegionPod;
+using isolation::RegionProc;
+static_assert(isolation::kMaxDevices == kMaxDevices, "config.h and region_layout.h disagree");
 
-static_assert(std::atomic<std::uint64_t>::is_always_lock_free, "shared atomics must be address-free");
-static_assert(std::atomic<std::int32_t>::is_always_lock_free, "shared atomics must be address-free");
-
-struct alignas(64) RegionDevice {
-  std::atomic<std::uint32_t> state;  ///< 0 free, 1 registered (uuid and limit valid)
-  std::uint32_t reserved;
-  unsigned char uuid[16];
-  std::uint64_t limit;               ///< limit recorded by the first process to register the GPU
-  std::atomic<std::uint64_t> used;   ///< bytes charged by all processes of the container
-  std::atomic<std::uint64_t> peak;   ///< high-water mark of `used`
+/// Who is attaching: the pod (recorded once in the region) and the container (a refusal counter
+/// per container). Empty strings are fine.
+struct ProcessIdentity {
+  const char* podUid = "";
+  const char* podNamespace = "";
+  const char* podName = "";
+  const char* container = "";
 };
 
-struct alignas(64) RegionProc {
-  std::atomic<std::int32_t> pid;     ///< 0 free, > 0 owner
-  std::uint32_t reserved;
-  std::uint64_t startTime;           ///< /proc/<pid>/stat field 22, to detect pid reuse
-  std::atomic<std::uint64_t> used[kMaxDevices];
-};
-
-struct RegionHeader {
-  std::uint64_t magic;
-  std::uint32_t version;
-  std::uint32_t layoutSize;
-  std::uint32_t maxDevices;
-  std::uint32_t maxProcs;
-  unsigned char reserved[40];
-};
-static_assert(sizeof(RegionHeader) == 64);
-
-struct RegionLayout {
-  RegionHeader header;
-  RegionDevice devices[kMaxDevices];
-  RegionProc procs[kMaxProcs];
-};
-
-/// One process's view of the region. Not copyable; a single instance lives in the runtime.
+/// Not copyable; a single instance lives in the runtime (tests make several to play processes).
 class Region {
  public:
   constexpr Region() = default;
   Region(const Region&) = delete;
   Region& operator=(const Region&) = delete;
+  // No destructor: the runtime's instance is constant-initialised and must not register one.
+
+  /// Unmaps and closes (tests; the runtime keeps its region for the life of the process).
+  void close();
 
   /// Opens or creates the file and validates its header. On failure writes a message to `error`
-  /// and returns false; the caller fails closed.
+  /// and returns false; the caller fails closed. A file removed by `tessera monitor` between our
+  /// open and our lock is noticed (no links left) and opened again, so every process of a pod
+  /// always joins the same file.
   bool open(const char* path, char* error, std::size_t errorSize);
 
-  /// Claims a slot for the calling process (reclaiming dead ones first). False when full.
-  bool attachProcess(char* error, std::size_t errorSize);
+  /// Claims a slot for the calling process (reclaiming dead ones first) and holds its liveness
+  /// lock; records the pod's identity if the region has none yet. False when full.
+  bool attachProcess(const ProcessIdentity& who, char* error, std::size_t errorSize);
 
-  /// Forgets the slot (after fork, in the child) without touching shared state.
+  /// In a fork child: forgets the parent's slot and closes the inherited descriptor (its locks are
+  /// the parent's). The next locked operation reopens the file. Async-signal-safe.
   void detachAfterFork();
 
   /// Finds or registers the device; returns its index or -1 when the table is full.
@@ -85,29 +68,41 @@ class Region {
   /// Index of an already registered device, or -1. Lock-free.
   int findDevice(const Uuid& uuid) const;
 
-  /// Charges `bytes` to device `dev` if the container stays within `limit`. Lock-free unless the
-  /// charge would fail, in which case dead processes are reclaimed once and the charge retried.
+  /// Charges `bytes` to device `dev` if the pod stays within `limit`. Lock-free unless the charge
+  /// would fail, in which case dead processes are reclaimed once and the charge retried.
   /// `*usedOut` receives the usage seen when refusing.
   bool reserve(int dev, std::uint64_t bytes, std::uint64_t limit, std::uint64_t* usedOut);
 
   /// Credits `bytes` back. Saturates at zero.
   void release(int dev, std::uint64_t bytes);
 
+  /// Counts one refused allocation on `dev` for the pod and for this process's container.
+  void countRefusal(int dev);
+
   /// Reclaims the usage of every slot whose process is gone. Returns bytes reclaimed.
   std::uint64_t reclaimDead();
 
+  /// True when slot `index` is owned by a live process other than this Region's owner.
+  bool slotAlive(int index) const;
+
   std::uint64_t used(int dev) const;
+  /// Bytes this process has charged on `dev` (0 when not attached).
+  std::uint64_t usedBySelf(int dev) const;
   bool attached() const { return slot_ != nullptr; }
   RegionLayout* layout() const { return layout_; }
 
  private:
   bool lock();
   void unlock();
+  bool reopen();
+  bool lockSlot(int index);
+  int containerIndexLocked(const char* name);
   std::uint64_t reclaimDeadLocked();
 
   RegionLayout* layout_ = nullptr;
   RegionProc* slot_ = nullptr;
   int fd_ = -1;
+  char path_[kMaxPathLength] = {};
 };
 
 /// Reads the start time (clock ticks since boot) and run state of `pid` from /proc.

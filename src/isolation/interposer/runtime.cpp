@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "glibc_compat.h"
 #include "hooks.h"
 #include "region.h"
 
@@ -42,6 +43,8 @@ constinit std::atomic<void*> gReal[kSymCount] = {};
 constinit std::atomic<int> gOrdinalToIndex[kMaxOrdinals] = {};  // region index + 1; 0 unknown
 constinit std::uint64_t gLimits[kMaxDevices] = {};                // effective limit per index
 constinit pthread_mutex_t gDeviceMutex = PTHREAD_MUTEX_INITIALIZER;
+// Per region index: 1 once this process's context on that GPU is charged (docs: "Context memory").
+constinit std::atomic<unsigned char> gContextCharged[kMaxDevices] = {};
 
 constinit PtrTable<18> gDevicePointers{};
 constinit PtrTable<14> gArrays{};
@@ -62,11 +65,22 @@ void vlog(const char* level, const char* fmt, va_list args) {
 }
 
 void afterForkInChild() {
-  // The child has its own pid: it must charge a slot of its own (claimed lazily).
+  // The child has its own pid: it must charge a slot of its own (claimed lazily), and it has no
+  // CUDA context of its own yet.
   gRegion.detachAfterFork();
   gAttached.store(false, std::memory_order_release);
+  for (auto& charged : gContextCharged) charged.store(0, std::memory_order_relaxed);
   pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
   std::memcpy(&gDeviceMutex, &fresh, sizeof fresh);
+}
+
+ProcessIdentity identity() {
+  ProcessIdentity who;
+  who.podUid = gConfig.podUid;
+  who.podNamespace = gConfig.podNamespace;
+  who.podName = gConfig.podName;
+  who.container = gConfig.containerName;
+  return who;
 }
 
 void failClosedBecause(const char* reason) {
@@ -96,7 +110,7 @@ void initOnce() {
     char error[512];
     if (!gRegion.open(gConfig.regionPath, error, sizeof error)) {
       failClosedBecause(error);
-    } else if (!gRegion.attachProcess(error, sizeof error)) {
+    } else if (!gRegion.attachProcess(identity(), error, sizeof error)) {
       failClosedBecause(error);
     } else {
       gAttached.store(true, std::memory_order_release);
@@ -115,7 +129,7 @@ bool ensureAttached() {
   bool ok = gAttached.load(std::memory_order_acquire);
   if (!ok && !gFailClosed) {
     char error[512];
-    ok = gRegion.attachProcess(error, sizeof error);
+    ok = gRegion.attachProcess(identity(), error, sizeof error);
     if (ok) {
       gAttached.store(true, std::memory_order_release);
     } else {
@@ -235,6 +249,11 @@ void* adoptRealFn(Sym sym, void* fn) {
   return expected;
 }
 
+cu::CUresult missingEntryPoint(Sym sym) {
+  TESSERA_TRACE("%s: the CUDA driver does not provide it", symName(sym));
+  return realFn(Sym::cuInit) == nullptr ? cu::CUDA_ERROR_NOT_INITIALIZED : cu::CUDA_ERROR_NOT_FOUND;
+}
+
 bool failClosed() {
   if (!gFailClosed) return false;
   if (!gFailReported.exchange(true, std::memory_order_relaxed)) {
@@ -272,20 +291,17 @@ cu::CUresult currentDevice(int* index, cu::CUdevice* ordinalOut) {
   return deviceIndex(ordinal, index);
 }
 
-cu::CUresult charge(int index, std::uint64_t bytes, const char* api) {
-  if (failClosed() || !ensureAttached()) {
-    failClosed();
-    return cu::CUDA_ERROR_OUT_OF_MEMORY;
-  }
-  std::uint64_t used = 0;
-  if (gRegion.reserve(index, bytes, gLimits[index], &used)) return cu::CUDA_SUCCESS;
+namespace {
+
+cu::CUresult refuse(int index, std::uint64_t bytes, std::uint64_t used, const char* api) {
+  gRegion.countRefusal(index);
   if (!gOomReported.exchange(true, std::memory_order_relaxed)) {
     char text[48];
     Uuid uuid{};
     std::memcpy(uuid.bytes, gRegion.layout()->devices[index].uuid, 16);
     formatUuid(uuid, text);
     logError("GPU memory limit reached on %s: %s of %llu bytes refused with CUDA_ERROR_OUT_OF_MEMORY "
-             "(%llu of %llu bytes already in use by this container; GPU_MEMORY_LIMIT). "
+             "(%llu of %llu bytes already in use by this pod; GPU_MEMORY_LIMIT). "
              "Further refusals in this process are not reported.",
              text, api, static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(used),
              static_cast<unsigned long long>(gLimits[index]));
@@ -293,6 +309,52 @@ cu::CUresult charge(int index, std::uint64_t bytes, const char* api) {
   TESSERA_TRACE("%s: %llu bytes refused (used %llu, limit %llu)", api, static_cast<unsigned long long>(bytes),
                 static_cast<unsigned long long>(used), static_cast<unsigned long long>(gLimits[index]));
   return cu::CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+// Charges this process's context on GPU `index` once: NVML's figure for this process when it has
+// one, else TESSERA_CONTEXT_RESERVE_MIB. Refused (and tried again later) when it does not fit.
+bool chargeContext(int index, std::uint64_t* usedOut) {
+  pthread_mutex_lock(&gDeviceMutex);
+  bool ok = gContextCharged[index].load(std::memory_order_acquire) != 0;
+  if (!ok) {
+    Uuid uuid{};
+    std::memcpy(uuid.bytes, gRegion.layout()->devices[index].uuid, 16);
+    std::uint64_t measured = 0;
+    const bool viaNvml = measureContextBytes(uuid, &measured);
+    std::uint64_t bytes = gConfig.contextReserve;
+    if (viaNvml) {
+      const std::uint64_t self = gRegion.usedBySelf(index);  // our allocations are in NVML's figure too
+      bytes = measured > self ? measured - self : 0;
+    }
+    ok = bytes == 0 || gRegion.reserve(index, bytes, gLimits[index], usedOut);
+    if (ok) gContextCharged[index].store(1, std::memory_order_release);
+    TESSERA_TRACE("context on region device %d: %llu bytes (%s) %s", index, static_cast<unsigned long long>(bytes),
+                  viaNvml ? "measured by NVML" : "TESSERA_CONTEXT_RESERVE_MIB", ok ? "charged" : "do not fit");
+  }
+  pthread_mutex_unlock(&gDeviceMutex);
+  return ok;
+}
+
+}  // namespace
+
+bool contextReady(int index) {
+  if (gContextCharged[index].load(std::memory_order_acquire) != 0) return true;
+  if (failClosed() || !ensureAttached()) return false;
+  std::uint64_t used = 0;
+  return chargeContext(index, &used);
+}
+
+cu::CUresult charge(int index, std::uint64_t bytes, const char* api) {
+  if (failClosed() || !ensureAttached()) {
+    failClosed();
+    return cu::CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  std::uint64_t used = 0;
+  if (gContextCharged[index].load(std::memory_order_acquire) == 0 && !chargeContext(index, &used)) {
+    return refuse(index, bytes, used, api);
+  }
+  if (gRegion.reserve(index, bytes, gLimits[index], &used)) return cu::CUDA_SUCCESS;
+  return refuse(index, bytes, used, api);
 }
 
 void credit(int index, std::uint64_t bytes) {

@@ -46,6 +46,14 @@ void* adoptRealFn(Sym sym, void* fn);
 #define TESSERA_REAL_HELPER(name) \
   reinterpret_cast<::tessera::interposer::name##_t>(::tessera::interposer::realFn(::tessera::interposer::Sym::name))
 
+/// What a hook returns when the driver lacks its real function (traced).
+cu::CUresult missingEntryPoint(Sym sym);
+/// Opening of every hook: initialise, fetch the real function, answer for a driver without it.
+#define TESSERA_REQUIRE_REAL(name)                        \
+  ::tessera::interposer::init();                          \
+  auto real = TESSERA_REAL_FN(name);                      \
+  if (real == nullptr) return ::tessera::interposer::missingEntryPoint(::tessera::interposer::Sym::name)
+
 /// True when isolation cannot be enforced (bad configuration, unusable region). Reports the
 /// reason on stderr the first time it is asked.
 bool failClosed();
@@ -61,18 +69,28 @@ cu::CUresult charge(int index, std::uint64_t bytes, const char* api);
 /// Returns a reservation.
 void credit(int index, std::uint64_t bytes);
 
+/// True once this process's CUDA context on device `index` is charged (charging it now if not
+/// yet). False when it does not fit in what the pod has left: then nothing else fits either.
+bool contextReady(int index);
+/// NVML's figure for the memory this process uses on the GPU `uuid` (its context plus anything it
+/// allocated). False when NVML is missing or does not list this process (another pid namespace,
+/// MIG, or a driver that hides per-process usage). Defined in hooks_nvml.cpp.
+bool measureContextBytes(const Uuid& uuid, std::uint64_t* bytes);
+
 /// The container's limit and current usage on device `index`.
 std::uint64_t limitOf(int index);
 std::uint64_t usedOf(int index);
 /// Limit and usage for a GPU that may not be registered yet (NVML path). Requires init().
 void limitAndUsedByUuid(const Uuid& uuid, std::uint64_t* limit, std::uint64_t* used);
 
-/// Per-allocation records: (bytes, device) packed into one non-zero word.
+/// Per-allocation records: (bytes, device, graph flag) packed into one non-zero word. The low 7
+/// bits hold the device index + 1 (at most 32), bit 7 marks a graph memory node's allocation.
+inline constexpr std::uint64_t kGraphCharge = 0x80;
 inline std::uint64_t packCharge(std::uint64_t bytes, int index) {
   return (bytes << 8) | static_cast<std::uint64_t>(index + 1);
 }
 inline std::uint64_t chargeBytes(std::uint64_t packed) { return packed >> 8; }
-inline int chargeDevice(std::uint64_t packed) { return static_cast<int>(packed & 0xff) - 1; }
+inline int chargeDevice(std::uint64_t packed) { return static_cast<int>(packed & 0x7f) - 1; }
 
 /// Device pointers (cuMemAlloc*, managed, async, graph alloc nodes).
 PtrTable<18>& devicePointers();

@@ -4,7 +4,9 @@
 // cuGetProcAddress(_v2) with the real driver's version and per-thread-stream rules.
 
 #include <pthread.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -26,6 +28,20 @@ namespace {
 struct Allocation {
   std::uint64_t bytes;
   int device;
+  bool graph = false;  ///< a graph memory node's address: reserved for the graph's life, never reused
+};
+
+// Graph objects: nodes in a graph, and the allocation nodes an executable graph was made from.
+struct FakeNode {
+  int type;
+  CUDA_MEM_ALLOC_NODE_PARAMS alloc;
+  struct FakeGraph* graph;
+};
+struct FakeGraph {
+  std::vector<FakeNode*> nodes;
+};
+struct FakeExec {
+  std::vector<std::pair<std::uint64_t, Allocation>> allocs;
 };
 
 struct Driver {
@@ -39,6 +55,8 @@ struct Driver {
   std::atomic<std::uint32_t> nextAddressV1{0x10000000U};
   std::atomic<std::uint64_t> nextHandle{1};
   std::atomic<bool> initialized{false};
+  std::unordered_map<std::uint64_t, int> graphHolders;  // graph address -> graphs and execs holding it
+  bool contextCreated[fake::kDevices] = {};
 };
 
 Driver& driver() {
@@ -58,6 +76,12 @@ void count(fake::Call call) { driver().state->calls[static_cast<int>(call)].fetc
 
 int currentDevice() { return tCurrentDevice >= 0 ? tCurrentDevice : 0; }
 
+// What this process uses per device (NVML's per-process list).
+fake::ProcessState* self() {
+  static fake::ProcessState* p = fake::processEntry(driver().state, static_cast<int>(getpid()));
+  return p;
+}
+
 // Takes `bytes` of device memory, recording the high-water mark; fails when the device is full.
 bool take(int device, std::uint64_t bytes) {
   fake::DeviceState& dev = driver().state->devices[device];
@@ -69,10 +93,14 @@ bool take(int device, std::uint64_t bytes) {
   std::uint64_t high = dev.highWater.load();
   while (now > high && !dev.highWater.compare_exchange_weak(high, now)) {
   }
+  if (fake::ProcessState* p = self()) p->used[device].fetch_add(bytes);
   return true;
 }
 
-void give(int device, std::uint64_t bytes) { driver().state->devices[device].used.fetch_sub(bytes); }
+void give(int device, std::uint64_t bytes) {
+  driver().state->devices[device].used.fetch_sub(bytes);
+  if (fake::ProcessState* p = self()) p->used[device].fetch_sub(bytes);
+}
 
 CUresult allocate(unsigned long long* key, std::uint64_t bytes, int device, bool v1 = false) {
   if (!driver().initialized) return CUDA_ERROR_NOT_INITIALIZED;
@@ -110,7 +138,7 @@ CUresult release(std::uint64_t key) {
     if (it == driver().pointers.end()) return CUDA_ERROR_INVALID_VALUE;
     a = it->second;
     driver().pointers.erase(it);
-    if (key >= 0x7f0000000000ULL) driver().freeAddresses.push_back(key);
+    if (key >= 0x7f0000000000ULL && !a.graph) driver().freeAddresses.push_back(key);
   }
   give(a.device, a.bytes);
   return CUDA_SUCCESS;
@@ -153,14 +181,83 @@ CUresult destroyArray(void* array) {
   return CUDA_SUCCESS;
 }
 
-CUresult graphAlloc(CUDA_MEM_ALLOC_NODE_PARAMS* p, CUgraphNode* node) {
-  if (p == nullptr || node == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  int device = p->poolProps.location.type == CU_MEM_LOCATION_TYPE_DEVICE ? p->poolProps.location.id : currentDevice();
-  unsigned long long key = 0;
-  CUresult rc = allocate(&key, p->bytesize, device);
-  if (rc != CUDA_SUCCESS) return rc;
-  p->dptr = key;
-  *node = reinterpret_cast<CUgraphNode>(key);
+CUresult addNode(CUgraph g, int type, CUDA_MEM_ALLOC_NODE_PARAMS* p, CUgraphNode* node) {
+  if (g == nullptr || node == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto* graph = reinterpret_cast<FakeGraph*>(g);
+  auto* n = new FakeNode{type, {}, graph};
+  if (type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) {
+    if (p == nullptr) {
+      delete n;
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    int device = p->poolProps.location.type == CU_MEM_LOCATION_TYPE_DEVICE ? p->poolProps.location.id : currentDevice();
+    unsigned long long key = 0;
+    // Simplification: memory is taken when the node is made (a real driver takes it at launch).
+    CUresult rc = allocate(&key, p->bytesize, device);
+    if (rc != CUDA_SUCCESS) {
+      delete n;
+      return rc;
+    }
+    std::lock_guard<std::mutex> lock(driver().mutex);
+    driver().pointers[key].graph = true;
+    driver().graphHolders[key] = 1;
+    p->dptr = key;
+    n->alloc = *p;
+  }
+  std::lock_guard<std::mutex> lock(driver().mutex);
+  graph->nodes.push_back(n);
+  *node = reinterpret_cast<CUgraphNode>(n);
+  return CUDA_SUCCESS;
+}
+
+// One holder (graph node or executable graph) lets go of a graph address; the last one frees it.
+void dropGraphAddress(std::uint64_t dptr) {
+  Allocation a{};
+  {
+    std::lock_guard<std::mutex> lock(driver().mutex);
+    auto holders = driver().graphHolders.find(dptr);
+    if (holders == driver().graphHolders.end() || --holders->second > 0) return;
+    driver().graphHolders.erase(holders);
+    auto it = driver().pointers.find(dptr);
+    if (it == driver().pointers.end()) return;  // freed explicitly, not launched since
+    a = it->second;
+    driver().pointers.erase(it);
+  }
+  give(a.device, a.bytes);
+}
+
+void destroyNode(FakeNode* n) {
+  if (n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) dropGraphAddress(n->alloc.dptr);
+  delete n;
+}
+
+CUresult instantiate(CUgraphExec* exec, CUgraph g) {
+  if (exec == nullptr || g == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto* e = new FakeExec;
+  std::lock_guard<std::mutex> lock(driver().mutex);
+  for (FakeNode* n : reinterpret_cast<FakeGraph*>(g)->nodes) {
+    if (n->type != CU_GRAPH_NODE_TYPE_MEM_ALLOC) continue;
+    ++driver().graphHolders[n->alloc.dptr];
+    const int device = n->alloc.poolProps.location.type == CU_MEM_LOCATION_TYPE_DEVICE ? n->alloc.poolProps.location.id
+                                                                                       : currentDevice();
+    e->allocs.push_back({n->alloc.dptr, Allocation{n->alloc.bytesize, device, true}});
+  }
+  *exec = reinterpret_cast<CUgraphExec>(e);
+  return CUDA_SUCCESS;
+}
+
+// A launch backs every allocation node whose memory was freed since with memory again.
+CUresult launch(CUgraphExec exec) {
+  if (exec == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  for (auto& [dptr, a] : reinterpret_cast<FakeExec*>(exec)->allocs) {
+    {
+      std::lock_guard<std::mutex> lock(driver().mutex);
+      if (driver().pointers.count(dptr) != 0) continue;
+    }
+    if (!take(a.device, a.bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
+    std::lock_guard<std::mutex> lock(driver().mutex);
+    driver().pointers[dptr] = a;
+  }
   return CUDA_SUCCESS;
 }
 
@@ -201,6 +298,16 @@ FAKE_API CUresult cuDeviceGetName(char* name, int len, CUdevice d) {
 }
 FAKE_API CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice d) {
   if (!ctx || d < 0 || d >= fake::kDevices) return CUDA_ERROR_INVALID_VALUE;
+  // The first context of this process on the device takes FAKE_CUDA_CONTEXT_BYTES, as a real one
+  // takes hundreds of MiB the interposer never sees allocated.
+  const std::uint64_t context = fake::contextBytes();
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(driver().mutex);
+    first = !driver().contextCreated[d];
+    driver().contextCreated[d] = true;
+  }
+  if (first && context > 0 && !take(d, context)) return CUDA_ERROR_OUT_OF_MEMORY;
   *ctx = reinterpret_cast<CUcontext>(static_cast<std::uintptr_t>(d + 1));
   return CUDA_SUCCESS;
 }
@@ -358,38 +465,89 @@ FAKE_API CUresult cuMipmappedArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIR
 
 FAKE_API CUresult cuGraphCreate(CUgraph* g, unsigned int) {
   if (!g) return CUDA_ERROR_INVALID_VALUE;
-  *g = reinterpret_cast<CUgraph>(new int(0));
+  *g = reinterpret_cast<CUgraph>(new FakeGraph);
   return CUDA_SUCCESS;
 }
 FAKE_API CUresult cuGraphDestroy(CUgraph g) {
-  delete reinterpret_cast<int*>(g);
+  if (!g) return CUDA_ERROR_INVALID_VALUE;
+  auto* graph = reinterpret_cast<FakeGraph*>(g);
+  for (FakeNode* n : graph->nodes) destroyNode(n);
+  delete graph;
   return CUDA_SUCCESS;
 }
-FAKE_API CUresult cuGraphAddMemAllocNode(CUgraphNode* node, CUgraph, const CUgraphNode*, std::size_t,
+FAKE_API CUresult cuGraphAddMemAllocNode(CUgraphNode* node, CUgraph g, const CUgraphNode*, std::size_t,
                                          CUDA_MEM_ALLOC_NODE_PARAMS* p) {
   count(fake::Call::cuGraphAddMemAllocNode);
-  return graphAlloc(p, node);
+  return addNode(g, CU_GRAPH_NODE_TYPE_MEM_ALLOC, p, node);
 }
-FAKE_API CUresult cuGraphAddNode(CUgraphNode* node, CUgraph, const CUgraphNode*, std::size_t, CUgraphNodeParams* p) {
+FAKE_API CUresult cuGraphAddNode(CUgraphNode* node, CUgraph g, const CUgraphNode*, std::size_t, CUgraphNodeParams* p) {
   count(fake::Call::cuGraphAddNode);
-  if (!p || !node) return CUDA_ERROR_INVALID_VALUE;
-  if (p->type != CU_GRAPH_NODE_TYPE_MEM_ALLOC) {
-    *node = reinterpret_cast<CUgraphNode>(std::uintptr_t{1});
-    return CUDA_SUCCESS;
-  }
-  return graphAlloc(&p->alloc, node);
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  return addNode(g, p->type, &p->alloc, node);
 }
-FAKE_API CUresult cuGraphAddNode_v2(CUgraphNode* node, CUgraph g, const CUgraphNode* deps, const CUgraphEdgeData*,
-                                    std::size_t n, CUgraphNodeParams* p) {
+FAKE_API CUresult cuGraphAddNode_v2(CUgraphNode* node, CUgraph g, const CUgraphNode*, const CUgraphEdgeData*,
+                                    std::size_t, CUgraphNodeParams* p) {
   count(fake::Call::cuGraphAddNode_v2);
-  if (!p || !node) return CUDA_ERROR_INVALID_VALUE;
-  if (p->type != CU_GRAPH_NODE_TYPE_MEM_ALLOC) {
-    *node = reinterpret_cast<CUgraphNode>(std::uintptr_t{1});
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  return addNode(g, p->type, &p->alloc, node);
+}
+FAKE_API CUresult cuGraphDestroyNode(CUgraphNode node) {
+  if (!node) return CUDA_ERROR_INVALID_VALUE;
+  auto* n = reinterpret_cast<FakeNode*>(node);
+  {
+    std::lock_guard<std::mutex> lock(driver().mutex);
+    auto& nodes = n->graph->nodes;
+    nodes.erase(std::remove(nodes.begin(), nodes.end(), n), nodes.end());
+  }
+  destroyNode(n);
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuGraphGetNodes(CUgraph g, CUgraphNode* nodes, std::size_t* count) {
+  if (!g || !count) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lock(driver().mutex);
+  const auto& all = reinterpret_cast<FakeGraph*>(g)->nodes;
+  if (nodes == nullptr) {
+    *count = all.size();
     return CUDA_SUCCESS;
   }
-  return graphAlloc(&p->alloc, node);
+  const std::size_t n = std::min(*count, all.size());
+  for (std::size_t i = 0; i < *count; ++i) nodes[i] = i < n ? reinterpret_cast<CUgraphNode>(all[i]) : nullptr;
+  *count = n;
+  return CUDA_SUCCESS;
 }
-FAKE_API CUresult cuGraphDestroyNode(CUgraphNode) { return CUDA_SUCCESS; }
+FAKE_API CUresult cuGraphNodeGetType(CUgraphNode node, int* type) {
+  if (!node || !type) return CUDA_ERROR_INVALID_VALUE;
+  *type = reinterpret_cast<FakeNode*>(node)->type;
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuGraphMemAllocNodeGetParams(CUgraphNode node, CUDA_MEM_ALLOC_NODE_PARAMS* out) {
+  if (!node || !out) return CUDA_ERROR_INVALID_VALUE;
+  auto* n = reinterpret_cast<FakeNode*>(node);
+  if (n->type != CU_GRAPH_NODE_TYPE_MEM_ALLOC) return CUDA_ERROR_INVALID_VALUE;
+  *out = n->alloc;
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph g, unsigned long long) {
+  return instantiate(exec, g);
+}
+FAKE_API CUresult cuGraphInstantiate(CUgraphExec* exec, CUgraph g, CUgraphNode*, char*, std::size_t) {
+  return instantiate(exec, g);
+}
+FAKE_API CUresult cuGraphExecDestroy(CUgraphExec exec) {
+  if (!exec) return CUDA_ERROR_INVALID_VALUE;
+  auto* e = reinterpret_cast<FakeExec*>(exec);
+  for (auto& entry : e->allocs) dropGraphAddress(entry.first);
+  delete e;
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuGraphLaunch(CUgraphExec exec, CUstream) {
+  count(fake::Call::cuGraphLaunch);
+  return launch(exec);
+}
+FAKE_API CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream) {
+  count(fake::Call::cuGraphLaunch_ptsz);
+  return launch(exec);
+}
 
 // ---- queries -------------------------------------------------------------------------------------
 
@@ -466,6 +624,16 @@ const ProcVariant kProcs[] = {
     {"cuMipmappedArrayCreate", 5000, FN(cuMipmappedArrayCreate), nullptr},
     {"cuMipmappedArrayDestroy", 5000, FN(cuMipmappedArrayDestroy), nullptr},
     {"cuGraphCreate", 10000, FN(cuGraphCreate), nullptr},
+    {"cuGraphDestroy", 10000, FN(cuGraphDestroy), nullptr},
+    {"cuGraphDestroyNode", 10000, FN(cuGraphDestroyNode), nullptr},
+    {"cuGraphGetNodes", 10000, FN(cuGraphGetNodes), nullptr},
+    {"cuGraphNodeGetType", 10000, FN(cuGraphNodeGetType), nullptr},
+    {"cuGraphMemAllocNodeGetParams", 11040, FN(cuGraphMemAllocNodeGetParams), nullptr},
+    {"cuGraphInstantiate", 10000, FN(cuGraphInstantiate), nullptr},
+    {"cuGraphInstantiate", 12000, FN(cuGraphInstantiateWithFlags), nullptr},
+    {"cuGraphInstantiateWithFlags", 11040, FN(cuGraphInstantiateWithFlags), nullptr},
+    {"cuGraphExecDestroy", 10000, FN(cuGraphExecDestroy), nullptr},
+    {"cuGraphLaunch", 10000, FN(cuGraphLaunch), FN(cuGraphLaunch_ptsz)},
     {"cuGraphAddMemAllocNode", 11040, FN(cuGraphAddMemAllocNode), nullptr},
     {"cuGraphAddNode", 12020, FN(cuGraphAddNode), nullptr},
     {"cuGraphAddNode", 12030, FN(cuGraphAddNode_v2), nullptr},

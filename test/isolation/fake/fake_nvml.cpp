@@ -63,3 +63,53 @@ FAKE_API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemory_v2_t
   m->free = m->total - used - m->reserved;
   return NVML_SUCCESS;
 }
+FAKE_API nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* d) {
+  if (!uuid || !d) return NVML_ERROR_INVALID_ARGUMENT;
+  for (int i = 0; i < fake::kDevices; ++i) {
+    char text[64];
+    nvmlDevice_t candidate = reinterpret_cast<nvmlDevice_t>(static_cast<std::uintptr_t>(i + 1));
+    if (nvmlDeviceGetUUID(candidate, text, sizeof text) == NVML_SUCCESS && std::strcmp(text, uuid) == 0) {
+      *d = candidate;
+      return NVML_SUCCESS;
+    }
+  }
+  return 6;  // NVML_ERROR_NOT_FOUND
+}
+
+namespace {
+// The processes using device `d`, as the fake driver recorded them. FAKE_NVML_HIDE_PROCESSES=1
+// lists none, as NVML does in a container whose pid namespace the driver does not translate.
+template <class Info>
+nvmlReturn_t listProcesses(nvmlDevice_t d, unsigned int* count, Info* infos) {
+  if (!valid(d) || !count) return NVML_ERROR_INVALID_ARGUMENT;
+  const char* hide = std::getenv("FAKE_NVML_HIDE_PROCESSES");
+  unsigned int n = 0;
+  const unsigned int capacity = infos ? *count : 0;
+  bool tooSmall = false;
+  for (const auto& p : state()->processes) {
+    const int pid = p.pid.load();
+    const std::uint64_t used = p.used[indexOf(d)].load();
+    if (pid == 0 || used == 0 || (hide && std::strcmp(hide, "1") == 0)) continue;
+    if (n < capacity) {
+      infos[n] = Info{};
+      infos[n].pid = static_cast<unsigned int>(pid);
+      infos[n].usedGpuMemory = used;
+    } else {
+      tooSmall = true;
+    }
+    ++n;
+  }
+  *count = n;
+  return tooSmall ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
+}
+}  // namespace
+
+FAKE_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int* n, nvmlProcessInfo_t* p) {
+  return listProcesses(d, n, p);
+}
+FAKE_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t d, unsigned int* n, nvmlProcessInfo_t* p) {
+  return listProcesses(d, n, p);
+}
+FAKE_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t d, unsigned int* n, nvmlProcessInfo_v1_t* p) {
+  return listProcesses(d, n, p);
+}

@@ -23,7 +23,7 @@ inline constexpr std::uint64_t kDefaultDeviceMemory = 8ULL << 30;  // 8 GiB each
   X(cuMemAllocFromPoolAsync_ptsz) X(cuMemFreeAsync) X(cuMemFreeAsync_ptsz) X(cuMemFree_v2) X(cuMemFree)  \
   X(cuMemAllocPitch_v2) X(cuMemAllocManaged) X(cuMemCreate) X(cuMemRelease) X(cuArrayCreate_v2)       \
   X(cuArray3DCreate_v2) X(cuMipmappedArrayCreate) X(cuGraphAddMemAllocNode) X(cuGraphAddNode)         \
-  X(cuGraphAddNode_v2)
+  X(cuGraphAddNode_v2) X(cuGraphLaunch) X(cuGraphLaunch_ptsz)
 
 enum class Call : int {
 #define X(name) name,
@@ -37,10 +37,31 @@ struct DeviceState {
   std::atomic<std::uint64_t> highWater;
 };
 
+/// What one process uses on each device, as NVML's per-process list reports it.
+struct ProcessState {
+  std::atomic<int> pid;  ///< 0 free
+  std::atomic<std::uint64_t> used[kDevices];
+};
+inline constexpr int kProcesses = 64;
+
 struct State {
   DeviceState devices[kDevices];
   std::atomic<std::uint64_t> calls[static_cast<int>(Call::kCount)];
+  ProcessState processes[kProcesses];
 };
+
+/// The calling process's entry (claimed on first use), or nullptr when the table is full.
+inline ProcessState* processEntry(State* state, int pid) {
+  for (ProcessState& p : state->processes) {
+    if (p.pid.load() == pid) return &p;
+  }
+  for (ProcessState& p : state->processes) {
+    int expected = 0;
+    if (p.pid.compare_exchange_strong(expected, pid)) return &p;
+    if (expected == pid) return &p;
+  }
+  return nullptr;
+}
 
 /// Maps the state named by FAKE_CUDA_STATE (creating it), or returns process-local state.
 inline State* mapState(const char* path) {
@@ -58,6 +79,12 @@ inline State* mapState(const char* path) {
   void* mem = mmap(nullptr, sizeof(State), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   ::close(fd);
   return mem == MAP_FAILED ? &local : static_cast<State*>(mem);
+}
+
+/// FAKE_CUDA_CONTEXT_BYTES: device memory a process's first context on a device takes (default 0).
+inline std::uint64_t contextBytes() {
+  const char* env = std::getenv("FAKE_CUDA_CONTEXT_BYTES");
+  return env != nullptr ? std::strtoull(env, nullptr, 10) : 0;
 }
 
 inline std::uint64_t deviceMemory() {

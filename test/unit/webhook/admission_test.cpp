@@ -168,30 +168,64 @@ TEST_CASE("webhook: hard isolation wiring, ConfigMap envFrom in every container,
       CHECK(c["envFrom"] == json::array({{{"configMapRef", {{"name", "train-tessera-gpu"}}}}}));
       REQUIRE(envVar(c, "LD_PRELOAD"));
       CHECK((*envVar(c, "LD_PRELOAD"))["value"] == "/usr/local/tessera/lib/libtessera-cuda.so");
+      // Pod-level accounting: every container names the same file in the same per-pod folder.
       REQUIRE(envVar(c, "TESSERA_ISOLATION_REGION"));
-      CHECK((*envVar(c, "TESSERA_ISOLATION_REGION"))["value"] ==
-            "/dev/shm/tessera-" + c["name"].get<std::string>() + ".region");
-      bool mounted = false;
-      for (const auto& m : c["volumeMounts"])
+      CHECK((*envVar(c, "TESSERA_ISOLATION_REGION"))["value"] == "/run/tessera/gpu.region");
+      REQUIRE(envVar(c, "TESSERA_POD_UID"));
+      CHECK((*envVar(c, "TESSERA_POD_UID"))["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.uid");
+      CHECK((*envVar(c, "TESSERA_POD_NAMESPACE"))["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace");
+      CHECK((*envVar(c, "TESSERA_POD_NAME"))["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name");
+      CHECK((*envVar(c, "TESSERA_CONTAINER_NAME"))["value"] == c["name"]);
+      int mounted = 0;
+      for (const auto& m : c["volumeMounts"]) {
         if (m["name"] == "tessera-interposer") {
-          mounted = true;
+          ++mounted;
           CHECK(m["mountPath"] == "/usr/local/tessera/lib");
           CHECK(m["readOnly"] == true);
+        } else if (m["name"] == "tessera-regions") {
+          ++mounted;
+          CHECK(m["mountPath"] == "/run/tessera");
+          CHECK(m["subPathExpr"] == "$(TESSERA_POD_UID)");
+          CHECK(m["readOnly"] == false);
         }
-      CHECK(mounted);
+      }
+      CHECK(mounted == 2);
     }
   }
   // The user's env and mounts are kept.
   CHECK((*envVar(out["spec"]["containers"][0], "A"))["value"] == "1");
   CHECK(out["spec"]["containers"][1]["volumeMounts"][0]["name"] == "data");
   const json& vols = out["spec"]["volumes"];
-  REQUIRE(vols.size() == 2);
+  REQUIRE(vols.size() == 3);
   CHECK(vols[1] == json{{"name", "tessera-interposer"},
                         {"hostPath", {{"path", "/usr/local/tessera/lib"}, {"type", "Directory"}}}});
+  CHECK(vols[2] == json{{"name", "tessera-regions"},
+                        {"hostPath", {{"path", "/var/lib/tessera/regions"}, {"type", "Directory"}}}});
   // A second pass adds nothing.
   Decision again = reviewPod("CREATE", out, nullptr, true, {}, fixedSuffix());
   CHECK(again.allowed);
   CHECK(again.patch == "[]");
+}
+
+TEST_CASE("webhook: hard isolation: the region folder follows --region-dir; a pod without volumes gets both") {
+  json pod = gpuPod({{"gpu-fraction", "0.5"}});
+  pod["spec"].erase("volumes");
+  pod["spec"]["containers"][1].erase("volumeMounts");
+  Options o;
+  o.regionHostDir = "/srv/tessera/regions/";
+  json out = mutated(pod, o);
+  REQUIRE(out["spec"]["volumes"].size() == 2);
+  CHECK(out["spec"]["volumes"][1]["hostPath"]["path"] == "/srv/tessera/regions");
+  CHECK(out["spec"]["containers"][1]["volumeMounts"].size() == 2);
+  CHECK(reviewPod("CREATE", out, nullptr, true, o, fixedSuffix()).patch == "[]");
+  // A mount of the user's where the region folder goes is refused with a message.
+  json clash = gpuPod({{"gpu-fraction", "0.5"}});
+  clash["spec"]["containers"][0]["volumeMounts"] = {{{"name", "run"}, {"mountPath", "/run/tessera"}}};
+  Decision d = reviewPod("CREATE", clash, nullptr, true, {}, fixedSuffix());
+  CHECK_FALSE(d.allowed);
+  CHECK(d.message ==
+        "container main: volume run is already mounted at /run/tessera, where the hard isolation backend mounts "
+        "tessera-regions");
 }
 
 TEST_CASE("webhook: a pod with generateName gets a generated ConfigMap name in its annotations") {

@@ -1,0 +1,53 @@
+# cmake -DLIB=<path to libtessera-cuda.so> -P check_glibc_floor.cmake
+# The interposer's glibc floor is 2.17 (docs/isolation.md, "Images it loads in"): fails on any
+# version it needs from glibc that is newer than GLIBC_2.17, on GLIBC_PRIVATE, and on any version of
+# the C++ runtime (GLIBCXX, CXXABI) or libgcc (GCC_), which a workload image may not have. Reads
+# the library's version needs (.gnu.version_r) and, as a second opinion, every undefined symbol's
+# version in the dynamic symbol table.
+set(FLOOR 2.17)
+find_program(READELF readelf REQUIRED)
+execute_process(COMMAND ${READELF} -V --wide ${LIB} OUTPUT_VARIABLE needs RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "readelf -V failed on ${LIB}")
+endif()
+execute_process(COMMAND ${READELF} --dyn-syms --wide ${LIB} OUTPUT_VARIABLE syms RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "readelf --dyn-syms failed on ${LIB}")
+endif()
+
+set(problems "")
+set(seen "")
+# Version needs: "0x0010:   Name: GLIBC_2.3.2  Flags: none  Version: 3"
+string(REGEX MATCHALL "Name: [A-Za-z_]+[0-9.]*[A-Za-z_]*" names "${needs}")
+foreach(entry ${names})
+  string(REGEX REPLACE "^Name: " "" name "${entry}")
+  list(APPEND seen ${name})
+endforeach()
+# Undefined symbols: "    21: 0000000000000000     0 FUNC    GLOBAL DEFAULT  UND dlopen@GLIBC_2.2.5 (3)"
+string(REPLACE "\n" ";" lines "${syms}")
+foreach(line ${lines})
+  if(line MATCHES " UND ([^ @]+)@([A-Za-z_]+[0-9.]*)")
+    list(APPEND seen "${CMAKE_MATCH_2}")
+    set(user_${CMAKE_MATCH_2} "${user_${CMAKE_MATCH_2}} ${CMAKE_MATCH_1}")
+  endif()
+endforeach()
+list(REMOVE_DUPLICATES seen)
+set(count 0)
+foreach(version ${seen})
+  if(version MATCHES "^GLIBC_([0-9.]+)$")
+    math(EXPR count "${count}+1")
+    if(CMAKE_MATCH_1 VERSION_GREATER FLOOR)
+      list(APPEND problems "${version} (newer than GLIBC_${FLOOR}, used by:${user_${version}})")
+    endif()
+  elseif(version MATCHES "^(GLIBC_PRIVATE|GLIBCXX_|CXXABI_|GCC_)")
+    list(APPEND problems "${version} (not available to every workload image, used by:${user_${version}})")
+  endif()
+endforeach()
+if(count EQUAL 0)
+  message(FATAL_ERROR "no GLIBC_ version needs found in ${LIB}: is it a glibc build?")
+endif()
+if(problems)
+  string(REPLACE ";" "\n  " text "${problems}")
+  message(FATAL_ERROR "libtessera-cuda.so would not load on glibc ${FLOOR}:\n  ${text}")
+endif()
+message(STATUS "libtessera-cuda.so needs at most GLIBC_${FLOOR}: ${seen}")
