@@ -1,14 +1,15 @@
 // The RBAC in deploy/rbac/, and the RBAC the Helm chart renders (deploy/helm/tessera with its
 // default values and with test/deploy/helm/values-full.yaml, rendered by the ctest fixture
-// deploy_helm_render into TESSERA_HELM_RENDERED_DIR), covers every API call Tessera makes and grants
-// nothing it does not use. Dynamic: the real `tessera run` (a child process) runs against the test API server, which records
-// every request as an RBAC authorizer names it (verb, API group, resource, subresource, namespace,
-// name); the cluster makes it list and watch everything, bind, preempt (DisruptionTarget, DELETE),
-// report unschedulable pods and gangs (status patch, Events) and hold and release the leader Lease.
-// Static: the calls of code paths this run does not reach (GPU sharing in the binder, status
-// writes, `tessera reserve`), each with the reason. Every call must be allowed by a rule bound to
-// its ServiceAccount (ClusterRoles anywhere, Roles in their namespace); every (group, resource,
-// verb) granted must be used by one of them. Nothing asserts on wall-clock time.
+// deploy_helm_render into TESSERA_HELM_RENDERED_DIR), covers every API call Tessera makes and
+// grants nothing it does not use. Dynamic: the real `tessera run` (a child process) runs against
+// the test API server, which records every request as an RBAC authorizer names it (verb, API
+// group, resource, subresource, namespace, name); the cluster makes it list and watch everything,
+// bind, preempt (DisruptionTarget, DELETE), report unschedulable pods and gangs (status patch,
+// Events) and hold and release the leader Lease. Static: the calls of code paths this run does
+// not reach (GPU sharing in the binder, status writes, `tessera reserve`), each with the reason.
+// Every call must be allowed by a rule bound to its ServiceAccount (ClusterRoles anywhere, Roles
+// in their namespace); every (group, resource, verb) granted must be used by one of them. Nothing
+// asserts on wall-clock time.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -27,7 +28,6 @@
 #include "tessera/api/convert.h"
 #include "tessera/app/run.h"
 #include "tessera/cache/http_server.h"
-
 
 using namespace tessera;
 using cache::ApiRequestRecord;
