@@ -7,7 +7,8 @@ test/deploy/CMakeLists.txt).
 
 helm and kubectl default to REPO_DIR/.tools/bin (scripts/install-deps.sh puts helm v4 and kubectl
 v1.34 there), then to the PATH; a missing one fails the check. CHECK is one of:
-  lint       `helm lint --strict` with the default values and with test/deploy/helm/values-full.yaml
+  lint       `helm lint --strict` with the default values, with test/deploy/helm/values-full.yaml and
+             with the values file docs/install.md shows (the block starting `# tessera-values.yaml`)
   values     values-full.yaml sets every key of values.yaml, each to something other than its
              default; each key, set alone, changes what the chart renders (no value is declared and
              left unused); the scheduler configuration rendered into tessera-config loads in
@@ -147,10 +148,24 @@ def dig(m, path, default=None):
 # ---------------------------------------------------------------------------------------------
 # lint
 
+def docs_values(t):
+    """The values file docs/install.md shows, written to a file."""
+    with open(os.path.join(t.repo, "docs", "install.md"), encoding="utf-8") as f:
+        m = re.search(r"```yaml\n# tessera-values.yaml\n(.*?)```", f.read(), re.S)
+    if not m:
+        problem("docs/install.md: no ```yaml block starting with `# tessera-values.yaml`")
+        return None
+    return t.values_file(yaml.safe_load(m.group(1)), "docs-values")
+
+
 def check_lint(t):
     if not t.helm:
         return
-    for what, extra in (("default values", []), ("values-full.yaml", ["-f", os.path.join(t.repo, FULL_VALUES)])):
+    lints = [("default values", []), ("values-full.yaml", ["-f", os.path.join(t.repo, FULL_VALUES)])]
+    docs = docs_values(t)
+    if docs:
+        lints.append(("docs/install.md's values file", ["-f", docs]))
+    for what, extra in lints:
         r = t.run([t.helm, "lint", "--strict", os.path.join(t.repo, CHART)] + extra)
         if r.returncode != 0:
             problem("helm lint --strict (%s) failed: %s" % (what, (r.stdout + r.stderr).strip()[-2000:]))
