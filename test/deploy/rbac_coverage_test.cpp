@@ -1,12 +1,15 @@
-// The RBAC in deploy/rbac/ covers every API call Tessera makes, and grants nothing it does not use.
-// Dynamic: the real `tessera run` (a child process) runs against the test API server, which records
-// every request as an RBAC authorizer names it (verb, API group, resource, subresource, namespace,
-// name); the cluster makes it list and watch everything, bind, preempt (DisruptionTarget, DELETE),
-// report unschedulable pods and gangs (status patch, Events) and hold and release the leader Lease.
-// Static: the calls of code paths this run does not reach (GPU sharing in the binder, status
-// writes, `tessera reserve`), each with the reason. Every call must be allowed by a rule bound to
-// its ServiceAccount in deploy/rbac/ (ClusterRoles anywhere, Roles in their namespace); every
-// (group, resource, verb) granted must be used by one of them. Nothing asserts on wall-clock time.
+// The RBAC in deploy/rbac/, and the RBAC the Helm chart renders (deploy/helm/tessera with its
+// default values and with test/deploy/helm/values-full.yaml, rendered by the ctest fixture
+// deploy_helm_render into TESSERA_HELM_RENDERED_DIR), covers every API call Tessera makes and
+// grants nothing it does not use. Dynamic: the real `tessera run` (a child process) runs against
+// the test API server, which records every request as an RBAC authorizer names it (verb, API
+// group, resource, subresource, namespace, name); the cluster makes it list and watch everything,
+// bind, preempt (DisruptionTarget, DELETE), report unschedulable pods and gangs (status patch,
+// Events) and hold and release the leader Lease. Static: the calls of code paths this run does
+// not reach (GPU sharing in the binder, status writes, `tessera reserve`), each with the reason.
+// Every call must be allowed by a rule bound to its ServiceAccount (ClusterRoles anywhere, Roles
+// in their namespace); every (group, resource, verb) granted must be used by one of them. Nothing
+// asserts on wall-clock time.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -25,7 +28,6 @@
 #include "tessera/api/convert.h"
 #include "tessera/app/run.h"
 #include "tessera/cache/http_server.h"
-
 
 using namespace tessera;
 using cache::ApiRequestRecord;
@@ -93,32 +95,27 @@ struct Rbac {
   std::vector<Role> roles;
   std::vector<Binding> bindings;
 
-  void load(const fs::path& dir) {
-    for (const auto& entry : fs::directory_iterator(dir)) {
-      if (entry.path().extension() != ".yaml" || entry.path().filename() == "kustomization.yaml") continue;
-      auto docs = api::yamlToJson(readFile(entry.path()));
-      INFO(entry.path());
-      REQUIRE(docs.ok());
-      for (const auto& d : *docs) {
-        const std::string kind = d.value("kind", "");
-        const Json& meta = d["metadata"];
-        if (kind == "Role" || kind == "ClusterRole") {
-          Role r{kind, meta.value("name", ""), kind == "Role" ? meta.value("namespace", "") : "", {}};
-          for (const auto& j : d["rules"])
-            r.rules.push_back(
-                {strings(j, "apiGroups"), strings(j, "resources"), strings(j, "verbs"), strings(j, "resourceNames")});
-          roles.push_back(std::move(r));
-        } else if (kind == "RoleBinding" || kind == "ClusterRoleBinding") {
-          Binding b{kind,
-                    kind == "RoleBinding" ? meta.value("namespace", "") : "",
-                    d["roleRef"].value("kind", ""),
-                    d["roleRef"].value("name", ""),
-                    {}};
-          for (const auto& s : d["subjects"])
-            if (s.value("kind", "") == "ServiceAccount")
-              b.serviceAccounts.insert(s.value("namespace", "") + "/" + s.value("name", ""));
-          bindings.push_back(std::move(b));
-        }
+  /// The Roles, ClusterRoles and bindings among docs (other kinds are skipped).
+  void add(const std::vector<Json>& docs) {
+    for (const auto& d : docs) {
+      const std::string kind = d.value("kind", "");
+      const Json& meta = d["metadata"];
+      if (kind == "Role" || kind == "ClusterRole") {
+        Role r{kind, meta.value("name", ""), kind == "Role" ? meta.value("namespace", "") : "", {}};
+        for (const auto& j : d["rules"])
+          r.rules.push_back(
+              {strings(j, "apiGroups"), strings(j, "resources"), strings(j, "verbs"), strings(j, "resourceNames")});
+        roles.push_back(std::move(r));
+      } else if (kind == "RoleBinding" || kind == "ClusterRoleBinding") {
+        Binding b{kind,
+                  kind == "RoleBinding" ? meta.value("namespace", "") : "",
+                  d["roleRef"].value("kind", ""),
+                  d["roleRef"].value("name", ""),
+                  {}};
+        for (const auto& s : d["subjects"])
+          if (s.value("kind", "") == "ServiceAccount")
+            b.serviceAccounts.insert(s.value("namespace", "") + "/" + s.value("name", ""));
+        bindings.push_back(std::move(b));
       }
     }
   }
@@ -265,23 +262,45 @@ std::string argValue(const Json& args, const std::string& flag) {
   return "";
 }
 
-}  // namespace
+std::vector<Json> loadYaml(const fs::path& p) {
+  INFO(p);
+  REQUIRE(fs::exists(p));
+  auto docs = api::yamlToJson(readFile(p));
+  REQUIRE(docs.ok());
+  return *docs;
+}
 
-TEST_CASE("deploy: the RBAC in deploy/rbac covers every API call and grants nothing unused") {
-  const fs::path deploy = fs::path(TESSERA_SOURCE_DIR) / "deploy";
+/// What one way of installing Tessera grants, and how it runs the scheduler.
+struct Install {
+  std::string source;  ///< for messages: "deploy/rbac", "helm-default.yaml", ...
   Rbac rbac;
-  rbac.load(deploy / "rbac");
+  std::string schedulerSa;  ///< "namespace/name" of the scheduler Deployment's ServiceAccount
+  std::string leaseName;    ///< its --lease-name
+};
 
-  // The scheduler's ServiceAccount and Lease, as deploy/scheduler/deployment.yaml runs it.
-  auto dep = api::yamlToJson(readFile(deploy / "scheduler" / "deployment.yaml"));
-  REQUIRE(dep.ok());
-  const Json& podSpec = dep->front()["spec"]["template"]["spec"];
-  const std::string schedulerSa =
-      dep->front()["metadata"].value("namespace", "") + "/" + podSpec.value("serviceAccountName", "");
+/// docs: the objects installed, the Deployment tessera-scheduler among them.
+Install installOf(const std::string& source, const std::vector<Json>& docs) {
+  Install in{source, {}, "", ""};
+  in.rbac.add(docs);
+  const Json* dep = nullptr;
+  for (const auto& d : docs)
+    if (d.value("kind", "") == "Deployment" && d["metadata"].value("name", "") == "tessera-scheduler") dep = &d;
+  INFO(source);
+  REQUIRE(dep);
+  const Json& podSpec = (*dep)["spec"]["template"]["spec"];
+  in.schedulerSa = (*dep)["metadata"].value("namespace", "") + "/" + podSpec.value("serviceAccountName", "");
   const Json& args = podSpec["containers"][0]["args"];
   REQUIRE(argValue(args, "--lease-namespace") == kSystemNs);
-  const std::string leaseName = argValue(args, "--lease-name");
-  REQUIRE(!leaseName.empty());
+  in.leaseName = argValue(args, "--lease-name");
+  REQUIRE(!in.leaseName.empty());
+  return in;
+}
+
+/// Every call Tessera makes when installed as `in` says: recorded from a run of the daemon, plus
+/// the calls of code paths the run does not reach.
+std::vector<Call> callsOf(const Install& in) {
+  const std::string& schedulerSa = in.schedulerSa;
+  const std::string& leaseName = in.leaseName;
   const std::string reservationSa = kReservationNs + "/tessera-reservation";
 
   // ---- dynamic: run the daemon and record what it asks for ----
@@ -359,12 +378,19 @@ TEST_CASE("deploy: the RBAC in deploy/rbac covers every API call and grants noth
   add(reservationSa, {"patch", "", "pods", "", kReservationNs, "gpu-reservation-g"},
       "tessera reserve: writes tessera.dev/gpu-uuid on its own pod");
 
+  return calls;
+}
+
+/// Every call allowed by in.rbac, and every (group, resource, verb) it grants used by a call.
+void checkCoverage(const Install& in, const std::vector<Call>& calls) {
+  const Rbac& rbac = in.rbac;
+  INFO("RBAC of " << in.source);
   // ---- every call allowed ----
   std::set<std::string> denied;
   for (const auto& c : calls)
     if (!rbac.allows(c.serviceAccount, c.req))
       denied.insert(c.serviceAccount + ": " + describe(c.req) + " (" + c.why + ")");
-  for (const auto& d : denied) FAIL_CHECK("not allowed by deploy/rbac: " << d);
+  for (const auto& d : denied) FAIL_CHECK("not allowed by the RBAC of " << in.source << ": " << d);
 
   // ---- every grant used (the Roles and ClusterRoles of Tessera's own components) ----
   for (const auto& role : rbac.roles) {
@@ -388,5 +414,26 @@ TEST_CASE("deploy: the RBAC in deploy/rbac covers every API call and grants noth
             INFO(role.kind << " " << role.name << " grants " << verb << " " << (g.empty() ? "core" : g) << "/" << res);
             CHECK(used);
           }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("deploy: the RBAC in deploy/rbac covers every API call and grants nothing unused") {
+  const fs::path deploy = fs::path(TESSERA_SOURCE_DIR) / "deploy";
+  std::vector<Json> docs = loadYaml(deploy / "scheduler" / "deployment.yaml");
+  for (const auto& entry : fs::directory_iterator(deploy / "rbac")) {
+    if (entry.path().extension() != ".yaml" || entry.path().filename() == "kustomization.yaml") continue;
+    for (auto& d : loadYaml(entry.path())) docs.push_back(std::move(d));
+  }
+  const Install in = installOf("deploy/rbac", docs);
+  checkCoverage(in, callsOf(in));
+}
+
+TEST_CASE("deploy: the RBAC the Helm chart renders covers every API call and grants nothing unused") {
+  // Written by the ctest fixture deploy_helm_render (test/deploy/check_helm.py render).
+  for (const char* file : {"helm-default.yaml", "helm-full.yaml"}) {
+    const Install in = installOf(file, loadYaml(fs::path(TESSERA_HELM_RENDERED_DIR) / file));
+    checkCoverage(in, callsOf(in));
   }
 }
