@@ -11,9 +11,9 @@
 
 #include "tessera/framework/config.h"
 #include "tessera/framework/session.h"
-#include "unit/framework/test_cluster.h"
-#include "unit/framework/test_registry.h"
-#include "unit/actions/action_env.h"
+#include "support/test_cluster.h"
+#include "support/test_registry.h"
+#include "support/action_env.h"
 
 namespace {
 

@@ -14,8 +14,8 @@
 #include "tessera/framework/config.h"
 #include "tessera/framework/plugin.h"
 #include "tessera/framework/session.h"
-#include "unit/framework/test_cluster.h"
-#include "unit/framework/test_registry.h"
+#include "support/test_cluster.h"
+#include "support/test_registry.h"
 
 namespace {
 

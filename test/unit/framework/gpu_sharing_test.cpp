@@ -5,7 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "tessera/framework/statement.h"
-#include "unit/framework/test_cluster.h"
+#include "support/test_cluster.h"
 
 namespace {
 

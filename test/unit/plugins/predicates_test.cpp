@@ -12,7 +12,7 @@
 #include "tessera/framework/session.h"
 #include "tessera/framework/statement.h"
 #include "tessera/plugins/factories.h"
-#include "unit/framework/test_cluster.h"
+#include "support/test_cluster.h"
 
 namespace {
 

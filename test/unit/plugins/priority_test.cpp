@@ -11,7 +11,7 @@
 #include "tessera/framework/args.h"
 #include "tessera/framework/session.h"
 #include "tessera/plugins/factories.h"
-#include "unit/framework/test_cluster.h"
+#include "support/test_cluster.h"
 
 namespace {
 
