@@ -1,5 +1,6 @@
 // tessera: the scheduler's command line. Subcommands: simulate, check (the embedded cluster), run
-// (a real API server), serve-cluster, webhook (admission), reserve (GPU reservation pods).
+// (a real API server), serve-cluster, webhook (admission), reserve (GPU reservation pods), monitor
+// (the node agent of hard isolation).
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -23,6 +24,7 @@ void usage(std::ostream& out) {
          "  serve-cluster FILE   serve a scenario's cluster over HTTP (a test API server)\n"
          "  webhook FLAGS        the admission webhook for fractional GPU pods (tessera webhook --help)\n"
          "  reserve [FLAGS]      the process of a GPU reservation pod (tessera reserve --help)\n"
+         "  monitor [FLAGS]      per-pod GPU memory metrics on a GPU node (tessera monitor --help)\n"
          "  version              print the version\n";
 }
 

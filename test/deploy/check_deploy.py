@@ -15,9 +15,10 @@ CHECK is one of:
   monitoring every metric the daemon registers (src/app/run.cpp) and the planned binder, action and
              plugin histograms are on the Grafana dashboard and in docs/metrics.md; the dashboard
              queries no metric that does not exist
-  workloads  the rendered Deployments run non-root with a read-only root filesystem, probes and
-             resources; leader election, webhook and overlay settings are consistent; the config
-             ConfigMap is config/tessera.yaml; RBAC has no wildcards
+  workloads  the rendered Deployments and DaemonSets run non-root (but for the init container
+             preparing the regions' folder and the interposer) with a read-only root filesystem,
+             probes and resources; leader election, webhook, monitor and overlay settings are
+             consistent; the config ConfigMap is config/tessera.yaml; RBAC has no wildcards
 Exits 1 with one line per problem.
 """
 import copy
@@ -418,12 +419,15 @@ def flag(args, name):
     return None
 
 
-def check_pod_security(where, pod, allow_root=False):
+def check_pod_security(where, pod, allow_root=False, root_init=()):
+    """Every container and init container hardened; non-root unless allow_root (all of them) or
+    named in root_init (init containers that must write a root-owned host folder)."""
     sc = pod.get("securityContext") or {}
-    for c in pod.get("containers", []):
+    init = [(c, "init container") for c in pod.get("initContainers", [])]
+    for c, what in [(c, "container") for c in pod.get("containers", [])] + init:
         csc = c.get("securityContext") or {}
-        cname = "%s container %s" % (where, c["name"])
-        if not allow_root:
+        cname = "%s %s %s" % (where, what, c["name"])
+        if not allow_root and not (what == "init container" and c["name"] in root_init):
             if not (csc.get("runAsNonRoot", sc.get("runAsNonRoot")) is True):
                 problem("%s: runAsNonRoot is not true" % cname)
             uid = csc.get("runAsUser", sc.get("runAsUser"))
@@ -569,8 +573,11 @@ def check_rendered(repo, rel, objs, backend, expect=None):
             problem("%s: interposer hostPath %s, want /usr/local/tessera/lib" % (where, paths))
         check_pod_security(where + " interposer", dpod, allow_root=True)
 
+    check_monitor(where, objs, backend)
+
     for o in objs:
-        for c in (o.get("spec", {}).get("template", {}).get("spec", {}) or {}).get("containers", []):
+        pod = o.get("spec", {}).get("template", {}).get("spec", {}) or {}
+        for c in pod.get("containers", []) + pod.get("initContainers", []):
             if ":" not in c["image"].rsplit("/", 1)[-1]:
                 problem("%s: %s %s: image %s has no tag (set it in the overlay's images:)"
                         % (where, o["kind"], o["metadata"]["name"], c["image"]))
@@ -584,6 +591,51 @@ def check_rendered(repo, rel, objs, backend, expect=None):
             if not any(w["kind"] in ("Deployment", "DaemonSet") and
                        sel.items() <= w["spec"]["template"]["metadata"]["labels"].items() for w in objs):
                 problem("%s: Service %s selects no workload" % (where, o["metadata"]["name"]))
+
+
+def check_monitor(where, objs, backend):
+    """tessera monitor (deploy/monitor): with the hard backend only; non-root but for the init
+    container preparing /var/lib/tessera/regions; its RBAC, probes, Service and ServiceMonitor."""
+    ds = find(objs, "DaemonSet", "tessera-monitor")
+    if backend == "hard" and not ds:
+        return problem("%s: the hard backend needs the tessera-monitor DaemonSet (it prepares the regions' folder)" % where)
+    if backend != "hard" and ds:
+        problem("%s: backend %s should not install tessera-monitor" % (where, backend))
+    if not ds:
+        return
+    pod = ds["spec"]["template"]["spec"]
+    if (pod.get("nodeSelector") or {}).get("nvidia.com/gpu.present") != "true":
+        problem("%s: tessera-monitor must select nvidia.com/gpu.present=true nodes" % where)
+    paths = [v["hostPath"]["path"] for v in pod.get("volumes", []) if "hostPath" in v]
+    if paths != ["/var/lib/tessera/regions"]:
+        problem("%s: tessera-monitor hostPath %s, want /var/lib/tessera/regions" % (where, paths))
+    check_pod_security(where + " monitor", pod, root_init=("prepare-regions",))
+    c = pod["containers"][0]
+    args = c.get("args", [])
+    port = int(flag(args, "--port") or 9402)
+    if args[:1] != ["monitor"] or flag(args, "--region-dir") != "/var/lib/tessera/regions":
+        problem("%s: monitor args must be `monitor --region-dir=/var/lib/tessera/regions ...`: %s" % (where, args))
+    for probe in ("livenessProbe", "readinessProbe"):
+        p = (c.get(probe) or {}).get("httpGet")
+        if not p or p.get("path") != "/healthz" or port_number(c, p.get("port")) != port:
+            problem("%s: monitor %s must GET /healthz on --port %d: %s" % (where, probe, port, p))
+    if "--in-cluster" in args:
+        env = {e["name"]: e for e in c.get("env", [])}
+        if (((env.get("NODE_NAME") or {}).get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath") != "spec.nodeName":
+            problem("%s: monitor --in-cluster needs NODE_NAME from spec.nodeName" % where)
+        binding = find(objs, "ClusterRoleBinding", "tessera-monitor")
+        sa = {"kind": "ServiceAccount", "name": pod.get("serviceAccountName"), "namespace": ds["metadata"]["namespace"]}
+        if not binding or sa not in binding["subjects"]:
+            problem("%s: the ClusterRoleBinding tessera-monitor does not bind the monitor's ServiceAccount" % where)
+    svc = find(objs, "Service", "tessera-monitor")
+    if not svc or port_number(c, svc["spec"]["ports"][0]["targetPort"]) != port:
+        problem("%s: the Service tessera-monitor must reach the monitor's --port %d" % (where, port))
+    sm = find(objs, "ServiceMonitor", "tessera-monitor")
+    if svc and sm:
+        if not sm["spec"]["selector"]["matchLabels"].items() <= (svc["metadata"].get("labels") or {}).items():
+            problem("%s: the ServiceMonitor tessera-monitor does not select the Service tessera-monitor" % where)
+        if not sm["spec"]["endpoints"][0].get("honorLabels"):
+            problem("%s: the ServiceMonitor tessera-monitor must honor the monitor's pod/namespace labels" % where)
 
 
 def check_workloads(repo):

@@ -203,6 +203,7 @@ ALTERNATIVES = {
     ("webhook", "podDisruptionBudget", "enabled"): (False, {}),
     ("monitoring", "serviceMonitor", "enabled"): (True, {}),
     ("monitoring", "grafanaDashboard", "enabled"): (True, {}),
+    ("monitor", "enabled"): (False, {}),  # true is what isolation hard does anyway
 }
 # Keys that only render with others set: the prefix -> those values.
 CONTEXT = {
@@ -347,6 +348,13 @@ BAD_VALUES = [
     ("an unknown certificate source", {"webhook": {"certificate": {"source": "vault"}}}, ["certificate", "source"]),
     ("a bad toleration operator", {"interposer": {"tolerations": [{"key": "k", "operator": "exists"}]}},
      ["tolerations", "operator"]),
+    ("a monitor enabled as text", {"monitor": {"enabled": "yes"}}, ["monitor", "enabled"]),
+    ("a misspelt monitor key", {"monitor": {"cleanupIntervall": 30}}, ["monitor", "cleanupIntervall"]),
+    ("a monitor port out of range", {"monitor": {"port": 70000}}, ["monitor", "port"]),
+    ("a zero cleanup interval", {"monitor": {"cleanupInterval": 0}}, ["monitor", "cleanupInterval"]),
+    ("a negative stale grace", {"monitor": {"staleGrace": -1}}, ["monitor", "staleGrace"]),
+    ("a stale grace with a unit", {"monitor": {"staleGrace": "5m"}}, ["monitor", "staleGrace"]),
+    ("a lower-case monitor pull policy", {"monitor": {"image": {"pullPolicy": "always"}}}, ["monitor", "pullPolicy"]),
     ("two replicas without leader election",
      {"scheduler": {"replicas": 2, "leaderElection": {"enabled": False}}}, ["scheduler.replicas", "leaderElection"]),
 ]

@@ -1,11 +1,12 @@
-// The RBAC in deploy/rbac/, and the RBAC the Helm chart renders (deploy/helm/tessera with its
+// The RBAC in deploy/rbac/ and deploy/monitor/, and the RBAC the Helm chart renders (deploy/helm/tessera with its
 // default values and with test/deploy/helm/values-full.yaml, rendered by the ctest fixture
 // deploy_helm_render into TESSERA_HELM_RENDERED_DIR), covers every API call Tessera makes and
 // grants nothing it does not use. Dynamic: the real `tessera run` (a child process) runs against
 // the test API server, which records every request as an RBAC authorizer names it (verb, API
 // group, resource, subresource, namespace, name); the cluster makes it list and watch everything,
 // bind, preempt (DisruptionTarget, DELETE), report unschedulable pods and gangs (status patch,
-// Events) and hold and release the leader Lease. Static: the calls of code paths this run does
+// Events) and hold and release the leader Lease; then the real `tessera monitor`, where installed,
+// runs against it too and lists its node's pods. Static: the calls of code paths this run does
 // not reach (GPU sharing in the binder, status writes, `tessera reserve`), each with the reason.
 // Every call must be allowed by a rule bound to its ServiceAccount (ClusterRoles anywhere, Roles
 // in their namespace); every (group, resource, verb) granted must be used by one of them. Nothing
@@ -276,15 +277,21 @@ struct Install {
   Rbac rbac;
   std::string schedulerSa;  ///< "namespace/name" of the scheduler Deployment's ServiceAccount
   std::string leaseName;    ///< its --lease-name
+  std::string monitorSa;    ///< "namespace/name" of the DaemonSet tessera-monitor's; empty: not installed
 };
 
 /// docs: the objects installed, the Deployment tessera-scheduler among them.
 Install installOf(const std::string& source, const std::vector<Json>& docs) {
-  Install in{source, {}, "", ""};
+  Install in{source, {}, "", "", ""};
   in.rbac.add(docs);
   const Json* dep = nullptr;
-  for (const auto& d : docs)
-    if (d.value("kind", "") == "Deployment" && d["metadata"].value("name", "") == "tessera-scheduler") dep = &d;
+  for (const auto& d : docs) {
+    const std::string kind = d.value("kind", ""), name = d["metadata"].value("name", "");
+    if (kind == "Deployment" && name == "tessera-scheduler") dep = &d;
+    if (kind == "DaemonSet" && name == "tessera-monitor")
+      in.monitorSa =
+          d["metadata"].value("namespace", "") + "/" + d["spec"]["template"]["spec"].value("serviceAccountName", "");
+  }
   INFO(source);
   REQUIRE(dep);
   const Json& podSpec = (*dep)["spec"]["template"]["spec"];
@@ -333,19 +340,51 @@ std::vector<Call> callsOf(const Install& in) {
     REQUIRE(done);
     CHECK(daemon.kill(SIGTERM) == 0);  // gives the Lease up: one more update
   }
+  // tessera monitor on the node gpu-1, as its DaemonSet runs it (there: --in-cluster), until its
+  // first sweep has listed the node's pods. The daemon has exited: what comes now is the monitor's.
+  size_t monitorFrom = 0;
+  {
+    std::lock_guard lock(mu);
+    monitorFrom = recorded.size();
+  }
+  if (!in.monitorSa.empty()) {
+    const fs::path regions = tempDir() / "regions";
+    fs::create_directories(regions);
+    testing::ChildProcess monitor(
+        {TESSERA_BINARY, "monitor", "--kubeconfig", testing::writeKubeconfig(tempDir(), "monitor", server.url()),
+         "--node-name", "gpu-1", "--region-dir", regions.string(), "--address", "127.0.0.1", "--port", "0"},
+        (tempDir() / "monitor.log").string());
+    const bool listed = eventually([&] {
+      std::lock_guard lock(mu);
+      for (size_t i = monitorFrom; i < recorded.size(); ++i)
+        if (recorded[i].verb == "list" && recorded[i].resource == "pods") return true;
+      return false;
+    });
+    INFO(monitor.log());
+    REQUIRE(listed);
+    CHECK(monitor.kill(SIGTERM) == 0);
+  }
   server.stop();
 
   std::vector<Call> calls;
   {
     std::lock_guard lock(mu);
-    for (const auto& r : recorded) calls.push_back({schedulerSa, r, "recorded from tessera run"});
+    for (size_t i = 0; i < recorded.size(); ++i)
+      calls.push_back(i < monitorFrom ? Call{schedulerSa, recorded[i], "recorded from tessera run"}
+                                      : Call{in.monitorSa, recorded[i], "recorded from tessera monitor"});
   }
   // What the run must have shown, so a broken run cannot pass by making no calls.
-  auto seen = [&](const std::string& verb, const std::string& resource, const std::string& sub = "") {
+  auto seenFrom = [&](const std::string& sa, const std::string& verb, const std::string& resource,
+                      const std::string& sub = "") {
     for (const auto& c : calls)
-      if (c.req.verb == verb && c.req.resource == resource && c.req.subresource == sub) return true;
+      if (c.serviceAccount == sa && c.req.verb == verb && c.req.resource == resource && c.req.subresource == sub)
+        return true;
     return false;
   };
+  auto seen = [&](const std::string& verb, const std::string& resource, const std::string& sub = "") {
+    return seenFrom(schedulerSa, verb, resource, sub);
+  };
+  if (!in.monitorSa.empty()) CHECK(seenFrom(in.monitorSa, "list", "pods"));
   for (const char* res : {"pods", "nodes", "podgroups", "queues", "topologies", "priorityclasses"}) {
     INFO(res);
     CHECK(seen("list", res));
@@ -422,11 +461,13 @@ void checkCoverage(const Install& in, const std::vector<Call>& calls) {
 TEST_CASE("deploy: the RBAC in deploy/rbac covers every API call and grants nothing unused") {
   const fs::path deploy = fs::path(TESSERA_SOURCE_DIR) / "deploy";
   std::vector<Json> docs = loadYaml(deploy / "scheduler" / "deployment.yaml");
-  for (const auto& entry : fs::directory_iterator(deploy / "rbac")) {
-    if (entry.path().extension() != ".yaml" || entry.path().filename() == "kustomization.yaml") continue;
-    for (auto& d : loadYaml(entry.path())) docs.push_back(std::move(d));
-  }
-  const Install in = installOf("deploy/rbac", docs);
+  for (const char* folder : {"rbac", "monitor"})
+    for (const auto& entry : fs::directory_iterator(deploy / folder)) {
+      if (entry.path().extension() != ".yaml" || entry.path().filename() == "kustomization.yaml") continue;
+      for (auto& d : loadYaml(entry.path())) docs.push_back(std::move(d));
+    }
+  const Install in = installOf("deploy/rbac and deploy/monitor", docs);
+  REQUIRE(!in.monitorSa.empty());
   checkCoverage(in, callsOf(in));
 }
 

@@ -103,3 +103,11 @@ seccompProfile: {type: RuntimeDefault}
 {{- $_ := set $config "schedulerName" .Values.schedulerName -}}
 {{- toYaml $config -}}
 {{- end }}
+
+{{/*
+"true" when the chart installs tessera monitor: monitor.enabled when set (true or false), else
+whenever the isolation backend is hard (the monitor prepares the folder its pods' regions live in).
+*/}}
+{{- define "tessera.monitorEnabled" -}}
+{{- if kindIs "bool" .Values.monitor.enabled }}{{ .Values.monitor.enabled }}{{ else }}{{ eq .Values.isolation "hard" }}{{ end }}
+{{- end }}
