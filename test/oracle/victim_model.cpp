@@ -132,46 +132,17 @@ std::vector<Chunk> victimSequence(const Case& c, const std::vector<Amounts>& fs)
           if (a == q) return true;
     return false;
   };
-  std::vector<Chunk> seq;
-  for (;;) {
-    int parent = -1;
-    int leaf = -1;
-    for (;;) {  // top-down to a leaf
-      int best = -1;
-      for (size_t q = 0; q < c.queues.size(); ++q) {
-        if (c.queues[q].parent != parent || !holds(int(q))) continue;
-        if (best < 0) {
-          best = int(q);
-          continue;
-        }
-        const bool oq = above(rem[q], fs[q]), ob = above(rem[best], fs[best]);
-        if (oq != ob) {
-          if (oq) best = int(q);
-          continue;
-        }
-        const int d = compareDominant(dominant(rem[q], fs[q]), dominant(rem[best], fs[best]));
-        if (d != 0) {
-          if (d > 0) best = int(q);
-          continue;
-        }
-        if (int(q) > best) best = int(q);  // newer queue (queues are created in index order)
-      }
-      if (best < 0) break;
-      if (c.queues[best].leaf) {
-        leaf = best;
-        break;
-      }
-      parent = best;
-    }
-    if (leaf < 0) break;
+  const std::vector<Amounts> alloc = rem;
+  // The next job of a leaf, in reversed job order.
+  auto nextJobIn = [&](int leaf) {
     int bj = -1;
     for (auto& [j, ch] : left) {
-      if (ch.empty() || c.jobs[j].queue != leaf) continue;
+      if (ch.empty() || c.jobs[size_t(j)].queue != leaf) continue;
       if (bj < 0) {
         bj = j;
         continue;
       }
-      const OJob &a = c.jobs[j], &b = c.jobs[bj];
+      const OJob &a = c.jobs[size_t(j)], &b = c.jobs[size_t(bj)];
       if (a.priority != b.priority) {
         if (a.priority < b.priority) bj = j;
         continue;
@@ -183,10 +154,52 @@ std::vector<Chunk> victimSequence(const Case& c, const std::vector<Amounts>& fs)
       }
       if (a.created > b.created) bj = j;
     }
+    return bj;
+  };
+  // The best child of `parent` (-1: the top level) holding a candidate, in reversed queue order.
+  std::function<int(int)> bestChild;
+  std::function<Amounts(int)> nextAmounts = [&](int q) {  // what q's subtree would give next
+    int leaf = q;
+    while (!c.queues[size_t(leaf)].leaf) leaf = bestChild(leaf);
+    Amounts a{0, 0, 0};
+    for (int p : left[nextJobIn(leaf)].front().pods) add(a, podAmounts(c.pods[size_t(p)]));
+    return a;
+  };
+  bestChild = [&](int parent) {
+    int best = -1;
+    Amounts bestAfter{0, 0, 0};
+    for (size_t qi = 0; qi < c.queues.size(); ++qi) {
+      const int q = int(qi);
+      if (c.queues[qi].parent != parent || !holds(q)) continue;
+      Amounts after = rem[qi];
+      add(after, nextAmounts(q), -1);
+      if (best < 0) {
+        best = q, bestAfter = after;
+        continue;
+      }
+      const size_t b = size_t(best);
+      int pick = 0;  // >0: q goes before best
+      const bool oq = above(alloc[qi], fs[qi]), ob = above(alloc[b], fs[b]);
+      const bool sq = alloc[qi][kGpu] <= c.queues[qi].quotaGpu, sb = alloc[b][kGpu] <= c.queues[b].quotaGpu;
+      if (oq != ob) pick = oq ? 1 : -1;
+      else if (sq != sb) pick = sq ? -1 : 1;
+      else if (int d = compareDominant(dominant(after, fs[qi]), dominant(bestAfter, fs[b]))) pick = d;
+      else if (int d2 = compareDominant(dominant(alloc[qi], fs[qi]), dominant(alloc[b], fs[b]))) pick = d2;
+      else pick = q > best ? 1 : -1;  // the newer queue (queues are created in index order)
+      if (pick > 0) best = q, bestAfter = after;
+    }
+    return best;
+  };
+  std::vector<Chunk> seq;
+  for (;;) {
+    int q = bestChild(-1);
+    if (q < 0) break;
+    while (!c.queues[size_t(q)].leaf) q = bestChild(q);
+    const int bj = nextJobIn(q);
     Chunk next = left[bj].front();
     left[bj].erase(left[bj].begin());
     for (int p : next.pods)
-      for (int q : pathOf(c, c.jobs[bj].queue)) add(rem[q], podAmounts(c.pods[p]), -1);
+      for (int a : pathOf(c, c.jobs[size_t(bj)].queue)) add(rem[size_t(a)], podAmounts(c.pods[size_t(p)]), -1);
     seq.push_back(std::move(next));
   }
   return seq;

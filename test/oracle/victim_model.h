@@ -19,11 +19,16 @@
 ///
 /// VICTIM ORDER, one sequence of chunks built step by step as if every chunk before were taken
 /// (KAI's victim queue: JobsOrderByQueues with VictimQueue, reversed queue and job order):
-///   1. queues, top-down through the tree: among the sibling queues that still hold a candidate,
-///      the one whose remaining allocation (allocated minus the chunks already in the sequence)
-///      is above its fair share in some resource goes first; then the larger dominant share,
-///      max over gpu/cpu/memory of remaining / fair share (a positive amount over a zero share is
-///      infinite); then the lower queue priority; then the newer queue (creation order);
+///   1. queues, top-down through the tree, among the sibling queues that still hold a candidate
+///      (KAI's reversed queue order with victims): a queue above its fair share in some resource
+///      goes first; then one above its quota (not starved); then the larger dominant share of what
+///      it would still hold after the chunks already in the sequence and its own next chunk are
+///      taken, max over gpu/cpu/memory of remaining / fair share (a positive amount over a zero
+///      share is infinite); then the larger dominant share as it stands; then the newer queue
+///      (creation order). The first two use the allocation before any victim, as KAI does; KAI's
+///      lower-queue-priority-first key is left out (the oracle's queues all have priority 100),
+///      and where KAI subtracts only the best leaf's earlier victims from a parent, the oracle
+///      subtracts all of the parent's;
 ///   2. jobs inside the chosen leaf queue: the lower job priority first; then a job still above
 ///      its minMember (a surplus pod) before one at its minimum (a whole gang); then the newer job;
 ///   3. inside a job: surplus pods newest first, then the rest of the job as one chunk.
