@@ -22,7 +22,9 @@ class Rng {
   int below(int n) { return int(next() % uint64_t(n)); }
   bool chance(int percent) { return below(100) < percent; }
   template <class T>
-  const T& pick(const std::vector<T>& v) { return v[size_t(below(int(v.size())))]; }
+  const T& pick(const std::vector<T>& v) {
+    return v[size_t(below(int(v.size())))];
+  }
 
  private:
   uint64_t s_;
@@ -32,8 +34,8 @@ class Rng {
 struct Room {
   int64_t cpu;
   int slots;
-  int freeGpus;                     ///< whole devices neither used nor in a group
-  std::map<int, int64_t> groups;    ///< device -> milli used
+  int freeGpus;                   ///< whole devices neither used nor in a group
+  std::map<int, int64_t> groups;  ///< device -> milli used
   int nextDevice = 0;
 };
 
@@ -318,8 +320,8 @@ std::string renderScenario(const Case& c, const Expected* e) {
     y << "  - apiVersion: scheduling.tessera.dev/v1alpha1\n    kind: Queue\n    metadata: {name: " << q.name
       << ", creationTimestamp: \"2025-12-30T00:00:0" << i << "Z\"}\n    spec:\n";
     if (q.parent >= 0) y << "      parentQueue: " << c.queues[size_t(q.parent)].name << "\n";
-    y << "      resources:\n        gpu: {quota: \"" << quantityGpu(q.quotaGpu) << "\", limit: \"" << quantityGpu(q.limitGpu)
-      << "\", overQuotaWeight: \"" << q.weight << "\"}\n"
+    y << "      resources:\n        gpu: {quota: \"" << quantityGpu(q.quotaGpu) << "\", limit: \""
+      << quantityGpu(q.limitGpu) << "\", overQuotaWeight: \"" << q.weight << "\"}\n"
       << "        cpu: {quota: \"-1\", limit: \"-1\", overQuotaWeight: \"1\"}\n"
       << "        memory: {quota: \"-1\", limit: \"-1\", overQuotaWeight: \"1\"}\n";
   }
@@ -327,8 +329,9 @@ std::string renderScenario(const Case& c, const Expected* e) {
     y << "  - apiVersion: scheduling.tessera.dev/v1alpha1\n    kind: Topology\n    metadata: {name: dc}\n"
          "    spec: {levels: [{nodeLabel: topology.example.com/rack}, {nodeLabel: kubernetes.io/hostname}]}\n";
   for (const ONode& n : c.nodes) {
-    y << "  - apiVersion: v1\n    kind: Node\n    metadata:\n      name: " << n.name << "\n      labels: {kubernetes.io/hostname: "
-      << n.name << ", nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3, nvidia.com/gpu.memory: \"81920\"";
+    y << "  - apiVersion: v1\n    kind: Node\n    metadata:\n      name: " << n.name
+      << "\n      labels: {kubernetes.io/hostname: " << n.name
+      << ", nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3, nvidia.com/gpu.memory: \"81920\"";
     if (n.rack >= 0) y << ", topology.example.com/rack: rack-" << n.rack;
     y << "}\n    status:\n      allocatable: {cpu: \"" << n.cpu / 1000 << "\", memory: 64Gi, pods: \"" << n.pods
       << "\", nvidia.com/gpu: \"" << n.gpus << "\"}\n      conditions: [{type: Ready, status: \"True\"}]\n";
@@ -336,27 +339,33 @@ std::string renderScenario(const Case& c, const Expected* e) {
   for (const OJob& j : c.jobs) {
     if (!j.podGroup) continue;
     y << "  - apiVersion: scheduling.tessera.dev/v1alpha1\n    kind: PodGroup\n    metadata: {name: " << j.name
-      << ", namespace: t, creationTimestamp: \"" << timeAt(j.created) << "\"}\n    spec:\n      minMember: " << j.minMember
-      << "\n      queue: " << c.queues[size_t(j.queue)].name << "\n      priorityClassName: p" << j.priority << "\n";
+      << ", namespace: t, creationTimestamp: \"" << timeAt(j.created)
+      << "\"}\n    spec:\n      minMember: " << j.minMember << "\n      queue: " << c.queues[size_t(j.queue)].name
+      << "\n      priorityClassName: p" << j.priority << "\n";
     if (j.rackRequired)
       y << "      topologyConstraint: {topology: dc, requiredTopologyLevel: topology.example.com/rack}\n";
   }
   for (const OPod& p : c.pods) {
     const OJob& j = c.jobs[size_t(p.job)];
     y << "  - apiVersion: v1\n    kind: Pod\n    metadata:\n      name: " << p.name
-      << "\n      namespace: t\n      creationTimestamp: \"" << timeAt(p.created) << "\"\n      labels: {tessera.dev/queue: "
-      << c.queues[size_t(j.queue)].name;
-    if (p.fracMilli > 0 && p.node >= 0) y << ", tessera.dev/gpu-group: " << c.nodes[size_t(p.node)].name << "-g" << p.device;
+      << "\n      namespace: t\n      creationTimestamp: \"" << timeAt(p.created)
+      << "\"\n      labels: {tessera.dev/queue: " << c.queues[size_t(j.queue)].name;
+    if (p.fracMilli > 0 && p.node >= 0)
+      y << ", tessera.dev/gpu-group: " << c.nodes[size_t(p.node)].name << "-g" << p.device;
     y << "}\n";
     std::string ann;
     if (j.podGroup) ann += "pod-group-name: " + j.name;
-    if (p.fracMilli > 0) ann += std::string(ann.empty() ? "" : ", ") + "gpu-fraction: \"" + (p.fracMilli == 500 ? "0.5" : "0.25") + "\"";
+    if (p.fracMilli > 0)
+      ann += std::string(ann.empty() ? "" : ", ") + "gpu-fraction: \"" + (p.fracMilli == 500 ? "0.5" : "0.25") + "\"";
     if (!ann.empty()) y << "      annotations: {" << ann << "}\n";
     y << "    spec:\n      schedulerName: tessera\n      priorityClassName: p" << j.priority << "\n";
     if (p.node >= 0) y << "      nodeName: " << c.nodes[size_t(p.node)].name << "\n";
-    y << "      containers:\n        - name: c\n          image: busybox\n          resources:\n            requests: {cpu: \""
+    y << "      containers:\n        - name: c\n          image: busybox\n          resources:\n            requests: "
+         "{cpu: \""
       << p.cpu / 1000 << "\", memory: 1Gi";
-    if (p.wholeGpus > 0) y << ", nvidia.com/gpu: \"" << p.wholeGpus << "\"}\n            limits: {nvidia.com/gpu: \"" << p.wholeGpus << "\"";
+    if (p.wholeGpus > 0)
+      y << ", nvidia.com/gpu: \"" << p.wholeGpus << "\"}\n            limits: {nvidia.com/gpu: \"" << p.wholeGpus
+        << "\"";
     y << "}\n";
     if (p.node >= 0) y << "    status: {phase: Running, startTime: \"" << timeAt(p.created) << "\"}\n";
   }

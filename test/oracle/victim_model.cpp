@@ -307,8 +307,7 @@ bool nodeFit(const Case& c, const std::vector<bool>& removed) {
   std::set<int> racks;
   if (cl.rackRequired)
     for (const ONode& n : c.nodes) racks.insert(n.rack);
-  else
-    racks.insert(-2);
+  else racks.insert(-2);
   for (int rack : racks) {
     std::vector<bool> allowed;
     for (const ONode& n : c.nodes) allowed.push_back(rack == -2 || (n.rack == rack && rack >= 0));
@@ -488,9 +487,10 @@ bool positionsOf(const Case& c, const Expected& e, const std::vector<int>& victi
   for (int p : victims) {
     auto it = std::find(e.order.begin(), e.order.end(), p);
     if (it == e.order.end()) {
-      why = c.pods[size_t(p)].name + " may not be a victim here (" +
-            (c.jobs[size_t(c.pods[size_t(p)].job)].preemptible() ? "not a candidate of this action" : "non-preemptible") +
-            ")";
+      why =
+          c.pods[size_t(p)].name + " may not be a victim here (" +
+          (c.jobs[size_t(c.pods[size_t(p)].job)].preemptible() ? "not a candidate of this action" : "non-preemptible") +
+          ")";
       return false;
     }
     out.push_back(int(it - e.order.begin()));
@@ -502,8 +502,8 @@ bool positionsOf(const Case& c, const Expected& e, const std::vector<int>& victi
     int running = 0;
     for (int q : c.jobs[size_t(j)].pods) running += c.pods[size_t(q)].node >= 0;
     if (k != running && running - k < c.jobs[size_t(j)].minMember) {
-      why = "job " + c.jobs[size_t(j)].name + " would keep " + std::to_string(running - k) + " pods, below its minMember " +
-            std::to_string(c.jobs[size_t(j)].minMember) + " (a gang goes whole)";
+      why = "job " + c.jobs[size_t(j)].name + " would keep " + std::to_string(running - k) +
+            " pods, below its minMember " + std::to_string(c.jobs[size_t(j)].minMember) + " (a gang goes whole)";
       return false;
     }
   }
@@ -529,7 +529,8 @@ Expected expectedOutcome(const Case& c) {
   e.sequence = victimSequence(c, e.fairShare);
   for (const Chunk& ch : e.sequence) {
     std::vector<int> ps = ch.pods;
-    std::sort(ps.begin(), ps.end(), [&](int a, int b) { return c.pods[size_t(a)].created > c.pods[size_t(b)].created; });
+    std::sort(ps.begin(), ps.end(),
+              [&](int a, int b) { return c.pods[size_t(a)].created > c.pods[size_t(b)].created; });
     e.order.insert(e.order.end(), ps.begin(), ps.end());
   }
   {

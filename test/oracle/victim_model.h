@@ -51,7 +51,7 @@
 /// for the resources the claimant asks for (as Tessera's capacity checks; KAI compares all):
 ///   limit:     remaining gpu + claimant gpu <= limit (issue 15, item 9: freeing a limit counts);
 ///   non-preemptible claimant: non-preemptible gpu + claimant gpu <= quota (victims never change it);
-///   reclaim:   remaining + claimant <= fair share, every resource, except for a top-level queue
+///   reclaim:   remaining + claimant <= fair share, except for a top-level queue
 ///              that is the only top-level queue (KAI's reclaimingQueuesRemainWithinBoundaries);
 ///              and, unit by unit in victim order (a single pod, or a whole gang's last
 ///              minMember pods together), at the level just below the lowest common
@@ -71,14 +71,14 @@ namespace tessera::oracle {
 enum class Mode { Preempt, Reclaim, Consolidate };
 const char* modeName(Mode m);
 
-using Amounts = plugins::proportion::Amounts;  ///< {milli-GPU, milli-CPU, bytes}
+using Amounts = plugins::proportion::Amounts;            ///< {milli-GPU, milli-CPU, bytes}
 inline constexpr int64_t kPodMemory = int64_t(1) << 30;  ///< every pod asks 1Gi
 inline constexpr int64_t kNodeMemory = int64_t(64) << 30;
 
 struct OQueue {
   std::string name;
   int parent = -1;
-  int64_t quotaGpu = 0;  ///< milli-GPU, >= 0 (cpu and memory quotas are -1)
+  int64_t quotaGpu = 0;   ///< milli-GPU, >= 0 (cpu and memory quotas are -1)
   int64_t limitGpu = -1;  ///< milli-GPU or -1
   int64_t weight = 1;
   bool leaf = true;
@@ -95,8 +95,8 @@ struct ONode {
 struct OPod {
   std::string name;
   int job = -1;
-  int node = -1;     ///< -1: pending
-  int device = -1;   ///< fractional running pods: the device (GPU group) on the node
+  int node = -1;    ///< -1: pending
+  int device = -1;  ///< fractional running pods: the device (GPU group) on the node
   int64_t cpu = 1000;
   int wholeGpus = 0;
   int64_t fracMilli = 0;  ///< > 0: a fractional pod (gpu-fraction)
@@ -108,7 +108,7 @@ struct OJob {
   int queue = 0;
   int priority = 50;
   int minMember = 1;
-  bool podGroup = false;     ///< false: a single pod without PodGroup
+  bool podGroup = false;      ///< false: a single pod without PodGroup
   bool rackRequired = false;  ///< PodGroup topologyConstraint requiredTopologyLevel = rack
   int created = 0;
   std::vector<int> pods;
@@ -135,13 +135,13 @@ struct Chunk {
 };
 
 struct Expected {
-  Amounts request{0, 0, 0};               ///< the claimant's pending pods
-  std::vector<Amounts> fairShare;          ///< per queue
-  std::vector<Chunk> sequence;             ///< the victim order, chunk by chunk
-  std::vector<int> order;                  ///< the same, pod by pod (a whole chunk newest first)
-  bool fitsWithoutVictims = false;         ///< allocate places the claimant
-  bool solvable = false;                   ///< some allowed victim set lets it fit
-  std::vector<int> victims;                ///< the expected set (pod indices, sorted)
+  Amounts request{0, 0, 0};         ///< the claimant's pending pods
+  std::vector<Amounts> fairShare;   ///< per queue
+  std::vector<Chunk> sequence;      ///< the victim order, chunk by chunk
+  std::vector<int> order;           ///< the same, pod by pod (a whole chunk newest first)
+  bool fitsWithoutVictims = false;  ///< allocate places the claimant
+  bool solvable = false;            ///< some allowed victim set lets it fit
+  std::vector<int> victims;         ///< the expected set (pod indices, sorted)
 };
 
 /// Computes what the action must do for the claimant.
@@ -150,7 +150,7 @@ Expected expectedOutcome(const Case& c);
 /// The verdict on an actual eviction set (pod indices), for the report.
 struct Verdict {
   bool ok = true;
-  std::string rule;    ///< "(a) fit", "(b) minimal", "(c) allowed", "(d) order", "placement"
+  std::string rule;  ///< "(a) fit", "(b) minimal", "(c) allowed", "(d) order", "placement"
   std::string detail;
 };
 Verdict judge(const Case& c, const Expected& e, const std::vector<int>& evicted, bool claimantPlaced);

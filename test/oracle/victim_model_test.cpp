@@ -2,6 +2,8 @@
 // not the scheduler. (Run alone: victim_oracle "[model]".)
 #include <catch2/catch.hpp>
 
+#include <cstdio>
+
 #include "victim_generate.h"
 #include "victim_model.h"
 
@@ -10,12 +12,12 @@ namespace {
 
 struct Builder {
   Case c;
-  Builder(Mode m) {
-    c.mode = m;
-  }
+  Builder(Mode m) { c.mode = m; }
   int node(int gpus, int cpu = 16) {
     ONode n;
-    n.name = "n" + std::to_string(c.nodes.size() + 1);
+    char name[16];  // (not "n" + std::to_string(...): GCC 12's -Wrestrict false positive)
+    std::snprintf(name, sizeof name, "n%zu", c.nodes.size() + 1);
+    n.name = name;
     n.gpus = gpus;
     n.cpu = cpu * 1000;
     c.nodes.push_back(n);

@@ -108,7 +108,8 @@ Run runOne(uint64_t seed, const std::filesystem::path& dir) {
   bool placed = true;
   for (int p : c.jobs[size_t(c.claimant)].pods) {
     const std::string k = "t/" + c.pods[size_t(p)].name;
-    const bool here = std::count(o.bound.begin(), o.bound.end(), k) + std::count(o.pipelined.begin(), o.pipelined.end(), k) > 0;
+    const bool here =
+        std::count(o.bound.begin(), o.bound.end(), k) + std::count(o.pipelined.begin(), o.pipelined.end(), k) > 0;
     placed = placed && here;
   }
   const Verdict v = judge(c, e, evicted, placed);

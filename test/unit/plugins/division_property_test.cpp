@@ -84,7 +84,8 @@ std::string describe(const Tree& t, uint64_t seed) {
   std::ostringstream o;
   o << "seed " << seed << ", capacity {" << t.capacity[0] << ", " << t.capacity[1] << ", " << t.capacity[2] << "}\n";
   for (const auto& q : t.queues) {
-    o << "  " << q.name << " parent " << (q.parent >= 0 ? t.queues[size_t(q.parent)].name : "-") << " prio " << q.priority;
+    o << "  " << q.name << " parent " << (q.parent >= 0 ? t.queues[size_t(q.parent)].name : "-") << " prio "
+      << q.priority;
     for (int r = 0; r < kResources; ++r)
       o << " | r" << r << " quota " << q.deserved[r] << " limit " << q.limit[r] << " w " << q.weight[r] << " req "
         << q.requested[r] << " -> " << q.fairShare[r];
@@ -134,8 +135,9 @@ TEST_CASE("division property: an unlimited quota is capped by the capacity", "[d
     for (const auto& q : t.queues)
       for (int r = 0; r < kResources; ++r)
         if (q.fairShare[r] > t.capacity[r] && bad++ < 3)
-          FAIL_CHECK(q.name << " resource " << r << ": fair share " << q.fairShare[r] << " > capacity "
-                            << t.capacity[r] << "\n" << describe(t, uint64_t(s)));
+          FAIL_CHECK(q.name << " resource " << r << ": fair share " << q.fairShare[r] << " > capacity " << t.capacity[r]
+                            << "\n"
+                            << describe(t, uint64_t(s)));
   }
   CHECK(bad == 0);
 }
@@ -173,7 +175,8 @@ TEST_CASE("division property: a larger weight never lowers a queue's fair share"
       if (more.queues[pick].fairShare[r] + slack < base.queues[pick].fairShare[r] && bad++ < 3)
         FAIL_CHECK(base.queues[pick].name << " resource " << r << ": weight up, fair share down from "
                                           << base.queues[pick].fairShare[r] << " to " << more.queues[pick].fairShare[r]
-                                          << "\nbefore: " << describe(base, uint64_t(s)) << "after: " << describe(more, uint64_t(s)));
+                                          << "\nbefore: " << describe(base, uint64_t(s))
+                                          << "after: " << describe(more, uint64_t(s)));
   }
   CHECK(bad == 0);
 }
