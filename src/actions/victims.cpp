@@ -1,6 +1,7 @@
 #include "victims.h"
 
 #include <algorithm>
+#include <limits>
 #include <tuple>
 
 #include "job_placement.h"
@@ -9,6 +10,7 @@ namespace tessera::actions {
 
 using framework::Session;
 using framework::SessionJob;
+using framework::SessionNode;
 using framework::SessionTask;
 using framework::Statement;
 using framework::TaskState;
@@ -92,6 +94,9 @@ bool VictimSearch::replace(Statement& stmt, const std::vector<Victim>& victims, 
 }
 
 bool VictimSearch::makeRoomOn(Statement& stmt, SessionJob& job, SessionTask& task, int node, int& evicted) {
+  std::optional<Chosen> chosen = choose(job, task, node);
+  resetVerdicts();
+  if (!chosen || evicted + chosen->count > maxVictims_) return false;
   const auto cp = stmt.checkpoint();
   const int before = evicted;
   const std::string who = describeJob(job);
@@ -99,32 +104,28 @@ bool VictimSearch::makeRoomOn(Statement& stmt, SessionJob& job, SessionTask& tas
                           : mode_ == VictimMode::Preempt ? "preempted by " + who + " (priority " +
                                                                std::to_string(job.priority) + ")"
                                                          : "moved to make room for " + who;
-  for (const Victim& v : onNode_[node]) {
-    if (ssn_.fits(task, ssn_.nodes()[node], /*future=*/true)) break;
-    SessionTask& vt = ssn_.task(v.job, v.task);
-    if (!eligible(job, vt)) continue;
-    std::vector<Victim> chunk = chunkOf(v);
-    if (mode_ == VictimMode::Consolidate && chunk.size() != 1) continue;
+  auto fail = [&] {
+    stmt.rollback(cp);
+    evicted = before;
+    return false;
+  };
+  for (const std::vector<Victim>& chunk : chosen->chunks) {
+    // Whether a victim may be taken can change with the evictions before it (a queue that falls
+    // to its fair share stops giving back): checked again as it is taken.
+    if (!eligible(job, ssn_.task(chunk.front().job, chunk.front().task))) return fail();
     for (const Victim& c : chunk) {
       SessionTask& ct = ssn_.task(c.job, c.task);
       if (!running(ct)) continue;
       stmt.evict(ct, why);
       ++evicted;
     }
-    if (mode_ == VictimMode::Consolidate && !replace(stmt, chunk, node)) {
-      stmt.rollback(cp);
-      evicted = before;
-      return false;
-    }
-    if (evicted > maxVictims_) break;
+    if (mode_ == VictimMode::Consolidate && !replace(stmt, chunk, node)) return fail();
   }
   const auto& n = ssn_.nodes()[node];
-  if (evicted > maxVictims_ || !ssn_.fits(task, n, /*future=*/true)) {
-    stmt.rollback(cp);
-    evicted = before;
-    return false;
-  }
-  if (ssn_.fits(task, n, /*future=*/false)) stmt.allocate(task, node);
+  if (!ssn_.fits(task, n, /*future=*/true)) return fail();
+  // Bound now only when the node holds it now, its pod slots included (evicted pods still hold
+  // theirs until they are gone).
+  if (ssn_.fits(task, n, /*future=*/false) && n.podCount < n.node().allocatablePods) stmt.allocate(task, node);
   else stmt.pipeline(task, node);
   return true;
 }
@@ -191,96 +192,182 @@ std::string VictimSearch::signature(const SessionJob& job) const {
   return sig;
 }
 
-/// Fewest victims; then the node whose most expendable victim comes first in victim order (the
-/// newest, lowest-priority pods go before older ones on another node); then score; then name.
+/// The node whose victim set ends earliest in victim order (its latest victim is the most
+/// expendable: the newest, lowest-priority pods go before older ones on another node); then the
+/// fewest victims; then score; then name.
 bool VictimSearch::better(const Candidate& a, const Candidate& b) const {
-  if (a.count != b.count) return a.count < b.count;
-  if (a.first.job != b.first.job || a.first.task != b.first.task) {
-    const SessionTask& ta = ssn_.task(a.first.job, a.first.task);
-    const SessionTask& tb = ssn_.task(b.first.job, b.first.task);
+  if (a.last.job != b.last.job || a.last.task != b.last.task) {
+    const SessionTask& ta = ssn_.task(a.last.job, a.last.task);
+    const SessionTask& tb = ssn_.task(b.last.job, b.last.task);
     if (ssn_.victimLess(ta, tb)) return true;
     if (ssn_.victimLess(tb, ta)) return false;
   }
+  if (a.count != b.count) return a.count < b.count;
   if (a.negScore != b.negScore) return a.negScore < b.negScore;
   return a.node < b.node;
 }
 
-std::optional<VictimSearch::Candidate> VictimSearch::evaluate(const SessionJob& job, const SessionTask& task, int node) {
-  const auto& n = ssn_.nodes()[node];
+void VictimSearch::resetVerdicts() {
+  for (int j : touched_) verdict_[j] = -1;
+  touched_.clear();
+}
+
+bool VictimSearch::eligibleCached(const SessionJob& job, const Victim& v) {
+  if (verdict_.size() != ssn_.jobs().size()) verdict_.assign(ssn_.jobs().size(), -1);
+  int8_t& e = verdict_[v.job];
+  if (e < 0) {
+    e = eligible(job, ssn_.task(v.job, v.task)) ? 1 : 0;
+    touched_.push_back(v.job);
+  }
+  return e == 1 && running(ssn_.task(v.job, v.task));
+}
+
+namespace {
+
+/// What a claimant still lacks on one node, resource by resource (a positive amount is missing),
+/// and what a set of victims gives back there.
+struct Lack {
+  int64_t cpu = 0, mem = 0, gpu = 0, slots = 0;
+  std::vector<std::pair<std::string, int64_t>> scalars;  ///< the claimant's extended resources
+  /// Fractional claimants (one device): `gpu` is what a whole free GPU lacks, `groups` the units
+  /// each GPU group lacks; one of them reaching 0 is enough.
+  std::vector<int64_t> groups;
+  bool fractional = false;
+  int64_t units = 0;
+
+  bool gpuMet() const {
+    if (!fractional) return gpu <= 0;
+    if (gpu <= 0) return true;  // a whole GPU is free: the claimant opens a group on it
+    return std::any_of(groups.begin(), groups.end(), [](int64_t g) { return g <= 0; });
+  }
+  bool met() const {
+    if (cpu > 0 || mem > 0 || slots > 0 || !gpuMet()) return false;
+    return std::all_of(scalars.begin(), scalars.end(), [](const auto& s) { return s.second <= 0; });
+  }
+};
+
+/// What one chunk of victims frees on the node (pods elsewhere free nothing here).
+struct Freed {
+  int64_t cpu = 0, mem = 0, gpu = 0, slots = 0;
+  std::vector<int64_t> scalars;                    ///< parallel to Lack::scalars
+  std::vector<std::pair<int, int64_t>> groupUnits;  ///< (group, units) of fractional victims
+
+  void applyTo(Lack& l, int sign) const {
+    l.cpu -= sign * cpu, l.mem -= sign * mem, l.gpu -= sign * gpu, l.slots -= sign * slots;
+    for (size_t i = 0; i < scalars.size(); ++i) l.scalars[i].second -= sign * scalars[i];
+    for (const auto& [g, u] : groupUnits) l.groups[g] -= sign * u;
+  }
+  /// Whether giving this back reduces anything the claimant still lacks.
+  bool helps(const Lack& l) const {
+    if ((l.cpu > 0 && cpu > 0) || (l.mem > 0 && mem > 0) || (l.slots > 0 && slots > 0)) return true;
+    for (size_t i = 0; i < scalars.size(); ++i)
+      if (l.scalars[i].second > 0 && scalars[i] > 0) return true;
+    if (l.gpuMet()) return false;
+    if (!l.fractional) return gpu > 0;
+    if (gpu > 0) return true;  // frees (part of) a whole GPU the claimant could open a group on
+    for (const auto& [g, u] : groupUnits)
+      if (l.groups[g] > 0 && u > 0) return true;
+    return false;
+  }
+};
+
+}  // namespace
+
+std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, const SessionTask& task, int node) {
+  const SessionNode& n = ssn_.nodes()[node];
   if (onNode_[node].empty()) return std::nullopt;
   const api::Resources& req = task.nodeRequest();
-  if (verdict_.size() != ssn_.jobs().size()) verdict_.assign(ssn_.jobs().size(), -1);
-  auto eligibleJob = [&](const Victim& v) {
-    int8_t& e = verdict_[v.job];
-    if (e < 0) {
-      e = eligible(job, ssn_.task(v.job, v.task)) ? 1 : 0;
-      touched_.push_back(v.job);
+  if (!req.fitsIn(n.info->allocatable - n.info->foreignUsed)) return std::nullopt;
+  const api::Resources room = n.futureIdle();
+  Lack lack;
+  lack.cpu = req.milliCpu - room.milliCpu;
+  lack.mem = req.memory - room.memory;
+  lack.gpu = req.milliGpu - room.milliGpu;
+  for (const auto& [name, amount] : req.scalars) lack.scalars.emplace_back(name, amount - room.get(name));
+  // Pod slots: pods evicted this cycle still count on the node until they are gone.
+  int64_t leaving = 0;
+  for (const Victim& v : onNode_[node]) leaving += ssn_.task(v.job, v.task).state == TaskState::Releasing ? 1 : 0;
+  lack.slots = n.podCount - leaving + 1 - n.node().allocatablePods;
+  if (task.sharesGpu()) {
+    if (task.info->gpuSpec->numDevices != 1) {  // several devices: only a fit without GPU victims
+      if (!ssn_.gpuShareFits(task, n, /*future=*/true)) return std::nullopt;
+    } else {
+      lack.fractional = true;
+      lack.units = cache::gpuUnitsOn(*task.info->gpuSpec, *n.info);
+      if (lack.units <= 0 || lack.units > n.info->gpuUnits()) return std::nullopt;
+      lack.gpu = 1000 - room.milliGpu;  // what is missing for a whole free GPU
+      for (const framework::SessionGpuGroup& g : n.gpuGroups)
+        lack.groups.push_back(g.capacity > 0 ? lack.units - g.futureFree() : std::numeric_limits<int64_t>::max() / 4);
     }
-    return e == 1 && running(ssn_.task(v.job, v.task));
-  };
-  // Victims evicted as a whole gang are counted once, with every pod of the gang.
-  std::vector<int> gangs;
-  auto taken = [&](const Victim& v) { return std::find(gangs.begin(), gangs.end(), v.job) != gangs.end(); };
-  auto chunk = [&](const Victim& v) {
-    std::vector<Victim> c = chunkOf(v);
-    if (c.size() > 1) gangs.push_back(v.job);
-    return c;
-  };
-  int count = 0;
-  Victim first;
-  bool fits = false;
-  if (req.scalars.empty()) {
-    // The common case, a request of cpu, memory and GPUs only, is counted in three integers.
-    struct Room {
-      int64_t cpu, mem, gpu;
-      bool holds(const api::Resources& r) const { return r.milliCpu <= cpu && r.memory <= mem && r.milliGpu <= gpu; }
-    };
-    const api::Resources& a = n.info->allocatable;
-    const api::Resources& f = n.info->foreignUsed;
-    if (!Room{a.milliCpu - f.milliCpu, a.memory - f.memory, a.milliGpu - f.milliGpu}.holds(req)) return std::nullopt;
-    Room room{n.idle.milliCpu + n.releasing.milliCpu - n.pipelined.milliCpu,
-              n.idle.memory + n.releasing.memory - n.pipelined.memory,
-              n.idle.milliGpu + n.releasing.milliGpu - n.pipelined.milliGpu};
-    for (const Victim& v : onNode_[node]) {
-      if ((fits = room.holds(req))) break;
-      if (!eligibleJob(v) || taken(v)) continue;
-      if (first.job < 0) first = v;
-      for (const Victim& c : chunk(v)) {  // a gang at its minimum goes whole: all of it counts
-        const SessionTask& ct = ssn_.task(c.job, c.task);
-        const api::Resources& cr = ct.nodeRequest();
-        if (ct.node == node) room.cpu += cr.milliCpu, room.mem += cr.memory, room.gpu += cr.milliGpu;
-        ++count;
-      }
-    }
-    fits = fits || room.holds(req);
-  } else {
-    if (!req.fitsIn(n.info->allocatable - n.info->foreignUsed)) return std::nullopt;
-    api::Resources room = n.futureIdle();
-    for (const Victim& v : onNode_[node]) {
-      if ((fits = req.fitsIn(room))) break;
-      if (!eligibleJob(v) || taken(v)) continue;
-      if (first.job < 0) first = v;
-      for (const Victim& c : chunk(v)) {
-        const SessionTask& ct = ssn_.task(c.job, c.task);
-        if (ct.node == node) room += ct.nodeRequest();
-        ++count;
-      }
-    }
-    fits = fits || req.fitsIn(room);
   }
+  Chosen out;
+  std::vector<Freed> freed;
+  std::vector<int> gangs;  // victim jobs taken whole: their other pods are in the chunk already
+  for (const Victim& v : onNode_[node]) {
+    if (lack.met()) break;
+    if (!eligibleCached(job, v)) continue;
+    if (std::find(gangs.begin(), gangs.end(), v.job) != gangs.end()) continue;
+    std::vector<Victim> chunk = chunkOf(v);
+    if (mode_ == VictimMode::Consolidate && chunk.size() != 1) continue;
+    Freed f;
+    f.scalars.assign(lack.scalars.size(), 0);
+    for (const Victim& c : chunk) {
+      const SessionTask& ct = ssn_.task(c.job, c.task);
+      if (ct.node != node || !running(ct)) continue;
+      const api::Resources& cr = ct.nodeRequest();
+      f.cpu += cr.milliCpu, f.mem += cr.memory, f.gpu += cr.milliGpu, ++f.slots;
+      for (size_t i = 0; i < lack.scalars.size(); ++i) f.scalars[i] += cr.get(lack.scalars[i].first);
+      if (lack.fractional && ct.sharesGpu()) {
+        const int64_t u = cache::gpuUnitsOn(*ct.info->gpuSpec, *n.info);
+        for (const std::string& id : ct.info->gpuGroups)
+          for (size_t g = 0; g < n.gpuGroups.size(); ++g)
+            if (n.gpuGroups[g].id == id) f.groupUnits.emplace_back(static_cast<int>(g), u);
+      }
+    }
+    if (!f.helps(lack)) continue;  // a victim that gives back nothing the claimant lacks stays
+    if (chunk.size() > 1) gangs.push_back(v.job);
+    f.applyTo(lack, +1);
+    freed.push_back(std::move(f));
+    out.chunks.push_back(std::move(chunk));
+  }
+  if (out.chunks.empty() || !lack.met()) return std::nullopt;
+  // Minimal: walking back from the last victim taken, drop every chunk the claimant can do without.
+  for (size_t i = out.chunks.size() - 1; i-- > 0;) {
+    freed[i].applyTo(lack, -1);
+    if (lack.met()) {
+      out.chunks.erase(out.chunks.begin() + static_cast<std::ptrdiff_t>(i));
+      freed.erase(freed.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      freed[i].applyTo(lack, +1);
+    }
+  }
+  out.slots = 0;
+  for (const Freed& f : freed) out.slots += f.slots;
+  for (const auto& c : out.chunks) out.count += static_cast<int>(c.size());
+  out.last = out.chunks.back().back();
+  for (const auto& c : out.chunks)
+    for (const Victim& v : c)
+      if (ssn_.victimLess(ssn_.task(out.last.job, out.last.task), ssn_.task(v.job, v.task))) out.last = v;
+  return out;
+}
+
+std::optional<VictimSearch::Candidate> VictimSearch::evaluate(const SessionJob& job, const SessionTask& task, int node) {
+  std::optional<Chosen> chosen = choose(job, task, node);
+  if (!chosen) return std::nullopt;
+  // Node checks run with the victims gone: their pod slots are free again.
+  SessionNode& n = ssn_.nodes()[node];
+  n.podCount -= static_cast<int32_t>(chosen->slots);
   std::string unused;
-  if (count == 0 || !fits || !ssn_.predicate(task, n, unused)) return std::nullopt;
-  return Candidate{count, first, -ssn_.nodeScore(task, n), node, ssn_.nodeChanges().version(node)};
+  const bool ok = ssn_.predicate(task, n, unused);
+  n.podCount += static_cast<int32_t>(chosen->slots);
+  if (!ok) return std::nullopt;
+  return Candidate{chosen->count, chosen->last, -ssn_.nodeScore(task, n), node, ssn_.nodeChanges().version(node)};
 }
 
 std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTask& task,
                                           const framework::NodeDomain* domain, size_t max) {
   std::vector<int> out;
   // Nothing is evicted while evaluating, so whether a victim job may be taken is asked once per job.
-  auto resetVerdicts = [&] {
-    for (int j : touched_) verdict_[j] = -1;
-    touched_.clear();
-  };
   if (domain) {
     std::vector<Candidate> all;
     for (int ni : domain->nodes)

@@ -2,8 +2,8 @@
 // Victim search shared by reclaim, preempt and consolidate (internal to src/actions).
 //
 // Node by node: for each pending pod of the claimant that does not fit as things are, pick the node
-// where it would fit after evicting the fewest eligible victims (ties: node score, then name),
-// evict them there in victim order (a gang at its minimum goes whole, an elastic job gives up
+// whose minimal set of useful victims ends earliest in victim order (ties: fewest victims, node
+// score, then name), evict them there (a gang at its minimum goes whole, an elastic job gives up
 // surplus pods one at a time), and pipeline the pod onto the released resources. Everything happens
 // inside one Statement: committed only when the claimant's gang is satisfied, discarded otherwise.
 // Searching node by node keeps the victim set small: a global victim order would evict pods on
@@ -44,17 +44,34 @@ class VictimSearch {
   /// The tasks evicted together with `v`: its whole gang when the gang is at its minimum.
   std::vector<Victim> chunkOf(const Victim& v) const;
   void indexNodes();
-  /// Evicts victims on `node` until `task` fits (future room), then places it. False (and the
+  /// Evicts the victims choose() picks on `node`, then places `task` there. False (and the
   /// statement rolled back to where it was) when the node cannot be made to fit.
   bool makeRoomOn(framework::Statement& stmt, framework::SessionJob& job, framework::SessionTask& task, int node,
                   int& evicted);
   /// Places the evicted pods of a consolidation again, away from `avoid`.
   bool replace(framework::Statement& stmt, const std::vector<Victim>& victims, int avoid);
 
+  /// The victims to evict on one node so that a task fits there.
+  struct Chosen {
+    std::vector<std::vector<Victim>> chunks;  ///< in victim order; a gang's pods in one chunk
+    int count = 0;                            ///< pods in all chunks
+    int64_t slots = 0;                        ///< of them, pods on the node (pod slots freed)
+    Victim last;                              ///< the latest in victim order
+  };
+  /// Walks the node's victims in victim order, taking a chunk (a surplus pod, or a gang at its
+  /// minimum whole) only when it gives back something the task still lacks there (cpu, memory,
+  /// pod slots, extended resources, whole GPUs, or units of the GPU group a fractional task
+  /// would join), until the task fits; then, walking back from the last chunk taken, drops every
+  /// chunk the task can do without (the set is minimal). None when no eligible set makes room.
+  std::optional<Chosen> choose(const framework::SessionJob& job, const framework::SessionTask& task, int node);
+  /// eligible(), asked once per victim job until resetVerdicts().
+  bool eligibleCached(const framework::SessionJob& job, const Victim& v);
+  void resetVerdicts();
+
   /// A node where `task` fits after evicting `count` eligible victims; none when it cannot.
   struct Candidate {
     int count = 0;
-    Victim first;  ///< the most expendable victim taken there: equal counts prefer taking it
+    Victim last;  ///< the latest victim in victim order taken there: an earlier one is preferred
     int64_t negScore = 0;
     int node = -1;
     uint32_t version = 0;
@@ -78,7 +95,7 @@ class VictimSearch {
   std::vector<std::vector<Victim>> onNode_;  ///< running tasks per node, in victim order
   std::vector<int8_t> verdict_;              ///< per victim job during one scan: -1 unknown, 0/1
   std::vector<int> touched_;                 ///< verdict_ entries to reset after the scan
-  /// Per claimant shape: nodes by fewest victims, then victim order, best score, lowest index.
+  /// Per claimant shape: nodes by victim order of their sets (better()), best score, lowest index.
   using Ranking = framework::NodeRanking<Candidate, Better>;
   std::map<std::string, Ranking> rankings_;
   /// Signatures of jobs that found no solution, with the node change count at that moment.
