@@ -130,6 +130,58 @@ bool VictimSearch::makeRoomOn(Statement& stmt, SessionJob& job, SessionTask& tas
   return true;
 }
 
+int VictimSearch::parentOf(int queue) const {
+  const framework::SessionQueue& q = ssn_.queues()[queue];
+  return q.queue && !q.queue->parentQueue.empty() ? ssn_.findQueue(q.queue->parentQueue) : -1;
+}
+
+bool VictimSearch::freeQueueRoom(Statement& stmt, SessionJob& job, SessionTask& task, int& evicted) {
+  if (job.queue < 0) return false;
+  std::vector<int> path;  // the claimant's queue and its ancestors
+  for (int q = job.queue; q >= 0 && path.size() < ssn_.queues().size(); q = parentOf(q)) path.push_back(q);
+  auto underPath = [&](int q) {
+    for (int depth = 0; q >= 0 && depth <= static_cast<int>(ssn_.queues().size()); q = parentOf(q), ++depth)
+      if (std::find(path.begin(), path.end(), q) != path.end()) return true;
+    return false;
+  };
+  const api::Resources& want = task.request();
+  auto shares = [&](const api::Resources& r) {
+    return (want.milliGpu > 0 && r.milliGpu > 0) || (want.milliCpu > 0 && r.milliCpu > 0) ||
+           (want.memory > 0 && r.memory > 0);
+  };
+  // Victims whose queue counts against a limit on the claimant's path, in victim order.
+  std::vector<Victim> cands;
+  for (const SessionJob& vj : ssn_.jobs()) {
+    if (vj.queue < 0 || vj.index == job.index || !underPath(vj.queue)) continue;
+    for (const SessionTask& t : vj.tasks)
+      if (running(t) && shares(t.request()) && eligible(job, t)) cands.push_back({vj.index, t.index});
+  }
+  std::sort(cands.begin(), cands.end(), [&](const Victim& a, const Victim& b) {
+    return ssn_.victimLess(ssn_.task(a.job, a.task), ssn_.task(b.job, b.task));
+  });
+  const auto cp = stmt.checkpoint();
+  const int before = evicted;
+  const std::string why = mode_ == VictimMode::Reclaim
+                              ? "reclaimed by queue " + job.info->queue + " for " + describeJob(job) + " (queue limit)"
+                              : "preempted by " + describeJob(job) + " (priority " + std::to_string(job.priority) +
+                                    ", queue limit)";
+  for (const Victim& v : cands) {
+    if (taskAllowed(ssn_, job, task).ok()) break;
+    SessionTask& vt = ssn_.task(v.job, v.task);
+    if (!running(vt) || !eligible(job, vt)) continue;
+    for (const Victim& c : chunkOf(v)) {
+      SessionTask& ct = ssn_.task(c.job, c.task);
+      if (!running(ct)) continue;
+      stmt.evict(ct, why);
+      ++evicted;
+    }
+  }
+  if (taskAllowed(ssn_, job, task).ok()) return true;
+  stmt.rollback(cp);
+  evicted = before;
+  return false;
+}
+
 bool VictimSearch::run(SessionJob& job, std::string& reason) {
   if (mode_ == VictimMode::Reclaim)
     if (auto may = ssn_.canReclaim(job); !may.ok()) {
@@ -302,12 +354,29 @@ std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, 
   }
   Chosen out;
   std::vector<Freed> freed;
-  std::vector<int> gangs;  // victim jobs taken whole: their other pods are in the chunk already
+  // Pods of each victim job chosen so far: a job goes surplus pod by surplus pod while above its
+  // minMember, then the rest of it whole (after which it is done).
+  std::vector<std::pair<int, int>> takenPods;  // (job, pods)
+  std::vector<int> whole;
   for (const Victim& v : onNode_[node]) {
     if (lack.met()) break;
     if (!eligibleCached(job, v)) continue;
-    if (std::find(gangs.begin(), gangs.end(), v.job) != gangs.end()) continue;
-    std::vector<Victim> chunk = chunkOf(v);
+    if (std::find(whole.begin(), whole.end(), v.job) != whole.end()) continue;
+    const SessionJob& vj = ssn_.jobs()[v.job];
+    auto tp = std::find_if(takenPods.begin(), takenPods.end(), [&](const auto& p) { return p.first == v.job; });
+    const int already = tp == takenPods.end() ? 0 : tp->second;
+    std::vector<Victim> chunk;
+    if (runningCount(vj) - already > vj.minMember()) {
+      chunk.push_back(v);
+    } else {
+      for (const SessionTask& t : vj.tasks) {
+        if (!running(t)) continue;
+        const bool chosen = std::any_of(out.chunks.begin(), out.chunks.end(), [&](const auto& c) {
+          return c.front().job == v.job && std::any_of(c.begin(), c.end(), [&](const Victim& x) { return x.task == t.index; });
+        });
+        if (!chosen) chunk.push_back({v.job, t.index});
+      }
+    }
     if (mode_ == VictimMode::Consolidate && chunk.size() != 1) continue;
     Freed f;
     f.scalars.assign(lack.scalars.size(), 0);
@@ -325,7 +394,12 @@ std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, 
       }
     }
     if (!f.helps(lack)) continue;  // a victim that gives back nothing the claimant lacks stays
-    if (chunk.size() > 1) gangs.push_back(v.job);
+    if (runningCount(vj) - already > vj.minMember()) {
+      if (tp == takenPods.end()) takenPods.emplace_back(v.job, 1);
+      else ++tp->second;
+    } else {
+      whole.push_back(v.job);
+    }
     f.applyTo(lack, +1);
     freed.push_back(std::move(f));
     out.chunks.push_back(std::move(chunk));
@@ -333,6 +407,12 @@ std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, 
   if (out.chunks.empty() || !lack.met()) return std::nullopt;
   // Minimal: walking back from the last victim taken, drop every chunk the claimant can do without.
   for (size_t i = out.chunks.size() - 1; i-- > 0;) {
+    // A surplus pod stays taken when the rest of its job goes whole after it.
+    const int j = out.chunks[i].front().job;
+    if (std::find(whole.begin(), whole.end(), j) != whole.end() && out.chunks[i].size() == 1 &&
+        std::any_of(out.chunks.begin() + static_cast<std::ptrdiff_t>(i) + 1, out.chunks.end(),
+                    [&](const auto& c) { return c.front().job == j; }))
+      continue;
     freed[i].applyTo(lack, -1);
     if (lack.met()) {
       out.chunks.erase(out.chunks.begin() + static_cast<std::ptrdiff_t>(i));
@@ -406,17 +486,22 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
 bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, std::string& reason) {
   Statement stmt(ssn_);
   int evicted = 0;
+  bool queueFreed = false;  // victims freed queue room: the pods wait for them to leave
   for (int ti : pendingTasks(ssn_, job)) {
     ssn_.restrictTo(domain);  // replace() below lifts it
     if (ssn_.jobReady(job) && mode_ != VictimMode::Consolidate) break;  // evict for the minimum only
     SessionTask& task = job.tasks[ti];
     if (auto allowed = taskAllowed(ssn_, job, task); !allowed.ok()) {
-      reason = allowed.error().message;
-      break;
+      // Blocked by a queue's limit: victims under that queue free room in it (issue 15, item 9).
+      if (mode_ == VictimMode::Consolidate || !freeQueueRoom(stmt, job, task, evicted)) {
+        reason = allowed.error().message;
+        break;
+      }
+      queueFreed = true;
     }
     const framework::Placement p = ssn_.findPlacement(task, /*allowPipeline=*/true);
     if (p.node >= 0) {  // room freed by earlier victims, or there all along
-      if (p.pipelined) stmt.pipeline(task, p.node);
+      if (p.pipelined || queueFreed) stmt.pipeline(task, p.node);
       else stmt.allocate(task, p.node);
       continue;
     }
@@ -432,6 +517,11 @@ bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, s
   ssn_.restrictTo(nullptr);
   if (!ssn_.jobReady(job)) {
     if (reason.empty()) reason = "no eligible victims would make room";
+    stmt.discard();
+    return false;
+  }
+  if (evicted == 0) {  // the job needs no victim: placing it is allocate's job, not this action's
+    reason = "fits without victims";
     stmt.discard();
     return false;
   }

@@ -48,6 +48,12 @@ class VictimSearch {
   /// statement rolled back to where it was) when the node cannot be made to fit.
   bool makeRoomOn(framework::Statement& stmt, framework::SessionJob& job, framework::SessionTask& task, int node,
                   int& evicted);
+  /// When a limit of the claimant's queue or an ancestor blocks `task`, evicts eligible victims
+  /// counted under that limit, in victim order, until it no longer does. False (nothing evicted)
+  /// when they cannot.
+  bool freeQueueRoom(framework::Statement& stmt, framework::SessionJob& job, framework::SessionTask& task,
+                     int& evicted);
+  int parentOf(int queue) const;
   /// Places the evicted pods of a consolidation again, away from `avoid`.
   bool replace(framework::Statement& stmt, const std::vector<Victim>& victims, int avoid);
 

@@ -78,7 +78,10 @@ TEST_CASE("reclaim: victims are counted as whole gangs when choosing the node", 
   // A 2-GPU claimant: on n1 one gang pod would free enough, but the gang goes whole (3 pods); on n2
   // two pods do, and they are newer than the gang (first in victim order): the two pods on n2.
   Env e("reclaim");
-  std::string y = queue("a", "5") + queue("b", "5") + group("g", "b", 3);
+  std::string y = queue("a", "5") + queue("b", "5") +
+                  "apiVersion: scheduling.tessera.dev/v1alpha1\nkind: PodGroup\nmetadata: {name: g, namespace: t, "
+                  "creationTimestamp: \"2025-12-29T00:00:00Z\"}\nspec: {minMember: 3, queue: b, priorityClassName: "
+                  "train}\n---\n";
   for (int i = 0; i < 3; ++i) y += pod("g-" + std::to_string(i), "b", 2, "n1", "train", "g", "2025-12-29T00:00:00Z");
   for (int i = 0; i < 4; ++i) y += pod("other-" + std::to_string(i), "b", 1, "n2", "train", "", "2025-12-30T00:00:00Z");
   auto r = e.run(node("n1", 6) + node("n2", 4), y + pod("claim", "a", 2));
