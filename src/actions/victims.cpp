@@ -94,7 +94,7 @@ bool VictimSearch::replace(Statement& stmt, const std::vector<Victim>& victims, 
 }
 
 bool VictimSearch::makeRoomOn(Statement& stmt, SessionJob& job, SessionTask& task, int node, int& evicted) {
-  std::optional<Chosen> chosen = choose(job, task, node);
+  std::optional<Chosen> chosen = choose(job, task, node, /*keepChunks=*/true);
   resetVerdicts();
   if (!chosen || evicted + chosen->count > maxVictims_) return false;
   const auto cp = stmt.checkpoint();
@@ -109,10 +109,13 @@ bool VictimSearch::makeRoomOn(Statement& stmt, SessionJob& job, SessionTask& tas
     evicted = before;
     return false;
   };
+  bool first = true;
   for (const std::vector<Victim>& chunk : chosen->chunks) {
-    // Whether a victim may be taken can change with the evictions before it (a queue that falls
-    // to its fair share stops giving back): checked again as it is taken.
-    if (!eligible(job, ssn_.task(chunk.front().job, chunk.front().task))) return fail();
+    // Whether a reclaim victim may be taken can change with the evictions before it (a queue that
+    // falls to its fair share stops giving back): checked again as it is taken.
+    if (mode_ == VictimMode::Reclaim && !first && !eligible(job, ssn_.task(chunk.front().job, chunk.front().task)))
+      return fail();
+    first = false;
     for (const Victim& c : chunk) {
       SessionTask& ct = ssn_.task(c.job, c.task);
       if (!running(ct)) continue;
@@ -300,6 +303,8 @@ struct Lack {
 
 /// What one chunk of victims frees on the node (pods elsewhere free nothing here).
 struct Freed {
+  VictimSearchVictim first;  ///< the victim the chunk starts with (its place in victim order)
+  int pods = 0;              ///< pods in the chunk (on any node)
   int64_t cpu = 0, mem = 0, gpu = 0, slots = 0;
   std::vector<int64_t> scalars;                    ///< parallel to Lack::scalars
   std::vector<std::pair<int, int64_t>> groupUnits;  ///< (group, units) of fractional victims
@@ -325,17 +330,27 @@ struct Freed {
 
 }  // namespace
 
-std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, const SessionTask& task, int node) {
+std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, const SessionTask& task, int node,
+                                                         bool keepChunks) {
   const SessionNode& n = ssn_.nodes()[node];
   if (onNode_[node].empty()) return std::nullopt;
   const api::Resources& req = task.nodeRequest();
-  if (!req.fitsIn(n.info->allocatable - n.info->foreignUsed)) return std::nullopt;
-  const api::Resources room = n.futureIdle();
+  const api::Resources& alloc = n.info->allocatable;
+  const api::Resources& foreign = n.info->foreignUsed;
+  // cpu, memory and GPUs in plain integers (no Resources temporaries: this runs for every node).
+  if (req.milliCpu > alloc.milliCpu - foreign.milliCpu || req.memory > alloc.memory - foreign.memory ||
+      req.milliGpu > alloc.milliGpu - foreign.milliGpu)
+    return std::nullopt;
+  if (!req.scalars.empty() && !req.fitsIn(alloc - foreign)) return std::nullopt;
+  const int64_t roomGpu = n.idle.milliGpu + n.releasing.milliGpu - n.pipelined.milliGpu;
   Lack lack;
-  lack.cpu = req.milliCpu - room.milliCpu;
-  lack.mem = req.memory - room.memory;
-  lack.gpu = req.milliGpu - room.milliGpu;
-  for (const auto& [name, amount] : req.scalars) lack.scalars.emplace_back(name, amount - room.get(name));
+  lack.cpu = req.milliCpu - (n.idle.milliCpu + n.releasing.milliCpu - n.pipelined.milliCpu);
+  lack.mem = req.memory - (n.idle.memory + n.releasing.memory - n.pipelined.memory);
+  lack.gpu = req.milliGpu - roomGpu;
+  if (!req.scalars.empty()) {
+    const api::Resources room = n.futureIdle();
+    for (const auto& [name, amount] : req.scalars) lack.scalars.emplace_back(name, amount - room.get(name));
+  }
   // Pod slots: pods evicted this cycle still count on the node until they are gone.
   int64_t leaving = 0;
   for (const Victim& v : onNode_[node]) leaving += ssn_.task(v.job, v.task).state == TaskState::Releasing ? 1 : 0;
@@ -347,17 +362,20 @@ std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, 
       lack.fractional = true;
       lack.units = cache::gpuUnitsOn(*task.info->gpuSpec, *n.info);
       if (lack.units <= 0 || lack.units > n.info->gpuUnits()) return std::nullopt;
-      lack.gpu = 1000 - room.milliGpu;  // what is missing for a whole free GPU
+      lack.gpu = 1000 - roomGpu;  // what is missing for a whole free GPU
       for (const framework::SessionGpuGroup& g : n.gpuGroups)
         lack.groups.push_back(g.capacity > 0 ? lack.units - g.futureFree() : std::numeric_limits<int64_t>::max() / 4);
     }
   }
   Chosen out;
   std::vector<Freed> freed;
+  freed.reserve(onNode_[node].size());
+  if (keepChunks) out.chunks.reserve(onNode_[node].size());
   // Pods of each victim job chosen so far: a job goes surplus pod by surplus pod while above its
   // minMember, then the rest of it whole (after which it is done).
   std::vector<std::pair<int, int>> takenPods;  // (job, pods)
   std::vector<int> whole;
+  taken_.clear();
   for (const Victim& v : onNode_[node]) {
     if (lack.met()) break;
     if (!eligibleCached(job, v)) continue;
@@ -365,21 +383,21 @@ std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, 
     const SessionJob& vj = ssn_.jobs()[v.job];
     auto tp = std::find_if(takenPods.begin(), takenPods.end(), [&](const auto& p) { return p.first == v.job; });
     const int already = tp == takenPods.end() ? 0 : tp->second;
-    std::vector<Victim> chunk;
-    if (runningCount(vj) - already > vj.minMember()) {
-      chunk.push_back(v);
-    } else {
+    const bool surplus = runningCount(vj) - already > vj.minMember();
+    std::vector<Victim>& chunk = scratch_;
+    chunk.assign(1, v);  // first: it places the chunk in victim order
+    if (!surplus)
       for (const SessionTask& t : vj.tasks) {
-        if (!running(t)) continue;
-        const bool chosen = std::any_of(out.chunks.begin(), out.chunks.end(), [&](const auto& c) {
-          return c.front().job == v.job && std::any_of(c.begin(), c.end(), [&](const Victim& x) { return x.task == t.index; });
-        });
+        if (!running(t) || t.index == v.task) continue;
+        const bool chosen = std::any_of(taken_.begin(), taken_.end(),
+                                        [&](const Victim& x) { return x.job == v.job && x.task == t.index; });
         if (!chosen) chunk.push_back({v.job, t.index});
       }
-    }
     if (mode_ == VictimMode::Consolidate && chunk.size() != 1) continue;
     Freed f;
     f.scalars.assign(lack.scalars.size(), 0);
+    f.first = v;
+    f.pods = static_cast<int>(chunk.size());
     for (const Victim& c : chunk) {
       const SessionTask& ct = ssn_.task(c.job, c.task);
       if (ct.node != node || !running(ct)) continue;
@@ -394,7 +412,7 @@ std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, 
       }
     }
     if (!f.helps(lack)) continue;  // a victim that gives back nothing the claimant lacks stays
-    if (runningCount(vj) - already > vj.minMember()) {
+    if (surplus) {
       if (tp == takenPods.end()) takenPods.emplace_back(v.job, 1);
       else ++tp->second;
     } else {
@@ -402,37 +420,33 @@ std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, 
     }
     f.applyTo(lack, +1);
     freed.push_back(std::move(f));
-    out.chunks.push_back(std::move(chunk));
+    taken_.insert(taken_.end(), chunk.begin(), chunk.end());
+    if (keepChunks) out.chunks.push_back(chunk);
   }
-  if (out.chunks.empty() || !lack.met()) return std::nullopt;
+  if (freed.empty() || !lack.met()) return std::nullopt;
   // Minimal: walking back from the last victim taken, drop every chunk the claimant can do without.
-  for (size_t i = out.chunks.size() - 1; i-- > 0;) {
+  for (size_t i = freed.size() - 1; i-- > 0;) {
     // A surplus pod stays taken when the rest of its job goes whole after it.
-    const int j = out.chunks[i].front().job;
-    if (std::find(whole.begin(), whole.end(), j) != whole.end() && out.chunks[i].size() == 1 &&
-        std::any_of(out.chunks.begin() + static_cast<std::ptrdiff_t>(i) + 1, out.chunks.end(),
-                    [&](const auto& c) { return c.front().job == j; }))
+    const int j = freed[i].first.job;
+    if (freed[i].pods == 1 && std::find(whole.begin(), whole.end(), j) != whole.end() &&
+        std::any_of(freed.begin() + static_cast<std::ptrdiff_t>(i) + 1, freed.end(),
+                    [&](const Freed& c) { return c.first.job == j; }))
       continue;
     freed[i].applyTo(lack, -1);
     if (lack.met()) {
-      out.chunks.erase(out.chunks.begin() + static_cast<std::ptrdiff_t>(i));
       freed.erase(freed.begin() + static_cast<std::ptrdiff_t>(i));
+      if (keepChunks) out.chunks.erase(out.chunks.begin() + static_cast<std::ptrdiff_t>(i));
     } else {
       freed[i].applyTo(lack, +1);
     }
   }
-  out.slots = 0;
-  for (const Freed& f : freed) out.slots += f.slots;
-  for (const auto& c : out.chunks) out.count += static_cast<int>(c.size());
-  out.last = out.chunks.back().back();
-  for (const auto& c : out.chunks)
-    for (const Victim& v : c)
-      if (ssn_.victimLess(ssn_.task(out.last.job, out.last.task), ssn_.task(v.job, v.task))) out.last = v;
+  for (const Freed& f : freed) out.slots += f.slots, out.count += f.pods;
+  out.last = freed.back().first;  // chunks follow the node's victim order: the last one's victim
   return out;
 }
 
 std::optional<VictimSearch::Candidate> VictimSearch::evaluate(const SessionJob& job, const SessionTask& task, int node) {
-  std::optional<Chosen> chosen = choose(job, task, node);
+  std::optional<Chosen> chosen = choose(job, task, node, /*keepChunks=*/false);
   if (!chosen) return std::nullopt;
   // Node checks run with the victims gone: their pod slots are free again.
   SessionNode& n = ssn_.nodes()[node];

@@ -20,6 +20,11 @@
 
 namespace tessera::actions {
 
+/// A running task as a victim: indices into Session::jobs() and the job's tasks.
+struct VictimSearchVictim {
+  int job = -1, task = -1;
+};
+
 enum class VictimMode {
   Reclaim,      ///< victims in other queues (Session::reclaimable)
   Preempt,      ///< victims in the claimant's queue (Session::preemptable)
@@ -35,9 +40,7 @@ class VictimSearch {
   bool run(framework::SessionJob& job, std::string& reason);
 
  private:
-  struct Victim {
-    int job = -1, task = -1;
-  };
+  using Victim = VictimSearchVictim;
   /// run() inside `domain` (null: anywhere).
   bool runIn(framework::SessionJob& job, const framework::NodeDomain* domain, std::string& reason);
   bool eligible(const framework::SessionJob& claimant, const framework::SessionTask& victim) const;
@@ -69,7 +72,10 @@ class VictimSearch {
   /// pod slots, extended resources, whole GPUs, or units of the GPU group a fractional task
   /// would join), until the task fits; then, walking back from the last chunk taken, drops every
   /// chunk the task can do without (the set is minimal). None when no eligible set makes room.
-  std::optional<Chosen> choose(const framework::SessionJob& job, const framework::SessionTask& task, int node);
+  /// `keepChunks` false: only the count, slots and last victim are filled (ranking nodes).
+  std::optional<Chosen> choose(const framework::SessionJob& job, const framework::SessionTask& task, int node,
+                               bool keepChunks);
+  std::vector<Victim> scratch_, taken_;  ///< choose()'s buffers, kept to spare allocations
   /// eligible(), asked once per victim job until resetVerdicts().
   bool eligibleCached(const framework::SessionJob& job, const Victim& v);
   void resetVerdicts();
