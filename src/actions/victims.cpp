@@ -138,14 +138,44 @@ int VictimSearch::parentOf(int queue) const {
   return q.queue && !q.queue->parentQueue.empty() ? ssn_.findQueue(q.queue->parentQueue) : -1;
 }
 
+bool VictimSearch::relievable(const SessionJob& job, const std::string& why) const {
+  // "OverLimit: queue q: ...": reclaim takes from other queues, which frees no room under the
+  // claimant's own queue's limit, only under an ancestor's; preempt frees its own queue's.
+  static const std::string kPrefix = "OverLimit: queue ";
+  if (why.rfind(kPrefix, 0) != 0) return false;
+  if (mode_ != VictimMode::Reclaim) return true;
+  const std::string& own = job.info->queue;
+  return why.compare(kPrefix.size(), own.size(), own) != 0 || why.size() <= kPrefix.size() + own.size() ||
+         why[kPrefix.size() + own.size()] != ':';
+}
+
+std::string VictimSearch::queueRoomKey(const SessionJob& job, const SessionTask& task) const {
+  return std::to_string(job.queue) + "|" + std::to_string(job.priority) + "|" +
+         std::to_string(task.request().milliGpu) + "|" + std::to_string(task.request().milliCpu) + "|" +
+         std::to_string(task.request().memory);
+}
+
+bool VictimSearch::queueRoomKnownFailed(const SessionJob& job, const SessionTask& task) const {
+  auto it = queueRoomFailedAt_.find(queueRoomKey(job, task));
+  return it != queueRoomFailedAt_.end() && it->second == ssn_.nodeChanges().size();
+}
+
 bool VictimSearch::freeQueueRoom(Statement& stmt, SessionJob& job, SessionTask& task, int& evicted) {
   if (job.queue < 0) return false;
-  std::vector<int> path;  // the claimant's queue and its ancestors
-  for (int q = job.queue; q >= 0 && path.size() < ssn_.queues().size(); q = parentOf(q)) path.push_back(q);
-  auto underPath = [&](int q) {
-    for (int depth = 0; q >= 0 && depth <= static_cast<int>(ssn_.queues().size()); q = parentOf(q), ++depth)
-      if (std::find(path.begin(), path.end(), q) != path.end()) return true;
-    return false;
+  // A claimant of the same queue, priority and request that found no room under the limit, with
+  // nothing changed on any node since, finds none again: the scan below is not repeated.
+  if (queueRoomKnownFailed(job, task)) return false;
+  std::string key = queueRoomKey(job, task);
+  const size_t nq = ssn_.queues().size();
+  std::vector<int8_t> under(nq, -1);  // per queue: counted under a limit on the claimant's path?
+  std::vector<int8_t> onPath(nq, 0);
+  for (int q = job.queue, depth = 0; q >= 0 && depth <= static_cast<int>(nq); q = parentOf(q), ++depth) onPath[q] = 1;
+  auto underPath = [&](int q) -> bool {
+    if (under[q] >= 0) return under[q] == 1;
+    bool u = false;
+    for (int c = q, depth = 0; c >= 0 && depth <= static_cast<int>(nq) && !u; c = parentOf(c), ++depth) u = onPath[c];
+    under[q] = u ? 1 : 0;
+    return u;
   };
   const api::Resources& want = task.request();
   auto shares = [&](const api::Resources& r) {
@@ -155,9 +185,15 @@ bool VictimSearch::freeQueueRoom(Statement& stmt, SessionJob& job, SessionTask& 
   // Victims whose queue counts against a limit on the claimant's path, in victim order.
   std::vector<Victim> cands;
   for (const SessionJob& vj : ssn_.jobs()) {
-    if (vj.queue < 0 || vj.index == job.index || !underPath(vj.queue)) continue;
-    for (const SessionTask& t : vj.tasks)
-      if (running(t) && shares(t.request()) && eligible(job, t)) cands.push_back({vj.index, t.index});
+    if (vj.queue < 0 || vj.index == job.index || vj.readyCount == 0 || !vj.preemptible || !underPath(vj.queue))
+      continue;
+    int8_t ok = -1;  // whether the job may give victims: asked once, of its first running pod
+    for (const SessionTask& t : vj.tasks) {
+      if (!running(t) || !shares(t.request())) continue;
+      if (ok < 0) ok = eligible(job, t) ? 1 : 0;
+      if (ok == 0) break;
+      cands.push_back({vj.index, t.index});
+    }
   }
   std::sort(cands.begin(), cands.end(), [&](const Victim& a, const Victim& b) {
     return ssn_.victimLess(ssn_.task(a.job, a.task), ssn_.task(b.job, b.task));
@@ -182,14 +218,22 @@ bool VictimSearch::freeQueueRoom(Statement& stmt, SessionJob& job, SessionTask& 
   if (taskAllowed(ssn_, job, task).ok()) return true;
   stmt.rollback(cp);
   evicted = before;
+  queueRoomFailedAt_[std::move(key)] = ssn_.nodeChanges().size();
   return false;
 }
 
 bool VictimSearch::run(SessionJob& job, std::string& reason) {
   if (mode_ == VictimMode::Reclaim)
     if (auto may = ssn_.canReclaim(job); !may.ok()) {
-      reason = may.error().message;
-      return false;
+      // Blocked by a limit on its queue path: victims under it may free room (item 9), unless a
+      // claimant like it found none with nothing changed since.
+      const SessionTask* first = nullptr;
+      for (const SessionTask& t : job.tasks)
+        if (t.state == TaskState::Pending && !first) first = &t;
+      if (!relievable(job, may.error().message) || !first || queueRoomKnownFailed(job, *first)) {
+        reason = may.error().message;
+        return false;
+      }
     }
   if (mode_ == VictimMode::Consolidate) {
     if (!job.preemptible) {
@@ -301,8 +345,10 @@ struct Lack {
   }
 };
 
+}  // namespace
+
 /// What one chunk of victims frees on the node (pods elsewhere free nothing here).
-struct Freed {
+struct VictimFreed {
   VictimSearchVictim first;  ///< the victim the chunk starts with (its place in victim order)
   int pods = 0;              ///< pods in the chunk (on any node)
   int64_t cpu = 0, mem = 0, gpu = 0, slots = 0;
@@ -328,7 +374,9 @@ struct Freed {
   }
 };
 
-}  // namespace
+
+VictimSearch::~VictimSearch() = default;
+
 
 std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, const SessionTask& task, int node,
                                                          bool keepChunks) {
@@ -352,9 +400,9 @@ std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, 
     for (const auto& [name, amount] : req.scalars) lack.scalars.emplace_back(name, amount - room.get(name));
   }
   // Pod slots: pods evicted this cycle still count on the node until they are gone.
-  int64_t leaving = 0;
-  for (const Victim& v : onNode_[node]) leaving += ssn_.task(v.job, v.task).state == TaskState::Releasing ? 1 : 0;
-  lack.slots = n.podCount - leaving + 1 - n.node().allocatablePods;
+  lack.slots = n.podCount + 1 - n.node().allocatablePods;
+  if (lack.slots > 0)
+    for (const Victim& v : onNode_[node]) lack.slots -= ssn_.task(v.job, v.task).state == TaskState::Releasing ? 1 : 0;
   if (task.sharesGpu()) {
     if (task.info->gpuSpec->numDevices != 1) {  // several devices: only a fit without GPU victims
       if (!ssn_.gpuShareFits(task, n, /*future=*/true)) return std::nullopt;
@@ -367,14 +415,17 @@ std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, 
         lack.groups.push_back(g.capacity > 0 ? lack.units - g.futureFree() : std::numeric_limits<int64_t>::max() / 4);
     }
   }
+  if (lack.met()) return std::nullopt;  // fits without victims: not this search's business
   Chosen out;
-  std::vector<Freed> freed;
-  freed.reserve(onNode_[node].size());
+  std::vector<VictimFreed>& freed = freed_;
+  freed.clear();
   if (keepChunks) out.chunks.reserve(onNode_[node].size());
   // Pods of each victim job chosen so far: a job goes surplus pod by surplus pod while above its
   // minMember, then the rest of it whole (after which it is done).
-  std::vector<std::pair<int, int>> takenPods;  // (job, pods)
-  std::vector<int> whole;
+  std::vector<std::pair<int, int>>& takenPods = takenPods_;  // (job, pods)
+  std::vector<int>& whole = whole_;
+  takenPods.clear();
+  whole.clear();
   taken_.clear();
   for (const Victim& v : onNode_[node]) {
     if (lack.met()) break;
@@ -394,7 +445,7 @@ std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, 
         if (!chosen) chunk.push_back({v.job, t.index});
       }
     if (mode_ == VictimMode::Consolidate && chunk.size() != 1) continue;
-    Freed f;
+    VictimFreed f;
     f.scalars.assign(lack.scalars.size(), 0);
     f.first = v;
     f.pods = static_cast<int>(chunk.size());
@@ -430,7 +481,7 @@ std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, 
     const int j = freed[i].first.job;
     if (freed[i].pods == 1 && std::find(whole.begin(), whole.end(), j) != whole.end() &&
         std::any_of(freed.begin() + static_cast<std::ptrdiff_t>(i) + 1, freed.end(),
-                    [&](const Freed& c) { return c.first.job == j; }))
+                    [&](const VictimFreed& c) { return c.first.job == j; }))
       continue;
     freed[i].applyTo(lack, -1);
     if (lack.met()) {
@@ -440,7 +491,7 @@ std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, 
       freed[i].applyTo(lack, +1);
     }
   }
-  for (const Freed& f : freed) out.slots += f.slots, out.count += f.pods;
+  for (const VictimFreed& f : freed) out.slots += f.slots, out.count += f.pods;
   out.last = freed.back().first;  // chunks follow the node's victim order: the last one's victim
   return out;
 }
@@ -498,16 +549,32 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
 }
 
 bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, std::string& reason) {
+  const std::vector<int> pending = pendingTasks(ssn_, job);
+  // A job that needs one more pod, which fits as things are, needs no victim: asked before any
+  // operation, so that no statement is opened and discarded for it.
+  const size_t needed = mode_ == VictimMode::Consolidate ? pending.size()
+                                                         : static_cast<size_t>(std::max(0, job.minMember() - job.readyCount));
+  if (needed == 1 && !pending.empty()) {
+    ssn_.restrictTo(domain);
+    SessionTask& first = job.tasks[pending.front()];
+    const bool fitsAsIs = taskAllowed(ssn_, job, first).ok() && ssn_.findPlacement(first, /*allowPipeline=*/true).node >= 0;
+    ssn_.restrictTo(nullptr);
+    if (fitsAsIs) {
+      reason = "fits without victims";
+      return false;
+    }
+  }
   Statement stmt(ssn_);
   int evicted = 0;
   bool queueFreed = false;  // victims freed queue room: the pods wait for them to leave
-  for (int ti : pendingTasks(ssn_, job)) {
+  for (int ti : pending) {
     ssn_.restrictTo(domain);  // replace() below lifts it
     if (ssn_.jobReady(job) && mode_ != VictimMode::Consolidate) break;  // evict for the minimum only
     SessionTask& task = job.tasks[ti];
     if (auto allowed = taskAllowed(ssn_, job, task); !allowed.ok()) {
       // Blocked by a queue's limit: victims under that queue free room in it (issue 15, item 9).
-      if (mode_ == VictimMode::Consolidate || !freeQueueRoom(stmt, job, task, evicted)) {
+      if (mode_ == VictimMode::Consolidate || !relievable(job, allowed.error().message) ||
+          !freeQueueRoom(stmt, job, task, evicted)) {
         reason = allowed.error().message;
         break;
       }

@@ -25,6 +25,9 @@ struct VictimSearchVictim {
   int job = -1, task = -1;
 };
 
+/// What one chunk of victims gives back on a node (victims.cpp).
+struct VictimFreed;
+
 enum class VictimMode {
   Reclaim,      ///< victims in other queues (Session::reclaimable)
   Preempt,      ///< victims in the claimant's queue (Session::preemptable)
@@ -34,6 +37,7 @@ enum class VictimMode {
 class VictimSearch {
  public:
   VictimSearch(framework::Session& ssn, VictimMode mode, int maxVictims = 1 << 30);
+  ~VictimSearch();
 
   /// Tries to make room for `job`. On success the evictions and placements are committed and true
   /// is returned; otherwise nothing changes and `reason` says why.
@@ -57,6 +61,12 @@ class VictimSearch {
   bool freeQueueRoom(framework::Statement& stmt, framework::SessionJob& job, framework::SessionTask& task,
                      int& evicted);
   int parentOf(int queue) const;
+  /// Whether victims could relieve the capacity failure `why` (an OverLimit this mode can free).
+  bool relievable(const framework::SessionJob& job, const std::string& why) const;
+  std::string queueRoomKey(const framework::SessionJob& job, const framework::SessionTask& task) const;
+  bool queueRoomKnownFailed(const framework::SessionJob& job, const framework::SessionTask& task) const;
+  /// freeQueueRoom() failures by claimant key, with the node change count at that moment.
+  std::map<std::string, size_t> queueRoomFailedAt_;
   /// Places the evicted pods of a consolidation again, away from `avoid`.
   bool replace(framework::Statement& stmt, const std::vector<Victim>& victims, int avoid);
 
@@ -75,7 +85,11 @@ class VictimSearch {
   /// `keepChunks` false: only the count, slots and last victim are filled (ranking nodes).
   std::optional<Chosen> choose(const framework::SessionJob& job, const framework::SessionTask& task, int node,
                                bool keepChunks);
-  std::vector<Victim> scratch_, taken_;  ///< choose()'s buffers, kept to spare allocations
+  // choose()'s buffers, kept to spare allocations on the hot path.
+  std::vector<Victim> scratch_, taken_;
+  std::vector<VictimFreed> freed_;
+  std::vector<std::pair<int, int>> takenPods_;
+  std::vector<int> whole_;
   /// eligible(), asked once per victim job until resetVerdicts().
   bool eligibleCached(const framework::SessionJob& job, const Victim& v);
   void resetVerdicts();

@@ -140,9 +140,9 @@ class State {
         return api::makeError("queue " + ssn_.queues()[job.queue].name +
                               " would exceed its fair share: " + kResourceNames[r] + " " + fmt(r, q.allocated[r]) +
                               " + " + fmt(r, req[r]) + " > " + fmt(r, q.fairShare[r]));
-    // Limits are not checked here: the victim search checks them per pod, and victims under a
-    // full limit free room in it (issue 15, item 9).
-    return api::Status::success();
+    // A limit that blocks (OverLimit) may still be relieved by victims under it (issue 15, item
+    // 9): the victim search decides.
+    return capacity(job, resourcesOf(req));
   }
 
   /// KAI's reclaim rules: a victim's queue gives back only while it is above its fair share, or
