@@ -1,6 +1,7 @@
 #include "victims.h"
 
 #include <algorithm>
+#include <limits>
 #include <tuple>
 
 #include "job_placement.h"
@@ -9,6 +10,7 @@ namespace tessera::actions {
 
 using framework::Session;
 using framework::SessionJob;
+using framework::SessionNode;
 using framework::SessionTask;
 using framework::Statement;
 using framework::TaskState;
@@ -92,6 +94,9 @@ bool VictimSearch::replace(Statement& stmt, const std::vector<Victim>& victims, 
 }
 
 bool VictimSearch::makeRoomOn(Statement& stmt, SessionJob& job, SessionTask& task, int node, int& evicted) {
+  std::optional<Chosen> chosen = choose(job, task, node, /*keepChunks=*/true);
+  resetVerdicts();
+  if (!chosen || evicted + chosen->count > maxVictims_) return false;
   const auto cp = stmt.checkpoint();
   const int before = evicted;
   const std::string who = describeJob(job);
@@ -99,41 +104,136 @@ bool VictimSearch::makeRoomOn(Statement& stmt, SessionJob& job, SessionTask& tas
                           : mode_ == VictimMode::Preempt ? "preempted by " + who + " (priority " +
                                                                std::to_string(job.priority) + ")"
                                                          : "moved to make room for " + who;
-  for (const Victim& v : onNode_[node]) {
-    if (ssn_.fits(task, ssn_.nodes()[node], /*future=*/true)) break;
-    SessionTask& vt = ssn_.task(v.job, v.task);
-    if (!eligible(job, vt)) continue;
-    std::vector<Victim> chunk = chunkOf(v);
-    if (mode_ == VictimMode::Consolidate && chunk.size() != 1) continue;
+  auto fail = [&] {
+    stmt.rollback(cp);
+    evicted = before;
+    return false;
+  };
+  bool first = true;
+  for (const std::vector<Victim>& chunk : chosen->chunks) {
+    // Whether a reclaim victim may be taken can change with the evictions before it (a queue that
+    // falls to its fair share stops giving back): checked again as it is taken.
+    if (mode_ == VictimMode::Reclaim && !first && !eligible(job, ssn_.task(chunk.front().job, chunk.front().task)))
+      return fail();
+    first = false;
     for (const Victim& c : chunk) {
       SessionTask& ct = ssn_.task(c.job, c.task);
       if (!running(ct)) continue;
       stmt.evict(ct, why);
       ++evicted;
     }
-    if (mode_ == VictimMode::Consolidate && !replace(stmt, chunk, node)) {
-      stmt.rollback(cp);
-      evicted = before;
-      return false;
-    }
-    if (evicted > maxVictims_) break;
+    if (mode_ == VictimMode::Consolidate && !replace(stmt, chunk, node)) return fail();
   }
   const auto& n = ssn_.nodes()[node];
-  if (evicted > maxVictims_ || !ssn_.fits(task, n, /*future=*/true)) {
-    stmt.rollback(cp);
-    evicted = before;
-    return false;
-  }
-  if (ssn_.fits(task, n, /*future=*/false)) stmt.allocate(task, node);
+  if (!ssn_.fits(task, n, /*future=*/true)) return fail();
+  // Bound now only when the node holds it now, its pod slots included (evicted pods still hold
+  // theirs until they are gone).
+  if (ssn_.fits(task, n, /*future=*/false) && n.podCount < n.node().allocatablePods) stmt.allocate(task, node);
   else stmt.pipeline(task, node);
   return true;
+}
+
+int VictimSearch::parentOf(int queue) const {
+  const framework::SessionQueue& q = ssn_.queues()[queue];
+  return q.queue && !q.queue->parentQueue.empty() ? ssn_.findQueue(q.queue->parentQueue) : -1;
+}
+
+bool VictimSearch::relievable(const SessionJob& job, const std::string& why) const {
+  // "OverLimit: queue q: ...": reclaim takes from other queues, which frees no room under the
+  // claimant's own queue's limit, only under an ancestor's; preempt frees its own queue's.
+  static const std::string kPrefix = "OverLimit: queue ";
+  if (why.rfind(kPrefix, 0) != 0) return false;
+  if (mode_ != VictimMode::Reclaim) return true;
+  const std::string& own = job.info->queue;
+  return why.compare(kPrefix.size(), own.size(), own) != 0 || why.size() <= kPrefix.size() + own.size() ||
+         why[kPrefix.size() + own.size()] != ':';
+}
+
+std::string VictimSearch::queueRoomKey(const SessionJob& job, const SessionTask& task) const {
+  return std::to_string(job.queue) + "|" + std::to_string(job.priority) + "|" +
+         std::to_string(task.request().milliGpu) + "|" + std::to_string(task.request().milliCpu) + "|" +
+         std::to_string(task.request().memory);
+}
+
+bool VictimSearch::queueRoomKnownFailed(const SessionJob& job, const SessionTask& task) const {
+  auto it = queueRoomFailedAt_.find(queueRoomKey(job, task));
+  return it != queueRoomFailedAt_.end() && it->second == ssn_.nodeChanges().size();
+}
+
+bool VictimSearch::freeQueueRoom(Statement& stmt, SessionJob& job, SessionTask& task, int& evicted) {
+  if (job.queue < 0) return false;
+  // A claimant of the same queue, priority and request that found no room under the limit, with
+  // nothing changed on any node since, finds none again: the scan below is not repeated.
+  if (queueRoomKnownFailed(job, task)) return false;
+  std::string key = queueRoomKey(job, task);
+  const size_t nq = ssn_.queues().size();
+  std::vector<int8_t> under(nq, -1);  // per queue: counted under a limit on the claimant's path?
+  std::vector<int8_t> onPath(nq, 0);
+  for (int q = job.queue, depth = 0; q >= 0 && depth <= static_cast<int>(nq); q = parentOf(q), ++depth) onPath[q] = 1;
+  auto underPath = [&](int q) -> bool {
+    if (under[q] >= 0) return under[q] == 1;
+    bool u = false;
+    for (int c = q, depth = 0; c >= 0 && depth <= static_cast<int>(nq) && !u; c = parentOf(c), ++depth) u = onPath[c];
+    under[q] = u ? 1 : 0;
+    return u;
+  };
+  const api::Resources& want = task.request();
+  auto shares = [&](const api::Resources& r) {
+    return (want.milliGpu > 0 && r.milliGpu > 0) || (want.milliCpu > 0 && r.milliCpu > 0) ||
+           (want.memory > 0 && r.memory > 0);
+  };
+  // Victims whose queue counts against a limit on the claimant's path, in victim order.
+  std::vector<Victim> cands;
+  for (const SessionJob& vj : ssn_.jobs()) {
+    if (vj.queue < 0 || vj.index == job.index || vj.readyCount == 0 || !vj.preemptible || !underPath(vj.queue))
+      continue;
+    int8_t ok = -1;  // whether the job may give victims: asked once, of its first running pod
+    for (const SessionTask& t : vj.tasks) {
+      if (!running(t) || !shares(t.request())) continue;
+      if (ok < 0) ok = eligible(job, t) ? 1 : 0;
+      if (ok == 0) break;
+      cands.push_back({vj.index, t.index});
+    }
+  }
+  std::sort(cands.begin(), cands.end(), [&](const Victim& a, const Victim& b) {
+    return ssn_.victimLess(ssn_.task(a.job, a.task), ssn_.task(b.job, b.task));
+  });
+  const auto cp = stmt.checkpoint();
+  const int before = evicted;
+  const std::string why = mode_ == VictimMode::Reclaim
+                              ? "reclaimed by queue " + job.info->queue + " for " + describeJob(job) + " (queue limit)"
+                              : "preempted by " + describeJob(job) + " (priority " + std::to_string(job.priority) +
+                                    ", queue limit)";
+  for (const Victim& v : cands) {
+    if (taskAllowed(ssn_, job, task).ok()) break;
+    SessionTask& vt = ssn_.task(v.job, v.task);
+    if (!running(vt) || !eligible(job, vt)) continue;
+    for (const Victim& c : chunkOf(v)) {
+      SessionTask& ct = ssn_.task(c.job, c.task);
+      if (!running(ct)) continue;
+      stmt.evict(ct, why);
+      ++evicted;
+    }
+  }
+  if (taskAllowed(ssn_, job, task).ok()) return true;
+  stmt.rollback(cp);
+  evicted = before;
+  queueRoomFailedAt_[std::move(key)] = ssn_.nodeChanges().size();
+  return false;
 }
 
 bool VictimSearch::run(SessionJob& job, std::string& reason) {
   if (mode_ == VictimMode::Reclaim)
     if (auto may = ssn_.canReclaim(job); !may.ok()) {
-      reason = may.error().message;
-      return false;
+      // Blocked by a limit on its queue path: victims under it may free room (item 9), unless a
+      // claimant like it found none with nothing changed since.
+      const SessionTask* first = nullptr;
+      for (const SessionTask& t : job.tasks)
+        if (t.state == TaskState::Pending && !first) first = &t;
+      if (!relievable(job, may.error().message) || !first || queueRoomKnownFailed(job, *first)) {
+        reason = may.error().message;
+        return false;
+      }
     }
   if (mode_ == VictimMode::Consolidate) {
     if (!job.preemptible) {
@@ -191,96 +291,228 @@ std::string VictimSearch::signature(const SessionJob& job) const {
   return sig;
 }
 
-/// Fewest victims; then the node whose most expendable victim comes first in victim order (the
-/// newest, lowest-priority pods go before older ones on another node); then score; then name.
+/// The node whose victim set ends earliest in victim order (its latest victim is the most
+/// expendable: the newest, lowest-priority pods go before older ones on another node); then the
+/// fewest victims; then score; then name.
 bool VictimSearch::better(const Candidate& a, const Candidate& b) const {
-  if (a.count != b.count) return a.count < b.count;
-  if (a.first.job != b.first.job || a.first.task != b.first.task) {
-    const SessionTask& ta = ssn_.task(a.first.job, a.first.task);
-    const SessionTask& tb = ssn_.task(b.first.job, b.first.task);
+  if (a.last.job != b.last.job || a.last.task != b.last.task) {
+    const SessionTask& ta = ssn_.task(a.last.job, a.last.task);
+    const SessionTask& tb = ssn_.task(b.last.job, b.last.task);
     if (ssn_.victimLess(ta, tb)) return true;
     if (ssn_.victimLess(tb, ta)) return false;
   }
+  if (a.count != b.count) return a.count < b.count;
   if (a.negScore != b.negScore) return a.negScore < b.negScore;
   return a.node < b.node;
 }
 
-std::optional<VictimSearch::Candidate> VictimSearch::evaluate(const SessionJob& job, const SessionTask& task, int node) {
-  const auto& n = ssn_.nodes()[node];
+void VictimSearch::resetVerdicts() {
+  for (int j : touched_) verdict_[j] = -1;
+  touched_.clear();
+}
+
+bool VictimSearch::eligibleCached(const SessionJob& job, const Victim& v) {
+  if (verdict_.size() != ssn_.jobs().size()) verdict_.assign(ssn_.jobs().size(), -1);
+  int8_t& e = verdict_[v.job];
+  if (e < 0) {
+    e = eligible(job, ssn_.task(v.job, v.task)) ? 1 : 0;
+    touched_.push_back(v.job);
+  }
+  return e == 1 && running(ssn_.task(v.job, v.task));
+}
+
+namespace {
+
+/// What a claimant still lacks on one node, resource by resource (a positive amount is missing),
+/// and what a set of victims gives back there.
+struct Lack {
+  int64_t cpu = 0, mem = 0, gpu = 0, slots = 0;
+  std::vector<std::pair<std::string, int64_t>> scalars;  ///< the claimant's extended resources
+  /// Fractional claimants (one device): `gpu` is what a whole free GPU lacks, `groups` the units
+  /// each GPU group lacks; one of them reaching 0 is enough.
+  std::vector<int64_t> groups;
+  bool fractional = false;
+  int64_t units = 0;
+
+  bool gpuMet() const {
+    if (!fractional) return gpu <= 0;
+    if (gpu <= 0) return true;  // a whole GPU is free: the claimant opens a group on it
+    return std::any_of(groups.begin(), groups.end(), [](int64_t g) { return g <= 0; });
+  }
+  bool met() const {
+    if (cpu > 0 || mem > 0 || slots > 0 || !gpuMet()) return false;
+    return std::all_of(scalars.begin(), scalars.end(), [](const auto& s) { return s.second <= 0; });
+  }
+};
+
+}  // namespace
+
+/// What one chunk of victims frees on the node (pods elsewhere free nothing here).
+struct VictimFreed {
+  VictimSearchVictim first;  ///< the victim the chunk starts with (its place in victim order)
+  int pods = 0;              ///< pods in the chunk (on any node)
+  int64_t cpu = 0, mem = 0, gpu = 0, slots = 0;
+  std::vector<int64_t> scalars;                    ///< parallel to Lack::scalars
+  std::vector<std::pair<int, int64_t>> groupUnits;  ///< (group, units) of fractional victims
+
+  void applyTo(Lack& l, int sign) const {
+    l.cpu -= sign * cpu, l.mem -= sign * mem, l.gpu -= sign * gpu, l.slots -= sign * slots;
+    for (size_t i = 0; i < scalars.size(); ++i) l.scalars[i].second -= sign * scalars[i];
+    for (const auto& [g, u] : groupUnits) l.groups[g] -= sign * u;
+  }
+  /// Whether giving this back reduces anything the claimant still lacks.
+  bool helps(const Lack& l) const {
+    if ((l.cpu > 0 && cpu > 0) || (l.mem > 0 && mem > 0) || (l.slots > 0 && slots > 0)) return true;
+    for (size_t i = 0; i < scalars.size(); ++i)
+      if (l.scalars[i].second > 0 && scalars[i] > 0) return true;
+    if (l.gpuMet()) return false;
+    if (!l.fractional) return gpu > 0;
+    if (gpu > 0) return true;  // frees (part of) a whole GPU the claimant could open a group on
+    for (const auto& [g, u] : groupUnits)
+      if (l.groups[g] > 0 && u > 0) return true;
+    return false;
+  }
+};
+
+
+VictimSearch::~VictimSearch() = default;
+
+
+std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, const SessionTask& task, int node,
+                                                         bool keepChunks) {
+  const SessionNode& n = ssn_.nodes()[node];
   if (onNode_[node].empty()) return std::nullopt;
   const api::Resources& req = task.nodeRequest();
-  if (verdict_.size() != ssn_.jobs().size()) verdict_.assign(ssn_.jobs().size(), -1);
-  auto eligibleJob = [&](const Victim& v) {
-    int8_t& e = verdict_[v.job];
-    if (e < 0) {
-      e = eligible(job, ssn_.task(v.job, v.task)) ? 1 : 0;
-      touched_.push_back(v.job);
-    }
-    return e == 1 && running(ssn_.task(v.job, v.task));
-  };
-  // Victims evicted as a whole gang are counted once, with every pod of the gang.
-  std::vector<int> gangs;
-  auto taken = [&](const Victim& v) { return std::find(gangs.begin(), gangs.end(), v.job) != gangs.end(); };
-  auto chunk = [&](const Victim& v) {
-    std::vector<Victim> c = chunkOf(v);
-    if (c.size() > 1) gangs.push_back(v.job);
-    return c;
-  };
-  int count = 0;
-  Victim first;
-  bool fits = false;
-  if (req.scalars.empty()) {
-    // The common case, a request of cpu, memory and GPUs only, is counted in three integers.
-    struct Room {
-      int64_t cpu, mem, gpu;
-      bool holds(const api::Resources& r) const { return r.milliCpu <= cpu && r.memory <= mem && r.milliGpu <= gpu; }
-    };
-    const api::Resources& a = n.info->allocatable;
-    const api::Resources& f = n.info->foreignUsed;
-    if (!Room{a.milliCpu - f.milliCpu, a.memory - f.memory, a.milliGpu - f.milliGpu}.holds(req)) return std::nullopt;
-    Room room{n.idle.milliCpu + n.releasing.milliCpu - n.pipelined.milliCpu,
-              n.idle.memory + n.releasing.memory - n.pipelined.memory,
-              n.idle.milliGpu + n.releasing.milliGpu - n.pipelined.milliGpu};
-    for (const Victim& v : onNode_[node]) {
-      if ((fits = room.holds(req))) break;
-      if (!eligibleJob(v) || taken(v)) continue;
-      if (first.job < 0) first = v;
-      for (const Victim& c : chunk(v)) {  // a gang at its minimum goes whole: all of it counts
-        const SessionTask& ct = ssn_.task(c.job, c.task);
-        const api::Resources& cr = ct.nodeRequest();
-        if (ct.node == node) room.cpu += cr.milliCpu, room.mem += cr.memory, room.gpu += cr.milliGpu;
-        ++count;
-      }
-    }
-    fits = fits || room.holds(req);
-  } else {
-    if (!req.fitsIn(n.info->allocatable - n.info->foreignUsed)) return std::nullopt;
-    api::Resources room = n.futureIdle();
-    for (const Victim& v : onNode_[node]) {
-      if ((fits = req.fitsIn(room))) break;
-      if (!eligibleJob(v) || taken(v)) continue;
-      if (first.job < 0) first = v;
-      for (const Victim& c : chunk(v)) {
-        const SessionTask& ct = ssn_.task(c.job, c.task);
-        if (ct.node == node) room += ct.nodeRequest();
-        ++count;
-      }
-    }
-    fits = fits || req.fitsIn(room);
+  const api::Resources& alloc = n.info->allocatable;
+  const api::Resources& foreign = n.info->foreignUsed;
+  // cpu, memory and GPUs in plain integers (no Resources temporaries: this runs for every node).
+  if (req.milliCpu > alloc.milliCpu - foreign.milliCpu || req.memory > alloc.memory - foreign.memory ||
+      req.milliGpu > alloc.milliGpu - foreign.milliGpu)
+    return std::nullopt;
+  if (!req.scalars.empty() && !req.fitsIn(alloc - foreign)) return std::nullopt;
+  const int64_t roomGpu = n.idle.milliGpu + n.releasing.milliGpu - n.pipelined.milliGpu;
+  Lack lack;
+  lack.cpu = req.milliCpu - (n.idle.milliCpu + n.releasing.milliCpu - n.pipelined.milliCpu);
+  lack.mem = req.memory - (n.idle.memory + n.releasing.memory - n.pipelined.memory);
+  lack.gpu = req.milliGpu - roomGpu;
+  if (!req.scalars.empty()) {
+    const api::Resources room = n.futureIdle();
+    for (const auto& [name, amount] : req.scalars) lack.scalars.emplace_back(name, amount - room.get(name));
   }
+  // Pod slots: pods evicted this cycle still count on the node until they are gone.
+  lack.slots = n.podCount + 1 - n.node().allocatablePods;
+  if (lack.slots > 0)
+    for (const Victim& v : onNode_[node]) lack.slots -= ssn_.task(v.job, v.task).state == TaskState::Releasing ? 1 : 0;
+  if (task.sharesGpu()) {
+    if (task.info->gpuSpec->numDevices != 1) {  // several devices: only a fit without GPU victims
+      if (!ssn_.gpuShareFits(task, n, /*future=*/true)) return std::nullopt;
+    } else {
+      lack.fractional = true;
+      lack.units = cache::gpuUnitsOn(*task.info->gpuSpec, *n.info);
+      if (lack.units <= 0 || lack.units > n.info->gpuUnits()) return std::nullopt;
+      lack.gpu = 1000 - roomGpu;  // what is missing for a whole free GPU
+      for (const framework::SessionGpuGroup& g : n.gpuGroups)
+        lack.groups.push_back(g.capacity > 0 ? lack.units - g.futureFree() : std::numeric_limits<int64_t>::max() / 4);
+    }
+  }
+  if (lack.met()) return std::nullopt;  // fits without victims: not this search's business
+  Chosen out;
+  std::vector<VictimFreed>& freed = freed_;
+  freed.clear();
+  if (keepChunks) out.chunks.reserve(onNode_[node].size());
+  // Pods of each victim job chosen so far: a job goes surplus pod by surplus pod while above its
+  // minMember, then the rest of it whole (after which it is done).
+  std::vector<std::pair<int, int>>& takenPods = takenPods_;  // (job, pods)
+  std::vector<int>& whole = whole_;
+  takenPods.clear();
+  whole.clear();
+  taken_.clear();
+  for (const Victim& v : onNode_[node]) {
+    if (lack.met()) break;
+    if (!eligibleCached(job, v)) continue;
+    if (std::find(whole.begin(), whole.end(), v.job) != whole.end()) continue;
+    const SessionJob& vj = ssn_.jobs()[v.job];
+    auto tp = std::find_if(takenPods.begin(), takenPods.end(), [&](const auto& p) { return p.first == v.job; });
+    const int already = tp == takenPods.end() ? 0 : tp->second;
+    const bool surplus = runningCount(vj) - already > vj.minMember();
+    std::vector<Victim>& chunk = scratch_;
+    chunk.assign(1, v);  // first: it places the chunk in victim order
+    if (!surplus)
+      for (const SessionTask& t : vj.tasks) {
+        if (!running(t) || t.index == v.task) continue;
+        const bool chosen = std::any_of(taken_.begin(), taken_.end(),
+                                        [&](const Victim& x) { return x.job == v.job && x.task == t.index; });
+        if (!chosen) chunk.push_back({v.job, t.index});
+      }
+    if (mode_ == VictimMode::Consolidate && chunk.size() != 1) continue;
+    VictimFreed f;
+    f.scalars.assign(lack.scalars.size(), 0);
+    f.first = v;
+    f.pods = static_cast<int>(chunk.size());
+    for (const Victim& c : chunk) {
+      const SessionTask& ct = ssn_.task(c.job, c.task);
+      if (ct.node != node || !running(ct)) continue;
+      const api::Resources& cr = ct.nodeRequest();
+      f.cpu += cr.milliCpu, f.mem += cr.memory, f.gpu += cr.milliGpu, ++f.slots;
+      for (size_t i = 0; i < lack.scalars.size(); ++i) f.scalars[i] += cr.get(lack.scalars[i].first);
+      if (lack.fractional && ct.sharesGpu()) {
+        const int64_t u = cache::gpuUnitsOn(*ct.info->gpuSpec, *n.info);
+        for (const std::string& id : ct.info->gpuGroups)
+          for (size_t g = 0; g < n.gpuGroups.size(); ++g)
+            if (n.gpuGroups[g].id == id) f.groupUnits.emplace_back(static_cast<int>(g), u);
+      }
+    }
+    if (!f.helps(lack)) continue;  // a victim that gives back nothing the claimant lacks stays
+    if (surplus) {
+      if (tp == takenPods.end()) takenPods.emplace_back(v.job, 1);
+      else ++tp->second;
+    } else {
+      whole.push_back(v.job);
+    }
+    f.applyTo(lack, +1);
+    freed.push_back(std::move(f));
+    taken_.insert(taken_.end(), chunk.begin(), chunk.end());
+    if (keepChunks) out.chunks.push_back(chunk);
+  }
+  if (freed.empty() || !lack.met()) return std::nullopt;
+  // Minimal: walking back from the last victim taken, drop every chunk the claimant can do without.
+  for (size_t i = freed.size() - 1; i-- > 0;) {
+    // A surplus pod stays taken when the rest of its job goes whole after it.
+    const int j = freed[i].first.job;
+    if (freed[i].pods == 1 && std::find(whole.begin(), whole.end(), j) != whole.end() &&
+        std::any_of(freed.begin() + static_cast<std::ptrdiff_t>(i) + 1, freed.end(),
+                    [&](const VictimFreed& c) { return c.first.job == j; }))
+      continue;
+    freed[i].applyTo(lack, -1);
+    if (lack.met()) {
+      freed.erase(freed.begin() + static_cast<std::ptrdiff_t>(i));
+      if (keepChunks) out.chunks.erase(out.chunks.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      freed[i].applyTo(lack, +1);
+    }
+  }
+  for (const VictimFreed& f : freed) out.slots += f.slots, out.count += f.pods;
+  out.last = freed.back().first;  // chunks follow the node's victim order: the last one's victim
+  return out;
+}
+
+std::optional<VictimSearch::Candidate> VictimSearch::evaluate(const SessionJob& job, const SessionTask& task, int node) {
+  std::optional<Chosen> chosen = choose(job, task, node, /*keepChunks=*/false);
+  if (!chosen) return std::nullopt;
+  // Node checks run with the victims gone: their pod slots are free again.
+  SessionNode& n = ssn_.nodes()[node];
+  n.podCount -= static_cast<int32_t>(chosen->slots);
   std::string unused;
-  if (count == 0 || !fits || !ssn_.predicate(task, n, unused)) return std::nullopt;
-  return Candidate{count, first, -ssn_.nodeScore(task, n), node, ssn_.nodeChanges().version(node)};
+  const bool ok = ssn_.predicate(task, n, unused);
+  n.podCount += static_cast<int32_t>(chosen->slots);
+  if (!ok) return std::nullopt;
+  return Candidate{chosen->count, chosen->last, -ssn_.nodeScore(task, n), node, ssn_.nodeChanges().version(node)};
 }
 
 std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTask& task,
                                           const framework::NodeDomain* domain, size_t max) {
   std::vector<int> out;
   // Nothing is evicted while evaluating, so whether a victim job may be taken is asked once per job.
-  auto resetVerdicts = [&] {
-    for (int j : touched_) verdict_[j] = -1;
-    touched_.clear();
-  };
   if (domain) {
     std::vector<Candidate> all;
     for (int ni : domain->nodes)
@@ -317,19 +549,40 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
 }
 
 bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, std::string& reason) {
+  const std::vector<int> pending = pendingTasks(ssn_, job);
+  // A job that needs one more pod, which fits as things are, needs no victim: asked before any
+  // operation, so that no statement is opened and discarded for it.
+  const size_t needed = mode_ == VictimMode::Consolidate ? pending.size()
+                                                         : static_cast<size_t>(std::max(0, job.minMember() - job.readyCount));
+  if (needed == 1 && !pending.empty()) {
+    ssn_.restrictTo(domain);
+    SessionTask& first = job.tasks[pending.front()];
+    const bool fitsAsIs = taskAllowed(ssn_, job, first).ok() && ssn_.findPlacement(first, /*allowPipeline=*/true).node >= 0;
+    ssn_.restrictTo(nullptr);
+    if (fitsAsIs) {
+      reason = "fits without victims";
+      return false;
+    }
+  }
   Statement stmt(ssn_);
   int evicted = 0;
-  for (int ti : pendingTasks(ssn_, job)) {
+  bool queueFreed = false;  // victims freed queue room: the pods wait for them to leave
+  for (int ti : pending) {
     ssn_.restrictTo(domain);  // replace() below lifts it
     if (ssn_.jobReady(job) && mode_ != VictimMode::Consolidate) break;  // evict for the minimum only
     SessionTask& task = job.tasks[ti];
     if (auto allowed = taskAllowed(ssn_, job, task); !allowed.ok()) {
-      reason = allowed.error().message;
-      break;
+      // Blocked by a queue's limit: victims under that queue free room in it (issue 15, item 9).
+      if (mode_ == VictimMode::Consolidate || !relievable(job, allowed.error().message) ||
+          !freeQueueRoom(stmt, job, task, evicted)) {
+        reason = allowed.error().message;
+        break;
+      }
+      queueFreed = true;
     }
     const framework::Placement p = ssn_.findPlacement(task, /*allowPipeline=*/true);
     if (p.node >= 0) {  // room freed by earlier victims, or there all along
-      if (p.pipelined) stmt.pipeline(task, p.node);
+      if (p.pipelined || queueFreed) stmt.pipeline(task, p.node);
       else stmt.allocate(task, p.node);
       continue;
     }
@@ -345,6 +598,11 @@ bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, s
   ssn_.restrictTo(nullptr);
   if (!ssn_.jobReady(job)) {
     if (reason.empty()) reason = "no eligible victims would make room";
+    stmt.discard();
+    return false;
+  }
+  if (evicted == 0) {  // the job needs no victim: placing it is allocate's job, not this action's
+    reason = "fits without victims";
     stmt.discard();
     return false;
   }

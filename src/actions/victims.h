@@ -2,8 +2,8 @@
 // Victim search shared by reclaim, preempt and consolidate (internal to src/actions).
 //
 // Node by node: for each pending pod of the claimant that does not fit as things are, pick the node
-// where it would fit after evicting the fewest eligible victims (ties: node score, then name),
-// evict them there in victim order (a gang at its minimum goes whole, an elastic job gives up
+// whose minimal set of useful victims ends earliest in victim order (ties: fewest victims, node
+// score, then name), evict them there (a gang at its minimum goes whole, an elastic job gives up
 // surplus pods one at a time), and pipeline the pod onto the released resources. Everything happens
 // inside one Statement: committed only when the claimant's gang is satisfied, discarded otherwise.
 // Searching node by node keeps the victim set small: a global victim order would evict pods on
@@ -20,6 +20,14 @@
 
 namespace tessera::actions {
 
+/// A running task as a victim: indices into Session::jobs() and the job's tasks.
+struct VictimSearchVictim {
+  int job = -1, task = -1;
+};
+
+/// What one chunk of victims gives back on a node (victims.cpp).
+struct VictimFreed;
+
 enum class VictimMode {
   Reclaim,      ///< victims in other queues (Session::reclaimable)
   Preempt,      ///< victims in the claimant's queue (Session::preemptable)
@@ -29,32 +37,67 @@ enum class VictimMode {
 class VictimSearch {
  public:
   VictimSearch(framework::Session& ssn, VictimMode mode, int maxVictims = 1 << 30);
+  ~VictimSearch();
 
   /// Tries to make room for `job`. On success the evictions and placements are committed and true
   /// is returned; otherwise nothing changes and `reason` says why.
   bool run(framework::SessionJob& job, std::string& reason);
 
  private:
-  struct Victim {
-    int job = -1, task = -1;
-  };
+  using Victim = VictimSearchVictim;
   /// run() inside `domain` (null: anywhere).
   bool runIn(framework::SessionJob& job, const framework::NodeDomain* domain, std::string& reason);
   bool eligible(const framework::SessionJob& claimant, const framework::SessionTask& victim) const;
   /// The tasks evicted together with `v`: its whole gang when the gang is at its minimum.
   std::vector<Victim> chunkOf(const Victim& v) const;
   void indexNodes();
-  /// Evicts victims on `node` until `task` fits (future room), then places it. False (and the
+  /// Evicts the victims choose() picks on `node`, then places `task` there. False (and the
   /// statement rolled back to where it was) when the node cannot be made to fit.
   bool makeRoomOn(framework::Statement& stmt, framework::SessionJob& job, framework::SessionTask& task, int node,
                   int& evicted);
+  /// When a limit of the claimant's queue or an ancestor blocks `task`, evicts eligible victims
+  /// counted under that limit, in victim order, until it no longer does. False (nothing evicted)
+  /// when they cannot.
+  bool freeQueueRoom(framework::Statement& stmt, framework::SessionJob& job, framework::SessionTask& task,
+                     int& evicted);
+  int parentOf(int queue) const;
+  /// Whether victims could relieve the capacity failure `why` (an OverLimit this mode can free).
+  bool relievable(const framework::SessionJob& job, const std::string& why) const;
+  std::string queueRoomKey(const framework::SessionJob& job, const framework::SessionTask& task) const;
+  bool queueRoomKnownFailed(const framework::SessionJob& job, const framework::SessionTask& task) const;
+  /// freeQueueRoom() failures by claimant key, with the node change count at that moment.
+  std::map<std::string, size_t> queueRoomFailedAt_;
   /// Places the evicted pods of a consolidation again, away from `avoid`.
   bool replace(framework::Statement& stmt, const std::vector<Victim>& victims, int avoid);
+
+  /// The victims to evict on one node so that a task fits there.
+  struct Chosen {
+    std::vector<std::vector<Victim>> chunks;  ///< in victim order; a gang's pods in one chunk
+    int count = 0;                            ///< pods in all chunks
+    int64_t slots = 0;                        ///< of them, pods on the node (pod slots freed)
+    Victim last;                              ///< the latest in victim order
+  };
+  /// Walks the node's victims in victim order, taking a chunk (a surplus pod, or a gang at its
+  /// minimum whole) only when it gives back something the task still lacks there (cpu, memory,
+  /// pod slots, extended resources, whole GPUs, or units of the GPU group a fractional task
+  /// would join), until the task fits; then, walking back from the last chunk taken, drops every
+  /// chunk the task can do without (the set is minimal). None when no eligible set makes room.
+  /// `keepChunks` false: only the count, slots and last victim are filled (ranking nodes).
+  std::optional<Chosen> choose(const framework::SessionJob& job, const framework::SessionTask& task, int node,
+                               bool keepChunks);
+  // choose()'s buffers, kept to spare allocations on the hot path.
+  std::vector<Victim> scratch_, taken_;
+  std::vector<VictimFreed> freed_;
+  std::vector<std::pair<int, int>> takenPods_;
+  std::vector<int> whole_;
+  /// eligible(), asked once per victim job until resetVerdicts().
+  bool eligibleCached(const framework::SessionJob& job, const Victim& v);
+  void resetVerdicts();
 
   /// A node where `task` fits after evicting `count` eligible victims; none when it cannot.
   struct Candidate {
     int count = 0;
-    Victim first;  ///< the most expendable victim taken there: equal counts prefer taking it
+    Victim last;  ///< the latest victim in victim order taken there: an earlier one is preferred
     int64_t negScore = 0;
     int node = -1;
     uint32_t version = 0;
@@ -78,7 +121,7 @@ class VictimSearch {
   std::vector<std::vector<Victim>> onNode_;  ///< running tasks per node, in victim order
   std::vector<int8_t> verdict_;              ///< per victim job during one scan: -1 unknown, 0/1
   std::vector<int> touched_;                 ///< verdict_ entries to reset after the scan
-  /// Per claimant shape: nodes by fewest victims, then victim order, best score, lowest index.
+  /// Per claimant shape: nodes by victim order of their sets (better()), best score, lowest index.
   using Ranking = framework::NodeRanking<Candidate, Better>;
   std::map<std::string, Ranking> rankings_;
   /// Signatures of jobs that found no solution, with the node change count at that moment.

@@ -140,6 +140,8 @@ class State {
         return api::makeError("queue " + ssn_.queues()[job.queue].name +
                               " would exceed its fair share: " + kResourceNames[r] + " " + fmt(r, q.allocated[r]) +
                               " + " + fmt(r, req[r]) + " > " + fmt(r, q.fairShare[r]));
+    // A limit that blocks (OverLimit) may still be relieved by victims under it (issue 15, item
+    // 9): the victim search decides.
     return capacity(job, resourcesOf(req));
   }
 
@@ -150,7 +152,7 @@ class State {
     ensureDivided();
     const SessionJob& vj = ssn_.jobs()[victim.job];
     if (claimant.queue < 0 || vj.queue < 0 || claimant.queue == vj.queue || !vj.preemptible) return false;
-    if (youngerThan(vj, &api::Queue::reclaimMinRuntime)) return false;
+    if (protectedByMinRuntime(vj, &api::Queue::reclaimMinRuntime)) return false;
     const Amounts req = minimumRequest(claimant);
     if (!mayTake(claimant.queue, vj.queue, req)) return false;
     // Where the paths diverge.
@@ -167,8 +169,9 @@ class State {
     return mayTake(a, b, req) && saturationOk(a, req);
   }
 
-  /// Victims: the most over-share queue first, then the lowest job priority (then the session's
-  /// tie-breaks: lowest task priority, newest, key).
+  /// Victims: the most over-share queue first, then the lowest job priority, then surplus pods of
+  /// an elastic job before a job at its minimum, then the newer job (then the session's
+  /// tie-breaks: lowest task priority, newest pod, key).
   int compareVictims(const SessionTask& l, const SessionTask& r) {
     ensureDivided();
     const SessionJob& lj = ssn_.jobs()[l.job];
@@ -176,13 +179,19 @@ class State {
     if (lj.queue != rj.queue && lj.queue >= 0 && rj.queue >= 0)
       if (int c = compareShares(rj.queue, {0, 0, 0}, lj.queue, {0, 0, 0})) return c;  // larger share first
     if (lj.priority != rj.priority) return lj.priority < rj.priority ? -1 : 1;
+    // An elastic job's surplus pods before a job at its minimum (which would go whole), as KAI.
+    const bool lSurplus = lj.readyCount > lj.minMember(), rSurplus = rj.readyCount > rj.minMember();
+    if (lSurplus != rSurplus) return lSurplus ? -1 : 1;
+    if (lj.index != rj.index && lj.info->creationTime != rj.info->creationTime)
+      return lj.info->creationTime > rj.info->creationTime ? -1 : 1;  // the newer job first
     if (l.info->taskPriority != r.info->taskPriority) return l.info->taskPriority < r.info->taskPriority ? -1 : 1;
     return 0;
   }
 
   bool preemptable(const SessionJob& claimant, const SessionTask& victim) const {
     const SessionJob& vj = ssn_.jobs()[victim.job];
-    return claimant.queue >= 0 && claimant.queue == vj.queue && !youngerThan(vj, &api::Queue::preemptMinRuntime);
+    return claimant.queue >= 0 && claimant.queue == vj.queue &&
+           !protectedByMinRuntime(vj, &api::Queue::preemptMinRuntime);
   }
 
   void onAllocate(const SessionTask& t, int sign) {
@@ -416,6 +425,12 @@ class State {
   }
 
   /// Whether the job has run for less than its queue's min runtime (`field`), inherited upward.
+  /// Min-runtime protects a job's pods up to its minimum only: the surplus pods of an elastic job
+  /// may be taken before it has passed (as KAI).
+  bool protectedByMinRuntime(const SessionJob& job, std::optional<api::Duration> api::Queue::*field) const {
+    return job.readyCount <= job.minMember() && youngerThan(job, field);
+  }
+
   bool youngerThan(const SessionJob& job, std::optional<api::Duration> api::Queue::*field) const {
     std::optional<api::Duration> min;
     for (int c = job.queue; c >= 0 && !min; c = q_[c].parent)

@@ -1,5 +1,6 @@
 // The victim search of reclaim and preempt at the session level: which node and which pods go.
-// The claimant takes the node that needs the fewest victims; an elastic victim above its minMember
+// The claimant takes the node whose victim set comes first in victim order (fewer victims break
+// ties); an elastic victim above its minMember
 // loses surplus pods only; a gang at its minMember goes whole; nothing is committed when the
 // victims would not make room.
 #include <catch2/catch.hpp>
@@ -27,19 +28,35 @@ using tessera::testing::TestCluster;
 // Queues for reclaim: a (quota 4) asks for `claim` GPUs, b (quota 4) holds 8 of 8.
 // Fair shares: a min(4, claim), b 4 + the rest; b is over its share.
 
-TEST_CASE("reclaim: the claimant takes the node needing the fewest victims", "[actions][victims]") {
-  // n1 runs four 1-GPU pods of b, n2 two 2-GPU pods. A 2-GPU claimant needs 2 victims on n1 but
-  // one on n2: exactly one 2-GPU pod on n2 is evicted.
+TEST_CASE("reclaim: the claimant takes the node whose victims come first in victim order", "[actions][victims]") {
+  // n1 runs four 1-GPU pods of b, n2 two newer 2-GPU pods. A 2-GPU claimant could take two pods on
+  // n1 or one on n2; n2's pods are the newest, first in victim order: one 2-GPU pod on n2 goes.
   Env e("reclaim");
+  const std::string old = "2025-12-30T00:00:00Z", young = "2025-12-30T06:00:00Z";
   auto r = e.run(node("n1", 4) + node("n2", 4),
-                 queue("a", "4") + queue("b", "4") + pod("b1", "b", 1, "n1") + pod("b2", "b", 1, "n1") +
-                     pod("b3", "b", 1, "n1") + pod("b4", "b", 1, "n1") + pod("b5", "b", 2, "n2") +
-                     pod("b6", "b", 2, "n2") + pod("claim", "a", 2));
+                 queue("a", "4") + queue("b", "4") + pod("b1", "b", 1, "n1", "train", "", old) +
+                     pod("b2", "b", 1, "n1", "train", "", old) + pod("b3", "b", 1, "n1", "train", "", old) +
+                     pod("b4", "b", 1, "n1", "train", "", old) + pod("b5", "b", 2, "n2", "train", "", young) +
+                     pod("b6", "b", 2, "n2", "train", "", young) + pod("claim", "a", 2));
   REQUIRE(r.evictions.size() == 1);
   CHECK((r.evictions[0].podKey == "t/b5" || r.evictions[0].podKey == "t/b6"));
   CHECK(r.evictions[0].node == "n2");
   CHECK(pipelinedTo(r, "t/claim") == "n2");
   CHECK_THAT(r.evictions[0].reason, Catch::Contains("reclaimed by queue a for pod t/claim"));
+}
+
+TEST_CASE("reclaim: fewer victims break ties of victim order", "[actions][victims]") {
+  // As above, but n1's pods are the newest: the order prefers taking two of them (issue 15: the
+  // victim order before the count).
+  Env e("reclaim");
+  const std::string old = "2025-12-30T00:00:00Z", young = "2025-12-30T06:00:00Z";
+  auto r = e.run(node("n1", 4) + node("n2", 4),
+                 queue("a", "4") + queue("b", "4") + pod("b1", "b", 1, "n1", "train", "", young) +
+                     pod("b2", "b", 1, "n1", "train", "", young) + pod("b3", "b", 1, "n1", "train", "", young) +
+                     pod("b4", "b", 1, "n1", "train", "", young) + pod("b5", "b", 2, "n2", "train", "", old) +
+                     pod("b6", "b", 2, "n2", "train", "", old) + pod("claim", "a", 2));
+  CHECK(evicted(r).size() == 2);
+  CHECK(pipelinedTo(r, "t/claim") == "n1");
 }
 
 TEST_CASE("reclaim: an elastic victim above minMember loses surplus pods only", "[actions][victims]") {
@@ -59,11 +76,14 @@ TEST_CASE("reclaim: an elastic victim above minMember loses surplus pods only", 
 TEST_CASE("reclaim: victims are counted as whole gangs when choosing the node", "[actions][victims]") {
   // n1 (6 GPUs): b's gang g (minMember 3) runs three 2-GPU pods. n2 (4 GPUs): four 1-GPU pods of b.
   // A 2-GPU claimant: on n1 one gang pod would free enough, but the gang goes whole (3 pods); on n2
-  // two pods do. The smallest victim set is the two pods on n2.
+  // two pods do, and they are newer than the gang (first in victim order): the two pods on n2.
   Env e("reclaim");
-  std::string y = queue("a", "5") + queue("b", "5") + group("g", "b", 3);
-  for (int i = 0; i < 3; ++i) y += pod("g-" + std::to_string(i), "b", 2, "n1", "train", "g");
-  for (int i = 0; i < 4; ++i) y += pod("other-" + std::to_string(i), "b", 1, "n2");
+  std::string y = queue("a", "5") + queue("b", "5") +
+                  "apiVersion: scheduling.tessera.dev/v1alpha1\nkind: PodGroup\nmetadata: {name: g, namespace: t, "
+                  "creationTimestamp: \"2025-12-29T00:00:00Z\"}\nspec: {minMember: 3, queue: b, priorityClassName: "
+                  "train}\n---\n";
+  for (int i = 0; i < 3; ++i) y += pod("g-" + std::to_string(i), "b", 2, "n1", "train", "g", "2025-12-29T00:00:00Z");
+  for (int i = 0; i < 4; ++i) y += pod("other-" + std::to_string(i), "b", 1, "n2", "train", "", "2025-12-30T00:00:00Z");
   auto r = e.run(node("n1", 6) + node("n2", 4), y + pod("claim", "a", 2));
   const auto ev = evicted(r);
   CHECK(ev.size() == 2);

@@ -1,0 +1,180 @@
+// The exhaustive victim oracle (issue 15): thousands of random small clusters, each run for one
+// cycle through the real scheduler (app::runScenarioFile on a scenario file written to a temp
+// directory; the evictions, binds and pipelines are read from its timeline), each judged against
+// the brute force of victim_model.h.
+//
+//   TESSERA_ORACLE_CASES=N   how many seeds (default: TESSERA_ORACLE_DEFAULT_CASES from CMake,
+//                            3000 in a normal build, 200 under the sanitizers)
+//   TESSERA_ORACLE_SEED=S    the first seed (default 1); seeds S .. S+N-1 run
+//   TESSERA_ORACLE_SHOW=K    how many failing seeds to print in full (default 3)
+// A failing seed is kept as a scenario file (with the expected outcome as expectations) in the
+// temp directory; `tessera check FILE` and `tessera simulate FILE` reproduce it.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "tessera/app/scenario.h"
+#include "victim_generate.h"
+#include "victim_model.h"
+
+#ifndef TESSERA_ORACLE_DEFAULT_CASES
+#define TESSERA_ORACLE_DEFAULT_CASES 3000
+#endif
+
+namespace tessera::oracle {
+namespace {
+
+long envLong(const char* name, long fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::strtol(v, nullptr, 10) : fallback;
+}
+
+/// What one cycle did, read from the scenario timeline.
+struct Observed {
+  std::vector<std::string> evicted, bound, pipelined;
+  std::string timeline;
+};
+
+Observed observe(const std::string& timeline) {
+  Observed o;
+  o.timeline = timeline;
+  std::istringstream in(timeline);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream words(line);
+    std::string verb, pod;
+    words >> verb >> pod;
+    if (verb == "evict") o.evicted.push_back(pod);
+    else if (verb == "bind") o.bound.push_back(pod);
+    else if (verb == "pipeline") o.pipelined.push_back(pod);
+  }
+  return o;
+}
+
+struct Run {
+  bool failed = false;
+  std::string kind;  ///< "fits as is", "victims", "no solution"
+  std::string rule, detail, file, scenario, timeline;
+};
+
+Run runOne(uint64_t seed, const std::filesystem::path& dir) {
+  Run r;
+  const Case c = generate(seed);
+  Expected e;
+  try {
+    e = expectedOutcome(c);
+  } catch (const std::exception& ex) {
+    r.rule = "skipped";
+    r.detail = ex.what();
+    return r;
+  }
+  r.kind = e.fitsWithoutVictims ? "fits as is" : (e.solvable ? "needs victims" : "no allowed set fits");
+  r.scenario = renderScenario(c, &e);
+  r.file = (dir / ("victim-oracle-seed-" + std::to_string(seed) + ".yaml")).string();
+  {
+    std::ofstream out(r.file);
+    out << r.scenario;
+  }
+  std::ostringstream timeline;
+  app::ScenarioOptions opts;
+  opts.timeline = &timeline;
+  const app::ScenarioOutcome outcome = app::runScenarioFile(r.file, opts);
+  r.timeline = timeline.str();
+  if (outcome.loadError) {
+    r.failed = true;
+    r.rule = "load";
+    r.detail = outcome.failures.empty() ? "" : outcome.failures.front();
+    return r;
+  }
+  const Observed o = observe(r.timeline);
+  std::map<std::string, int> byKey;
+  for (size_t i = 0; i < c.pods.size(); ++i) byKey["t/" + c.pods[i].name] = int(i);
+  std::vector<int> evicted;
+  for (const std::string& k : o.evicted) {
+    auto it = byKey.find(k);
+    if (it == byKey.end()) {
+      r.failed = true;
+      r.rule = "(c) allowed";
+      r.detail = "evicted " + k + ", which is no running pod of the case";
+      return r;
+    }
+    evicted.push_back(it->second);
+  }
+  bool placed = true;
+  for (int p : c.jobs[size_t(c.claimant)].pods) {
+    const std::string k = "t/" + c.pods[size_t(p)].name;
+    const bool here =
+        std::count(o.bound.begin(), o.bound.end(), k) + std::count(o.pipelined.begin(), o.pipelined.end(), k) > 0;
+    placed = placed && here;
+  }
+  const Verdict v = judge(c, e, evicted, placed);
+  r.failed = !v.ok;
+  r.rule = v.rule;
+  r.detail = v.detail;
+  // The scenario's own expectations must agree with the verdict (they are what a reader re-runs).
+  if (!r.failed && !outcome.passed()) {
+    r.failed = true;
+    r.rule = "expectations";
+    r.detail = outcome.failures.front();
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("victim oracle: preempt, reclaim and consolidate evict the first minimal allowed set", "[oracle]") {
+  const long cases = envLong("TESSERA_ORACLE_CASES", TESSERA_ORACLE_DEFAULT_CASES);
+  const long first = envLong("TESSERA_ORACLE_SEED", 1);
+  const long show = envLong("TESSERA_ORACLE_SHOW", 3);
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("tessera-victim-oracle-" + std::to_string(first));
+  std::filesystem::create_directories(dir);
+
+  std::map<std::string, std::vector<uint64_t>> failures;  // rule -> seeds
+  std::map<std::string, int> perMode, perModeFailed, perKind, perKindFailed;
+  long failed = 0, skipped = 0, shown = 0;
+  for (long i = 0; i < cases; ++i) {
+    const uint64_t seed = uint64_t(first + i);
+    const Run r = runOne(seed, dir);
+    const std::string mode = modeName(generate(seed).mode);
+    ++perMode[mode];
+    ++perKind[mode + ", " + r.kind];
+    if (r.failed) ++perKindFailed[mode + ", " + r.kind];
+    if (r.rule == "skipped") {
+      ++skipped;
+      continue;
+    }
+    if (!r.failed) {
+      std::filesystem::remove(r.file);
+      continue;
+    }
+    ++failed;
+    ++perModeFailed[mode];
+    failures[r.rule].push_back(seed);
+    if (shown++ < show)
+      std::cout << "---- victim oracle: seed " << seed << " (" << mode << ") breaks " << r.rule << ": " << r.detail
+                << "\n---- scenario kept at " << r.file << "\n"
+                << r.scenario << "---- what the scheduler did:\n"
+                << r.timeline << "\n";
+  }
+  std::cout << "victim oracle: " << cases << " seeds from " << first << ", " << failed << " failed, " << skipped
+            << " skipped (search too large)\n";
+  for (const auto& [mode, n] : perMode)
+    std::cout << "  " << mode << ": " << perModeFailed[mode] << " of " << n << " failed\n";
+  for (const auto& [kind, n] : perKind)
+    if (!kind.empty()) std::cout << "  " << kind << ": " << perKindFailed[kind] << " of " << n << " failed\n";
+  for (const auto& [rule, seeds] : failures) {
+    std::cout << "  " << rule << ": " << seeds.size() << " seeds, e.g.";
+    for (size_t k = 0; k < seeds.size() && k < 12; ++k) std::cout << " " << seeds[k];
+    std::cout << "\n";
+  }
+  if (failed > 0) std::cout << "  failing seeds are kept as scenario files in " << dir.string() << "\n";
+  CHECK(failed == 0);
+}
+
+}  // namespace tessera::oracle
