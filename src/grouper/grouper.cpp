@@ -3,6 +3,7 @@
 #include "tessera/grouper/grouper.h"
 
 #include <map>
+#include <set>
 
 #include "tessera/api/kinds.h"
 #include "tessera/api/log.h"
@@ -19,10 +20,19 @@ std::string str(const Json& j, const char* a, const char* b) {
   return j[a][b].get<std::string>();
 }
 
+/// obj.metadata.<field>, or null (const operator[] on a missing key is undefined behaviour).
+const Json& metadataField(const Json& obj, const char* field) {
+  static const Json kNull;
+  auto meta = obj.find("metadata");
+  if (meta == obj.end() || !meta->is_object()) return kNull;
+  auto it = meta->find(field);
+  return it == meta->end() ? kNull : *it;
+}
+
 bool hasPodGroupKey(const Json& pod) {
-  const Json& meta = pod["metadata"];
-  auto has = [&meta](const char* map, const char* key) {
-    return meta.contains(map) && meta[map].is_object() && meta[map].contains(key);
+  auto has = [&pod](const char* map, const char* key) {
+    const Json& m = metadataField(pod, map);
+    return m.is_object() && m.contains(key);
   };
   return has("annotations", api::keys::kPodGroupAnnotation) ||
          has("annotations", api::keys::kPodGroupAnnotationVolcano) ||
@@ -31,9 +41,8 @@ bool hasPodGroupKey(const Json& pod) {
 
 /// The controller reference of an object (else its first reference); null when it has none.
 const Json* controllerRef(const Json& obj) {
-  const Json& meta = obj["metadata"];
-  if (!meta.contains("ownerReferences") || !meta["ownerReferences"].is_array()) return nullptr;
-  const Json& refs = meta["ownerReferences"];
+  const Json& refs = metadataField(obj, "ownerReferences");
+  if (!refs.is_array()) return nullptr;
   for (const Json& r : refs)
     if (r.is_object() && r.value("controller", false)) return &r;
   return !refs.empty() && refs[0].is_object() ? &refs[0] : nullptr;
@@ -61,7 +70,8 @@ std::vector<Owner> Grouper::ownersOf(const Json& pod) {
     if (!kind) return;
     auto got = client_.get(*kind, ns, o.name);
     if (!got.ok()) {
-      if (got.error().code != 404) log::warning("pod grouper: reading ", o.kind, " ", ns, "/", o.name, ": ", got.error().message);
+      if (got.error().code != 404)
+        log::warning("pod grouper: reading ", o.kind, " ", ns, "/", o.name, ": ", got.error().message);
       return;
     }
     o.object = std::move(*got);
@@ -69,7 +79,8 @@ std::vector<Owner> Grouper::ownersOf(const Json& pod) {
   };
   // LeaderWorkerSet pods hang under StatefulSets (the workers' under the leader pod): its labels
   // name the set directly.
-  if (const Json& labels = pod["metadata"]["labels"]; labels.is_object() && labels.contains(kLwsNameLabel)) {
+  if (const Json& labels = metadataField(pod, "labels");
+      labels.is_object() && labels.contains(kLwsNameLabel) && labels[kLwsNameLabel].is_string()) {
     const api::KindInfo& info = api::kindInfo(api::Kind::LeaderWorkerSet);
     Owner o{info.apiVersion(), std::string(info.name), labels[kLwsNameLabel].get<std::string>(), "", Json()};
     read(o);
@@ -77,12 +88,35 @@ std::vector<Owner> Grouper::ownersOf(const Json& pod) {
   }
   const Json* ref = controllerRef(pod);
   for (int depth = 0; ref != nullptr && depth < kMaxOwnerDepth; ++depth) {
-    Owner o{ref->value("apiVersion", ""), ref->value("kind", ""), ref->value("name", ""), ref->value("uid", ""), Json()};
+    Owner o{ref->value("apiVersion", ""), ref->value("kind", ""), ref->value("name", ""), ref->value("uid", ""),
+            Json()};
     read(o);
     owners.push_back(std::move(o));
     ref = owners.back().object.is_object() ? controllerRef(owners.back().object) : nullptr;
   }
   return owners;
+}
+
+bool Grouper::ensurePodGroup(const PodGroupPlan& plan, GroupingReport& report) {
+  const std::string key = plan.namespace_ + "/" + plan.name;
+  auto existing = client_.get(api::Kind::PodGroup, plan.namespace_, plan.name);
+  if (existing.ok()) return true;  // adopted as it is
+  if (existing.error().code != 404) {
+    log::warning("pod grouper: reading PodGroup ", key, ": ", existing.error().message);
+    ++report.failures;
+    return false;
+  }
+  auto created = client_.create(api::Kind::PodGroup, podGroupObject(plan));
+  if (created.ok()) {
+    log::info("pod grouper: created PodGroup ", key, " (minMember ", plan.minMember, ") for ", plan.owner.kind, " ",
+              plan.owner.name);
+    report.podGroups.push_back(std::move(*created));
+    return true;
+  }
+  if (created.error().code == 409) return true;  // made meanwhile: adopted
+  log::warning("pod grouper: creating PodGroup ", key, ": ", created.error().message);
+  ++report.failures;
+  return false;
 }
 
 GroupingReport Grouper::run(const std::string& schedulerName) {
@@ -96,40 +130,31 @@ GroupingReport Grouper::run(const std::string& schedulerName) {
     return report;
   }
   std::map<std::string, Json> namespaces;  // read once per pass
-  std::map<std::string, bool> ensured;     // "ns/name" -> the PodGroup exists
+  std::set<std::string> ensured;           // "ns/name" of PodGroups known to exist
   for (const Json& pod : pods->items) {
-    if (hasPodGroupKey(pod) || pod["metadata"].contains("deletionTimestamp")) continue;
+    if (hasPodGroupKey(pod) || !metadataField(pod, "deletionTimestamp").is_null()) continue;
     const std::string ns = str(pod, "metadata", "namespace");
     const std::string podName = str(pod, "metadata", "name");
     if (!namespaces.count(ns)) {
       auto got = client_.get(api::Kind::Namespace, "", ns);
       namespaces[ns] = got.ok() ? std::move(*got) : Json();
     }
-    auto plan = planFor(pod, ownersOf(pod), namespaces[ns]);
+    std::optional<PodGroupPlan> plan;
+    try {
+      plan = planFor(pod, ownersOf(pod), namespaces[ns]);
+    } catch (const std::exception& e) {  // a malformed ownerReference or workload spec
+      log::warning("pod grouper: pod ", ns, "/", podName, ": ", e.what(), " (left as it is)");
+      ++report.failures;
+      continue;
+    }
     if (!plan) continue;
     const std::string key = ns + "/" + plan->name;
     if (!ensured.count(key)) {
-      auto existing = client_.get(api::Kind::PodGroup, ns, plan->name);
-      if (!existing.ok() && existing.error().code == 404) {
-        auto created = client_.create(api::Kind::PodGroup, podGroupObject(*plan));
-        if (created.ok()) {
-          log::info("pod grouper: created PodGroup ", key, " (minMember ", plan->minMember, ") for ", plan->owner.kind,
-                    " ", plan->owner.name);
-          report.podGroups.push_back(std::move(*created));
-        } else if (created.error().code != 409) {  // 409: made meanwhile, adopt it
-          log::warning("pod grouper: creating PodGroup ", key, ": ", created.error().message);
-          ++report.failures;
-          continue;
-        }
-      } else if (!existing.ok()) {
-        log::warning("pod grouper: reading PodGroup ", key, ": ", existing.error().message);
-        ++report.failures;
-        continue;
-      }
-      ensured[key] = true;
+      if (!ensurePodGroup(*plan, report)) continue;
+      ensured.insert(key);
     }
     Json patch = {{"metadata", {{"annotations", {{api::keys::kPodGroupAnnotation, plan->name}}}}}};
-    const Json& labels = pod["metadata"]["labels"];
+    const Json& labels = metadataField(pod, "labels");
     const bool hasSubGroup = labels.is_object() && (labels.contains(api::keys::kSubGroupLabel) ||
                                                     labels.contains(api::keys::kSubGroupLabelKai));
     if (!plan->podSubGroup.empty() && !hasSubGroup)

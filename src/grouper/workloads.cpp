@@ -229,11 +229,12 @@ std::optional<PodGroupPlan> planFor(const Json& pod, const std::vector<Owner>& o
 
 Json podGroupObject(const PodGroupPlan& plan) {
   Json pg = {{"apiVersion", "scheduling.tessera.dev/v1alpha1"}, {"kind", "PodGroup"}};
-  pg["metadata"] = {{"name", plan.name},
-                    {"namespace", plan.namespace_},
-                    {"labels", {{keys::kGeneratedLabel, "true"}}},
-                    {"annotations", {{keys::kWorkloadAnnotation,
-                                      plan.owner.apiVersion + "/" + plan.owner.kind + "/" + plan.owner.name}}}};
+  pg["metadata"] = {
+      {"name", plan.name},
+      {"namespace", plan.namespace_},
+      {"labels", {{keys::kGeneratedLabel, "true"}}},
+      {"annotations",
+       {{keys::kWorkloadAnnotation, plan.owner.apiVersion + "/" + plan.owner.kind + "/" + plan.owner.name}}}};
   if (!plan.owner.uid.empty()) {
     pg["metadata"]["ownerReferences"] = Json::array({{{"apiVersion", plan.owner.apiVersion},
                                                       {"kind", plan.owner.kind},
@@ -260,13 +261,20 @@ Json podGroupObject(const PodGroupPlan& plan) {
 
 bool isWorkloadKind(api::Kind kind) {
   switch (kind) {
-    case api::Kind::Job: case api::Kind::JobSet: case api::Kind::PyTorchJob: case api::Kind::TFJob:
-    case api::Kind::MPIJob: case api::Kind::XGBoostJob: case api::Kind::PaddleJob: case api::Kind::JAXJob:
-    case api::Kind::TrainJob: case api::Kind::RayCluster: case api::Kind::RayJob: case api::Kind::RayService:
-    case api::Kind::LeaderWorkerSet:
-      return true;
-    default:
-      return false;
+    case api::Kind::Job:
+    case api::Kind::JobSet:
+    case api::Kind::PyTorchJob:
+    case api::Kind::TFJob:
+    case api::Kind::MPIJob:
+    case api::Kind::XGBoostJob:
+    case api::Kind::PaddleJob:
+    case api::Kind::JAXJob:
+    case api::Kind::TrainJob:
+    case api::Kind::RayCluster:
+    case api::Kind::RayJob:
+    case api::Kind::RayService:
+    case api::Kind::LeaderWorkerSet: return true;
+    default: return false;
   }
 }
 

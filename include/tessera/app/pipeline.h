@@ -44,9 +44,9 @@ class Pipeline {
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;
 
-  /// One scheduling cycle: the pod grouper gives new workload pods their PodGroups, the scheduler decides, the binder is handed the decisions, GPU
-  /// reservations no pod uses any more are collected, and the status writer gets the cycle's
-  /// desired state. Called from one thread.
+  /// One scheduling cycle: the pod grouper gives new workload pods their PodGroups, the scheduler
+  /// decides, the binder is handed the decisions, GPU reservations no pod uses any more are
+  /// collected, and the status writer gets the cycle's desired state. Called from one thread.
   framework::SessionResult runCycle(framework::CycleStats* stats = nullptr);
 
   cache::Cache& cache() { return cache_; }

@@ -4,10 +4,10 @@
 /// PodGroups by hand. Rules follow KAI-Scheduler's PodGrouper; docs/workloads.md lists them per kind.
 ///
 /// One PodGroup per workload (per group for a LeaderWorkerSet; Deployment, StatefulSet and bare pods
-/// stay groups of one unless their namespace names a queue), in the pod's namespace, owned by the workload (ownerReference: garbage-collected
-/// with it), named deterministically (`pg-<kind>-<name>`); pods get annotation `pod-group-name` and,
-/// where the workload has roles, label `tessera.dev/subgroup`. An existing PodGroup of that name is
-/// adopted as it is (pods created later join it).
+/// stay groups of one unless their namespace names a queue), in the pod's namespace, owned by the workload
+/// (ownerReference: garbage-collected with it), named deterministically (`pg-<kind>-<name>`); pods get annotation
+/// `pod-group-name` and, where the workload has roles, label `tessera.dev/subgroup`. An existing PodGroup of that name
+/// is adopted as it is (pods created later join it).
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -96,6 +96,8 @@ class Grouper {
 
  private:
   std::vector<Owner> ownersOf(const Json& pod);
+  /// Creates the plan's PodGroup unless one of that name exists; false on an API error.
+  bool ensurePodGroup(const PodGroupPlan& plan, GroupingReport& report);
   cache::ClusterClient& client_;
 };
 

@@ -66,11 +66,13 @@ struct Fixture {
 
 TEST_CASE("a PyTorchJob is one gang of master and workers, with its scheduling policy") {
   Fixture f;
-  const Json job = f.workload(Kind::PyTorchJob, "kubeflow.org/v1", "train",
-                              {{"pytorchReplicaSpecs", {{"Master", {{"replicas", 1}}}, {"Worker", {{"replicas", 3}}}}},
-                               {"runPolicy", {{"schedulingPolicy", {{"queue", "team-a"}, {"priorityClass", "train"}}}}}});
+  const Json job =
+      f.workload(Kind::PyTorchJob, "kubeflow.org/v1", "train",
+                 {{"pytorchReplicaSpecs", {{"Master", {{"replicas", 1}}}, {"Worker", {{"replicas", 3}}}}},
+                  {"runPolicy", {{"schedulingPolicy", {{"queue", "team-a"}, {"priorityClass", "train"}}}}}});
   f.pod("train-master-0", job, {{"training.kubeflow.org/replica-type", "master"}});
-  for (int i = 0; i < 3; ++i) f.pod("train-worker-" + std::to_string(i), job, {{"training.kubeflow.org/replica-type", "worker"}});
+  for (int i = 0; i < 3; ++i)
+    f.pod("train-worker-" + std::to_string(i), job, {{"training.kubeflow.org/replica-type", "worker"}});
   const auto report = f.grouper.run("tessera");
   CHECK(report.podGroups.size() == 1);
   CHECK(report.pods.size() == 4);
@@ -132,13 +134,17 @@ TEST_CASE("a batch Job's pods are independent unless it asks for a gang") {
 
 TEST_CASE("a JobSet is one gang of all its replicated jobs, one subgroup each") {
   Fixture f;
-  const Json set = f.workload(
-      Kind::JobSet, "jobset.x-k8s.io/v1alpha2", "js",
-      {{"replicatedJobs",
-        {{{"name", "driver"}, {"replicas", 1}}, {{"name", "workers"}, {"replicas", 2}, {"template", {{"spec", {{"parallelism", 2}}}}}}}}});
+  const Json set =
+      f.workload(Kind::JobSet, "jobset.x-k8s.io/v1alpha2", "js",
+                 {{"replicatedJobs",
+                   {{{"name", "driver"}, {"replicas", 1}},
+                    {{"name", "workers"}, {"replicas", 2}, {"template", {{"spec", {{"parallelism", 2}}}}}}}}});
   Json job = f.workload(Kind::Job, "batch/v1", "js-workers-0", {{"parallelism", 2}});
-  job["metadata"]["ownerReferences"] = Json::array({{{"apiVersion", "jobset.x-k8s.io/v1alpha2"}, {"kind", "JobSet"},
-                                                     {"name", "js"}, {"uid", set["metadata"]["uid"]}, {"controller", true}}});
+  job["metadata"]["ownerReferences"] = Json::array({{{"apiVersion", "jobset.x-k8s.io/v1alpha2"},
+                                                     {"kind", "JobSet"},
+                                                     {"name", "js"},
+                                                     {"uid", set["metadata"]["uid"]},
+                                                     {"controller", true}}});
   job = *f.cluster.update(Kind::Job, job);
   f.pod("js-workers-0-0", job, {{"jobset.sigs.k8s.io/replicatedjob-name", "workers"}});
   f.grouper.run("tessera");
@@ -150,14 +156,23 @@ TEST_CASE("a JobSet is one gang of all its replicated jobs, one subgroup each") 
 
 TEST_CASE("a RayCluster gangs its head and minReplicas; a RayJob's goes through its RayCluster") {
   Fixture f;
-  const Json rayJob = f.workload(Kind::RayJob, "ray.io/v1", "rj", Json::object(), {{"labels", {{"tessera.dev/queue", "research"}}}});
-  Json rc = {{"apiVersion", "ray.io/v1"}, {"kind", "RayCluster"},
-             {"metadata", {{"name", "rc"}, {"namespace", "default"},
-                           {"ownerReferences", Json::array({{{"apiVersion", "ray.io/v1"}, {"kind", "RayJob"}, {"name", "rj"},
-                                                             {"uid", rayJob["metadata"]["uid"]}, {"controller", true}}})}}},
-             {"spec", {{"headGroupSpec", Json::object()},
-                       {"workerGroupSpecs", {{{"groupName", "gpu"}, {"minReplicas", 2}, {"maxReplicas", 8}},
-                                             {{"groupName", "cpu"}, {"minReplicas", 1}, {"numOfHosts", 2}}}}}}};
+  const Json rayJob =
+      f.workload(Kind::RayJob, "ray.io/v1", "rj", Json::object(), {{"labels", {{"tessera.dev/queue", "research"}}}});
+  Json rc = {{"apiVersion", "ray.io/v1"},
+             {"kind", "RayCluster"},
+             {"metadata",
+              {{"name", "rc"},
+               {"namespace", "default"},
+               {"ownerReferences", Json::array({{{"apiVersion", "ray.io/v1"},
+                                                 {"kind", "RayJob"},
+                                                 {"name", "rj"},
+                                                 {"uid", rayJob["metadata"]["uid"]},
+                                                 {"controller", true}}})}}},
+             {"spec",
+              {{"headGroupSpec", Json::object()},
+               {"workerGroupSpecs",
+                {{{"groupName", "gpu"}, {"minReplicas", 2}, {"maxReplicas", 8}},
+                 {{"groupName", "cpu"}, {"minReplicas", 1}, {"numOfHosts", 2}}}}}}};
   rc = f.add(Kind::RayCluster, rc);
   f.pod("rc-head", rc, {{"ray.io/node-type", "head"}});
   f.pod("rc-gpu-1", rc, {{"ray.io/node-type", "worker"}, {"ray.io/group", "gpu"}});
@@ -194,7 +209,8 @@ TEST_CASE("bare pods stay groups of one unless their namespace names a queue") {
   CHECK(f.groupOf("lonely").empty());
   CHECK(f.cluster.list(Kind::PodGroup).value().items.empty());
 
-  f.add(Kind::Namespace, {{"apiVersion", "v1"}, {"kind", "Namespace"},
+  f.add(Kind::Namespace, {{"apiVersion", "v1"},
+                          {"kind", "Namespace"},
                           {"metadata", {{"name", "default"}, {"labels", {{"tessera.dev/queue", "team-b"}}}}}});
   f.pod("queued", Json());
   f.grouper.run("tessera");
@@ -206,8 +222,8 @@ TEST_CASE("bare pods stay groups of one unless their namespace names a queue") {
 
 TEST_CASE("an unknown owner gives an independent PodGroup that records it") {
   Fixture f;
-  const Json owner = {{"apiVersion", "example.com/v1"}, {"kind", "Widget"},
-                      {"metadata", {{"name", "w"}, {"uid", "widget-uid"}}}};
+  const Json owner = {
+      {"apiVersion", "example.com/v1"}, {"kind", "Widget"}, {"metadata", {{"name", "w"}, {"uid", "widget-uid"}}}};
   f.pod("w-0", owner);
   f.grouper.run("tessera");
   const Json pg = f.podGroup("pg-widget-w");
@@ -218,13 +234,16 @@ TEST_CASE("an unknown owner gives an independent PodGroup that records it") {
 
 TEST_CASE("overrides: grouping off, topology, a malformed min-member is ignored") {
   Fixture f;
-  const Json off = f.workload(Kind::PyTorchJob, "kubeflow.org/v1", "off", {{"pytorchReplicaSpecs", {{"Worker", {{"replicas", 2}}}}}},
-                              {{"annotations", {{"tessera.dev/pod-grouping", "false"}}}});
+  const Json off =
+      f.workload(Kind::PyTorchJob, "kubeflow.org/v1", "off", {{"pytorchReplicaSpecs", {{"Worker", {{"replicas", 2}}}}}},
+                 {{"annotations", {{"tessera.dev/pod-grouping", "false"}}}});
   f.pod("off-0", off);
-  const Json topo = f.workload(Kind::PyTorchJob, "kubeflow.org/v1", "topo", {{"pytorchReplicaSpecs", {{"Worker", {{"replicas", 2}}}}}},
-                               {{"annotations", {{"tessera.dev/topology", "dc"},
-                                                 {"tessera.dev/topology-required-level", "rack"},
-                                                 {"tessera.dev/min-member", "lots"}}}});
+  const Json topo = f.workload(Kind::PyTorchJob, "kubeflow.org/v1", "topo",
+                               {{"pytorchReplicaSpecs", {{"Worker", {{"replicas", 2}}}}}},
+                               {{"annotations",
+                                 {{"tessera.dev/topology", "dc"},
+                                  {"tessera.dev/topology-required-level", "rack"},
+                                  {"tessera.dev/min-member", "lots"}}}});
   f.pod("topo-0", topo);
   f.grouper.run("tessera");
   CHECK(f.groupOf("off-0").empty());
@@ -236,9 +255,12 @@ TEST_CASE("overrides: grouping off, topology, a malformed min-member is ignored"
 
 TEST_CASE("an existing PodGroup of the name is adopted; pods with a group or another scheduler are left alone") {
   Fixture f;
-  const Json job = f.workload(Kind::PyTorchJob, "kubeflow.org/v1", "mine", {{"pytorchReplicaSpecs", {{"Worker", {{"replicas", 8}}}}}});
-  f.add(Kind::PodGroup, {{"apiVersion", "scheduling.tessera.dev/v1alpha1"}, {"kind", "PodGroup"},
-                         {"metadata", {{"name", "pg-pytorchjob-mine"}}}, {"spec", {{"minMember", 2}}}});
+  const Json job = f.workload(Kind::PyTorchJob, "kubeflow.org/v1", "mine",
+                              {{"pytorchReplicaSpecs", {{"Worker", {{"replicas", 8}}}}}});
+  f.add(Kind::PodGroup, {{"apiVersion", "scheduling.tessera.dev/v1alpha1"},
+                         {"kind", "PodGroup"},
+                         {"metadata", {{"name", "pg-pytorchjob-mine"}}},
+                         {"spec", {{"minMember", 2}}}});
   f.pod("mine-0", job);
   Json other = f.pod("elsewhere", job);
   other["spec"]["schedulerName"] = "default-scheduler";
