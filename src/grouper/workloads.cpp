@@ -153,6 +153,20 @@ void leaderWorkerSet(PodGroupPlan& plan, const Json& pod, const Owner& lws) {
   plan.podSubGroup = worker.empty() || worker == "0" ? "leader" : "workers";
 }
 
+/// Keeps the subgroups a PodGroup may declare (named, unique, minMember >= 1: a Ray worker group
+/// with minReplicas 0 has none); a pod whose subgroup was dropped gets no subgroup label.
+void normalizeSubGroups(PodGroupPlan& plan) {
+  std::vector<SubGroupPlan> kept;
+  for (auto& sg : plan.subGroups) {
+    const bool seen = std::any_of(kept.begin(), kept.end(), [&](const SubGroupPlan& k) { return k.name == sg.name; });
+    if (!sg.name.empty() && sg.minMember >= 1 && !seen) kept.push_back(std::move(sg));
+  }
+  plan.subGroups = std::move(kept);
+  const bool known = std::any_of(plan.subGroups.begin(), plan.subGroups.end(),
+                                 [&](const SubGroupPlan& k) { return k.name == plan.podSubGroup; });
+  if (!known) plan.podSubGroup.clear();
+}
+
 /// The workload that decides the gang: the lowest owner of a gang kind, else a batch Job, else
 /// (apps kinds, bare pods) the pod itself, else the top unknown owner.
 const Owner* decidingOwner(const std::vector<Owner>& owners) {
@@ -207,6 +221,8 @@ std::optional<PodGroupPlan> planFor(const Json& pod, const std::vector<Owner>& o
                    keys::kMinMember, ": not a positive integer: \"", mm, "\" (ignored)");
     }
   }
+  normalizeSubGroups(plan);
+  plan.minMember = std::max<int64_t>(plan.minMember, 1);
   plan.topology = firstAnnotation(from, keys::kTopology);
   plan.requiredTopologyLevel = firstAnnotation(from, keys::kRequiredTopologyLevel);
   plan.preferredTopologyLevel = firstAnnotation(from, keys::kPreferredTopologyLevel);
