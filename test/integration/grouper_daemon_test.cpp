@@ -29,7 +29,9 @@ fs::path grouperTempDir() {
 
 int boundWithLabel(cache::MemoryCluster& cluster, const std::string& key, const std::string& value) {
   int n = 0;
-  for (const auto& p : cluster.list(api::Kind::Pod).value().items)
+  auto pods = cluster.list(api::Kind::Pod);  // held: a range-for over a temporary's member dangles
+  REQUIRE(pods.ok());
+  for (const auto& p : pods->items)
     if (p["metadata"].value("labels", Json::object()).value(key, "") == value &&
         !p["spec"].value("nodeName", "").empty())
       ++n;
