@@ -19,6 +19,19 @@ constexpr KindInfo kKinds[] = {
     {Kind::ConfigMap, "ConfigMap", "", "v1", "configmaps", true},
     {Kind::Event, "Event", "", "v1", "events", true},
     {Kind::Lease, "Lease", "coordination.k8s.io", "v1", "leases", true},
+    {Kind::Job, "Job", "batch", "v1", "jobs", true},
+    {Kind::JobSet, "JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets", true},
+    {Kind::PyTorchJob, "PyTorchJob", "kubeflow.org", "v1", "pytorchjobs", true},
+    {Kind::TFJob, "TFJob", "kubeflow.org", "v1", "tfjobs", true},
+    {Kind::MPIJob, "MPIJob", "kubeflow.org", "v1", "mpijobs", true},
+    {Kind::XGBoostJob, "XGBoostJob", "kubeflow.org", "v1", "xgboostjobs", true},
+    {Kind::PaddleJob, "PaddleJob", "kubeflow.org", "v1", "paddlejobs", true},
+    {Kind::JAXJob, "JAXJob", "kubeflow.org", "v1", "jaxjobs", true},
+    {Kind::TrainJob, "TrainJob", "trainer.kubeflow.org", "v1alpha1", "trainjobs", true},
+    {Kind::RayCluster, "RayCluster", "ray.io", "v1", "rayclusters", true},
+    {Kind::RayJob, "RayJob", "ray.io", "v1", "rayjobs", true},
+    {Kind::RayService, "RayService", "ray.io", "v1", "rayservices", true},
+    {Kind::LeaderWorkerSet, "LeaderWorkerSet", "leaderworkerset.x-k8s.io", "v1", "leaderworkersets", true},
 };
 static_assert(std::size(kKinds) == std::size(kAllKinds));
 

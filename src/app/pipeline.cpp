@@ -4,7 +4,8 @@ namespace tessera::app {
 
 Pipeline::Pipeline(cache::ClusterClient& client, cache::Cache& cache, const api::Clock& clock,
                    const framework::Config& config, PipelineOptions options)
-    : cache_(cache), synchronous_(options.synchronous) {
+    : cache_(cache), config_(config), synchronous_(options.synchronous) {
+  if (options.groupPods) grouper_ = std::make_unique<grouper::Grouper>(client);
   gpu_ = std::make_unique<binder::GpuBinding>(client, clock, std::move(options.gpu));
   binder::StatusWriterOptions statusOptions;
   statusOptions.schedulerName = config.schedulerName;
@@ -20,6 +21,7 @@ Pipeline::Pipeline(cache::ClusterClient& client, cache::Cache& cache, const api:
 Pipeline::~Pipeline() = default;
 
 framework::SessionResult Pipeline::runCycle(framework::CycleStats* stats) {
+  if (grouper_) groupPods();
   framework::SessionResult result = scheduler_->runCycle(stats);
   if (synchronous_) {
     binder_->waitIdle();  // a cycle's binds, evictions and status writes complete within the cycle
@@ -33,6 +35,19 @@ framework::SessionResult Pipeline::runCycle(framework::CycleStats* stats) {
     if (result.snapshot) status_->update(result, *result.snapshot);
   }
   return result;
+}
+
+void Pipeline::groupPods() {
+  const grouper::GroupingReport grouped = grouper_->run(config_.schedulerName);
+  if (synchronous_ || (grouped.pods.empty() && grouped.podGroups.empty())) return;
+  // The embedded cluster's watch has queued these writes already; an API server's watch brings
+  // them later. Applied now, after what is queued (snapshot() drains it), this cycle sees the pods
+  // in their gangs rather than as groups of one.
+  cache_.snapshot();
+  for (const auto& pg : grouped.podGroups)
+    cache_.applyEvent(api::Kind::PodGroup, cache::WatchEvent{cache::WatchEventType::Added, pg});
+  for (const auto& pod : grouped.pods)
+    cache_.applyEvent(api::Kind::Pod, cache::WatchEvent{cache::WatchEventType::Modified, pod});
 }
 
 }  // namespace tessera::app

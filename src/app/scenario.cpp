@@ -15,6 +15,7 @@
 #include "tessera/app/pipeline.h"
 #include "tessera/app/registry.h"
 #include "tessera/framework/config.h"
+#include "tessera/grouper/grouper.h"
 
 namespace tessera::app {
 
@@ -199,7 +200,9 @@ class Runner {
       case Kind::PriorityClass: if (auto r = api::priorityClassFromJson(obj); !r.ok()) valid = r.error(); break;
       case Kind::Namespace: if (auto r = api::namespaceFromJson(obj); !r.ok()) valid = r.error(); break;
       case Kind::ConfigMap: if (auto r = api::configMapFromJson(obj); !r.ok()) valid = r.error(); break;
-      default: return malformed(where, "kind " + std::string(ki.name) + " cannot be given in a scenario");
+      default:
+        if (grouper::isWorkloadKind(*kind)) break;  // owners of pods, read by the pod grouper as given
+        return malformed(where, "kind " + std::string(ki.name) + " cannot be given in a scenario");
     }
     if (!valid.ok()) return malformed(where, valid.error().message);
     auto res = replace ? cluster_->apply(*kind, obj) : cluster_->create(*kind, obj);

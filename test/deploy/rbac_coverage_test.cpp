@@ -414,6 +414,18 @@ std::vector<Call> callsOf(const Install& in) {
     add(schedulerSa, {verb, "scheduling.tessera.dev", "queues", "status", "", "q"}, "Queue status writer");
   }
   add(schedulerSa, {"get", "coordination.k8s.io", "leases", "", kSystemNs, leaseName}, "leader election: read");
+  // The pod grouper: the run's pods are bare, so it reads namespaces only (recorded above).
+  add(schedulerSa, {"get", "", "namespaces", "", "", "team-a"}, "pod grouper: the namespace's queue label");
+  for (const char* verb : {"get", "create"})
+    add(schedulerSa, {verb, "scheduling.tessera.dev", "podgroups", "", "team-a", "pg-pytorchjob-j"},
+        "pod grouper: the workload's PodGroup");
+  for (const auto& [group, resource] : std::vector<std::pair<std::string, std::string>>{
+           {"batch", "jobs"}, {"jobset.x-k8s.io", "jobsets"}, {"kubeflow.org", "pytorchjobs"},
+           {"kubeflow.org", "tfjobs"}, {"kubeflow.org", "mpijobs"}, {"kubeflow.org", "xgboostjobs"},
+           {"kubeflow.org", "paddlejobs"}, {"kubeflow.org", "jaxjobs"}, {"trainer.kubeflow.org", "trainjobs"},
+           {"ray.io", "rayclusters"}, {"ray.io", "rayjobs"}, {"ray.io", "rayservices"},
+           {"leaderworkerset.x-k8s.io", "leaderworkersets"}})
+    add(schedulerSa, {"get", group, resource, "", "team-a", "w"}, "pod grouper: a pod's owner workload");
   add(reservationSa, {"patch", "", "pods", "", kReservationNs, "gpu-reservation-g"},
       "tessera reserve: writes tessera.dev/gpu-uuid on its own pod");
 

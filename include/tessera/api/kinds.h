@@ -17,6 +17,20 @@ enum class Kind {
   ConfigMap,
   Event,
   Lease,
+  // Workload kinds the pod grouper reads (src/grouper): owners of pods, never scheduled themselves.
+  Job,
+  JobSet,
+  PyTorchJob,
+  TFJob,
+  MPIJob,
+  XGBoostJob,
+  PaddleJob,
+  JAXJob,
+  TrainJob,
+  RayCluster,
+  RayJob,
+  RayService,
+  LeaderWorkerSet,
 };
 
 struct KindInfo {
@@ -42,6 +56,9 @@ std::optional<Kind> kindFromName(std::string_view kindName);
 /// All kinds, in enum order.
 inline constexpr Kind kAllKinds[] = {Kind::Pod,       Kind::Node,          Kind::PodGroup,  Kind::Queue,
                                      Kind::Topology,  Kind::PriorityClass, Kind::Namespace, Kind::ConfigMap,
-                                     Kind::Event,     Kind::Lease};
+                                     Kind::Event,     Kind::Lease,         Kind::Job,       Kind::JobSet,
+                                     Kind::PyTorchJob, Kind::TFJob,        Kind::MPIJob,    Kind::XGBoostJob,
+                                     Kind::PaddleJob, Kind::JAXJob,        Kind::TrainJob,  Kind::RayCluster,
+                                     Kind::RayJob,    Kind::RayService,    Kind::LeaderWorkerSet};
 
 }  // namespace tessera::api

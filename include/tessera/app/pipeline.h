@@ -18,6 +18,7 @@
 #include "tessera/cache/cluster_client.h"
 #include "tessera/framework/config.h"
 #include "tessera/framework/scheduler.h"
+#include "tessera/grouper/grouper.h"
 
 namespace tessera::app {
 
@@ -29,6 +30,8 @@ struct PipelineOptions {
   /// writes happen on their threads. true (the simulator): a cycle returns once its binds,
   /// evictions and status writes are done, status written on the calling thread (deterministic).
   bool synchronous = false;
+  /// Run the pod grouper (docs/workloads.md) before each cycle: pods of workloads get their PodGroup.
+  bool groupPods = true;
 };
 
 class Pipeline {
@@ -41,9 +44,9 @@ class Pipeline {
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;
 
-  /// One scheduling cycle: the scheduler decides, the binder is handed the decisions, GPU
-  /// reservations no pod uses any more are collected, and the status writer gets the cycle's
-  /// desired state. Called from one thread.
+  /// One scheduling cycle: the pod grouper gives new workload pods their PodGroups, the scheduler
+  /// decides, the binder is handed the decisions, GPU reservations no pod uses any more are
+  /// collected, and the status writer gets the cycle's desired state. Called from one thread.
   framework::SessionResult runCycle(framework::CycleStats* stats = nullptr);
 
   cache::Cache& cache() { return cache_; }
@@ -52,8 +55,13 @@ class Pipeline {
   binder::StatusWriter& status() { return *status_; }
 
  private:
+  /// Runs the pod grouper; in the daemon, applies what it wrote to the cache at once.
+  void groupPods();
+
   cache::Cache& cache_;
+  const framework::Config& config_;
   bool synchronous_;
+  std::unique_ptr<grouper::Grouper> grouper_;  ///< null when options.groupPods is false
   std::unique_ptr<binder::GpuBinding> gpu_;
   std::unique_ptr<binder::StatusWriter> status_;
   std::unique_ptr<binder::Binder> binder_;

@@ -1,0 +1,104 @@
+#pragma once
+/// The pod grouper: gives every pending Tessera pod that names no PodGroup the PodGroup of its
+/// workload (PyTorchJob, JobSet, RayCluster, LeaderWorkerSet, batch Job, ...), so users never write
+/// PodGroups by hand. Rules follow KAI-Scheduler's PodGrouper; docs/workloads.md lists them per kind.
+///
+/// One PodGroup per workload (per group for a LeaderWorkerSet; Deployment, StatefulSet and bare pods
+/// stay groups of one unless their namespace names a queue), in the pod's namespace, owned by the workload
+/// (ownerReference: garbage-collected with it), named deterministically (`pg-<kind>-<name>`); pods get annotation
+/// `pod-group-name` and, where the workload has roles, label `tessera.dev/subgroup`. An existing PodGroup of that name
+/// is adopted as it is (pods created later join it).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tessera/cache/cluster_client.h"
+
+namespace tessera::grouper {
+
+using Json = nlohmann::json;
+
+/// Annotations (on the workload, or on a bare pod) that steer the grouper.
+namespace keys {
+/// Gang size override: a positive integer ("4"); a batch Job with it becomes a gang.
+inline constexpr const char* kMinMember = "tessera.dev/min-member";
+/// "false": the grouper leaves the workload's pods alone (each is its own group of one).
+inline constexpr const char* kPodGrouping = "tessera.dev/pod-grouping";
+/// Topology constraint of the generated PodGroup: the Topology's name, and level label keys.
+inline constexpr const char* kTopology = "tessera.dev/topology";
+inline constexpr const char* kRequiredTopologyLevel = "tessera.dev/topology-required-level";
+inline constexpr const char* kPreferredTopologyLevel = "tessera.dev/topology-preferred-level";
+/// Recorded on generated PodGroups: "<apiVersion>/<Kind>/<name>" of the workload they stand for.
+inline constexpr const char* kWorkloadAnnotation = "tessera.dev/workload";
+/// Label on generated PodGroups.
+inline constexpr const char* kGeneratedLabel = "tessera.dev/pod-grouper";
+}  // namespace keys
+
+/// One owner in a pod's ownerReference chain, bottom up. `object` is null when the kind is not one
+/// the grouper reads (Deployment, StatefulSet, an unknown CRD) or the object is gone.
+struct Owner {
+  std::string apiVersion;
+  std::string kind;
+  std::string name;
+  std::string uid;
+  Json object;
+};
+
+struct SubGroupPlan {
+  std::string name;
+  int64_t minMember = 0;
+};
+
+/// The PodGroup one pod belongs to, and how the pod is labelled.
+struct PodGroupPlan {
+  std::string name;
+  std::string namespace_;
+  int64_t minMember = 1;
+  std::vector<SubGroupPlan> subGroups;
+  std::string podSubGroup;  ///< the pod's subgroup (label tessera.dev/subgroup); empty: none
+  std::string queue;
+  std::string priorityClassName;  ///< empty: the pods' own priority
+  std::string topology, requiredTopologyLevel, preferredTopologyLevel;
+  Owner owner;  ///< the workload the PodGroup is owned by (ownerReference, controller)
+};
+
+/// Pure rules: the plan for `pod` given its owner chain (bottom up; empty for a bare pod) and its
+/// Namespace object (null when unreadable). nullopt: nothing to do (grouping turned off for the
+/// workload, or a bare / Deployment / StatefulSet pod that its own labels describe fully).
+/// A malformed override (min-member "abc") is ignored with a warning, never an error.
+std::optional<PodGroupPlan> planFor(const Json& pod, const std::vector<Owner>& owners, const Json& namespaceObject);
+
+/// The PodGroup manifest for a plan (scheduling.tessera.dev/v1alpha1, ownerReference set).
+Json podGroupObject(const PodGroupPlan& plan);
+
+/// True for the workload kinds the grouper reads (so the scenario runner accepts them as objects).
+bool isWorkloadKind(api::Kind kind);
+
+/// What one pass wrote, as the API server returned it (so a cache can apply it at once).
+struct GroupingReport {
+  std::vector<Json> podGroups;  ///< created
+  std::vector<Json> pods;       ///< patched
+  size_t failures = 0;          ///< API calls that failed (retried next pass)
+};
+
+/// Groups pending pods through the ClusterClient seam. Not thread-safe: one caller (the pipeline,
+/// before each cycle). Each pass lists the unbound pods of `schedulerName`, so pods missed by a
+/// failed call are picked up by the next pass.
+class Grouper {
+ public:
+  explicit Grouper(cache::ClusterClient& client) : client_(client) {}
+
+  /// One pass over the pending pods of `schedulerName` that carry no PodGroup key.
+  GroupingReport run(const std::string& schedulerName);
+
+ private:
+  std::vector<Owner> ownersOf(const Json& pod);
+  /// Creates the plan's PodGroup unless one of that name exists; false on an API error.
+  bool ensurePodGroup(const PodGroupPlan& plan, GroupingReport& report);
+  cache::ClusterClient& client_;
+};
+
+}  // namespace tessera::grouper

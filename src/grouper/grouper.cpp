@@ -1,0 +1,175 @@
+// The pod grouper's pass: list pending pods, walk their owners through the client, create or adopt
+// the PodGroup (planFor, workloads.cpp) and point the pods at it.
+#include "tessera/grouper/grouper.h"
+
+#include <map>
+#include <set>
+
+#include "tessera/api/kinds.h"
+#include "tessera/api/log.h"
+#include "tessera/api/objects.h"
+
+namespace tessera::grouper {
+namespace {
+
+constexpr int kMaxOwnerDepth = 8;  // a cycle of ownerReferences must not loop forever
+constexpr const char* kLwsNameLabel = "leaderworkerset.sigs.k8s.io/name";
+
+std::string str(const Json& j, const char* a, const char* b) {
+  if (!j.is_object() || !j.contains(a) || !j[a].is_object() || !j[a].contains(b) || !j[a][b].is_string()) return {};
+  return j[a][b].get<std::string>();
+}
+
+/// obj.metadata.<field>, or null (const operator[] on a missing key is undefined behaviour).
+const Json& metadataField(const Json& obj, const char* field) {
+  static const Json kNull;
+  auto meta = obj.find("metadata");
+  if (meta == obj.end() || !meta->is_object()) return kNull;
+  auto it = meta->find(field);
+  return it == meta->end() ? kNull : *it;
+}
+
+bool hasPodGroupKey(const Json& pod) {
+  auto has = [&pod](const char* map, const char* key) {
+    const Json& m = metadataField(pod, map);
+    return m.is_object() && m.contains(key);
+  };
+  return has("annotations", api::keys::kPodGroupAnnotation) ||
+         has("annotations", api::keys::kPodGroupAnnotationVolcano) ||
+         has("labels", api::keys::kPodGroupLabelSchedulerPlugins);
+}
+
+/// The controller reference of an object (else its first reference); null when it has none.
+const Json* controllerRef(const Json& obj) {
+  const Json& refs = metadataField(obj, "ownerReferences");
+  if (!refs.is_array()) return nullptr;
+  for (const Json& r : refs)
+    if (r.is_object() && r.value("controller", false)) return &r;
+  return !refs.empty() && refs[0].is_object() ? &refs[0] : nullptr;
+}
+
+/// The workload kind an ownerReference names; the version is not compared (MPIJob v2beta1 and
+/// JobSet v1alpha2 are read at the version the kind table names).
+std::optional<api::Kind> workloadKind(const std::string& apiVersion, const std::string& kind) {
+  const auto slash = apiVersion.find('/');
+  const std::string group = slash == std::string::npos ? std::string() : apiVersion.substr(0, slash);
+  for (api::Kind k : api::kAllKinds) {
+    const api::KindInfo& info = api::kindInfo(k);
+    if (isWorkloadKind(k) && info.name == kind && info.group == group) return k;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::vector<Owner> Grouper::ownersOf(const Json& pod) {
+  const std::string ns = str(pod, "metadata", "namespace");
+  std::vector<Owner> owners;
+  auto read = [&](Owner& o) {
+    auto kind = workloadKind(o.apiVersion, o.kind);
+    if (!kind) return;
+    auto got = client_.get(*kind, ns, o.name);
+    if (!got.ok()) {
+      if (got.error().code != 404)
+        log::warning("pod grouper: reading ", o.kind, " ", ns, "/", o.name, ": ", got.error().message);
+      return;
+    }
+    o.object = std::move(*got);
+    o.uid = str(o.object, "metadata", "uid");
+  };
+  // LeaderWorkerSet pods hang under StatefulSets (the workers' under the leader pod): its labels
+  // name the set directly.
+  if (const Json& labels = metadataField(pod, "labels");
+      labels.is_object() && labels.contains(kLwsNameLabel) && labels[kLwsNameLabel].is_string()) {
+    const api::KindInfo& info = api::kindInfo(api::Kind::LeaderWorkerSet);
+    Owner o{info.apiVersion(), std::string(info.name), labels[kLwsNameLabel].get<std::string>(), "", Json()};
+    read(o);
+    if (o.object.is_object()) return {std::move(o)};
+  }
+  const Json* ref = controllerRef(pod);
+  for (int depth = 0; ref != nullptr && depth < kMaxOwnerDepth; ++depth) {
+    Owner o{ref->value("apiVersion", ""), ref->value("kind", ""), ref->value("name", ""), ref->value("uid", ""),
+            Json()};
+    read(o);
+    owners.push_back(std::move(o));
+    ref = owners.back().object.is_object() ? controllerRef(owners.back().object) : nullptr;
+  }
+  return owners;
+}
+
+bool Grouper::ensurePodGroup(const PodGroupPlan& plan, GroupingReport& report) {
+  const std::string key = plan.namespace_ + "/" + plan.name;
+  auto existing = client_.get(api::Kind::PodGroup, plan.namespace_, plan.name);
+  if (existing.ok()) return true;  // adopted as it is
+  if (existing.error().code != 404) {
+    log::warning("pod grouper: reading PodGroup ", key, ": ", existing.error().message);
+    ++report.failures;
+    return false;
+  }
+  auto created = client_.create(api::Kind::PodGroup, podGroupObject(plan));
+  if (created.ok()) {
+    log::info("pod grouper: created PodGroup ", key, " (minMember ", plan.minMember, ") for ", plan.owner.kind, " ",
+              plan.owner.name);
+    report.podGroups.push_back(std::move(*created));
+    return true;
+  }
+  if (created.error().code == 409) return true;  // made meanwhile: adopted
+  log::warning("pod grouper: creating PodGroup ", key, ": ", created.error().message);
+  ++report.failures;
+  return false;
+}
+
+GroupingReport Grouper::run(const std::string& schedulerName) {
+  GroupingReport report;
+  cache::ListOptions options;
+  options.fieldSelector = "spec.schedulerName=" + schedulerName + ",spec.nodeName=";
+  auto pods = client_.list(api::Kind::Pod, options);
+  if (!pods.ok()) {
+    log::warning("pod grouper: listing pods: ", pods.error().message);
+    ++report.failures;
+    return report;
+  }
+  std::map<std::string, Json> namespaces;  // read once per pass
+  std::set<std::string> ensured;           // "ns/name" of PodGroups known to exist
+  for (const Json& pod : pods->items) {
+    if (hasPodGroupKey(pod) || !metadataField(pod, "deletionTimestamp").is_null()) continue;
+    const std::string ns = str(pod, "metadata", "namespace");
+    const std::string podName = str(pod, "metadata", "name");
+    if (!namespaces.count(ns)) {
+      auto got = client_.get(api::Kind::Namespace, "", ns);
+      namespaces[ns] = got.ok() ? std::move(*got) : Json();
+    }
+    std::optional<PodGroupPlan> plan;
+    try {
+      plan = planFor(pod, ownersOf(pod), namespaces[ns]);
+    } catch (const std::exception& e) {  // a malformed ownerReference or workload spec
+      log::warning("pod grouper: pod ", ns, "/", podName, ": ", e.what(), " (left as it is)");
+      ++report.failures;
+      continue;
+    }
+    if (!plan) continue;
+    const std::string key = ns + "/" + plan->name;
+    if (!ensured.count(key)) {
+      if (!ensurePodGroup(*plan, report)) continue;
+      ensured.insert(key);
+    }
+    Json patch = {{"metadata", {{"annotations", {{api::keys::kPodGroupAnnotation, plan->name}}}}}};
+    const Json& labels = metadataField(pod, "labels");
+    const bool hasSubGroup = labels.is_object() && (labels.contains(api::keys::kSubGroupLabel) ||
+                                                    labels.contains(api::keys::kSubGroupLabelKai));
+    if (!plan->podSubGroup.empty() && !hasSubGroup)
+      patch["metadata"]["labels"] = {{api::keys::kSubGroupLabel, plan->podSubGroup}};
+    auto patched = client_.patch(api::Kind::Pod, ns, podName, cache::PatchType::Merge, patch);
+    if (!patched.ok()) {
+      if (patched.error().code != 404) {
+        log::warning("pod grouper: pointing pod ", ns, "/", podName, " at ", plan->name, ": ", patched.error().message);
+        ++report.failures;
+      }
+      continue;
+    }
+    report.pods.push_back(std::move(*patched));
+  }
+  return report;
+}
+
+}  // namespace tessera::grouper

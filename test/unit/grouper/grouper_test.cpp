@@ -1,0 +1,279 @@
+// The pod grouper against the in-memory cluster: one test per workload kind (the PodGroup it gets:
+// minMember, subgroups, queue, priority, owner), the overrides, adoption, and garbage collection.
+#include <catch2/catch.hpp>
+
+#include "tessera/api/clock.h"
+#include "tessera/cache/memory_cluster.h"
+#include "tessera/grouper/grouper.h"
+
+namespace {
+
+using tessera::api::FakeClock;
+using tessera::api::Kind;
+using tessera::api::parseTime;
+using tessera::cache::Json;
+using tessera::cache::MemoryCluster;
+using tessera::grouper::Grouper;
+
+struct Fixture {
+  FakeClock clock{parseTime("2026-01-01T00:00:00Z").value()};
+  MemoryCluster cluster{clock};
+  Grouper grouper{cluster};
+
+  Json add(Kind kind, Json obj) {
+    if (!obj["metadata"].contains("namespace") && kind != Kind::Namespace) obj["metadata"]["namespace"] = "default";
+    auto created = cluster.create(kind, obj);
+    REQUIRE(created.ok());
+    return *created;
+  }
+  Json workload(Kind kind, const std::string& apiVersion, const std::string& name, Json spec, Json meta = {}) {
+    Json obj = {{"apiVersion", apiVersion}, {"kind", std::string(tessera::api::kindInfo(kind).name)}, {"spec", spec}};
+    obj["metadata"] = meta.is_object() ? meta : Json::object();
+    obj["metadata"]["name"] = name;
+    return add(kind, obj);
+  }
+  /// A pending Tessera pod owned by `owner` (null: bare).
+  Json pod(const std::string& name, const Json& owner, Json labels = Json::object()) {
+    Json p = {{"apiVersion", "v1"},
+              {"kind", "Pod"},
+              {"metadata", {{"name", name}, {"labels", labels}}},
+              {"spec", {{"schedulerName", "tessera"}, {"containers", {{{"name", "main"}, {"image", "busybox"}}}}}}};
+    if (owner.is_object()) {
+      p["metadata"]["ownerReferences"] = Json::array({{{"apiVersion", owner["apiVersion"]},
+                                                       {"kind", owner["kind"]},
+                                                       {"name", owner["metadata"]["name"]},
+                                                       {"uid", owner["metadata"]["uid"]},
+                                                       {"controller", true}}});
+    }
+    return add(Kind::Pod, p);
+  }
+  std::string groupOf(const std::string& name) {
+    auto p = cluster.get(Kind::Pod, "default", name);
+    REQUIRE(p.ok());
+    return (*p)["metadata"].value("annotations", Json::object()).value("pod-group-name", "");
+  }
+  std::string subGroupOf(const std::string& name) {
+    auto p = cluster.get(Kind::Pod, "default", name);
+    REQUIRE(p.ok());
+    return (*p)["metadata"].value("labels", Json::object()).value("tessera.dev/subgroup", "");
+  }
+  Json podGroup(const std::string& name) {
+    auto pg = cluster.get(Kind::PodGroup, "default", name);
+    REQUIRE(pg.ok());
+    return *pg;
+  }
+};
+
+TEST_CASE("a PyTorchJob is one gang of master and workers, with its scheduling policy") {
+  Fixture f;
+  const Json job =
+      f.workload(Kind::PyTorchJob, "kubeflow.org/v1", "train",
+                 {{"pytorchReplicaSpecs", {{"Master", {{"replicas", 1}}}, {"Worker", {{"replicas", 3}}}}},
+                  {"runPolicy", {{"schedulingPolicy", {{"queue", "team-a"}, {"priorityClass", "train"}}}}}});
+  f.pod("train-master-0", job, {{"training.kubeflow.org/replica-type", "master"}});
+  for (int i = 0; i < 3; ++i)
+    f.pod("train-worker-" + std::to_string(i), job, {{"training.kubeflow.org/replica-type", "worker"}});
+  const auto report = f.grouper.run("tessera");
+  CHECK(report.podGroups.size() == 1);
+  CHECK(report.pods.size() == 4);
+  CHECK(report.failures == 0);
+  const Json pg = f.podGroup("pg-pytorchjob-train");
+  CHECK(pg["spec"]["minMember"] == 4);
+  CHECK(pg["spec"]["queue"] == "team-a");
+  CHECK(pg["spec"]["priorityClassName"] == "train");
+  CHECK(pg["spec"]["subGroups"].size() == 2);
+  CHECK(pg["metadata"]["ownerReferences"][0]["uid"] == job["metadata"]["uid"]);
+  CHECK(pg["metadata"]["ownerReferences"][0]["kind"] == "PyTorchJob");
+  CHECK(f.groupOf("train-worker-2") == "pg-pytorchjob-train");
+  CHECK(f.subGroupOf("train-master-0") == "master");
+  CHECK(f.subGroupOf("train-worker-0") == "worker");
+
+  SECTION("a second pass changes nothing; a pod created later joins the group") {
+    CHECK(f.grouper.run("tessera").pods.empty());
+    f.pod("train-worker-3", job, {{"training.kubeflow.org/replica-type", "worker"}});
+    const auto again = f.grouper.run("tessera");
+    CHECK(again.podGroups.empty());
+    CHECK(again.pods.size() == 1);
+    CHECK(f.groupOf("train-worker-3") == "pg-pytorchjob-train");
+  }
+  SECTION("deleting the job takes its PodGroup with it") {
+    REQUIRE(f.cluster.remove(Kind::PyTorchJob, "default", "train").ok());
+    CHECK(f.cluster.get(Kind::PodGroup, "default", "pg-pytorchjob-train").error().code == 404);
+  }
+}
+
+TEST_CASE("schedulingPolicy.minAvailable and the min-member annotation set the gang size") {
+  Fixture f;
+  const Json tf = f.workload(Kind::TFJob, "kubeflow.org/v1", "tf",
+                             {{"tfReplicaSpecs", {{"PS", {{"replicas", 2}}}, {"Worker", {{"replicas", 4}}}}},
+                              {"runPolicy", {{"schedulingPolicy", {{"minAvailable", 3}}}}}});
+  f.pod("tf-ps-0", tf);
+  const Json mpi = f.workload(Kind::MPIJob, "kubeflow.org/v1", "mpi",
+                              {{"mpiReplicaSpecs", {{"Launcher", {{"replicas", 1}}}, {"Worker", {{"replicas", 2}}}}}},
+                              {{"annotations", {{"tessera.dev/min-member", "2"}}}});
+  f.pod("mpi-launcher", mpi);
+  f.grouper.run("tessera");
+  CHECK(f.podGroup("pg-tfjob-tf")["spec"]["minMember"] == 3);
+  CHECK_FALSE(f.podGroup("pg-tfjob-tf")["spec"].contains("subGroups"));
+  CHECK(f.podGroup("pg-mpijob-mpi")["spec"]["minMember"] == 2);
+}
+
+TEST_CASE("a batch Job's pods are independent unless it asks for a gang") {
+  Fixture f;
+  const Json plain = f.workload(Kind::Job, "batch/v1", "etl", {{"parallelism", 3}});
+  f.pod("etl-a", plain);
+  f.pod("etl-b", plain);
+  const Json gang = f.workload(Kind::Job, "batch/v1", "sweep", {{"parallelism", 4}},
+                               {{"annotations", {{"tessera.dev/min-member", "4"}}}});
+  f.pod("sweep-a", gang);
+  f.grouper.run("tessera");
+  CHECK(f.podGroup("pg-job-etl")["spec"]["minMember"] == 1);
+  CHECK(f.groupOf("etl-b") == "pg-job-etl");
+  CHECK(f.podGroup("pg-job-sweep")["spec"]["minMember"] == 4);
+}
+
+TEST_CASE("a JobSet is one gang of all its replicated jobs, one subgroup each") {
+  Fixture f;
+  const Json set =
+      f.workload(Kind::JobSet, "jobset.x-k8s.io/v1alpha2", "js",
+                 {{"replicatedJobs",
+                   {{{"name", "driver"}, {"replicas", 1}},
+                    {{"name", "workers"}, {"replicas", 2}, {"template", {{"spec", {{"parallelism", 2}}}}}}}}});
+  Json job = f.workload(Kind::Job, "batch/v1", "js-workers-0", {{"parallelism", 2}});
+  job["metadata"]["ownerReferences"] = Json::array({{{"apiVersion", "jobset.x-k8s.io/v1alpha2"},
+                                                     {"kind", "JobSet"},
+                                                     {"name", "js"},
+                                                     {"uid", set["metadata"]["uid"]},
+                                                     {"controller", true}}});
+  job = *f.cluster.update(Kind::Job, job);
+  f.pod("js-workers-0-0", job, {{"jobset.sigs.k8s.io/replicatedjob-name", "workers"}});
+  f.grouper.run("tessera");
+  const Json pg = f.podGroup("pg-jobset-js");
+  CHECK(pg["spec"]["minMember"] == 5);
+  CHECK(pg["metadata"]["ownerReferences"][0]["kind"] == "JobSet");
+  CHECK(f.subGroupOf("js-workers-0-0") == "workers");
+}
+
+TEST_CASE("a RayCluster gangs its head and minReplicas; a RayJob's goes through its RayCluster") {
+  Fixture f;
+  const Json rayJob =
+      f.workload(Kind::RayJob, "ray.io/v1", "rj", Json::object(), {{"labels", {{"tessera.dev/queue", "research"}}}});
+  Json rc = {{"apiVersion", "ray.io/v1"},
+             {"kind", "RayCluster"},
+             {"metadata",
+              {{"name", "rc"},
+               {"namespace", "default"},
+               {"ownerReferences", Json::array({{{"apiVersion", "ray.io/v1"},
+                                                 {"kind", "RayJob"},
+                                                 {"name", "rj"},
+                                                 {"uid", rayJob["metadata"]["uid"]},
+                                                 {"controller", true}}})}}},
+             {"spec",
+              {{"headGroupSpec", Json::object()},
+               {"workerGroupSpecs",
+                {{{"groupName", "gpu"}, {"minReplicas", 2}, {"maxReplicas", 8}},
+                 {{"groupName", "cpu"}, {"minReplicas", 1}, {"numOfHosts", 2}}}}}}};
+  rc = f.add(Kind::RayCluster, rc);
+  f.pod("rc-head", rc, {{"ray.io/node-type", "head"}});
+  f.pod("rc-gpu-1", rc, {{"ray.io/node-type", "worker"}, {"ray.io/group", "gpu"}});
+  f.grouper.run("tessera");
+  const Json pg = f.podGroup("pg-raycluster-rc");
+  CHECK(pg["spec"]["minMember"] == 5);
+  CHECK(pg["spec"]["queue"] == "research");
+  CHECK(f.subGroupOf("rc-head") == "head");
+  CHECK(f.subGroupOf("rc-gpu-1") == "gpu");
+}
+
+TEST_CASE("a LeaderWorkerSet is one gang per group of size pods") {
+  Fixture f;
+  f.workload(Kind::LeaderWorkerSet, "leaderworkerset.x-k8s.io/v1", "lws",
+             {{"replicas", 2}, {"leaderWorkerTemplate", {{"size", 4}}}});
+  for (int g = 0; g < 2; ++g)
+    for (int w = 0; w < 4; ++w)
+      f.pod("lws-" + std::to_string(g) + "-" + std::to_string(w), Json(),
+            {{"leaderworkerset.sigs.k8s.io/name", "lws"},
+             {"leaderworkerset.sigs.k8s.io/group-index", std::to_string(g)},
+             {"leaderworkerset.sigs.k8s.io/worker-index", std::to_string(w)}});
+  f.grouper.run("tessera");
+  CHECK(f.podGroup("pg-leaderworkerset-lws-0")["spec"]["minMember"] == 4);
+  CHECK(f.podGroup("pg-leaderworkerset-lws-1")["spec"]["minMember"] == 4);
+  CHECK(f.groupOf("lws-1-3") == "pg-leaderworkerset-lws-1");
+  CHECK(f.subGroupOf("lws-1-0") == "leader");
+  CHECK(f.subGroupOf("lws-1-3") == "workers");
+}
+
+TEST_CASE("bare pods stay groups of one unless their namespace names a queue") {
+  Fixture f;
+  f.pod("lonely", Json());
+  f.grouper.run("tessera");
+  CHECK(f.groupOf("lonely").empty());
+  CHECK(f.cluster.list(Kind::PodGroup).value().items.empty());
+
+  f.add(Kind::Namespace, {{"apiVersion", "v1"},
+                          {"kind", "Namespace"},
+                          {"metadata", {{"name", "default"}, {"labels", {{"tessera.dev/queue", "team-b"}}}}}});
+  f.pod("queued", Json());
+  f.grouper.run("tessera");
+  const Json pg = f.podGroup("pg-pod-queued");
+  CHECK(pg["spec"]["queue"] == "team-b");
+  CHECK(pg["spec"]["minMember"] == 1);
+  CHECK(pg["metadata"]["ownerReferences"][0]["kind"] == "Pod");
+}
+
+TEST_CASE("an unknown owner gives an independent PodGroup that records it") {
+  Fixture f;
+  const Json owner = {
+      {"apiVersion", "example.com/v1"}, {"kind", "Widget"}, {"metadata", {{"name", "w"}, {"uid", "widget-uid"}}}};
+  f.pod("w-0", owner);
+  f.grouper.run("tessera");
+  const Json pg = f.podGroup("pg-widget-w");
+  CHECK(pg["spec"]["minMember"] == 1);
+  CHECK(pg["metadata"]["annotations"]["tessera.dev/workload"] == "example.com/v1/Widget/w");
+  CHECK(pg["metadata"]["ownerReferences"][0]["uid"] == "widget-uid");
+}
+
+TEST_CASE("overrides: grouping off, topology, a malformed min-member is ignored") {
+  Fixture f;
+  const Json off =
+      f.workload(Kind::PyTorchJob, "kubeflow.org/v1", "off", {{"pytorchReplicaSpecs", {{"Worker", {{"replicas", 2}}}}}},
+                 {{"annotations", {{"tessera.dev/pod-grouping", "false"}}}});
+  f.pod("off-0", off);
+  const Json topo = f.workload(Kind::PyTorchJob, "kubeflow.org/v1", "topo",
+                               {{"pytorchReplicaSpecs", {{"Worker", {{"replicas", 2}}}}}},
+                               {{"annotations",
+                                 {{"tessera.dev/topology", "dc"},
+                                  {"tessera.dev/topology-required-level", "rack"},
+                                  {"tessera.dev/min-member", "lots"}}}});
+  f.pod("topo-0", topo);
+  f.grouper.run("tessera");
+  CHECK(f.groupOf("off-0").empty());
+  const Json pg = f.podGroup("pg-pytorchjob-topo");
+  CHECK(pg["spec"]["minMember"] == 2);
+  CHECK(pg["spec"]["topologyConstraint"]["topology"] == "dc");
+  CHECK(pg["spec"]["topologyConstraint"]["requiredTopologyLevel"] == "rack");
+}
+
+TEST_CASE("an existing PodGroup of the name is adopted; pods with a group or another scheduler are left alone") {
+  Fixture f;
+  const Json job = f.workload(Kind::PyTorchJob, "kubeflow.org/v1", "mine",
+                              {{"pytorchReplicaSpecs", {{"Worker", {{"replicas", 8}}}}}});
+  f.add(Kind::PodGroup, {{"apiVersion", "scheduling.tessera.dev/v1alpha1"},
+                         {"kind", "PodGroup"},
+                         {"metadata", {{"name", "pg-pytorchjob-mine"}}},
+                         {"spec", {{"minMember", 2}}}});
+  f.pod("mine-0", job);
+  Json other = f.pod("elsewhere", job);
+  other["spec"]["schedulerName"] = "default-scheduler";
+  REQUIRE(f.cluster.apply(Kind::Pod, other).ok());
+  Json hand = f.pod("hand", job);
+  hand["metadata"]["annotations"] = {{"pod-group-name", "handmade"}};
+  REQUIRE(f.cluster.apply(Kind::Pod, hand).ok());
+  const auto report = f.grouper.run("tessera");
+  CHECK(report.podGroups.empty());
+  CHECK(f.podGroup("pg-pytorchjob-mine")["spec"]["minMember"] == 2);
+  CHECK(f.groupOf("mine-0") == "pg-pytorchjob-mine");
+  CHECK(f.groupOf("elsewhere").empty());
+  CHECK(f.groupOf("hand") == "handmade");
+}
+
+}  // namespace
