@@ -63,14 +63,82 @@ bool VictimSearch::eligible(const SessionJob& claimant, const SessionTask& victi
   switch (mode_) {
     case VictimMode::Reclaim: return ssn_.reclaimable(claimant, victim);
     case VictimMode::Preempt: return ssn_.preemptable(claimant, victim);
-    case VictimMode::Consolidate: return runningCount(vj) > vj.minMember() || vj.minMember() <= 1;
+    case VictimMode::Consolidate: return true;  // moved, not lost: a gang moves whole (chunkOf)
   }
   return false;
 }
 
+namespace {
+
+/// The subgroup of the job's PodGroup a task belongs to; null when it has none.
+const api::SubGroup* subGroupOf(const SessionJob& j, const SessionTask& t) {
+  if (!j.info->podGroup || t.info->subGroup.empty()) return nullptr;
+  for (const api::SubGroup& s : j.info->podGroup->subGroups)
+    if (s.name == t.info->subGroup) return &s;
+  return nullptr;
+}
+
+/// Running pods of the job in subgroup `s` (all of them when null), less those in `taken`.
+int runningIn(const SessionJob& j, const api::SubGroup* s, const std::vector<VictimSearchVictim>& taken) {
+  int n = 0;
+  for (const SessionTask& t : j.tasks) {
+    if (!running(t) || (s && t.info->subGroup != s->name)) continue;
+    const bool gone = std::any_of(taken.begin(), taken.end(),
+                                  [&](const VictimSearchVictim& x) { return x.job == j.index && x.task == t.index; });
+    n += gone ? 0 : 1;
+  }
+  return n;
+}
+
+/// The claimant's pending pods in the order the search places them: the pods each subgroup's
+/// minimum still needs first (task order), then the rest, so that the gang's minimum is made of
+/// every subgroup's (issue 15, item 6). Without subgroups: task order.
+std::vector<int> claimantOrder(const Session& ssn, const SessionJob& job) {
+  std::vector<int> pending = pendingTasks(ssn, job);
+  if (!job.info->podGroup || job.info->podGroup->subGroups.empty() || pending.size() < 2) return pending;
+  const auto& subs = job.info->podGroup->subGroups;
+  std::vector<int> need(subs.size());
+  for (size_t i = 0; i < subs.size(); ++i) {
+    int ready = 0;
+    for (const SessionTask& t : job.tasks) ready += framework::isReadyState(t.state) && t.info->subGroup == subs[i].name;
+    need[i] = std::max(0, subs[i].minMember - ready);
+  }
+  std::vector<int> first, rest;
+  for (int ti : pending) {
+    const SessionTask& t = job.tasks[ti];
+    size_t i = 0;
+    while (i < subs.size() && subs[i].name != t.info->subGroup) ++i;
+    if (i < subs.size() && need[i] > 0) {
+      --need[i];
+      first.push_back(ti);
+    } else {
+      rest.push_back(ti);
+    }
+  }
+  first.insert(first.end(), rest.begin(), rest.end());
+  return first;
+}
+
+}  // namespace
+
+VictimSearch::Take VictimSearch::takeOf(const Victim& v, const std::vector<Victim>& taken) const {
+  const SessionJob& vj = ssn_.jobs()[v.job];
+  if (runningIn(vj, nullptr, taken) <= vj.minMember()) return Take::Whole;
+  if (!vj.info->podGroup || vj.info->podGroup->subGroups.empty()) return Take::Surplus;
+  // Subgroups (issue 15, item 6): a pod is surplus only while its subgroup is above its own
+  // minimum too; one whose subgroup is at it waits while another subgroup still has a surplus pod.
+  const api::SubGroup* mine = subGroupOf(vj, ssn_.task(v.job, v.task));
+  if (!mine || runningIn(vj, mine, taken) > mine->minMember) return Take::Surplus;
+  for (const api::SubGroup& s : vj.info->podGroup->subGroups)
+    if (runningIn(vj, &s, taken) > s.minMember) return Take::Wait;
+  return Take::Whole;
+}
+
 std::vector<VictimSearch::Victim> VictimSearch::chunkOf(const Victim& v) const {
   const SessionJob& vj = ssn_.jobs()[v.job];
-  if (runningCount(vj) > vj.minMember()) return {v};  // a surplus pod of an elastic job
+  const Take take = takeOf(v, {});
+  if (take == Take::Surplus) return {v};  // a surplus pod of an elastic job
+  if (take == Take::Wait) return {};
   std::vector<Victim> all;  // a gang at its minimum goes whole
   for (const SessionTask& t : vj.tasks)
     if (running(t)) all.push_back({v.job, t.index});
@@ -84,7 +152,9 @@ bool VictimSearch::replace(Statement& stmt, const std::vector<Victim>& victims, 
     if (n.index != avoid) elsewhere.nodes.push_back(n.index);
   for (const Victim& v : victims) {
     const SessionTask& t = ssn_.task(v.job, v.task);
-    ssn_.restrictTo(&elsewhere);
+    // A fractional pod may move to another GPU of the same node (packing shared GPUs); the
+    // claimant already holds the room it was moved for.
+    ssn_.restrictTo(t.sharesGpu() ? nullptr : &elsewhere);
     const framework::Placement p = ssn_.scanPlacement(t, /*allowPipeline=*/true);
     ssn_.restrictTo(nullptr);
     if (p.node < 0) return false;
@@ -104,12 +174,15 @@ bool VictimSearch::makeRoomOn(Statement& stmt, SessionJob& job, SessionTask& tas
                           : mode_ == VictimMode::Preempt ? "preempted by " + who + " (priority " +
                                                                std::to_string(job.priority) + ")"
                                                          : "moved to make room for " + who;
+  const size_t record = evictedNow_.size();
   auto fail = [&] {
     stmt.rollback(cp);
+    evictedNow_.resize(record);
     evicted = before;
     return false;
   };
   bool first = true;
+  std::vector<Victim> moved;  // consolidation: placed again once the claimant holds its room
   for (const std::vector<Victim>& chunk : chosen->chunks) {
     // Whether a reclaim victim may be taken can change with the evictions before it (a queue that
     // falls to its fair share stops giving back): checked again as it is taken.
@@ -119,10 +192,10 @@ bool VictimSearch::makeRoomOn(Statement& stmt, SessionJob& job, SessionTask& tas
     for (const Victim& c : chunk) {
       SessionTask& ct = ssn_.task(c.job, c.task);
       if (!running(ct)) continue;
-      stmt.evict(ct, why);
+      evict(stmt, ct, why);
       ++evicted;
     }
-    if (mode_ == VictimMode::Consolidate && !replace(stmt, chunk, node)) return fail();
+    if (mode_ == VictimMode::Consolidate) moved.insert(moved.end(), chunk.begin(), chunk.end());
   }
   const auto& n = ssn_.nodes()[node];
   if (!ssn_.fits(task, n, /*future=*/true)) return fail();
@@ -130,6 +203,7 @@ bool VictimSearch::makeRoomOn(Statement& stmt, SessionJob& job, SessionTask& tas
   // theirs until they are gone).
   if (ssn_.fits(task, n, /*future=*/false) && n.podCount < n.node().allocatablePods) stmt.allocate(task, node);
   else stmt.pipeline(task, node);
+  if (!moved.empty() && !replace(stmt, moved, node)) return fail();
   return true;
 }
 
@@ -199,6 +273,7 @@ bool VictimSearch::freeQueueRoom(Statement& stmt, SessionJob& job, SessionTask& 
     return ssn_.victimLess(ssn_.task(a.job, a.task), ssn_.task(b.job, b.task));
   });
   const auto cp = stmt.checkpoint();
+  const size_t record = evictedNow_.size();
   const int before = evicted;
   const std::string why = mode_ == VictimMode::Reclaim
                               ? "reclaimed by queue " + job.info->queue + " for " + describeJob(job) + " (queue limit)"
@@ -211,12 +286,13 @@ bool VictimSearch::freeQueueRoom(Statement& stmt, SessionJob& job, SessionTask& 
     for (const Victim& c : chunkOf(v)) {
       SessionTask& ct = ssn_.task(c.job, c.task);
       if (!running(ct)) continue;
-      stmt.evict(ct, why);
+      evict(stmt, ct, why);
       ++evicted;
     }
   }
   if (taskAllowed(ssn_, job, task).ok()) return true;
   stmt.rollback(cp);
+  evictedNow_.resize(record);
   evicted = before;
   queueRoomFailedAt_[std::move(key)] = ssn_.nodeChanges().size();
   return false;
@@ -243,13 +319,24 @@ bool VictimSearch::run(SessionJob& job, std::string& reason) {
     // Moving pods around creates no room: the cluster's free resources must hold the job already.
     if (freeAt_ != ssn_.nodeChanges().size() || !freeKnown_) {  // recounted only after changes
       free_ = api::Resources();
-      for (const auto& n : ssn_.nodes()) free_ += n.futureIdle();
+      for (const auto& n : ssn_.nodes()) {
+        free_ += n.futureIdle();
+        // Room left in shared GPUs counts too: packing fractional pods turns it into whole GPUs.
+        for (const framework::SessionGpuGroup& g : n.gpuGroups)
+          if (g.capacity > 0 && !g.vacating && g.futureFree() > 0) free_.milliGpu += g.futureFree() * 1000 / g.capacity;
+      }
       freeAt_ = ssn_.nodeChanges().size();
       freeKnown_ = true;
     }
+    // What the gang's minimum needs (pods above it are not consolidated for).
     api::Resources want;
-    for (const SessionTask& t : job.tasks)
-      if (t.state == TaskState::Pending) want += t.nodeRequest();
+    int wanted = std::max(1, job.minMember() - job.readyCount);
+    for (int ti : pendingTasks(ssn_, job)) {
+      if (wanted-- <= 0) break;
+      const SessionTask& t = job.tasks[ti];
+      want += t.nodeRequest();
+      if (t.sharesGpu()) want.milliGpu += t.request().milliGpu;
+    }
     if (!want.fitsIn(free_)) {
       reason = "the cluster's free resources cannot hold the job, wherever its pods run";
       return false;
@@ -265,17 +352,14 @@ bool VictimSearch::run(SessionJob& job, std::string& reason) {
     return false;
   }
   bool ok = false;
-  // A claimant constrained by topology makes room inside one of its domains, in the plugin's order.
-  auto domains = ssn_.jobDomains(job);
+  // A claimant constrained by topology makes room inside one of its domains: every domain that
+  // could hold it once victims are gone, not only those with room now (issue 15, item 4).
+  auto domains = ssn_.jobDomains(job, framework::DomainRoom::WithVictims);
   if (!domains) {
-    ok = runIn(job, nullptr, reason);
+    ok = runIn(job, nullptr, reason, /*trial=*/false);
   } else {
     reason = std::move(domains->reason);  // the plugin's word, when it has one, goes before a domain's
-    for (const framework::NodeDomain& d : domains->domains) {
-      std::string why;
-      if ((ok = runIn(job, &d, why))) break;
-      if (reason.empty()) reason = d.name + ": " + why;
-    }
+    ok = runInDomains(job, domains->domains, reason);
   }
   if (!ok && !sig.empty()) failedAt_[sig] = ssn_.nodeChanges().size();
   return ok;
@@ -333,6 +417,10 @@ struct Lack {
   std::vector<int64_t> groups;
   bool fractional = false;
   int64_t units = 0;
+  /// Whole-GPU claimants on a node with GPU groups: units each group's staying pods still hold; a
+  /// group whose last pods leave gives back its whole GPU (kNever: it cannot be vacated).
+  std::vector<int64_t> held;
+  static constexpr int64_t kNever = std::numeric_limits<int64_t>::max() / 4;
 
   bool gpuMet() const {
     if (!fractional) return gpu <= 0;
@@ -358,7 +446,17 @@ struct VictimFreed {
   void applyTo(Lack& l, int sign) const {
     l.cpu -= sign * cpu, l.mem -= sign * mem, l.gpu -= sign * gpu, l.slots -= sign * slots;
     for (size_t i = 0; i < scalars.size(); ++i) l.scalars[i].second -= sign * scalars[i];
-    for (const auto& [g, u] : groupUnits) l.groups[g] -= sign * u;
+    if (l.fractional) {
+      for (const auto& [g, u] : groupUnits) l.groups[g] -= sign * u;
+      return;
+    }
+    for (const auto& [g, u] : groupUnits) {  // a group emptied by the victims frees its GPU
+      int64_t& h = l.held[g];
+      if (h >= Lack::kNever) continue;
+      const bool emptyBefore = h <= 0;
+      h -= sign * u;
+      if (emptyBefore != (h <= 0)) l.gpu -= h <= 0 ? 1000 : -1000;
+    }
   }
   /// Whether giving this back reduces anything the claimant still lacks.
   bool helps(const Lack& l) const {
@@ -366,7 +464,12 @@ struct VictimFreed {
     for (size_t i = 0; i < scalars.size(); ++i)
       if (l.scalars[i].second > 0 && scalars[i] > 0) return true;
     if (l.gpuMet()) return false;
-    if (!l.fractional) return gpu > 0;
+    if (!l.fractional) {
+      if (gpu > 0) return true;
+      for (const auto& [g, u] : groupUnits)  // brings a shared GPU closer to being vacated
+        if (u > 0 && l.held[g] > 0 && l.held[g] < Lack::kNever) return true;
+      return false;
+    }
     if (gpu > 0) return true;  // frees (part of) a whole GPU the claimant could open a group on
     for (const auto& [g, u] : groupUnits)
       if (l.groups[g] > 0 && u > 0) return true;
@@ -415,6 +518,12 @@ std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, 
         lack.groups.push_back(g.capacity > 0 ? lack.units - g.futureFree() : std::numeric_limits<int64_t>::max() / 4);
     }
   }
+  if (!task.sharesGpu() && lack.gpu > 0 && !n.gpuGroups.empty()) {
+    lack.held.reserve(n.gpuGroups.size());
+    for (const framework::SessionGpuGroup& g : n.gpuGroups)
+      lack.held.push_back(g.capacity > 0 && g.opened == 0 && g.pipelined == 0 && !g.vacating ? g.used - g.releasing
+                                                                                              : Lack::kNever);
+  }
   if (lack.met()) return std::nullopt;  // fits without victims: not this search's business
   Chosen out;
   std::vector<VictimFreed>& freed = freed_;
@@ -434,7 +543,12 @@ std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, 
     const SessionJob& vj = ssn_.jobs()[v.job];
     auto tp = std::find_if(takenPods.begin(), takenPods.end(), [&](const auto& p) { return p.first == v.job; });
     const int already = tp == takenPods.end() ? 0 : tp->second;
-    const bool surplus = runningCount(vj) - already > vj.minMember();
+    bool surplus = runningCount(vj) - already > vj.minMember();
+    if (surplus && vj.info->podGroup && !vj.info->podGroup->subGroups.empty()) {
+      const Take take = takeOf(v, taken_);
+      if (take == Take::Wait) continue;
+      surplus = take == Take::Surplus;
+    }
     std::vector<Victim>& chunk = scratch_;
     chunk.assign(1, v);  // first: it places the chunk in victim order
     if (!surplus)
@@ -444,7 +558,6 @@ std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, 
                                         [&](const Victim& x) { return x.job == v.job && x.task == t.index; });
         if (!chosen) chunk.push_back({v.job, t.index});
       }
-    if (mode_ == VictimMode::Consolidate && chunk.size() != 1) continue;
     VictimFreed f;
     f.scalars.assign(lack.scalars.size(), 0);
     f.first = v;
@@ -455,7 +568,7 @@ std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, 
       const api::Resources& cr = ct.nodeRequest();
       f.cpu += cr.milliCpu, f.mem += cr.memory, f.gpu += cr.milliGpu, ++f.slots;
       for (size_t i = 0; i < lack.scalars.size(); ++i) f.scalars[i] += cr.get(lack.scalars[i].first);
-      if (lack.fractional && ct.sharesGpu()) {
+      if ((lack.fractional || !lack.held.empty()) && ct.sharesGpu()) {
         const int64_t u = cache::gpuUnitsOn(*ct.info->gpuSpec, *n.info);
         for (const std::string& id : ct.info->gpuGroups)
           for (size_t g = 0; g < n.gpuGroups.size(); ++g)
@@ -548,12 +661,63 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
   return out;
 }
 
-bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, std::string& reason) {
-  const std::vector<int> pending = pendingTasks(ssn_, job);
+void VictimSearch::evict(Statement& stmt, SessionTask& task, const std::string& why) {
+  evictedNow_.push_back({task.job, task.index});
+  stmt.evict(task, why);
+}
+
+bool VictimSearch::earlier(std::vector<Victim> a, std::vector<Victim> b) const {
+  // Latest victim first in both, then compared from there: the set whose latest victim comes
+  // earlier in victim order wins; on a tie the next latest decides; a set that runs out first
+  // (fewer victims, the rest equal) wins.
+  auto later = [&](const Victim& x, const Victim& y) {
+    return ssn_.victimLess(ssn_.task(y.job, y.task), ssn_.task(x.job, x.task));
+  };
+  std::sort(a.begin(), a.end(), later);
+  std::sort(b.begin(), b.end(), later);
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    if (later(b[i], a[i])) return true;
+    if (later(a[i], b[i])) return false;
+  }
+  return a.size() < b.size();
+}
+
+bool VictimSearch::runInDomains(SessionJob& job, const std::vector<framework::NodeDomain>& domains,
+                                std::string& reason) {
+  // Domains of one rank (one level) are alternatives: each is tried without committing, and the
+  // one whose victims come first in victim order is taken. A lower rank (a preferred level) goes
+  // before a higher one whenever it has a solution.
+  for (size_t first = 0; first < domains.size();) {
+    size_t end = first;
+    while (end < domains.size() && domains[end].rank == domains[first].rank) ++end;
+    int best = -1;
+    std::vector<Victim> bestSet;
+    for (size_t d = first; d < end; ++d) {
+      std::string why;
+      if (end - first == 1) {
+        if (runIn(job, &domains[d], why, /*trial=*/false)) return true;
+      } else if (runIn(job, &domains[d], why, /*trial=*/true)) {
+        if (best < 0 || earlier(evictedNow_, bestSet)) best = static_cast<int>(d), bestSet = evictedNow_;
+        continue;
+      }
+      if (reason.empty()) reason = domains[d].name + ": " + why;
+    }
+    if (best >= 0) {
+      std::string why;
+      if (runIn(job, &domains[best], why, /*trial=*/false)) return true;
+      if (reason.empty()) reason = domains[best].name + ": " + why;
+    }
+    first = end;
+  }
+  return false;
+}
+
+bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, std::string& reason, bool trial) {
+  evictedNow_.clear();
+  const std::vector<int> pending = claimantOrder(ssn_, job);
   // A job that needs one more pod, which fits as things are, needs no victim: asked before any
   // operation, so that no statement is opened and discarded for it.
-  const size_t needed = mode_ == VictimMode::Consolidate ? pending.size()
-                                                         : static_cast<size_t>(std::max(0, job.minMember() - job.readyCount));
+  const size_t needed = static_cast<size_t>(std::max(0, job.minMember() - job.readyCount));
   if (needed == 1 && !pending.empty()) {
     ssn_.restrictTo(domain);
     SessionTask& first = job.tasks[pending.front()];
@@ -569,7 +733,7 @@ bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, s
   bool queueFreed = false;  // victims freed queue room: the pods wait for them to leave
   for (int ti : pending) {
     ssn_.restrictTo(domain);  // replace() below lifts it
-    if (ssn_.jobReady(job) && mode_ != VictimMode::Consolidate) break;  // evict for the minimum only
+    if (ssn_.jobReady(job)) break;  // evict (or move pods) for the gang's minimum only
     SessionTask& task = job.tasks[ti];
     if (auto allowed = taskAllowed(ssn_, job, task); !allowed.ok()) {
       // Blocked by a queue's limit: victims under that queue free room in it (issue 15, item 9).
@@ -605,6 +769,10 @@ bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, s
     reason = "fits without victims";
     stmt.discard();
     return false;
+  }
+  if (trial) {  // the caller compares this solution with others: it only wanted the victims
+    stmt.discard();
+    return true;
   }
   if (job.pipelinedCount > 0) stmt.pipelineAllocated(job.index);
   stmt.commit();

@@ -45,11 +45,26 @@ class VictimSearch {
 
  private:
   using Victim = VictimSearchVictim;
-  /// run() inside `domain` (null: anywhere).
-  bool runIn(framework::SessionJob& job, const framework::NodeDomain* domain, std::string& reason);
+  /// run() inside `domain` (null: anywhere). `trial`: on success the victims are left in
+  /// evictedNow_ and the statement is discarded.
+  bool runIn(framework::SessionJob& job, const framework::NodeDomain* domain, std::string& reason, bool trial);
+  /// run() for a claimant constrained to topology domains (see NodeDomain::rank).
+  bool runInDomains(framework::SessionJob& job, const std::vector<framework::NodeDomain>& domains,
+                    std::string& reason);
+  /// Whether victim set `a` comes before `b`: its latest victim is earlier in victim order, and
+  /// so on down; then fewer victims.
+  bool earlier(std::vector<Victim> a, std::vector<Victim> b) const;
+  /// Evicts `task` in `stmt`, recording it in evictedNow_.
+  void evict(framework::Statement& stmt, framework::SessionTask& task, const std::string& why);
+  std::vector<Victim> evictedNow_;  ///< the victims of the current runIn()
   bool eligible(const framework::SessionJob& claimant, const framework::SessionTask& victim) const;
-  /// The tasks evicted together with `v`: its whole gang when the gang is at its minimum.
+  /// The tasks evicted together with `v`: its whole gang when the gang is at its minimum; none
+  /// when `v` must wait for surplus pods of its job's other subgroups.
   std::vector<Victim> chunkOf(const Victim& v) const;
+  /// How `v` may be taken once `taken` are gone: alone (a surplus pod of its job and of its
+  /// subgroup), later (another subgroup still has a surplus pod), or with its whole job.
+  enum class Take { Surplus, Wait, Whole };
+  Take takeOf(const Victim& v, const std::vector<Victim>& taken) const;
   void indexNodes();
   /// Evicts the victims choose() picks on `node`, then places `task` there. False (and the
   /// statement rolled back to where it was) when the node cannot be made to fit.

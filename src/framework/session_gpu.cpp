@@ -13,6 +13,15 @@ namespace {
 
 const std::vector<int> kNoGpus;
 
+/// Keeps a group's `vacating` and the node's releasing GPUs in step: a GPU whose fractional pods
+/// are all leaving becomes a whole releasing GPU (a whole-GPU pod may be pipelined onto it).
+void updateVacating(SessionGpuGroup& g, SessionNode& node) {
+  const bool v = g.capacity > 0 && g.opened == 0 && g.used > 0 && g.releasing >= g.used && g.pipelined == 0;
+  if (v == g.vacating) return;
+  g.vacating = v;
+  node.releasing.milliGpu += v ? 1000 : -1000;
+}
+
 int64_t unitsOf(const SessionTask& task, const SessionNode& node) {
   return cache::gpuUnitsOn(*task.info->gpuSpec, *node.info);
 }
@@ -32,6 +41,7 @@ void Session::buildGpuGroups() {
       sg.releasing = g.releasing;
       sg.tasks = g.pods;
       n.gpuGroups.push_back(std::move(sg));
+      updateVacating(n.gpuGroups.back(), n);
     }
   }
 }
@@ -43,7 +53,8 @@ bool Session::gpuShareFits(const SessionTask& task, const SessionNode& node, boo
   int64_t count = 0;
   const int32_t want = task.info->gpuSpec->numDevices;
   for (const SessionGpuGroup& g : node.gpuGroups)
-    if (g.capacity > 0 && (future ? g.futureFree() : g.free()) >= units && ++count >= want) return true;
+    if (g.capacity > 0 && !(future && g.vacating) && (future ? g.futureFree() : g.free()) >= units && ++count >= want)
+      return true;
   const int64_t wholeMilli =
       future ? node.idle.milliGpu + node.releasing.milliGpu - node.pipelined.milliGpu : node.idle.milliGpu;
   count += std::max<int64_t>(0, wholeMilli / 1000);
@@ -86,7 +97,7 @@ void Session::takeGpus(SessionTask& task, SessionNode& node, bool pipelined) {
   std::vector<Candidate> cands;
   for (size_t i = 0; i < node.gpuGroups.size(); ++i) {
     const SessionGpuGroup& g = node.gpuGroups[i];
-    if (g.capacity > 0 && (pipelined ? g.futureFree() : g.free()) >= units)
+    if (g.capacity > 0 && !(pipelined && g.vacating) && (pipelined ? g.futureFree() : g.free()) >= units)
       cands.push_back({gpuScore(task, node, static_cast<int>(i)), static_cast<int>(i)});
   }
   const int64_t wholeMilli =
@@ -137,6 +148,7 @@ void Session::returnGpus(SessionTask& task, SessionNode& node, bool pipelined) {
     if (pipelined) g.pipelined -= units;
     else g.used -= units;
     g.tasks--;
+    updateVacating(g, node);  // a promise withdrawn from a group whose pods all leave
     if (g.opened != 0 && g.tasks == 0) {
       if (g.opened == 2) node.pipelined.milliGpu -= 1000;
       else node.idle.milliGpu += 1000;
@@ -155,12 +167,18 @@ void Session::releaseGpus(SessionTask& task, SessionNode& node, int sign) {
   const int64_t units = unitsOf(task, node);
   const size_t slot = slotOf(task);
   if (slot < taskGpus_.size() && !taskGpus_[slot].empty()) {
-    for (int gi : taskGpus_[slot]) node.gpuGroups[gi].releasing += sign * units;
+    for (int gi : taskGpus_[slot]) {
+      node.gpuGroups[gi].releasing += sign * units;
+      updateVacating(node.gpuGroups[gi], node);
+    }
     return;
   }
   for (const std::string& id : task.info->gpuGroups)
     for (SessionGpuGroup& g : node.gpuGroups)
-      if (g.id == id) g.releasing += sign * units;
+      if (g.id == id) {
+        g.releasing += sign * units;
+        updateVacating(g, node);
+      }
 }
 
 }  // namespace tessera::framework
