@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 #include <tuple>
+#include <cstdio>
+#include <cstdlib>
 
 #include "job_placement.h"
 
@@ -145,28 +147,37 @@ std::vector<VictimSearch::Victim> VictimSearch::chunkOf(const Victim& v) const {
   return all;
 }
 
-bool VictimSearch::replace(Statement& stmt, const std::vector<Victim>& victims, int avoid) {
-  framework::NodeDomain elsewhere;
-  elsewhere.name = "nodes other than " + ssn_.nodes()[avoid].name();
-  for (const auto& n : ssn_.nodes())
-    if (n.index != avoid) elsewhere.nodes.push_back(n.index);
+int VictimSearch::replace(Statement& stmt, const std::vector<Victim>& victims) {
+  // Anywhere, the node it leaves included (a fractional pod packed onto another GPU there, a
+  // gang's pod on room its other pods left): the claimant already holds the room it needed.
+  ssn_.restrictTo(nullptr);
   for (const Victim& v : victims) {
     const SessionTask& t = ssn_.task(v.job, v.task);
-    // A fractional pod may move to another GPU of the same node (packing shared GPUs); the
-    // claimant already holds the room it was moved for.
-    ssn_.restrictTo(t.sharesGpu() ? nullptr : &elsewhere);
     const framework::Placement p = ssn_.scanPlacement(t, /*allowPipeline=*/true);
-    ssn_.restrictTo(nullptr);
-    if (p.node < 0) return false;
+    if (p.node < 0) return v.job;
     stmt.reserve(t, p.node);
   }
-  return true;
+  return -1;
 }
 
 bool VictimSearch::makeRoomOn(Statement& stmt, SessionJob& job, SessionTask& task, int node, int& evicted) {
+  // Consolidation: a job whose pods cannot be placed again is left where it is, and the node's
+  // set chosen again without it (a few times at most).
+  unmovable_.clear();
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    const int stuck = makeRoomOnce(stmt, job, task, node, evicted);
+    if (stuck == kPlaced) return true;
+    if (stuck < 0) break;
+    unmovable_.push_back(stuck);
+  }
+  unmovable_.clear();
+  return false;
+}
+
+int VictimSearch::makeRoomOnce(Statement& stmt, SessionJob& job, SessionTask& task, int node, int& evicted) {
   std::optional<Chosen> chosen = choose(job, task, node, /*keepChunks=*/true);
   resetVerdicts();
-  if (!chosen || evicted + chosen->count > maxVictims_) return false;
+  if (!chosen || evicted + chosen->count > maxVictims_) return kFailed;
   const auto cp = stmt.checkpoint();
   const int before = evicted;
   const std::string who = describeJob(job);
@@ -179,7 +190,7 @@ bool VictimSearch::makeRoomOn(Statement& stmt, SessionJob& job, SessionTask& tas
     stmt.rollback(cp);
     evictedNow_.resize(record);
     evicted = before;
-    return false;
+    return kFailed;
   };
   bool first = true;
   std::vector<Victim> moved;  // consolidation: placed again once the claimant holds its room
@@ -203,8 +214,12 @@ bool VictimSearch::makeRoomOn(Statement& stmt, SessionJob& job, SessionTask& tas
   // theirs until they are gone).
   if (ssn_.fits(task, n, /*future=*/false) && n.podCount < n.node().allocatablePods) stmt.allocate(task, node);
   else stmt.pipeline(task, node);
-  if (!moved.empty() && !replace(stmt, moved, node)) return fail();
-  return true;
+  if (!moved.empty())
+    if (const int stuck = replace(stmt, moved); stuck >= 0) {
+      fail();
+      return stuck;
+    }
+  return kPlaced;
 }
 
 int VictimSearch::parentOf(int queue) const {
@@ -540,6 +555,7 @@ std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, 
     if (lack.met()) break;
     if (!eligibleCached(job, v)) continue;
     if (std::find(whole.begin(), whole.end(), v.job) != whole.end()) continue;
+    if (!unmovable_.empty() && std::find(unmovable_.begin(), unmovable_.end(), v.job) != unmovable_.end()) continue;
     const SessionJob& vj = ssn_.jobs()[v.job];
     auto tp = std::find_if(takenPods.begin(), takenPods.end(), [&](const auto& p) { return p.first == v.job; });
     const int already = tp == takenPods.end() ? 0 : tp->second;
@@ -712,7 +728,8 @@ bool VictimSearch::runInDomains(SessionJob& job, const std::vector<framework::No
   return false;
 }
 
-bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, std::string& reason, bool trial) {
+bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, std::string& reason, bool trial,
+                         bool victimsFirst) {
   evictedNow_.clear();
   const std::vector<int> pending = claimantOrder(ssn_, job);
   // A job that needs one more pod, which fits as things are, needs no victim: asked before any
@@ -744,14 +761,19 @@ bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, s
       }
       queueFreed = true;
     }
+    bool placed = false;
+    if (victimsFirst) {  // see below: the free room is left to the pods that are moved
+      const std::vector<int> tryNodes = candidates(job, task, domain, kNodeAttempts);
+      for (size_t i = 0; i < tryNodes.size() && !placed; ++i) placed = makeRoomOn(stmt, job, task, tryNodes[i], evicted);
+      if (placed) continue;
+    }
     const framework::Placement p = ssn_.findPlacement(task, /*allowPipeline=*/true);
     if (p.node >= 0) {  // room freed by earlier victims, or there all along
       if (p.pipelined || queueFreed) stmt.pipeline(task, p.node);
       else stmt.allocate(task, p.node);
       continue;
     }
-    const std::vector<int> tryNodes = candidates(job, task, domain, kNodeAttempts);
-    bool placed = false;
+    const std::vector<int> tryNodes = victimsFirst ? std::vector<int>{} : candidates(job, task, domain, kNodeAttempts);
     for (size_t i = 0; i < tryNodes.size() && !placed; ++i) placed = makeRoomOn(stmt, job, task, tryNodes[i], evicted);
     if (!placed) {
       if (reason.empty())
@@ -763,6 +785,12 @@ bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, s
   if (!ssn_.jobReady(job)) {
     if (reason.empty()) reason = "no eligible victims would make room";
     stmt.discard();
+    // Consolidation for several pods: the pods that fit as things are may have taken the free room
+    // the moved pods needed. Once more, making room before taking free room.
+    if (mode_ == VictimMode::Consolidate && !victimsFirst && needed > 1) {
+      std::string again;
+      if (runIn(job, domain, again, trial, /*victimsFirst=*/true)) return true;
+    }
     return false;
   }
   if (evicted == 0) {  // the job needs no victim: placing it is allocate's job, not this action's

@@ -47,7 +47,10 @@ class VictimSearch {
   using Victim = VictimSearchVictim;
   /// run() inside `domain` (null: anywhere). `trial`: on success the victims are left in
   /// evictedNow_ and the statement is discarded.
-  bool runIn(framework::SessionJob& job, const framework::NodeDomain* domain, std::string& reason, bool trial);
+  /// `victimsFirst` (consolidation, second try): each pod makes room with victims before taking
+  /// free room.
+  bool runIn(framework::SessionJob& job, const framework::NodeDomain* domain, std::string& reason, bool trial,
+             bool victimsFirst = false);
   /// run() for a claimant constrained to topology domains (see NodeDomain::rank).
   bool runInDomains(framework::SessionJob& job, const std::vector<framework::NodeDomain>& domains,
                     std::string& reason);
@@ -70,6 +73,12 @@ class VictimSearch {
   /// statement rolled back to where it was) when the node cannot be made to fit.
   bool makeRoomOn(framework::Statement& stmt, framework::SessionJob& job, framework::SessionTask& task, int node,
                   int& evicted);
+  /// One try of makeRoomOn: kPlaced, kFailed, or (consolidation) the job whose pods could not be
+  /// placed again.
+  static constexpr int kPlaced = -1, kFailed = -2;
+  int makeRoomOnce(framework::Statement& stmt, framework::SessionJob& job, framework::SessionTask& task, int node,
+                   int& evicted);
+  std::vector<int> unmovable_;  ///< consolidation: victim jobs choose() leaves alone on this node
   /// When a limit of the claimant's queue or an ancestor blocks `task`, evicts eligible victims
   /// counted under that limit, in victim order, until it no longer does. False (nothing evicted)
   /// when they cannot.
@@ -82,8 +91,9 @@ class VictimSearch {
   bool queueRoomKnownFailed(const framework::SessionJob& job, const framework::SessionTask& task) const;
   /// freeQueueRoom() failures by claimant key, with the node change count at that moment.
   std::map<std::string, size_t> queueRoomFailedAt_;
-  /// Places the evicted pods of a consolidation again, away from `avoid`.
-  bool replace(framework::Statement& stmt, const std::vector<Victim>& victims, int avoid);
+  /// Places the evicted pods of a consolidation again, anywhere (after the claimant took its
+  /// room). Returns -1, or the job of the first pod that finds no place.
+  int replace(framework::Statement& stmt, const std::vector<Victim>& victims);
 
   /// The victims to evict on one node so that a task fits there.
   struct Chosen {
