@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <limits>
 #include <tuple>
-#include <cstdio>
-#include <cstdlib>
 
 #include "job_placement.h"
 
@@ -62,6 +60,7 @@ void VictimSearch::indexNodes() {
 bool VictimSearch::eligible(const SessionJob& claimant, const SessionTask& victim) const {
   const SessionJob& vj = ssn_.jobs()[victim.job];
   if (vj.index == claimant.index || !vj.preemptible || !running(victim)) return false;
+  if (!excluded_.empty() && std::find(excluded_.begin(), excluded_.end(), vj.index) != excluded_.end()) return false;
   switch (mode_) {
     case VictimMode::Reclaim: return ssn_.reclaimable(claimant, victim);
     case VictimMode::Preempt: return ssn_.preemptable(claimant, victim);
@@ -239,9 +238,11 @@ bool VictimSearch::relievable(const SessionJob& job, const std::string& why) con
 }
 
 std::string VictimSearch::queueRoomKey(const SessionJob& job, const SessionTask& task) const {
-  return std::to_string(job.queue) + "|" + std::to_string(job.priority) + "|" +
-         std::to_string(task.request().milliGpu) + "|" + std::to_string(task.request().milliCpu) + "|" +
-         std::to_string(task.request().memory);
+  std::string key = std::to_string(job.queue) + "|" + std::to_string(job.priority) + "|" +
+                    std::to_string(task.request().milliGpu) + "|" + std::to_string(task.request().milliCpu) + "|" +
+                    std::to_string(task.request().memory);
+  for (int j : excluded_) key += "|x" + std::to_string(j);  // pruning: found without those victims
+  return key;
 }
 
 bool VictimSearch::queueRoomKnownFailed(const SessionJob& job, const SessionTask& task) const {
@@ -412,12 +413,15 @@ void VictimSearch::resetVerdicts() {
 
 bool VictimSearch::eligibleCached(const SessionJob& job, const Victim& v) {
   if (verdict_.size() != ssn_.jobs().size()) verdict_.assign(ssn_.jobs().size(), -1);
+  // A releasing pod says nothing about its job: asked of running pods only, so that the verdict
+  // holds for the job.
+  if (!running(ssn_.task(v.job, v.task))) return false;
   int8_t& e = verdict_[v.job];
   if (e < 0) {
     e = eligible(job, ssn_.task(v.job, v.task)) ? 1 : 0;
     touched_.push_back(v.job);
   }
-  return e == 1 && running(ssn_.task(v.job, v.task));
+  return e == 1;
 }
 
 namespace {
@@ -652,8 +656,9 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
     for (size_t i = 0; i < keep; ++i) out.push_back(all[i].node);
     return out;
   }
-  const std::string key = ssn_.placementKey(task) + "|" + job.info->queue + "|" + std::to_string(job.priority) + "|" +
-                          (job.preemptible ? "p" : "n");
+  std::string key = ssn_.placementKey(task) + "|" + job.info->queue + "|" + std::to_string(job.priority) + "|" +
+                    (job.preemptible ? "p" : "n");
+  for (int j : excluded_) key += "|x" + std::to_string(j);  // pruning: rankings without those victims
   auto [it, fresh] = rankings_.try_emplace(key, Better{this});
   Ranking& ranking = it->second;
   const framework::NodeChangeLog& log = ssn_.nodeChanges();
@@ -696,6 +701,32 @@ bool VictimSearch::earlier(std::vector<Victim> a, std::vector<Victim> b) const {
     if (later(a[i], b[i])) return false;
   }
   return a.size() < b.size();
+}
+
+bool VictimSearch::prune(SessionJob& job, const framework::NodeDomain* domain, std::vector<Victim> best,
+                         std::string& reason) {
+  pruning_ = true;
+  // The victims' jobs, the one with the latest victim in victim order first.
+  auto later = [&](const Victim& x, const Victim& y) {
+    return ssn_.victimLess(ssn_.task(y.job, y.task), ssn_.task(x.job, x.task));
+  };
+  std::vector<Victim> byLatest = best;
+  std::sort(byLatest.begin(), byLatest.end(), later);
+  std::vector<int> jobs;
+  for (const Victim& v : byLatest)
+    if (std::find(jobs.begin(), jobs.end(), v.job) == jobs.end()) jobs.push_back(v.job);
+  for (int j : jobs) {
+    if (std::none_of(best.begin(), best.end(), [&](const Victim& v) { return v.job == j; })) continue;
+    excluded_.push_back(j);
+    std::string why;
+    if (runIn(job, domain, why, /*trial=*/true) && earlier(evictedNow_, best)) best = evictedNow_;
+    else excluded_.pop_back();
+  }
+  bool ok = runIn(job, domain, reason, /*trial=*/false);
+  excluded_.clear();
+  if (!ok) ok = runIn(job, domain, reason, /*trial=*/false);  // as first found
+  pruning_ = false;
+  return ok;
 }
 
 bool VictimSearch::runInDomains(SessionJob& job, const std::vector<framework::NodeDomain>& domains,
@@ -766,6 +797,7 @@ bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, s
       const std::vector<int> tryNodes = candidates(job, task, domain, kNodeAttempts);
       for (size_t i = 0; i < tryNodes.size() && !placed; ++i) placed = makeRoomOn(stmt, job, task, tryNodes[i], evicted);
       if (placed) continue;
+      ssn_.restrictTo(domain);  // replace() lifted it
     }
     const framework::Placement p = ssn_.findPlacement(task, /*allowPipeline=*/true);
     if (p.node >= 0) {  // room freed by earlier victims, or there all along
@@ -801,6 +833,18 @@ bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, s
   if (trial) {  // the caller compares this solution with others: it only wanted the victims
     stmt.discard();
     return true;
+  }
+  if (!pruning_ && (needed > 1 || queueFreed)) {
+    // Several pods (or queue room and node room) were made room for one after another: a victim
+    // taken early may have become unnecessary. Pruned across the whole set before committing.
+    std::vector<int> victimJobs;
+    for (const Victim& v : evictedNow_)
+      if (std::find(victimJobs.begin(), victimJobs.end(), v.job) == victimJobs.end()) victimJobs.push_back(v.job);
+    if (victimJobs.size() > 1) {
+      std::vector<Victim> found = evictedNow_;
+      stmt.discard();
+      return prune(job, domain, std::move(found), reason);
+    }
   }
   if (job.pipelinedCount > 0) stmt.pipelineAllocated(job.index);
   stmt.commit();

@@ -57,6 +57,13 @@ class VictimSearch {
   /// Whether victim set `a` comes before `b`: its latest victim is earlier in victim order, and
   /// so on down; then fewer victims.
   bool earlier(std::vector<Victim> a, std::vector<Victim> b) const;
+  /// Drops victims a claimant with several pods did without: for each victim job of `best`, the
+  /// latest in victim order first, the search runs again without it and keeps the result when its
+  /// set comes earlier (earlier()); then commits the final search.
+  bool prune(framework::SessionJob& job, const framework::NodeDomain* domain, std::vector<Victim> best,
+             std::string& reason);
+  bool pruning_ = false;
+  std::vector<int> excluded_;  ///< victim jobs left alone while pruning
   /// Evicts `task` in `stmt`, recording it in evictedNow_.
   void evict(framework::Statement& stmt, framework::SessionTask& task, const std::string& why);
   std::vector<Victim> evictedNow_;  ///< the victims of the current runIn()
