@@ -146,17 +146,72 @@ std::vector<VictimSearch::Victim> VictimSearch::chunkOf(const Victim& v) const {
   return all;
 }
 
-int VictimSearch::replace(Statement& stmt, const std::vector<Victim>& victims) {
+int VictimSearch::replace(Statement& stmt, const std::vector<Victim>& victims, int& evicted, int depth) {
   // Anywhere, the node it leaves included (a fractional pod packed onto another GPU there, a
   // gang's pod on room its other pods left): the claimant already holds the room it needed.
-  ssn_.restrictTo(nullptr);
   for (const Victim& v : victims) {
+    ssn_.restrictTo(nullptr);
     const SessionTask& t = ssn_.task(v.job, v.task);
     const framework::Placement p = ssn_.scanPlacement(t, /*allowPipeline=*/true);
-    if (p.node < 0) return v.job;
-    stmt.reserve(t, p.node);
+    if (p.node >= 0) {
+      stmt.reserve(t, p.node);
+      continue;
+    }
+    if (depth >= chainLimit_ || !moveFor(stmt, v, evicted, depth + 1)) return v.job;
   }
   return -1;
+}
+
+bool VictimSearch::moveFor(Statement& stmt, const Victim& v, int& evicted, int depth) {
+  // A moved pod with no room anywhere: other pods are moved for it in turn (a chain of moves, as
+  // KAI's scenarios re-allocate every victim), on the node whose set comes first in victim order.
+  const SessionJob& vj = ssn_.jobs()[v.job];
+  const SessionTask& t = ssn_.task(v.job, v.task);
+  std::optional<Chosen> best;
+  int bestNode = -1;
+  for (const SessionNode& n : ssn_.nodes()) {
+    std::string unused;
+    std::optional<Chosen> c = choose(vj, t, n.index, /*keepChunks=*/true);
+    resetVerdicts();
+    if (!c || evicted + c->count > maxVictims_ || !ssn_.predicate(t, n, unused)) continue;
+    const SessionTask& last = ssn_.task(c->last.job, c->last.task);
+    const bool better = !best || ssn_.victimLess(last, ssn_.task(best->last.job, best->last.task)) ||
+                        (!ssn_.victimLess(ssn_.task(best->last.job, best->last.task), last) && c->count < best->count);
+    if (better) best = std::move(c), bestNode = n.index;
+  }
+  if (!best) return false;
+  const auto cp = stmt.checkpoint();
+  const size_t record = evictedNow_.size();
+  const int before = evicted;
+  std::vector<Victim> moved;
+  for (const std::vector<Victim>& chunk : best->chunks)
+    for (const Victim& c : chunk) {
+      SessionTask& ct = ssn_.task(c.job, c.task);
+      if (!running(ct)) continue;
+      evict(stmt, ct, movedWhy_);
+      ++evicted;
+      moved.push_back(c);
+    }
+  if (ssn_.fits(t, ssn_.nodes()[bestNode], /*future=*/true)) {
+    stmt.reserve(t, bestNode);
+    if (replace(stmt, moved, evicted, depth) < 0) return true;
+  }
+  stmt.rollback(cp);
+  evictedNow_.resize(record);
+  evicted = before;
+  return false;
+}
+
+bool VictimSearch::tryOn(Statement& stmt, SessionJob& job, SessionTask& task, const std::vector<int>& nodes,
+                         int& evicted) {
+  // Consolidation: on every node without moving further pods for the moved ones first; chains of
+  // moves only when no node does without.
+  for (int pass = 0; pass < (mode_ == VictimMode::Consolidate ? 2 : 1); ++pass) {
+    chainLimit_ = pass == 0 ? 0 : kMaxChain;
+    for (int node : nodes)
+      if (makeRoomOn(stmt, job, task, node, evicted)) return true;
+  }
+  return false;
 }
 
 bool VictimSearch::makeRoomOn(Statement& stmt, SessionJob& job, SessionTask& task, int node, int& evicted) {
@@ -213,8 +268,10 @@ int VictimSearch::makeRoomOnce(Statement& stmt, SessionJob& job, SessionTask& ta
   // theirs until they are gone).
   if (ssn_.fits(task, n, /*future=*/false) && n.podCount < n.node().allocatablePods) stmt.allocate(task, node);
   else stmt.pipeline(task, node);
+  orderChanged_ = true;
+  movedWhy_ = why;
   if (!moved.empty())
-    if (const int stuck = replace(stmt, moved); stuck >= 0) {
+    if (const int stuck = replace(stmt, moved, evicted, 0); stuck >= 0) {
       fail();
       return stuck;
     }
@@ -659,6 +716,12 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
   std::string key = ssn_.placementKey(task) + "|" + job.info->queue + "|" + std::to_string(job.priority) + "|" +
                     (job.preemptible ? "p" : "n");
   for (int j : excluded_) key += "|x" + std::to_string(j);  // pruning: rankings without those victims
+  // Victims taken for this claimant's earlier pods change the victim order itself (queue shares,
+  // jobs no longer above their minimum): the nodes are ranked afresh for its later pods.
+  if (orderChanged_) {
+    rankings_.erase(key);
+    orderChanged_ = false;
+  }
   auto [it, fresh] = rankings_.try_emplace(key, Better{this});
   Ranking& ranking = it->second;
   const framework::NodeChangeLog& log = ssn_.nodeChanges();
@@ -762,6 +825,7 @@ bool VictimSearch::runInDomains(SessionJob& job, const std::vector<framework::No
 bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, std::string& reason, bool trial,
                          bool victimsFirst) {
   evictedNow_.clear();
+  orderChanged_ = false;
   const std::vector<int> pending = claimantOrder(ssn_, job);
   // A job that needs one more pod, which fits as things are, needs no victim: asked before any
   // operation, so that no statement is opened and discarded for it.
@@ -795,7 +859,7 @@ bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, s
     bool placed = false;
     if (victimsFirst) {  // see below: the free room is left to the pods that are moved
       const std::vector<int> tryNodes = candidates(job, task, domain, kNodeAttempts);
-      for (size_t i = 0; i < tryNodes.size() && !placed; ++i) placed = makeRoomOn(stmt, job, task, tryNodes[i], evicted);
+      placed = tryOn(stmt, job, task, tryNodes, evicted);
       if (placed) continue;
       ssn_.restrictTo(domain);  // replace() lifted it
     }
@@ -806,7 +870,7 @@ bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, s
       continue;
     }
     const std::vector<int> tryNodes = victimsFirst ? std::vector<int>{} : candidates(job, task, domain, kNodeAttempts);
-    for (size_t i = 0; i < tryNodes.size() && !placed; ++i) placed = makeRoomOn(stmt, job, task, tryNodes[i], evicted);
+    placed = tryOn(stmt, job, task, tryNodes, evicted);
     if (!placed) {
       if (reason.empty())
         reason = tryNodes.empty() ? "no eligible victims would make room" : "evicting the eligible victims is not enough";
@@ -834,9 +898,10 @@ bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, s
     stmt.discard();
     return true;
   }
-  if (!pruning_ && (needed > 1 || queueFreed)) {
-    // Several pods (or queue room and node room) were made room for one after another: a victim
-    // taken early may have become unnecessary. Pruned across the whole set before committing.
+  if (!pruning_ && (needed > 1 || queueFreed || mode_ == VictimMode::Consolidate)) {
+    // Several pods (or queue room and node room, or pods moved for moved pods) were made room for
+    // one after another: a victim taken early may have become unnecessary. Pruned across the whole
+    // set before committing.
     std::vector<int> victimJobs;
     for (const Victim& v : evictedNow_)
       if (std::find(victimJobs.begin(), victimJobs.end(), v.job) == victimJobs.end()) victimJobs.push_back(v.job);

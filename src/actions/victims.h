@@ -99,8 +99,17 @@ class VictimSearch {
   /// freeQueueRoom() failures by claimant key, with the node change count at that moment.
   std::map<std::string, size_t> queueRoomFailedAt_;
   /// Places the evicted pods of a consolidation again, anywhere (after the claimant took its
-  /// room). Returns -1, or the job of the first pod that finds no place.
-  int replace(framework::Statement& stmt, const std::vector<Victim>& victims);
+  /// room), moving other pods for one that finds no room (moveFor) up to kMaxChain deep. Returns
+  /// -1, or the job of the first pod that finds no place.
+  int replace(framework::Statement& stmt, const std::vector<Victim>& victims, int& evicted, int depth);
+  /// Moves pods to make room for the moved pod `v` on one node and reserves it there.
+  bool moveFor(framework::Statement& stmt, const Victim& v, int& evicted, int depth);
+  static constexpr int kMaxChain = 2;
+  int chainLimit_ = 0;  ///< how deep replace() may move pods for moved pods (tryOn())
+  /// makeRoomOn() on `nodes` in turn until one succeeds (consolidation: chains last).
+  bool tryOn(framework::Statement& stmt, framework::SessionJob& job, framework::SessionTask& task,
+             const std::vector<int>& nodes, int& evicted);
+  std::string movedWhy_;  ///< the eviction reason of the consolidation in progress
 
   /// The victims to evict on one node so that a task fits there.
   struct Chosen {
@@ -156,6 +165,7 @@ class VictimSearch {
   /// Per claimant shape: nodes by victim order of their sets (better()), best score, lowest index.
   using Ranking = framework::NodeRanking<Candidate, Better>;
   std::map<std::string, Ranking> rankings_;
+  bool orderChanged_ = false;  ///< the current claimant took victims: rank nodes afresh (candidates())
   /// Signatures of jobs that found no solution, with the node change count at that moment.
   std::map<std::string, size_t> failedAt_;
   std::string signature(const framework::SessionJob& job) const;

@@ -14,9 +14,12 @@ namespace {
 const std::vector<int> kNoGpus;
 
 /// Keeps a group's `vacating` and the node's releasing GPUs in step: a GPU whose fractional pods
-/// are all leaving becomes a whole releasing GPU (a whole-GPU pod may be pipelined onto it).
+/// are all leaving, or whose reservation pod holds it for no pod (the binder deletes it), becomes a
+/// whole releasing GPU (a whole-GPU pod may be pipelined onto it).
 void updateVacating(SessionGpuGroup& g, SessionNode& node) {
-  const bool v = g.capacity > 0 && g.opened == 0 && g.used > 0 && g.releasing >= g.used && g.pipelined == 0;
+  const bool emptyReserved = g.used == 0 && g.tasks == 0 && g.info && g.info->reserved;
+  const bool v = g.capacity > 0 && g.opened == 0 && g.pipelined == 0 &&
+                 ((g.used > 0 && g.releasing >= g.used) || emptyReserved);
   if (v == g.vacating) return;
   g.vacating = v;
   node.releasing.milliGpu += v ? 1000 : -1000;
@@ -24,6 +27,15 @@ void updateVacating(SessionGpuGroup& g, SessionNode& node) {
 
 int64_t unitsOf(const SessionTask& task, const SessionNode& node) {
   return cache::gpuUnitsOn(*task.info->gpuSpec, *node.info);
+}
+
+/// Whether a fractional pod may take units of group `g`. A vacating group's GPU counts as a whole
+/// releasing GPU: it is offered only as such for the future, and joined now only while no promise
+/// on the node relies on its release.
+bool joinable(const SessionGpuGroup& g, const SessionNode& node, bool future) {
+  if (g.capacity <= 0) return false;
+  if (!g.vacating) return true;
+  return !future && node.pipelined.milliGpu + 1000 <= node.idle.milliGpu + node.releasing.milliGpu;
 }
 
 }  // namespace
@@ -53,7 +65,7 @@ bool Session::gpuShareFits(const SessionTask& task, const SessionNode& node, boo
   int64_t count = 0;
   const int32_t want = task.info->gpuSpec->numDevices;
   for (const SessionGpuGroup& g : node.gpuGroups)
-    if (g.capacity > 0 && !(future && g.vacating) && (future ? g.futureFree() : g.free()) >= units && ++count >= want)
+    if (joinable(g, node, future) && (future ? g.futureFree() : g.free()) >= units && ++count >= want)
       return true;
   const int64_t wholeMilli =
       future ? node.idle.milliGpu + node.releasing.milliGpu - node.pipelined.milliGpu : node.idle.milliGpu;
@@ -97,7 +109,7 @@ void Session::takeGpus(SessionTask& task, SessionNode& node, bool pipelined) {
   std::vector<Candidate> cands;
   for (size_t i = 0; i < node.gpuGroups.size(); ++i) {
     const SessionGpuGroup& g = node.gpuGroups[i];
-    if (g.capacity > 0 && !(pipelined && g.vacating) && (pipelined ? g.futureFree() : g.free()) >= units)
+    if (joinable(g, node, pipelined) && (pipelined ? g.futureFree() : g.free()) >= units)
       cands.push_back({gpuScore(task, node, static_cast<int>(i)), static_cast<int>(i)});
   }
   const int64_t wholeMilli =
@@ -133,6 +145,7 @@ void Session::takeGpus(SessionTask& task, SessionNode& node, bool pipelined) {
     if (pipelined) g.pipelined += units;
     else g.used += units;
     g.tasks++;
+    updateVacating(g, node);  // a pod joining a reserved, empty GPU keeps it
     mine.push_back(gi);
   }
 }
