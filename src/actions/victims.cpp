@@ -689,12 +689,15 @@ std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, 
 std::optional<VictimSearch::Candidate> VictimSearch::evaluate(const SessionJob& job, const SessionTask& task, int node) {
   std::optional<Chosen> chosen = choose(job, task, node, /*keepChunks=*/false);
   if (!chosen) return std::nullopt;
-  // Node checks run with the victims gone: their pod slots are free again.
+  // Node checks run with the victims gone, and the pods already leaving: their pod slots are free
+  // again by the time the pod is bound (it is pipelined until then).
   SessionNode& n = ssn_.nodes()[node];
-  n.podCount -= static_cast<int32_t>(chosen->slots);
+  int32_t slots = static_cast<int32_t>(chosen->slots);
+  for (const Victim& v : onNode_[node]) slots += ssn_.task(v.job, v.task).state == TaskState::Releasing ? 1 : 0;
+  n.podCount -= slots;
   std::string unused;
   const bool ok = ssn_.predicate(task, n, unused);
-  n.podCount += static_cast<int32_t>(chosen->slots);
+  n.podCount += slots;
   if (!ok) return std::nullopt;
   return Candidate{chosen->count, chosen->last, -ssn_.nodeScore(task, n), node, ssn_.nodeChanges().version(node)};
 }
@@ -782,7 +785,13 @@ bool VictimSearch::prune(SessionJob& job, const framework::NodeDomain* domain, s
     if (std::none_of(best.begin(), best.end(), [&](const Victim& v) { return v.job == j; })) continue;
     excluded_.push_back(j);
     std::string why;
-    if (runIn(job, domain, why, /*trial=*/true) && earlier(evictedNow_, best)) best = evictedNow_;
+    // Kept only when it takes a subset: comparing different sets by the victim order as it stands
+    // (not as it would be after the victims before) could trade a victim for a later one.
+    const bool found = runIn(job, domain, why, /*trial=*/true);
+    const bool subset = std::all_of(evictedNow_.begin(), evictedNow_.end(), [&](const Victim& x) {
+      return std::any_of(best.begin(), best.end(), [&](const Victim& y) { return x.job == y.job && x.task == y.task; });
+    });
+    if (found && subset) best = evictedNow_;
     else excluded_.pop_back();
   }
   bool ok = runIn(job, domain, reason, /*trial=*/false);
