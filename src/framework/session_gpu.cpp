@@ -30,12 +30,11 @@ int64_t unitsOf(const SessionTask& task, const SessionNode& node) {
 }
 
 /// Whether a fractional pod may take units of group `g`. A vacating group's GPU counts as a whole
-/// releasing GPU: it is offered only as such for the future, and joined now only while no promise
-/// on the node relies on its release.
-bool joinable(const SessionGpuGroup& g, const SessionNode& node, bool future) {
+/// releasing GPU; the group is joined (and keeps its GPU) only while no promise on the node relies
+/// on that release.
+bool joinable(const SessionGpuGroup& g, const SessionNode& node) {
   if (g.capacity <= 0) return false;
-  if (!g.vacating) return true;
-  return !future && node.pipelined.milliGpu + 1000 <= node.idle.milliGpu + node.releasing.milliGpu;
+  return !g.vacating || node.pipelined.milliGpu + 1000 <= node.idle.milliGpu + node.releasing.milliGpu;
 }
 
 }  // namespace
@@ -62,13 +61,17 @@ bool Session::gpuShareFits(const SessionTask& task, const SessionNode& node, boo
   const int64_t units = unitsOf(task, node);
   const int64_t capacity = node.info->gpuUnits();
   if (units <= 0 || units > capacity) return false;
-  int64_t count = 0;
+  int64_t count = 0, vacating = 0;
   const int32_t want = task.info->gpuSpec->numDevices;
   for (const SessionGpuGroup& g : node.gpuGroups)
-    if (joinable(g, node, future) && (future ? g.futureFree() : g.free()) >= units && ++count >= want)
-      return true;
-  const int64_t wholeMilli =
-      future ? node.idle.milliGpu + node.releasing.milliGpu - node.pipelined.milliGpu : node.idle.milliGpu;
+    if (joinable(g, node) && (future ? g.futureFree() : g.free()) >= units) {
+      if (++count >= want) return true;
+      vacating += g.vacating ? 1 : 0;
+    }
+  // A vacating group counted above is not counted again as a whole releasing GPU.
+  const int64_t wholeMilli = future ? node.idle.milliGpu + node.releasing.milliGpu - node.pipelined.milliGpu -
+                                          1000 * vacating
+                                    : node.idle.milliGpu;
   count += std::max<int64_t>(0, wholeMilli / 1000);
   return count >= want;
 }
@@ -107,13 +110,17 @@ void Session::takeGpus(SessionTask& task, SessionNode& node, bool pipelined) {
     int group;  // -1: a whole GPU, opening a new group
   };
   std::vector<Candidate> cands;
+  int64_t vacating = 0;
   for (size_t i = 0; i < node.gpuGroups.size(); ++i) {
     const SessionGpuGroup& g = node.gpuGroups[i];
-    if (joinable(g, node, pipelined) && (pipelined ? g.futureFree() : g.free()) >= units)
+    if (joinable(g, node) && (pipelined ? g.futureFree() : g.free()) >= units) {
       cands.push_back({gpuScore(task, node, static_cast<int>(i)), static_cast<int>(i)});
+      vacating += g.vacating ? 1 : 0;
+    }
   }
-  const int64_t wholeMilli =
-      pipelined ? node.idle.milliGpu + node.releasing.milliGpu - node.pipelined.milliGpu : node.idle.milliGpu;
+  const int64_t wholeMilli = pipelined ? node.idle.milliGpu + node.releasing.milliGpu - node.pipelined.milliGpu -
+                                             1000 * vacating
+                                       : node.idle.milliGpu;
   const int64_t whole = std::min<int64_t>(std::max<int64_t>(0, wholeMilli / 1000), want);
   if (whole > 0) {
     const int64_t s = gpuScore(task, node, -1);
