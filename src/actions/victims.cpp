@@ -440,10 +440,20 @@ bool VictimSearch::run(SessionJob& job, std::string& reason) {
 
 std::string VictimSearch::signature(const SessionJob& job) const {
   // Pending pods' placement keys (in task order), the job's queue, priority, preemptibility and
-  // how many pods it still needs; jobs under topology constraints are not compared.
-  if (job.info->podGroup && !job.info->podGroup->topologyConstraint.empty()) return "";
-  std::string sig = job.info->queue + "|" + std::to_string(job.priority) + (job.preemptible ? "|p|" : "|n|") +
-                    std::to_string(job.minMember() - job.readyCount);
+  // how many pods it still needs, and its topology constraint. A constrained job with pods placed
+  // (its domains depend on where they are) or with constrained subgroups is not compared.
+  std::string sig;
+  if (const api::PodGroup* pg = job.info->podGroup.get()) {
+    const api::TopologyConstraint& tc = pg->topologyConstraint;
+    if (!tc.empty()) {
+      if (job.readyCount > 0 || job.pendingCount < static_cast<int32_t>(job.tasks.size())) return "";
+      sig = tc.topology + "|" + tc.requiredTopologyLevel + "|" + tc.preferredTopologyLevel + "|";
+    }
+    for (const api::SubGroup& sg : pg->subGroups)
+      if (!sg.topologyConstraint.empty()) return "";
+  }
+  sig += job.info->queue + "|" + std::to_string(job.priority) + (job.preemptible ? "|p|" : "|n|") +
+         std::to_string(job.minMember() - job.readyCount);
   for (int ti : pendingTasks(ssn_, job)) sig += "|" + ssn_.placementKey(job.tasks[ti]);
   return sig;
 }
@@ -801,6 +811,50 @@ bool VictimSearch::prune(SessionJob& job, const framework::NodeDomain* domain, s
   return ok;
 }
 
+bool VictimSearch::mayHold(const SessionJob& job, const framework::NodeDomain& domain) {
+  // An upper bound, cheap next to a search: what is free or releasing in the domain plus all that
+  // its eligible victims hold must cover the pods the gang still needs.
+  indexNodes();
+  api::Resources want;
+  int needed = std::max(1, job.minMember() - job.readyCount);
+  for (int ti : claimantOrder(ssn_, job)) {
+    if (needed-- <= 0) break;
+    const SessionTask& t = job.tasks[ti];
+    want += t.nodeRequest();
+    if (t.sharesGpu()) want.milliGpu += t.request().milliGpu;
+  }
+  // Per node, for claimants of this queue, priority and preemptibility, while the node is unchanged
+  // and nothing was committed (a commit changes queue shares, and with them who may be a victim).
+  if (roomAt_ != commits_) {
+    nodeRoom_.clear();
+    roomAt_ = commits_;
+  }
+  const std::string key = job.info->queue + "|" + std::to_string(job.priority) + (job.preemptible ? "|p" : "|n");
+  std::vector<NodeRoom>& rooms = nodeRoom_[key];
+  if (rooms.empty()) rooms.resize(ssn_.nodes().size());
+  std::array<int64_t, 3> have{0, 0, 0};
+  for (int ni : domain.nodes) {
+    const uint32_t version = ssn_.nodeChanges().version(ni);
+    if (!rooms[ni].known || rooms[ni].version != version) {
+      const SessionNode& n = ssn_.nodes()[ni];
+      api::Resources r = n.futureIdle();
+      for (const framework::SessionGpuGroup& g : n.gpuGroups)
+        if (g.capacity > 0 && g.futureFree() > 0) r.milliGpu += g.futureFree() * 1000 / g.capacity;
+      for (const Victim& v : onNode_[ni])
+        if (eligibleCached(job, v)) {
+          const SessionTask& t = ssn_.task(v.job, v.task);
+          r.milliGpu += t.nodeRequest().milliGpu + (t.sharesGpu() ? t.request().milliGpu : 0);
+          r.milliCpu += t.nodeRequest().milliCpu;
+          r.memory += t.nodeRequest().memory;
+        }
+      rooms[ni] = NodeRoom{true, version, {r.milliGpu, r.milliCpu, r.memory}};
+    }
+    for (int i = 0; i < 3; ++i) have[i] += rooms[ni].room[i];
+  }
+  resetVerdicts();
+  return want.milliGpu <= have[0] && want.milliCpu <= have[1] && want.memory <= have[2];
+}
+
 bool VictimSearch::runInDomains(SessionJob& job, const std::vector<framework::NodeDomain>& domains,
                                 std::string& reason) {
   // Domains of one rank (one level) are alternatives: each is tried without committing, and the
@@ -809,13 +863,17 @@ bool VictimSearch::runInDomains(SessionJob& job, const std::vector<framework::No
   for (size_t first = 0; first < domains.size();) {
     size_t end = first;
     while (end < domains.size() && domains[end].rank == domains[first].rank) ++end;
-    int best = -1;
+    int best = -1, tried = 0;
     std::vector<Victim> bestSet;
-    for (size_t d = first; d < end; ++d) {
+    for (size_t d = first; d < end && tried < kDomainTrials; ++d) {
       std::string why;
+      if (!mayHold(job, domains[d])) {
+        if (reason.empty()) reason = domains[d].name + ": no eligible victims would make room";
+        continue;
+      }
       if (end - first == 1) {
         if (runIn(job, &domains[d], why, /*trial=*/false)) return true;
-      } else if (runIn(job, &domains[d], why, /*trial=*/true)) {
+      } else if (++tried, runIn(job, &domains[d], why, /*trial=*/true)) {
         if (best < 0 || earlier(evictedNow_, bestSet)) best = static_cast<int>(d), bestSet = evictedNow_;
         continue;
       }
@@ -922,6 +980,7 @@ bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, s
   }
   if (job.pipelinedCount > 0) stmt.pipelineAllocated(job.index);
   stmt.commit();
+  ++commits_;
   // Placed: what the pods now wait for replaces allocate's fit reason.
   const char* what = mode_ == VictimMode::Reclaim ? "reclaim" : mode_ == VictimMode::Preempt ? "preempt" : "consolidation";
   ssn_.setUnschedulable(job, job.pipelinedCount > 0 ? "pipelined by " + std::string(what) + ": waiting for " +

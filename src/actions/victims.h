@@ -8,6 +8,7 @@
 // inside one Statement: committed only when the claimant's gang is satisfied, discarded otherwise.
 // Searching node by node keeps the victim set small: a global victim order would evict pods on
 // many nodes before any single node had room.
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -51,6 +52,19 @@ class VictimSearch {
   /// free room.
   bool runIn(framework::SessionJob& job, const framework::NodeDomain* domain, std::string& reason, bool trial,
              bool victimsFirst = false);
+  /// Whether `domain` could hold the gang's missing pods with every eligible victim gone.
+  bool mayHold(const framework::SessionJob& job, const framework::NodeDomain& domain);
+  /// mayHold()'s per-node room (gpu, cpu, memory) by claimant class, as of node change roomAt_.
+  struct NodeRoom {
+    bool known = false;
+    uint32_t version = 0;
+    std::array<int64_t, 3> room{0, 0, 0};
+  };
+  std::map<std::string, std::vector<NodeRoom>> nodeRoom_;
+  size_t roomAt_ = 0, commits_ = 0;
+  /// Domains of one level searched (and compared) at most per claimant: the cost of a search grows
+  /// with the domains, and past a few the gain in victim order is small.
+  static constexpr int kDomainTrials = 8;
   /// run() for a claimant constrained to topology domains (see NodeDomain::rank).
   bool runInDomains(framework::SessionJob& job, const std::vector<framework::NodeDomain>& domains,
                     std::string& reason);
