@@ -21,6 +21,19 @@
 
 namespace tessera::actions {
 
+namespace victims_detail {
+/// A pod that holds its node's resources and is not leaving.
+inline bool running(const framework::SessionTask& t) {
+  return t.state == framework::TaskState::Running || t.state == framework::TaskState::Bound;
+}
+/// Pods of the job that still run (not releasing).
+inline int runningCount(const framework::SessionJob& j) {
+  int n = 0;
+  for (const framework::SessionTask& t : j.tasks) n += running(t) ? 1 : 0;
+  return n;
+}
+}  // namespace victims_detail
+
 /// A running task as a victim: indices into Session::jobs() and the job's tasks.
 struct VictimSearchVictim {
   int job = -1, task = -1;
@@ -66,8 +79,7 @@ class VictimSearch {
   /// with the domains, and past a few the gain in victim order is small.
   static constexpr int kDomainTrials = 8;
   /// run() for a claimant constrained to topology domains (see NodeDomain::rank).
-  bool runInDomains(framework::SessionJob& job, const std::vector<framework::NodeDomain>& domains,
-                    std::string& reason);
+  bool runInDomains(framework::SessionJob& job, const std::vector<framework::NodeDomain>& domains, std::string& reason);
   /// Whether victim set `a` comes before `b`: its latest victim is earlier in victim order, and
   /// so on down; then fewer victims.
   bool earlier(std::vector<Victim> a, std::vector<Victim> b) const;

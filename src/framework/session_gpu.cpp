@@ -18,8 +18,8 @@ const std::vector<int> kNoGpus;
 /// whole releasing GPU (a whole-GPU pod may be pipelined onto it).
 void updateVacating(SessionGpuGroup& g, SessionNode& node) {
   const bool emptyReserved = g.used == 0 && g.tasks == 0 && g.info && g.info->reserved;
-  const bool v = g.capacity > 0 && g.opened == 0 && g.pipelined == 0 &&
-                 ((g.used > 0 && g.releasing >= g.used) || emptyReserved);
+  const bool v =
+      g.capacity > 0 && g.opened == 0 && g.pipelined == 0 && ((g.used > 0 && g.releasing >= g.used) || emptyReserved);
   if (v == g.vacating) return;
   g.vacating = v;
   node.releasing.milliGpu += v ? 1000 : -1000;
@@ -69,9 +69,9 @@ bool Session::gpuShareFits(const SessionTask& task, const SessionNode& node, boo
       vacating += g.vacating ? 1 : 0;
     }
   // A vacating group counted above is not counted again as a whole releasing GPU.
-  const int64_t wholeMilli = future ? node.idle.milliGpu + node.releasing.milliGpu - node.pipelined.milliGpu -
-                                          1000 * vacating
-                                    : node.idle.milliGpu;
+  const int64_t wholeMilli =
+      future ? node.idle.milliGpu + node.releasing.milliGpu - node.pipelined.milliGpu - 1000 * vacating
+             : node.idle.milliGpu;
   count += std::max<int64_t>(0, wholeMilli / 1000);
   return count >= want;
 }
@@ -118,9 +118,9 @@ void Session::takeGpus(SessionTask& task, SessionNode& node, bool pipelined) {
       vacating += g.vacating ? 1 : 0;
     }
   }
-  const int64_t wholeMilli = pipelined ? node.idle.milliGpu + node.releasing.milliGpu - node.pipelined.milliGpu -
-                                             1000 * vacating
-                                       : node.idle.milliGpu;
+  const int64_t wholeMilli =
+      pipelined ? node.idle.milliGpu + node.releasing.milliGpu - node.pipelined.milliGpu - 1000 * vacating
+                : node.idle.milliGpu;
   const int64_t whole = std::min<int64_t>(std::max<int64_t>(0, wholeMilli / 1000), want);
   if (whole > 0) {
     const int64_t s = gpuScore(task, node, -1);

@@ -129,9 +129,8 @@ class TopologyPlugin final : public framework::Plugin {
       return j.pendingCount > 0 && j.info->podGroup && constrained(*j.info->podGroup);
     });
     if (!any) return;  // nothing to constrain this cycle: cost nothing
-    ssn.addJobDomainsFn(name_, [this, &ssn](const SessionJob& job, framework::DomainRoom room) {
-      return domains(ssn, job, room);
-    });
+    ssn.addJobDomainsFn(
+        name_, [this, &ssn](const SessionJob& job, framework::DomainRoom room) { return domains(ssn, job, room); });
     ssn.addPredicateFn(name_, [this, &ssn](const SessionTask& task, const SessionNode& node, std::string& reason) {
       return subgroupFits(ssn, task, node, reason);
     });
@@ -317,8 +316,7 @@ class TopologyPlugin final : public framework::Plugin {
     const int last = std::max(lv.required >= 0 ? lv.required : 0, scopeLevel + 1);
     for (int l = first; l >= last; --l) {
       std::string levelWhy;
-      if (!candidatesAt(ssn, tree, l, dem, scopeLevel, scope, overlay, first - l, out, levelWhy) &&
-          l == lv.required) {
+      if (!candidatesAt(ssn, tree, l, dem, scopeLevel, scope, overlay, first - l, out, levelWhy) && l == lv.required) {
         why = "topology " + tree.level(l).shortName + ": " + levelWhy;
         return !out.empty();  // preferred-level domains may still hold it
       }
