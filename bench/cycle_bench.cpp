@@ -9,8 +9,9 @@
 //   preferred-topology  the default cluster with every PodGroup preferring one rack;
 //   fractional          most singles ask for half a GPU, running ones share GPUs two by two;
 //   churn-nodes         the default cluster with nodes relabelled, removed and re-added every cycle.
-// Every shape but `default` runs every action of the default config. Only the cycle is timed; the
-// events fed between cycles (the watch's work in a daemon) are not.
+// Every shape but `default` runs every action of the default config. Only steady commits its
+// decisions (--commit makes any shape do so): the others face the same work every cycle. Only the
+// cycle is timed; the events fed between cycles (the watch's work in a daemon) are not.
 #include "cycle_bench.h"
 
 #include <sys/resource.h>
@@ -58,6 +59,7 @@ struct Options {
   double fill = 0.9;
   uint64_t seed = 1;
   std::string actions;   ///< "": the shape's default ("allocate" for default, else "all")
+  bool commit = false;   ///< commit decisions between cycles as steady does (any shape)
   bool check = false;    ///< verify that the shape placed what it should (ctest)
   bool quiet = false;    ///< only the JSON line (suite)
 };
@@ -185,6 +187,7 @@ int runShape(const Options& o) {
                                                     : generateCluster(spec, sink);
   const double loadMs = msSince(t0);
   const int churn = o.shape == "unschedulable" ? 0 : o.churn;
+  const bool commit = o.shape == "steady" || o.commit;
   if (!o.quiet) {
     std::printf("shape: %s, actions: %s\n", o.shape.c_str(), actions.c_str());
     std::printf("cluster: %d nodes, %d pods (%d running, %d pending, %d gangs); generated and loaded in %.0f ms\n", o.nodes,
@@ -212,7 +215,7 @@ int runShape(const Options& o) {
       const std::string name = "churn-" + std::to_string(churnSeq);
       cache.applyEvent(api::Kind::Pod, {cache::WatchEventType::Added,
                                         makePendingPod("ns-churn", name, "dept-0-team-0", kBase + churnSeq)});
-      if (o.shape == "steady") {  // running pods finish, oldest first
+      if (commit) {  // running pods finish, oldest first
         if (!running.empty()) deletePod(running.front()), running.pop_front();
       } else if (churnSeq >= churn) {  // the arrivals of the cycle before last leave again
         deletePod("ns-churn/churn-" + std::to_string(churnSeq - churn));
@@ -267,8 +270,8 @@ int runShape(const Options& o) {
     if (o.check)
       for (const auto& j : r.jobs) out.cpuShortJobs += r.message(j).find("insufficient cpu") != std::string::npos ? 1 : 0;
 
-    // ---- commit (steady): what the binder reports, as the daemon does ----
-    if (o.shape == "steady") {
+    // ---- commit (steady, --commit): what the binder reports, as the daemon does ----
+    if (commit) {
       for (const auto& b : r.binds) {
         std::vector<std::string> groups;
         for (const auto& g : b.gpus) groups.push_back(g.group);
@@ -300,6 +303,7 @@ int runShape(const Options& o) {
                {"running_pods", gen.runningPods},
                {"pending_pods", gen.pendingPods},
                {"cycles", o.cycles},
+               {"committed", commit},
                {"median_cycle_ms", percentile(wallMs, 50)},
                {"p99_cycle_ms", percentile(wallMs, 99)},
                {"cpu_ms", percentile(cpuMs, 50)},
@@ -339,6 +343,7 @@ bool parseOptions(int argc, char** argv, Options& o, bool suite) {
     else if (!suite && flag(i, argc, argv, "--actions", v)) o.actions = v;
     else if (!suite && flag(i, argc, argv, "--shape", v)) o.shape = v;
     else if (std::strcmp(argv[i], "--check") == 0) o.check = true;
+    else if (std::strcmp(argv[i], "--commit") == 0) o.commit = true;
     else {
       std::fprintf(stderr, "tessera-bench %s: unknown argument %s\n", argv[0], argv[i]);
       return false;

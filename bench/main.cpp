@@ -138,7 +138,7 @@ void usage() {
   std::fprintf(stderr,
                "usage: tessera-bench cycle [--shape default|unschedulable|steady|preferred-topology|fractional|churn-nodes]\n"
                "                           [--nodes 4000] [--pods 140000] [--cycles 10] [--churn 200] [--node-churn 20]\n"
-               "                           [--fill 0.9] [--seed 1] [--actions allocate|all|a,b,...] [--check]\n"
+               "                           [--fill 0.9] [--seed 1] [--actions allocate|all|a,b,...] [--commit] [--check]\n"
                "       tessera-bench suite [--nodes 4000] [--pods 140000] [--cycles 10] [--churn 200] [--check]\n"
                "       tessera-bench reclaim [--nodes 1000] [--repeat 3]\n"
                "       tessera-bench topology [--nodes 4000] [--rack-size 100] [--gangs 2000] [--gang-size 8] [--fill 0.75] [--cycles 5]\n"

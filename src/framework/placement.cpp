@@ -238,18 +238,14 @@ Session::NodeFit Session::judgeNode(const SessionTask& task, const SessionNode& 
 }
 
 void Session::scanOutcome(const SessionTask& task, int ni, bool allowPipeline, std::vector<std::string>& out) const {
-  // What scanPlacement counts for the node: outside the domain, short of GPUs by the level index
-  // (not visited), or the node's own verdict.
+  // What scanPlacement counts for a node it considers (a domain's, or any outside a domain): short
+  // of GPUs by the level index (not visited), or the node's own verdict.
+  static const std::string kGpuShort = "insufficient " + std::string(api::kResourceGpu);
   out.clear();
-  if (domain_) {
-    if (!std::binary_search(domain_->nodes.begin(), domain_->nodes.end(), ni)) {
-      out.push_back("outside " + domain_->name);
-      return;
-    }
-  } else {
+  if (!domain_) {
     const int64_t need = levelOf(task.nodeRequest().milliGpu);
     if (need > 0 && nodeLevel_[ni] < need) {
-      out.push_back("insufficient " + std::string(api::kResourceGpu));
+      out.push_back(kGpuShort);
       return;
     }
   }
@@ -259,6 +255,7 @@ void Session::scanOutcome(const SessionTask& task, int ni, bool allowPipeline, s
 void Session::setOutcome(FailureTally& t, int ni, const std::vector<std::string>& reasons) {
   if (t.fitting < 0) return;  // given up
   uint16_t id = 0;
+  if (t.outcomes[t.outcome[ni]] == reasons) return;  // unchanged (the common case)
   if (auto f = t.outcomeIndex.find(reasons); f != t.outcomeIndex.end()) {
     id = f->second;
   } else if (t.outcomes.size() >= std::numeric_limits<uint16_t>::max()) {
@@ -280,36 +277,49 @@ void Session::setOutcome(FailureTally& t, int ni, const std::vector<std::string>
 }
 
 Placement Session::explainFailure(const SessionTask& task, bool allowPipeline, const std::string& classKey) {
-  if (nodes_.empty()) return scanPlacement(task, allowPipeline);
+  // A plugin that adds to placement keys keeps per-job state its predicates read (topology: where a
+  // gang's subgroups went), which can change a node's verdict without changing the node: tallies
+  // would go stale, so such cycles scan, as before.
+  if (nodes_.empty() || !placementKey_.empty()) return scanPlacement(task, allowPipeline);
   std::string key = classKey;
   key += allowPipeline ? "|pipeline" : "|now";
-  auto it = tallies_.find(key);
-  if (it == tallies_.end()) {
-    if (tallyEntries_ + nodes_.size() > kMaxTallyEntries) return scanPlacement(task, allowPipeline);
+  auto [it, fresh] = tallies_.try_emplace(std::move(key));
+  FailureTally& t = it->second;
+  // A class that fails once (a job-dependent key, say) is explained by the scan, as before; a tally
+  // pays off from the second failure on.
+  if (fresh || t.fitting < 0) return scanPlacement(task, allowPipeline);
+  // Inside a domain, only its nodes are visited; the others count once as "outside".
+  const std::vector<int>* visit = domain_ ? &domain_->nodes : nullptr;
+  if (t.outcomes.empty()) {
+    const size_t visited = visit ? visit->size() : nodes_.size();
+    if (tallyEntries_ + nodes_.size() > kMaxTallyEntries) {
+      t.fitting = -1;  // over the memory bound: this class is scanned every time
+      return scanPlacement(task, allowPipeline);
+    }
     tallyEntries_ += nodes_.size();
-    it = tallies_.emplace(std::move(key), FailureTally{}).first;
-    FailureTally& t = it->second;
-    t.outcomes.emplace_back();  // outcome 0: the task fits there; every node starts there
+    t.outcomes.emplace_back();  // outcome 0: the task fits there; every visited node starts there
     t.outcomeIndex.emplace(std::vector<std::string>{}, 0);
     t.outcome.assign(nodes_.size(), 0);
-    t.fitting = static_cast<int>(nodes_.size());
-    for (const SessionNode& n : nodes_) {
-      scanOutcome(task, n.index, allowPipeline, outcomeScratch_);
-      setOutcome(t, n.index, outcomeScratch_);
-    }
+    t.fitting = static_cast<int>(visited);
+    if (visit && visited < nodes_.size()) t.counts["outside " + domain_->name] = static_cast<int>(nodes_.size() - visited);
+    auto add = [&](int ni) {
+      scanOutcome(task, ni, allowPipeline, outcomeScratch_);
+      setOutcome(t, ni, outcomeScratch_);
+    };
+    if (visit) for (int ni : *visit) add(ni);
+    else for (const SessionNode& n : nodes_) add(n.index);
   } else {
     // Only the nodes changed since the class was last explained (once each) can say otherwise.
     const std::vector<int>& changes = nodeChanges_.changes();
-    changedScratch_.assign(changes.begin() + static_cast<std::ptrdiff_t>(it->second.seen), changes.end());
+    changedScratch_.assign(changes.begin() + static_cast<std::ptrdiff_t>(t.seen), changes.end());
     std::sort(changedScratch_.begin(), changedScratch_.end());
     changedScratch_.erase(std::unique(changedScratch_.begin(), changedScratch_.end()), changedScratch_.end());
     for (int ni : changedScratch_) {
-      if (it->second.fitting < 0) break;
+      if (visit && !std::binary_search(visit->begin(), visit->end(), ni)) continue;
       scanOutcome(task, ni, allowPipeline, outcomeScratch_);
-      setOutcome(it->second, ni, outcomeScratch_);
+      setOutcome(t, ni, outcomeScratch_);
     }
   }
-  FailureTally& t = it->second;
   t.seen = nodeChanges_.size();
   // A node fits after all (a caller without pipelining asking where only future room is), or the
   // tally was given up: the scan decides, as it always did.

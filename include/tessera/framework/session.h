@@ -454,14 +454,15 @@ class Session {
                     std::vector<std::string>& why) const;
 
   /// Why a placement class (key, domain, pipelining allowed or not) fits on no node, node by node,
-  /// kept current through the change log: once built, a failing class's reason costs the nodes
-  /// changed since it was last asked, not a scan of every node. Counts equal scanPlacement's.
+  /// kept current through the change log: built at the class's second failure, after which its
+  /// reason costs the nodes changed since it was last asked, not a scan of every node. Counts
+  /// equal scanPlacement's (a domain's nodes visited, the others counted as outside).
   struct FailureTally {
     std::vector<uint16_t> outcome;                   ///< per node: index into `outcomes`
     std::vector<std::vector<std::string>> outcomes;  ///< interned reason lists; [0] = the task fits there
     std::map<std::vector<std::string>, uint16_t> outcomeIndex;
     std::map<std::string, int> counts;               ///< reason -> nodes giving it
-    int fitting = 0;                                 ///< nodes of outcome 0
+    int fitting = 0;                                 ///< visited nodes of outcome 0; -1: given up
     size_t seen = 0;                                 ///< prefix of the change log folded in
   };
   /// The reasons scanPlacement would give for a task that fits nowhere, from the class's tally.
