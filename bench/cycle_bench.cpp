@@ -14,6 +14,7 @@
 // cycle is timed; the events fed between cycles (the watch's work in a daemon) are not.
 #include "cycle_bench.h"
 
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -62,6 +63,7 @@ struct Options {
   bool commit = false;   ///< commit decisions between cycles as steady does (any shape)
   bool check = false;    ///< verify that the shape placed what it should (ctest)
   bool quiet = false;    ///< only the JSON line (suite)
+  int shapeTimeoutS = 600;  ///< suite: a shape still running after this is killed and reported
 };
 
 double msSince(SteadyClock::time_point t) { return std::chrono::duration<double, std::milli>(SteadyClock::now() - t).count(); }
@@ -344,6 +346,7 @@ bool parseOptions(int argc, char** argv, Options& o, bool suite) {
     else if (!suite && flag(i, argc, argv, "--shape", v)) o.shape = v;
     else if (std::strcmp(argv[i], "--check") == 0) o.check = true;
     else if (std::strcmp(argv[i], "--commit") == 0) o.commit = true;
+    else if (suite && flag(i, argc, argv, "--shape-timeout", v)) o.shapeTimeoutS = std::max(1, std::stoi(v));
     else {
       std::fprintf(stderr, "tessera-bench %s: unknown argument %s\n", argv[0], argv[i]);
       return false;
@@ -379,7 +382,20 @@ int runSuiteBench(int argc, char** argv) {
     const pid_t pid = fork();  // a fresh heap per shape, and its own peak RSS
     if (pid == 0) std::_Exit(runShape(o));
     int status = 0;
-    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    pid_t done = 0;
+    const auto start = SteadyClock::now();
+    while (pid > 0 && (done = waitpid(pid, &status, WNOHANG)) == 0) {
+      if (msSince(start) > o.shapeTimeoutS * 1000.0) {  // a cliff: say so rather than wait forever
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        std::cout << Json{{"benchmark", "cycle"}, {"shape", shape}, {"timed_out", true}, {"timeout_s", o.shapeTimeoutS},
+                          {"load_average_1m", loadAverage()}}.dump()
+                  << std::endl;
+        break;
+      }
+      usleep(100 * 1000);
+    }
+    if (done != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
       std::fprintf(stderr, "tessera-bench suite: shape %s failed\n", shape);
       ++failures;
     }

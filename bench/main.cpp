@@ -139,7 +139,7 @@ void usage() {
                "usage: tessera-bench cycle [--shape default|unschedulable|steady|preferred-topology|fractional|churn-nodes]\n"
                "                           [--nodes 4000] [--pods 140000] [--cycles 10] [--churn 200] [--node-churn 20]\n"
                "                           [--fill 0.9] [--seed 1] [--actions allocate|all|a,b,...] [--commit] [--check]\n"
-               "       tessera-bench suite [--nodes 4000] [--pods 140000] [--cycles 10] [--churn 200] [--check]\n"
+               "       tessera-bench suite [--nodes 4000] [--pods 140000] [--cycles 10] [--churn 200] [--shape-timeout 600] [--check]\n"
                "       tessera-bench reclaim [--nodes 1000] [--repeat 3]\n"
                "       tessera-bench topology [--nodes 4000] [--rack-size 100] [--gangs 2000] [--gang-size 8] [--fill 0.75] [--cycles 5]\n"
                "       tessera-bench e2e [--nodes 500] [--pods 5000] [--creators 16] [--bind-workers 16] [--server-threads 2]\n"
