@@ -201,7 +201,7 @@ int runShape(const Options& o) {
   gen.runningSingles.shrink_to_fit();
   std::vector<std::string> evicted;  // steady: evicted last cycle, gone by the next
   std::set<std::string> bound;       // steady: every pod a cycle bound
-  std::vector<double> wallMs, cpuMs, snapMs, actionsMs;
+  std::vector<double> wallMs, cpuMs, snapMs, openMs, actionsMs, closeMs;
   std::vector<CycleOutcome> outcomes;
   long faults = 0;
   int churnSeq = 0;
@@ -251,12 +251,16 @@ int runShape(const Options& o) {
     snapMs.push_back(msSince(c0));
     framework::SessionResult r;
     {
+      auto c1 = SteadyClock::now();
       framework::Session session(snap, *config, clock);
       session.open();
-      auto c1 = SteadyClock::now();
+      openMs.push_back(msSince(c1));
+      auto c2 = SteadyClock::now();
       session.runActions();
-      actionsMs.push_back(msSince(c1));
+      actionsMs.push_back(msSince(c2));
+      auto c3 = SteadyClock::now();
       r = session.close();
+      closeMs.push_back(msSince(c3));
     }
     snap.reset();
     wallMs.push_back(msSince(c0));
@@ -312,7 +316,15 @@ int runShape(const Options& o) {
                {"minor_faults_per_cycle", o.cycles > 0 ? static_cast<double>(faults) / o.cycles : 0.0},
                {"peak_rss_mb", peakRssMb()},
                {"snapshot_ms", percentile(snapMs, 50)},
+               {"session_open_ms", percentile(openMs, 50)},
                {"actions_ms", percentile(actionsMs, 50)},
+               {"session_close_ms", percentile(closeMs, 50)},
+               // The names the earlier `cycle` printed (README's older rows): the same figures.
+               {"median_cycle_cpu_ms", percentile(cpuMs, 50)},
+               {"allocate_ms", percentile(actionsMs, 50)},
+               {"pods_placed_per_cycle", last.binds},
+               {"pods_pipelined_per_cycle", last.pipelined},
+               {"pods_placed_per_s", percentile(actionsMs, 50) > 0 ? static_cast<double>(last.binds) / (percentile(actionsMs, 50) / 1000.0) : 0.0},
                {"bound_last_cycle", last.binds},
                {"pipelined_last_cycle", last.pipelined},
                {"evicted_last_cycle", last.evictions},
