@@ -3,6 +3,7 @@
 /// nodes with 8 GPUs, a two-level queue tree, PriorityClasses, running and pending pods in gangs
 /// (PodGroups) and singles. Used by tessera-bench.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,11 @@ struct ClusterSpec {
   double gangShare = 0.5;     ///< fraction of pods that belong to gangs
   double runningFill = 0.9;   ///< fraction of the cluster's GPUs held by running pods
   uint64_t seed = 1;
+  /// Fraction of single pods that ask for half a GPU (annotation gpu-fraction 0.5) instead of a
+  /// whole one; running ones share GPUs two by two in GPU groups (label tessera.dev/gpu-group).
+  double fractionalShare = 0;
+  /// Adds a Topology "dc" (rack, hostname) and gives every PodGroup preferredTopologyLevel rack.
+  bool preferredTopology = false;
 };
 
 struct GeneratedObject {
@@ -34,13 +40,29 @@ struct GeneratedCluster {
   int runningPods = 0;
   int pendingPods = 0;
   int gangs = 0;
+  /// Keys ("namespace/name") of the running single pods, oldest first (what finishes first).
+  std::vector<std::string> runningSingles;
 };
 
-GeneratedCluster generateCluster(const ClusterSpec& spec);
+/// Receives generated objects one by one (in creation order) instead of collecting them: a large
+/// cluster is then never held as JSON all at once.
+using ObjectSink = std::function<void(api::Kind, nlohmann::json&&)>;
+
+/// `sink` set: objects go to it and `objects` stays empty.
+GeneratedCluster generateCluster(const ClusterSpec& spec, const ObjectSink& sink = {});
 
 /// KAI's "ReclaimLargeJobs" shape: `nodes` nodes of 8 GPUs, every GPU busy with a 1-GPU
 /// preemptible pod of an over-share queue, and nodes/10 pending 8-GPU pods of a starved queue.
 GeneratedCluster generateReclaimCluster(int nodes);
+
+/// The `unschedulable` shape of issue 16: `nodes` nodes of 4 cpu (no GPU) and `pods` pending
+/// single pods asking for 8 cpu each, in the 100 queues: no pod fits anywhere.
+GeneratedCluster generateUnschedulableCluster(int nodes, int pods, const ObjectSink& sink = {});
+
+/// A node as generateCluster makes it (128 cpu, 1 TiB, 8 GPUs, labels hostname / rack / GPU
+/// model); `extraLabels` are added (churn-nodes changes them every cycle).
+nlohmann::json makeNode(const std::string& name, int gpus, int rack,
+                        const std::vector<std::pair<std::string, std::string>>& extraLabels = {});
 
 /// A pending single pod (1 GPU) for churn between cycles.
 nlohmann::json makePendingPod(const std::string& ns, const std::string& name, const std::string& queue, int64_t createdSec);

@@ -1,5 +1,6 @@
 // tessera-bench: benchmarks that print numbers (never part of the test suite).
-//   tessera-bench cycle [--nodes N] [--pods N] [--cycles N] [--churn N] [--fill F] [--seed S]
+//   tessera-bench cycle [--shape NAME] [--nodes N] [--pods N] [--cycles N] [--churn N] [--fill F] [--seed S]
+//   tessera-bench suite [--nodes N] [--pods N] [--cycles N]   (every shape, one JSON line each)
 //   tessera-bench e2e [--nodes N] [--pods N] ...   (the daemon over HTTP vs the API server's ceiling)
 //   tessera-bench interposer ...   (hard-isolation interposer overhead; see docs/isolation.md)
 // The last line of every benchmark is one JSON object.
@@ -18,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cluster_generator.h"
+#include "cycle_bench.h"
 #include "e2e_bench.h"
 #include "topology_bench.h"
 #include "tessera/app/registry.h"
@@ -46,11 +48,6 @@ double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
-
-double loadAverage() {
-  double l[1] = {0};
-  return getloadavg(l, 1) == 1 ? l[0] : -1;
 }
 
 double peakRssMb() {
@@ -137,116 +134,12 @@ int reclaimBench(int argc, char** argv) {
   std::_Exit(0);
 }
 
-int cycleBench(int argc, char** argv) {
-  using namespace tessera;
-  bench::ClusterSpec spec;
-  int cycles = 10, churn = 200;
-  std::string actions = "allocate";  // issue 2's "full cycle": snapshot + allocate; "all" = every action
-  for (int i = 2; i < argc; ++i) {
-    std::string v;
-    if (flag(i, argc, argv, "--nodes", v)) spec.nodes = std::stoi(v);
-    else if (flag(i, argc, argv, "--pods", v)) spec.pods = std::stoi(v);
-    else if (flag(i, argc, argv, "--cycles", v)) cycles = std::stoi(v);
-    else if (flag(i, argc, argv, "--churn", v)) churn = std::stoi(v);
-    else if (flag(i, argc, argv, "--fill", v)) spec.runningFill = std::stod(v);
-    else if (flag(i, argc, argv, "--seed", v)) spec.seed = std::stoull(v);
-    else if (flag(i, argc, argv, "--actions", v)) actions = v;
-    else {
-      std::fprintf(stderr, "tessera-bench cycle: unknown argument %s\n", argv[i]);
-      return 2;
-    }
-  }
-
-  auto t0 = Clock::now();
-  bench::GeneratedCluster gen = bench::generateCluster(spec);
-  const double genMs = msSince(t0);
-
-  api::FakeClock clock(api::parseTime("2026-01-01T00:00:00Z").value());
-  cache::MemoryCluster unused(clock);  // the cache is fed directly; the client is never started
-  cache::Cache cache(unused, clock);
-  t0 = Clock::now();
-  for (auto& o : gen.objects) cache.applyEvent(o.kind, cache::WatchEvent{cache::WatchEventType::Added, std::move(o.object)});
-  gen.objects.clear();
-  const double loadMs = msSince(t0);
-
-  auto config = benchConfig(actions);
-  if (!config.ok()) {
-    std::fprintf(stderr, "tessera-bench: %s\n", config.error().message.c_str());
-    return 1;
-  }
-  std::printf("actions: %s\n", actions.c_str());
-  std::printf("cluster: %d nodes x %d GPUs, %d pods (%d running, %d pending, %d gangs of %d), 100 queues\n",
-              spec.nodes, spec.gpusPerNode, spec.pods, gen.runningPods, gen.pendingPods, gen.gangs, spec.gangSize);
-  std::printf("generated in %.0f ms, loaded into the cache in %.0f ms\n", genMs, loadMs);
-
-  // Each cycle: churn (pods finish, new ones arrive), snapshot, session with every action; the
-  // decisions are not committed, so every cycle faces the same amount of work.
-  std::vector<double> cycleMs, snapMs, openMs, allocMs, closeMs, cpuMs;
-  size_t placed = 0, pipelined = 0;
-  int churnSeq = 0;
-  for (int c = 0; c < cycles; ++c) {
-    for (int k = 0; k < churn; ++k, ++churnSeq) {
-      const std::string name = "churn-" + std::to_string(churnSeq);
-      nlohmann::json p = bench::makePendingPod("ns-churn", name, "dept-0-team-0", 1767225600 + churnSeq);
-      cache.applyEvent(api::Kind::Pod, {cache::WatchEventType::Added, p});
-      if (churnSeq >= churn) {  // the arrivals of the cycle before last leave again
-        nlohmann::json old = bench::makePendingPod("ns-churn", "churn-" + std::to_string(churnSeq - churn),
-                                                    "dept-0-team-0", 0);
-        cache.applyEvent(api::Kind::Pod, {cache::WatchEventType::Deleted, old});
-      }
-    }
-    auto c0 = Clock::now();
-    const double cpu0 = threadCpuMs();
-    auto snap = cache.snapshot();
-    snapMs.push_back(msSince(c0));
-    auto c1 = Clock::now();
-    framework::Session session(snap, *config, clock);
-    session.open();
-    openMs.push_back(msSince(c1));
-    auto c2 = Clock::now();
-    session.runActions();
-    allocMs.push_back(msSince(c2));
-    auto c3 = Clock::now();
-    framework::SessionResult r = session.close();
-    closeMs.push_back(msSince(c3));
-    cycleMs.push_back(msSince(c0));
-    cpuMs.push_back(threadCpuMs() - cpu0);
-    placed = r.binds.size();
-    pipelined = r.pipelined.size();
-    std::printf("cycle %2d: %7.2f ms wall, %7.2f ms cpu (snapshot %.2f, session open %.2f, allocate %.2f, close %.2f), %zu placed, %zu pending jobs\n",
-                c + 1, cycleMs.back(), cpuMs.back(), snapMs.back(), openMs.back(), allocMs.back(), closeMs.back(), placed,
-                r.jobs.size());
-  }
-  const double alloc = median(allocMs);
-  nlohmann::json out = {
-      {"benchmark", "cycle"},
-      {"nodes", spec.nodes},
-      {"pods", spec.pods},
-      {"running_pods", gen.runningPods},
-      {"pending_pods", gen.pendingPods},
-      {"cycles", cycles},
-      {"actions", actions},
-      {"median_cycle_ms", median(cycleMs)},
-      {"median_cycle_cpu_ms", median(cpuMs)},
-      {"load_average_1m", loadAverage()},
-      {"snapshot_ms", median(snapMs)},
-      {"session_open_ms", median(openMs)},
-      {"allocate_ms", alloc},
-      {"session_close_ms", median(closeMs)},
-      {"pods_placed_per_cycle", placed},
-      {"pods_pipelined_per_cycle", pipelined},
-      {"pods_placed_per_s", alloc > 0 ? static_cast<double>(placed) / (alloc / 1000.0) : 0.0},
-      {"peak_rss_mb", peakRssMb()},
-  };
-  std::cout << out.dump() << std::endl;
-  // Skip tearing down the 140k-pod cache: it is not what the benchmark measures.
-  std::_Exit(0);
-}
-
 void usage() {
   std::fprintf(stderr,
-               "usage: tessera-bench cycle [--nodes 4000] [--pods 140000] [--cycles 10] [--churn 200] [--fill 0.9] [--seed 1]\n"
-               "                           [--actions allocate|all|a,b,...]\n"
+               "usage: tessera-bench cycle [--shape default|unschedulable|steady|preferred-topology|fractional|churn-nodes]\n"
+               "                           [--nodes 4000] [--pods 140000] [--cycles 10] [--churn 200] [--node-churn 20]\n"
+               "                           [--fill 0.9] [--seed 1] [--actions allocate|all|a,b,...] [--commit] [--check]\n"
+               "       tessera-bench suite [--nodes 4000] [--pods 140000] [--cycles 10] [--churn 200] [--shape-timeout 600] [--check]\n"
                "       tessera-bench reclaim [--nodes 1000] [--repeat 3]\n"
                "       tessera-bench topology [--nodes 4000] [--rack-size 100] [--gangs 2000] [--gang-size 8] [--fill 0.75] [--cycles 5]\n"
                "       tessera-bench e2e [--nodes 500] [--pods 5000] [--creators 16] [--bind-workers 16] [--server-threads 2]\n"
@@ -262,7 +155,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string cmd = argv[1];
-  if (cmd == "cycle") return cycleBench(argc, argv);
+  if (cmd == "cycle") return tessera::bench::runCycleBench(argc - 1, argv + 1);
+  if (cmd == "suite") return tessera::bench::runSuiteBench(argc - 1, argv + 1);
   if (cmd == "topology") return tessera::bench::runTopologyBench(argc - 1, argv + 1);
   if (cmd == "reclaim") return reclaimBench(argc, argv);
   if (cmd == "e2e") return tessera::bench::runE2eBench(argc - 1, argv + 1);

@@ -2,7 +2,14 @@
 // current through the node change log, node_ranking.h), the full scan that also says why nothing
 // fits (scanPlacement), and the indexes they share: the GPU levels (nodes grouped by whole GPUs
 // of future idle) and the change log, both kept by nodeChanged() on every change of a node.
+//
+// Unschedulable work is cheap (issue 16): tasks of one placement key form a class that shares one
+// ranking and, when it fits nowhere, one failure tally (the scan's reasons node by node, refreshed
+// only for nodes changed since); a task asking more cpu or memory than any node has free skips the
+// ranking altogether (the largest free amounts are kept in lazy heaps over the change log). The
+// reasons are the scan's, counted alike.
 #include <algorithm>
+#include <limits>
 #include <map>
 
 #include "tessera/framework/session.h"
@@ -12,6 +19,26 @@ namespace tessera::framework {
 namespace {
 
 int64_t levelOf(int64_t milliGpu) { return milliGpu <= 0 ? 0 : milliGpu / 1000; }
+
+/// Future idle amounts without building a Resources (this runs on every change of a node).
+int64_t futureCpu(const SessionNode& n) { return n.idle.milliCpu + n.releasing.milliCpu - n.pipelined.milliCpu; }
+int64_t futureMemory(const SessionNode& n) { return n.idle.memory + n.releasing.memory - n.pipelined.memory; }
+
+/// Per-node outcomes all failure tallies of a session may hold together (2 bytes each, 32 MiB):
+/// past it, a new failing class is explained by a full scan, as before tallies existed.
+constexpr size_t kMaxTallyEntries = size_t{16} << 20;
+
+/// "insufficient cpu (4000 nodes), ...": most frequent reason first, then by text.
+std::string aggregate(const std::map<std::string, int>& reasons) {
+  std::vector<std::pair<std::string, int>> sorted(reasons.begin(), reasons.end());
+  std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::string out;
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    if (i) out += ", ";
+    out += sorted[i].first + " (" + std::to_string(sorted[i].second) + (sorted[i].second == 1 ? " node)" : " nodes)");
+  }
+  return out;
+}
 
 void appendSelector(std::string& key, const api::NodeSelectorRequirement& r) {
   key += r.key;
@@ -38,6 +65,15 @@ void Session::buildPlacementIndex() {
     gpuLevelPos_[n.index] = static_cast<int>(gpuLevels_[lvl].size());
     gpuLevels_[lvl].push_back(n.index);
   }
+  std::vector<FreeEntry> cpu, memory;
+  cpu.reserve(nodes_.size());
+  memory.reserve(nodes_.size());
+  for (const SessionNode& n : nodes_) {
+    cpu.push_back({futureCpu(n), n.index, nodeChanges_.version(n.index)});
+    memory.push_back({futureMemory(n), n.index, nodeChanges_.version(n.index)});
+  }
+  maxFreeCpu_.assign(std::move(cpu), nodeChanges_);
+  maxFreeMemory_.assign(std::move(memory), nodeChanges_);
 }
 
 int Session::gpuLevel(const SessionNode& node) const {
@@ -59,6 +95,17 @@ void Session::nodeChanged(const SessionNode& node) {
   gpuLevelPos_[node.index] = static_cast<int>(gpuLevels_[now].size());
   gpuLevels_[now].push_back(node.index);
   nodeLevel_[node.index] = now;
+}
+
+bool Session::exceedsEveryNode(const api::Resources& request) {
+  auto largest = [&](NodeRanking<FreeEntry, MoreFree>& index, int64_t (*amount)(const SessionNode&)) {
+    index.refresh(nodeChanges_, [&](int ni) {
+      return std::optional<FreeEntry>(FreeEntry{amount(nodes_[ni]), ni, nodeChanges_.version(ni)});
+    });
+    const FreeEntry* top = index.top(nodeChanges_);
+    return top ? top->value : std::numeric_limits<int64_t>::min();
+  };
+  return request.milliCpu > largest(maxFreeCpu_, futureCpu) || request.memory > largest(maxFreeMemory_, futureMemory);
 }
 
 int64_t Session::maxFreeGpus() const {
@@ -136,6 +183,8 @@ Placement Session::findPlacement(const SessionTask& task, bool allowPipeline) {
   if (keyCache_[slot].empty()) keyCache_[slot] = placementKey(task);
   std::string key = keyCache_[slot];
   if (domain_) key += "|domain:" + domain_->name;
+  // More cpu or memory than any node has free, even counting releasing pods: no ranking to build.
+  if (exceedsEveryNode(task.nodeRequest())) return explainFailure(task, allowPipeline, key);
   auto [it, fresh] = rankings_.try_emplace(std::move(key));
   NodeRanking<RankedNode, RankedBefore>& ranking = it->second;
   if (fresh) {
@@ -163,7 +212,121 @@ Placement Session::findPlacement(const SessionTask& task, bool allowPipeline) {
     p.pipelined = !best->fitsNow;
     return p;
   }
-  return scanPlacement(task, allowPipeline);  // nothing fits: the full scan says why
+  return explainFailure(task, allowPipeline, it->first);  // nothing fits: the class's tally says why
+}
+
+// ---- failure tallies ----
+
+Session::NodeFit Session::judgeNode(const SessionTask& task, const SessionNode& n, bool allowPipeline,
+                                    std::vector<std::string>& why) const {
+  std::string reason;
+  if (!predicate(task, n, reason)) {
+    why.push_back(std::move(reason));
+    return NodeFit::No;
+  }
+  const bool fitsFuture = fits(task, n, /*future=*/true);
+  if (fitsFuture && fits(task, n, /*future=*/false)) return NodeFit::Now;
+  if (fitsFuture && allowPipeline) return NodeFit::Later;
+  std::vector<std::string> short_;
+  task.nodeRequest().insufficient(allowPipeline ? n.futureIdle() : n.idle, short_);
+  if (short_.empty() && task.sharesGpu() && !gpuShareFits(task, n, allowPipeline))
+    short_.push_back(task.info->gpuSpec->numDevices > 1 ? "GPUs with room for the pod's GPU share"
+                                                        : "GPU with room for the pod's GPU share");
+  if (short_.empty()) short_.push_back("resources promised to pipelined pods");
+  for (const auto& r : short_) why.push_back("insufficient " + r);
+  return NodeFit::No;
+}
+
+void Session::scanOutcome(const SessionTask& task, int ni, bool allowPipeline, std::vector<std::string>& out) const {
+  // What scanPlacement counts for a node it considers (a domain's, or any outside a domain): short
+  // of GPUs by the level index (not visited), or the node's own verdict.
+  static const std::string kGpuShort = "insufficient " + std::string(api::kResourceGpu);
+  out.clear();
+  if (!domain_) {
+    const int64_t need = levelOf(task.nodeRequest().milliGpu);
+    if (need > 0 && nodeLevel_[ni] < need) {
+      out.push_back(kGpuShort);
+      return;
+    }
+  }
+  if (judgeNode(task, nodes_[ni], allowPipeline, out) != NodeFit::No) out.clear();
+}
+
+void Session::setOutcome(FailureTally& t, int ni, const std::vector<std::string>& reasons) {
+  if (t.fitting < 0) return;  // given up
+  uint16_t id = 0;
+  if (t.outcomes[t.outcome[ni]] == reasons) return;  // unchanged (the common case)
+  if (auto f = t.outcomeIndex.find(reasons); f != t.outcomeIndex.end()) {
+    id = f->second;
+  } else if (t.outcomes.size() >= std::numeric_limits<uint16_t>::max()) {
+    t.fitting = -1;  // too many distinct reasons to intern: the tally is given up (explainFailure scans)
+    return;
+  } else {
+    id = static_cast<uint16_t>(t.outcomes.size());
+    t.outcomes.push_back(reasons);
+    t.outcomeIndex.emplace(reasons, id);
+  }
+  uint16_t& cur = t.outcome[ni];
+  if (id == cur) return;
+  if (cur == 0) --t.fitting;
+  for (const std::string& r : t.outcomes[cur])
+    if (auto c = t.counts.find(r); --c->second == 0) t.counts.erase(c);
+  if (id == 0) ++t.fitting;
+  for (const std::string& r : t.outcomes[id]) ++t.counts[r];
+  cur = id;
+}
+
+Placement Session::explainFailure(const SessionTask& task, bool allowPipeline, const std::string& classKey) {
+  // A plugin that adds to placement keys keeps per-job state its predicates read (topology: where a
+  // gang's subgroups went), which can change a node's verdict without changing the node: tallies
+  // would go stale, so such cycles scan, as before.
+  if (nodes_.empty() || !placementKey_.empty()) return scanPlacement(task, allowPipeline);
+  std::string key = classKey;
+  key += allowPipeline ? "|pipeline" : "|now";
+  auto [it, fresh] = tallies_.try_emplace(std::move(key));
+  FailureTally& t = it->second;
+  // A class that fails once (a job-dependent key, say) is explained by the scan, as before; a tally
+  // pays off from the second failure on.
+  if (fresh || t.fitting < 0) return scanPlacement(task, allowPipeline);
+  // Inside a domain, only its nodes are visited; the others count once as "outside".
+  const std::vector<int>* visit = domain_ ? &domain_->nodes : nullptr;
+  if (t.outcomes.empty()) {
+    const size_t visited = visit ? visit->size() : nodes_.size();
+    if (tallyEntries_ + nodes_.size() > kMaxTallyEntries) {
+      t.fitting = -1;  // over the memory bound: this class is scanned every time
+      return scanPlacement(task, allowPipeline);
+    }
+    tallyEntries_ += nodes_.size();
+    t.outcomes.emplace_back();  // outcome 0: the task fits there; every visited node starts there
+    t.outcomeIndex.emplace(std::vector<std::string>{}, 0);
+    t.outcome.assign(nodes_.size(), 0);
+    t.fitting = static_cast<int>(visited);
+    if (visit && visited < nodes_.size()) t.counts["outside " + domain_->name] = static_cast<int>(nodes_.size() - visited);
+    auto add = [&](int ni) {
+      scanOutcome(task, ni, allowPipeline, outcomeScratch_);
+      setOutcome(t, ni, outcomeScratch_);
+    };
+    if (visit) for (int ni : *visit) add(ni);
+    else for (const SessionNode& n : nodes_) add(n.index);
+  } else {
+    // Only the nodes changed since the class was last explained (once each) can say otherwise.
+    const std::vector<int>& changes = nodeChanges_.changes();
+    changedScratch_.assign(changes.begin() + static_cast<std::ptrdiff_t>(t.seen), changes.end());
+    std::sort(changedScratch_.begin(), changedScratch_.end());
+    changedScratch_.erase(std::unique(changedScratch_.begin(), changedScratch_.end()), changedScratch_.end());
+    for (int ni : changedScratch_) {
+      if (visit && !std::binary_search(visit->begin(), visit->end(), ni)) continue;
+      scanOutcome(task, ni, allowPipeline, outcomeScratch_);
+      setOutcome(t, ni, outcomeScratch_);
+    }
+  }
+  t.seen = nodeChanges_.size();
+  // A node fits after all (a caller without pipelining asking where only future room is), or the
+  // tally was given up: the scan decides, as it always did.
+  if (t.fitting != 0) return scanPlacement(task, allowPipeline);
+  Placement p;
+  p.reason = aggregate(t.counts);
+  return p;
 }
 
 // ---- full scan ----
@@ -173,36 +336,25 @@ Placement Session::scanPlacement(const SessionTask& task, bool allowPipeline) co
   std::map<std::string, int> reasons;
   int best = -1, bestFuture = -1;
   int64_t bestScore = 0, bestFutureScore = 0;
-  std::vector<std::string> short_;
-  std::string reason;
-
+  std::vector<std::string> why;
   auto visit = [&](int ni) {
     const SessionNode& n = nodes_[ni];
-    reason.clear();
-    if (!predicate(task, n, reason)) {
-      reasons[reason]++;
-      return;
+    why.clear();
+    switch (judgeNode(task, n, allowPipeline, why)) {
+      case NodeFit::Now: {
+        const int64_t s = nodeScore(task, n);
+        if (best < 0 || s > bestScore) best = ni, bestScore = s;  // equal score: lower index = name order
+        return;
+      }
+      case NodeFit::Later: {
+        const int64_t s = nodeScore(task, n);
+        if (bestFuture < 0 || s > bestFutureScore) bestFuture = ni, bestFutureScore = s;
+        return;
+      }
+      case NodeFit::No:
+        for (const auto& r : why) reasons[r]++;
+        return;
     }
-    const api::Resources future = n.futureIdle();
-    const bool fitsFuture = fits(task, n, /*future=*/true);
-    const bool fitsNow = fitsFuture && fits(task, n, /*future=*/false);
-    if (fitsNow) {
-      const int64_t s = nodeScore(task, n);
-      if (best < 0 || s > bestScore) best = ni, bestScore = s;  // equal score: lower index = name order
-      return;
-    }
-    if (fitsFuture && allowPipeline) {
-      const int64_t s = nodeScore(task, n);
-      if (bestFuture < 0 || s > bestFutureScore) bestFuture = ni, bestFutureScore = s;
-      return;
-    }
-    short_.clear();
-    req.insufficient(allowPipeline ? future : n.idle, short_);
-    if (short_.empty() && task.sharesGpu() && !gpuShareFits(task, n, allowPipeline))
-      short_.push_back(task.info->gpuSpec->numDevices > 1 ? "GPUs with room for the pod's GPU share"
-                                                          : "GPU with room for the pod's GPU share");
-    if (short_.empty()) short_.push_back("resources promised to pipelined pods");
-    for (const auto& r : short_) reasons["insufficient " + r]++;
   };
 
   const int64_t need = levelOf(req.milliGpu);
@@ -239,15 +391,8 @@ Placement Session::scanPlacement(const SessionTask& task, bool allowPipeline) co
     p.pipelined = true;
     return p;
   }
-  // Aggregate: most frequent reason first, then by text.
-  std::vector<std::pair<std::string, int>> sorted(reasons.begin(), reasons.end());
-  std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   if (nodes_.empty()) p.reason = "no nodes available";
-  for (size_t i = 0; i < sorted.size(); ++i) {
-    if (i) p.reason += ", ";
-    p.reason +=
-        sorted[i].first + " (" + std::to_string(sorted[i].second) + (sorted[i].second == 1 ? " node)" : " nodes)");
-  }
+  p.reason += aggregate(reasons);
   return p;
 }
 

@@ -461,6 +461,50 @@ class Session {
   };
   /// Evaluates `node` for `task`: nullopt when a predicate fails or it does not fit even later.
   std::optional<RankedNode> rank(const SessionTask& task, const SessionNode& node) const;
+  /// How a node does for a task in a scan: fits now, fits only later (releasing resources), or not,
+  /// with the reasons appended to `why` (the predicate's, or each resource short).
+  enum class NodeFit { Now, Later, No };
+  NodeFit judgeNode(const SessionTask& task, const SessionNode& node, bool allowPipeline,
+                    std::vector<std::string>& why) const;
+
+  /// Why a placement class (key, domain, pipelining allowed or not) fits on no node, node by node,
+  /// kept current through the change log: built at the class's second failure, after which its
+  /// reason costs the nodes changed since it was last asked, not a scan of every node. Counts
+  /// equal scanPlacement's (a domain's nodes visited, the others counted as outside).
+  struct FailureTally {
+    std::vector<uint16_t> outcome;                   ///< per node: index into `outcomes`
+    std::vector<std::vector<std::string>> outcomes;  ///< interned reason lists; [0] = the task fits there
+    std::map<std::vector<std::string>, uint16_t> outcomeIndex;
+    std::map<std::string, int> counts;               ///< reason -> nodes giving it
+    int fitting = 0;                                 ///< visited nodes of outcome 0; -1: given up
+    size_t seen = 0;                                 ///< prefix of the change log folded in
+  };
+  /// The reasons scanPlacement would give for a task that fits nowhere, from the class's tally.
+  Placement explainFailure(const SessionTask& task, bool allowPipeline, const std::string& classKey);
+  /// The reasons node `ni` gives in a scan (empty: the task fits there, now or with pipelining).
+  void scanOutcome(const SessionTask& task, int ni, bool allowPipeline, std::vector<std::string>& out) const;
+  void setOutcome(FailureTally& t, int ni, const std::vector<std::string>& reasons);
+
+  /// The largest future-idle amount of a resource over all nodes (a lazy max-heap over the change
+  /// log): a task asking more fits nowhere, which findPlacement knows without visiting a node.
+  struct FreeEntry {
+    int64_t value = 0;
+    int node = -1;
+    uint32_t version = 0;
+  };
+  struct MoreFree {
+    bool operator()(const FreeEntry& a, const FreeEntry& b) const {
+      return a.value != b.value ? a.value > b.value : a.node < b.node;
+    }
+  };
+  /// Whether some resource the task asks exceeds what any node has free, counting releasing ones.
+  bool exceedsEveryNode(const api::Resources& request);
+
+  std::map<std::string, FailureTally> tallies_;
+  size_t tallyEntries_ = 0;  ///< per-node outcomes held by all tallies (bounded: see placement.cpp)
+  NodeRanking<FreeEntry, MoreFree> maxFreeCpu_, maxFreeMemory_;
+  std::vector<std::string> outcomeScratch_;
+  std::vector<int> changedScratch_;
 
   const NodeDomain* domain_ = nullptr;
   std::map<std::string, NodeRanking<RankedNode, RankedBefore>> rankings_;

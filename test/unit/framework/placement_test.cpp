@@ -1,6 +1,8 @@
-// findPlacement keeps per-placement-key node rankings up to date lazily; scanPlacement is the
-// plain scan over every node. Over random clusters and random sequences of allocate, pipeline,
-// evict, checkpoint and rollback, both must always choose the same node the same way.
+// findPlacement keeps per-placement-key node rankings up to date lazily, and explains failures from
+// per-class tallies and a free-amount index; scanPlacement is the plain scan over every node. Over
+// random clusters and random sequences of allocate, pipeline, evict, checkpoint and rollback, inside
+// and outside node domains, both must always choose the same node the same way, and give the same
+// reasons when nothing fits.
 #include <catch2/catch.hpp>
 
 #include <random>
@@ -61,6 +63,9 @@ std::string randomCluster(std::mt19937& rng) {
     if (pick(4) == 0) extra += "  tolerations: [{key: dedicated, operator: Exists}]\n";
     if (pick(5) == 0) extra += "  nodeSelector: {pool: a}\n";
     if (pick(8) == 0) extra += "  containers: [{name: c, ports: [{containerPort: 80, hostPort: 8080}], resources: {requests: {cpu: \"1\"}}}]\n";
+    else if (pick(6) == 0)  // more cpu or memory than any node has: the free-amount index refuses it
+      extra += "  containers: [{name: c, resources: {requests: {cpu: \"" + std::string(pick(2) ? "100" : "1") +
+               "\", memory: " + (pick(2) ? "300Gi" : "1Gi") + "}}}]\n";
     else
       extra += "  containers: [{name: c, resources: {requests: {cpu: \"" + std::to_string(1 + pick(8)) +
                "\", nvidia.com/gpu: \"" + std::to_string(gpus) + "\"}, limits: {nvidia.com/gpu: \"" +
@@ -93,6 +98,13 @@ TEST_CASE("findPlacement's cached rankings always agree with a full scan", "[pla
     ssn.open();
     Statement stmt(ssn);
     std::vector<Statement::Checkpoint> checkpoints;
+    // Two domains (a name stands for one node set within a session): even and odd nodes.
+    std::vector<tessera::framework::NodeDomain> domains(2);
+    for (int d = 0; d < 2; ++d) {
+      domains[d].name = d == 0 ? "even" : "odd";
+      for (const auto& n : ssn.nodes())
+        if (n.index % 2 == d) domains[d].nodes.push_back(n.index);
+    }
     for (int step = 0; step < 200; ++step) {
       std::vector<SessionTask*> pending, running;
       for (auto& j : ssn.jobs())
@@ -104,8 +116,11 @@ TEST_CASE("findPlacement's cached rankings always agree with a full scan", "[pla
       if (action < 6 && !pending.empty()) {
         SessionTask& t = *pending[rng() % pending.size()];
         const bool allowPipeline = rng() % 2 == 0;
+        const unsigned where = rng() % 4;
+        ssn.restrictTo(where < 2 ? &domains[where] : nullptr);
         const Placement scan = ssn.scanPlacement(t, allowPipeline);
         const Placement fast = ssn.findPlacement(t, allowPipeline);
+        ssn.restrictTo(nullptr);
         requireSame(fast, scan, "seed " + std::to_string(seed) + " step " + std::to_string(step) + " task " + t.info->key);
         if (fast.node >= 0) {
           if (fast.pipelined) stmt.pipeline(t, fast.node);

@@ -1,0 +1,418 @@
+// tessera-bench cycle / suite: scheduling cycles (snapshot + session with the actions) over cluster
+// shapes chosen to show the cliffs of issue 16, not to flatter:
+//   default             the generated GPU cluster (90% of GPUs busy, gangs and singles, 100 queues),
+//                       200 pods arrive and leave per cycle, allocate only (issue 2's "full cycle");
+//   unschedulable       nodes of 4 cpu and as many pending pods asking 8 cpu (no GPU): nothing fits;
+//   steady              the default cluster with every action, the decisions committed between
+//                       cycles as the daemon's binder does (binds and evictions assumed in the
+//                       cache), running pods finishing and new ones arriving;
+//   preferred-topology  the default cluster with every PodGroup preferring one rack;
+//   fractional          most singles ask for half a GPU, running ones share GPUs two by two;
+//   churn-nodes         the default cluster with nodes relabelled, removed and re-added every cycle.
+// Every shape but `default` runs every action of the default config. Only steady commits its
+// decisions (--commit makes any shape do so): the others face the same work every cycle. Only the
+// cycle is timed; the events fed between cycles (the watch's work in a daemon) are not.
+#include "cycle_bench.h"
+
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <iostream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cluster_generator.h"
+#include "tessera/app/registry.h"
+#include "tessera/cache/cache.h"
+#include "tessera/cache/memory_cluster.h"
+#include "tessera/framework/config.h"
+#include "tessera/framework/session.h"
+
+namespace tessera::bench {
+namespace {
+
+using Json = nlohmann::json;
+using SteadyClock = std::chrono::steady_clock;
+
+const char* const kShapes[] = {"default", "unschedulable", "steady", "preferred-topology", "fractional", "churn-nodes"};
+const int64_t kBase = 1767225600;  // 2026-01-01T00:00:00Z
+
+struct Options {
+  std::string shape = "default";
+  int nodes = 4000;
+  int pods = -1;  ///< -1: the shape's default (140,000; unschedulable: as many as nodes)
+  int cycles = 10;
+  int churn = 200;       ///< pods arriving (and leaving) per cycle
+  int nodeChurn = 20;    ///< churn-nodes: nodes relabelled per cycle (and one removed, one re-added)
+  double fill = 0.9;
+  uint64_t seed = 1;
+  std::string actions;   ///< "": the shape's default ("allocate" for default, else "all")
+  bool commit = false;   ///< commit decisions between cycles as steady does (any shape)
+  bool check = false;    ///< verify that the shape placed what it should (ctest)
+  bool quiet = false;    ///< only the JSON line (suite)
+  int shapeTimeoutS = 600;  ///< suite: a shape still running after this is killed and reported
+};
+
+double msSince(SteadyClock::time_point t) { return std::chrono::duration<double, std::milli>(SteadyClock::now() - t).count(); }
+
+/// CPU time of this thread in ms: unlike wall time, not inflated when other processes share the cores.
+double threadCpuMs() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
+
+long minorFaults() {
+  rusage ru{};
+  getrusage(RUSAGE_THREAD, &ru);
+  return ru.ru_minflt;
+}
+
+double peakRssMb() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_maxrss) / 1024.0;  // KiB on Linux
+}
+
+double loadAverage() {
+  double l[1] = {0};
+  return getloadavg(l, 1) == 1 ? l[0] : -1;
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  if (p == 50 && v.size() % 2 == 0) return (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  const size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size())));  // nearest rank
+  return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
+}
+
+bool flag(int& i, int argc, char** argv, const char* name, std::string& value) {
+  if (std::strcmp(argv[i], name) != 0) return false;
+  if (i + 1 >= argc) {
+    std::fprintf(stderr, "tessera-bench: %s needs a value\n", name);
+    std::exit(2);
+  }
+  value = argv[++i];
+  return true;
+}
+
+bool knownShape(const std::string& s) {
+  return std::find(std::begin(kShapes), std::end(kShapes), s) != std::end(kShapes);
+}
+
+/// The default config with `actions` ("all" keeps the default list; else a comma list).
+api::Result<framework::Config> configFor(const std::string& actions) {
+  if (actions == "all") return framework::loadConfig(app::builtinRegistry(), nullptr);
+  Json overrides = {{"actions", Json::array()}};
+  for (size_t start = 0;;) {
+    const size_t comma = actions.find(',', start);
+    overrides["actions"].push_back(actions.substr(start, comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return framework::loadConfig(app::builtinRegistry(), &overrides);
+}
+
+/// What the per-shape checks look at, from every cycle.
+struct CycleOutcome {
+  size_t binds = 0, pipelined = 0, evictions = 0, fractionalBinds = 0, pendingJobs = 0;
+  size_t rebinds = 0;         ///< steady: pods bound again although an earlier cycle bound them
+  size_t cpuShortJobs = 0;    ///< jobs whose reason names insufficient cpu
+};
+
+/// The shape's checks (ctest): a description of what went wrong, or "" when it placed what it should.
+std::string checkShape(const Options& o, const GeneratedCluster& gen, const std::vector<CycleOutcome>& out) {
+  if (out.empty()) return "no cycle ran";
+  for (size_t c = 0; c < out.size(); ++c) {
+    const CycleOutcome& r = out[c];
+    const std::string at = "cycle " + std::to_string(c + 1) + ": ";
+    if (o.shape == "unschedulable") {
+      if (r.binds + r.pipelined > 0) return at + "placed pods that fit nowhere";
+      if (r.pendingJobs != static_cast<size_t>(gen.pendingPods)) return at + "not every pod reported pending";
+      if (r.cpuShortJobs != r.pendingJobs) return at + "a pending pod's reason does not name insufficient cpu";
+      continue;
+    }
+    if (o.shape == "steady") {
+      if (r.rebinds > 0) return at + "bound pods that an earlier cycle had bound (decisions not committed)";
+      if (c == 0 && r.binds == 0) return at + "placed nothing";
+      continue;
+    }
+    if (r.binds + r.pipelined == 0) return at + "placed nothing";
+    if (o.shape == "fractional" && r.fractionalBinds == 0) return at + "placed no fractional pod";
+  }
+  if (o.shape == "steady") {
+    size_t total = 0;
+    for (const CycleOutcome& r : out) total += r.binds;
+    if (out.size() > 1 && total <= out.front().binds) return "no pod bound after the first cycle";
+  }
+  return "";
+}
+
+/// Runs one shape; prints per-cycle lines (unless quiet) and the JSON line. Returns the exit code.
+int runShape(const Options& o) {
+  ClusterSpec spec;
+  spec.nodes = o.nodes;
+  spec.runningFill = o.fill;
+  spec.seed = o.seed;
+  if (o.pods >= 0) spec.pods = o.pods;
+  if (o.shape == "preferred-topology") spec.preferredTopology = true;
+  if (o.shape == "fractional") spec.fractionalShare = 0.8;
+  const std::string actions = !o.actions.empty() ? o.actions : o.shape == "default" ? "allocate" : "all";
+  auto config = configFor(actions);
+  if (!config.ok()) {
+    std::fprintf(stderr, "tessera-bench: %s\n", config.error().message.c_str());
+    return 1;
+  }
+
+  api::FakeClock clock(api::parseTime("2026-01-01T00:00:00Z").value());
+  cache::MemoryCluster unused(clock);  // the cache is fed directly; the client is never started
+  auto cachePtr = std::make_unique<cache::Cache>(unused, clock);
+  cache::Cache& cache = *cachePtr;
+  // Objects go into the cache as they are generated: a 500,000-pod cluster is never held as JSON.
+  auto t0 = SteadyClock::now();
+  const ObjectSink sink = [&](api::Kind k, Json&& j) { cache.applyEvent(k, {cache::WatchEventType::Added, std::move(j)}); };
+  GeneratedCluster gen = o.shape == "unschedulable" ? generateUnschedulableCluster(o.nodes, o.pods >= 0 ? o.pods : o.nodes, sink)
+                                                    : generateCluster(spec, sink);
+  const double loadMs = msSince(t0);
+  const int churn = o.shape == "unschedulable" ? 0 : o.churn;
+  const bool commit = o.shape == "steady" || o.commit;
+  if (!o.quiet) {
+    std::printf("shape: %s, actions: %s\n", o.shape.c_str(), actions.c_str());
+    std::printf("cluster: %d nodes, %d pods (%d running, %d pending, %d gangs); generated and loaded in %.0f ms\n", o.nodes,
+                gen.runningPods + gen.pendingPods, gen.runningPods, gen.pendingPods, gen.gangs, loadMs);
+  }
+
+  std::deque<std::string> running(gen.runningSingles.begin(), gen.runningSingles.end());  // steady: oldest first
+  gen.runningSingles.clear();
+  gen.runningSingles.shrink_to_fit();
+  std::vector<std::string> evicted;  // steady: evicted last cycle, gone by the next
+  std::set<std::string> bound;       // steady: every pod a cycle bound
+  std::vector<double> wallMs, cpuMs, snapMs, openMs, actionsMs, closeMs;
+  std::vector<CycleOutcome> outcomes;
+  long faults = 0;
+  int churnSeq = 0;
+  auto deletePod = [&](const std::string& key) {
+    const size_t slash = key.find('/');
+    cache.applyEvent(api::Kind::Pod, {cache::WatchEventType::Deleted,
+                                      Json{{"metadata", {{"namespace", key.substr(0, slash)}, {"name", key.substr(slash + 1)}}}}});
+  };
+  int removedNode = -1;  // churn-nodes: the node removed last cycle, re-added this one
+  for (int c = 0; c < o.cycles; ++c) {
+    // ---- between cycles (not timed): what the watch brings ----
+    for (int k = 0; k < churn; ++k, ++churnSeq) {
+      const std::string name = "churn-" + std::to_string(churnSeq);
+      cache.applyEvent(api::Kind::Pod, {cache::WatchEventType::Added,
+                                        makePendingPod("ns-churn", name, "dept-0-team-0", kBase + churnSeq)});
+      if (commit) {  // running pods finish, oldest first
+        if (!running.empty()) deletePod(running.front()), running.pop_front();
+      } else if (churnSeq >= churn) {  // the arrivals of the cycle before last leave again
+        deletePod("ns-churn/churn-" + std::to_string(churnSeq - churn));
+      }
+    }
+    for (const std::string& key : evicted) deletePod(key);
+    evicted.clear();
+    if (o.shape == "churn-nodes" && o.nodes > 0) {
+      for (int k = 0; k < o.nodeChurn; ++k) {
+        const int n = static_cast<int>((static_cast<int64_t>(c) * o.nodeChurn + k) * 7919 % o.nodes);
+        char name[32];
+        std::snprintf(name, sizeof name, "node-%05d", n);
+        cache.applyEvent(api::Kind::Node, {cache::WatchEventType::Modified,
+                                           makeNode(name, spec.gpusPerNode, n / 32, {{"bench.tessera.dev/generation", std::to_string(c)}})});
+      }
+      char name[32];
+      if (removedNode >= 0) {
+        std::snprintf(name, sizeof name, "node-%05d", removedNode);
+        cache.applyEvent(api::Kind::Node, {cache::WatchEventType::Added, makeNode(name, spec.gpusPerNode, removedNode / 32)});
+      }
+      removedNode = o.nodes - 1 - c % std::max(1, o.nodes / 10);  // the emptiest nodes are last
+      std::snprintf(name, sizeof name, "node-%05d", removedNode);
+      cache.applyEvent(api::Kind::Node, {cache::WatchEventType::Deleted, Json{{"metadata", {{"name", name}}}}});
+    }
+
+    // ---- the cycle (timed) ----
+    const long f0 = minorFaults();
+    const double cpu0 = threadCpuMs();
+    auto c0 = SteadyClock::now();
+    auto snap = cache.snapshot();
+    snapMs.push_back(msSince(c0));
+    framework::SessionResult r;
+    {
+      auto c1 = SteadyClock::now();
+      framework::Session session(snap, *config, clock);
+      session.open();
+      openMs.push_back(msSince(c1));
+      auto c2 = SteadyClock::now();
+      session.runActions();
+      actionsMs.push_back(msSince(c2));
+      auto c3 = SteadyClock::now();
+      r = session.close();
+      closeMs.push_back(msSince(c3));
+    }
+    snap.reset();
+    wallMs.push_back(msSince(c0));
+    cpuMs.push_back(threadCpuMs() - cpu0);
+    faults += minorFaults() - f0;
+
+    CycleOutcome out;
+    out.binds = r.binds.size();
+    out.pipelined = r.pipelined.size();
+    out.evictions = r.evictions.size();
+    out.pendingJobs = r.jobs.size();
+    for (const auto& b : r.binds) out.fractionalBinds += b.gpus.empty() ? 0 : 1;
+    if (o.check)
+      for (const auto& j : r.jobs) out.cpuShortJobs += r.message(j).find("insufficient cpu") != std::string::npos ? 1 : 0;
+
+    // ---- commit (steady, --commit): what the binder reports, as the daemon does ----
+    if (commit) {
+      for (const auto& b : r.binds) {
+        std::vector<std::string> groups;
+        for (const auto& g : b.gpus) groups.push_back(g.group);
+        cache.assumeBinding(b.podKey, b.node, groups);
+        cache.bindingDone(b.podKey);
+        if (!bound.insert(b.podKey).second) ++out.rebinds;
+        // Singles finish later, oldest first (a gang's pods are left running: one leaving breaks it).
+        if (b.podKey.rfind("ns-churn/", 0) == 0 || b.podKey.find("/single-") != std::string::npos) running.push_back(b.podKey);
+      }
+      for (const auto& e : r.evictions) {
+        cache.assumeEvicted(e.podKey);
+        evicted.push_back(e.podKey);
+      }
+    }
+    outcomes.push_back(out);
+    if (!o.quiet)
+      std::printf("cycle %2d: %7.2f ms wall, %7.2f ms cpu (snapshot %.2f, actions %.2f), %zu bound, %zu pipelined, "
+                  "%zu evicted, %zu jobs pending\n",
+                  c + 1, wallMs.back(), cpuMs.back(), snapMs.back(), actionsMs.back(), out.binds, out.pipelined,
+                  out.evictions, out.pendingJobs);
+  }
+
+  const CycleOutcome& last = outcomes.empty() ? CycleOutcome{} : outcomes.back();
+  Json line = {{"benchmark", "cycle"},
+               {"shape", o.shape},
+               {"actions", actions},
+               {"nodes", o.nodes},
+               {"pods", gen.runningPods + gen.pendingPods},
+               {"running_pods", gen.runningPods},
+               {"pending_pods", gen.pendingPods},
+               {"cycles", o.cycles},
+               {"committed", commit},
+               {"median_cycle_ms", percentile(wallMs, 50)},
+               {"p99_cycle_ms", percentile(wallMs, 99)},
+               {"cpu_ms", percentile(cpuMs, 50)},
+               {"minor_faults_per_cycle", o.cycles > 0 ? static_cast<double>(faults) / o.cycles : 0.0},
+               {"peak_rss_mb", peakRssMb()},
+               {"snapshot_ms", percentile(snapMs, 50)},
+               {"session_open_ms", percentile(openMs, 50)},
+               {"actions_ms", percentile(actionsMs, 50)},
+               {"session_close_ms", percentile(closeMs, 50)},
+               // The names the earlier `cycle` printed (README's older rows): the same figures.
+               {"median_cycle_cpu_ms", percentile(cpuMs, 50)},
+               {"allocate_ms", percentile(actionsMs, 50)},
+               {"pods_placed_per_cycle", last.binds},
+               {"pods_pipelined_per_cycle", last.pipelined},
+               {"pods_placed_per_s", percentile(actionsMs, 50) > 0 ? static_cast<double>(last.binds) / (percentile(actionsMs, 50) / 1000.0) : 0.0},
+               {"bound_last_cycle", last.binds},
+               {"pipelined_last_cycle", last.pipelined},
+               {"evicted_last_cycle", last.evictions},
+               {"pending_jobs_last_cycle", last.pendingJobs},
+               {"load_average_1m", loadAverage()}};
+  std::cout << line.dump() << std::endl;
+  int rc = 0;
+  if (o.check) {
+    const std::string problem = checkShape(o, gen, outcomes);
+    if (problem.empty()) std::printf("check %s: ok\n", o.shape.c_str());
+    else std::printf("check %s FAILED: %s\n", o.shape.c_str(), problem.c_str()), rc = 1;
+  }
+  std::fflush(stdout);
+  // Skip tearing down the cache: not what the benchmark measures.
+  (void)cachePtr.release();
+  std::_Exit(rc);
+}
+
+/// Parses the options shared by cycle and suite; false (after a message) on a bad argument.
+bool parseOptions(int argc, char** argv, Options& o, bool suite) {
+  for (int i = 1; i < argc; ++i) {
+    std::string v;
+    if (flag(i, argc, argv, "--nodes", v)) o.nodes = std::stoi(v);
+    else if (flag(i, argc, argv, "--pods", v)) o.pods = std::stoi(v);
+    else if (flag(i, argc, argv, "--cycles", v)) o.cycles = std::max(1, std::stoi(v));
+    else if (flag(i, argc, argv, "--churn", v)) o.churn = std::max(0, std::stoi(v));
+    else if (flag(i, argc, argv, "--node-churn", v)) o.nodeChurn = std::max(0, std::stoi(v));
+    else if (flag(i, argc, argv, "--fill", v)) o.fill = std::clamp(std::stod(v), 0.0, 1.0);
+    else if (flag(i, argc, argv, "--seed", v)) o.seed = std::stoull(v);
+    else if (!suite && flag(i, argc, argv, "--actions", v)) o.actions = v;
+    else if (!suite && flag(i, argc, argv, "--shape", v)) o.shape = v;
+    else if (std::strcmp(argv[i], "--check") == 0) o.check = true;
+    else if (std::strcmp(argv[i], "--commit") == 0) o.commit = true;
+    else if (suite && flag(i, argc, argv, "--shape-timeout", v)) o.shapeTimeoutS = std::max(1, std::stoi(v));
+    else {
+      std::fprintf(stderr, "tessera-bench %s: unknown argument %s\n", argv[0], argv[i]);
+      return false;
+    }
+  }
+  if (!knownShape(o.shape)) {
+    std::fprintf(stderr, "tessera-bench cycle: unknown shape %s (default, unschedulable, steady, preferred-topology, "
+                         "fractional, churn-nodes)\n", o.shape.c_str());
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int runCycleBench(int argc, char** argv) {
+  Options o;
+  if (!parseOptions(argc, argv, o, /*suite=*/false)) return 2;
+  return runShape(o);
+}
+
+int runSuiteBench(int argc, char** argv) {
+  Options base;
+  if (!parseOptions(argc, argv, base, /*suite=*/true)) return 2;
+  base.quiet = true;
+  int failures = 0;
+  for (const char* shape : kShapes) {
+    Options o = base;
+    o.shape = shape;
+    // The unschedulable shape is as many 8-cpu pods as nodes (issue 16), whatever --pods says.
+    if (o.shape == "unschedulable") o.pods = -1;
+    std::fflush(stdout);
+    const pid_t pid = fork();  // a fresh heap per shape, and its own peak RSS
+    if (pid == 0) std::_Exit(runShape(o));
+    int status = 0;
+    pid_t done = 0;
+    const auto start = SteadyClock::now();
+    while (pid > 0 && (done = waitpid(pid, &status, WNOHANG)) == 0) {
+      if (msSince(start) > o.shapeTimeoutS * 1000.0) {  // a cliff: say so rather than wait forever
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        std::cout << Json{{"benchmark", "cycle"}, {"shape", shape}, {"timed_out", true}, {"timeout_s", o.shapeTimeoutS},
+                          {"load_average_1m", loadAverage()}}.dump()
+                  << std::endl;
+        break;
+      }
+      usleep(100 * 1000);
+    }
+    if (done != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      std::fprintf(stderr, "tessera-bench suite: shape %s failed\n", shape);
+      ++failures;
+    }
+  }
+  return failures == 0 ? 0 : 1;
+}
+
+}  // namespace tessera::bench
