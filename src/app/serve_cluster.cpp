@@ -73,6 +73,7 @@ int serveClusterCommand(const std::vector<std::string>& args, std::ostream& out,
   so.port = static_cast<uint16_t>(port);
   so.kubeletPeriodMs = 200;
   so.bookmarkIntervalMs = 60'000;
+  so.clock = &clock;
   cache::ApiServer server(cluster, so);
   if (auto st = server.start(); !st.ok()) {
     err << "tessera serve-cluster: " << st.error().message << "\n";
