@@ -43,6 +43,8 @@ struct RunFlags {
   binder::GpuBindingOptions gpu;  ///< --reservation-image, --reservation-timeout, --evict-orphaned-gpu-pods
   int bindWorkers = 16;
   api::Duration bindBackoffInitial{1000}, bindBackoffMax{60'000};
+  /// --isolation: the backend the webhook wires fractional pods to; hard: unwired ones are refused.
+  api::Isolation isolation = api::Isolation::Unset;
 };
 
 const char* const kUsage =
@@ -53,7 +55,8 @@ const char* const kUsage =
     "                   [--health-address 0.0.0.0] [--health-port 10259] [--debounce 100ms]\n"
     "                   [--reservation-image IMAGE (default: this pod's image)] [--reservation-timeout 60s]\n"
     "                   [--evict-orphaned-gpu-pods]\n"
-    "                   [--bind-workers 16] [--bind-backoff-initial 1s] [--bind-backoff-max 60s]\n";
+    "                   [--bind-workers 16] [--bind-backoff-initial 1s] [--bind-backoff-max 60s]\n"
+    "                   [--isolation hard|mps|none (the webhook's backend; default: not checked)]\n";
 
 api::Result<RunFlags> parseFlags(const std::vector<std::string>& args) {
   RunFlags f;
@@ -117,6 +120,15 @@ api::Result<RunFlags> parseFlags(const std::vector<std::string>& args) {
     }
     else if (a == "--bind-backoff-initial") st = duration(f.bindBackoffInitial);
     else if (a == "--bind-backoff-max") st = duration(f.bindBackoffMax);
+    else if (a == "--isolation") {
+      std::string v;
+      st = text(v);
+      if (v == "hard") f.isolation = api::Isolation::Hard;
+      else if (v == "mps") f.isolation = api::Isolation::Mps;
+      else if (v == "none") f.isolation = api::Isolation::None;
+      else if (st.ok()) return api::makeError("--isolation: must be hard, mps or none, got \"" + v + "\"");
+      f.gpu.isolation = f.isolation;
+    }
     else return api::makeError("unknown flag " + a);
     TESSERA_TRY(st);
   }
@@ -248,6 +260,7 @@ class Daemon {
     cache::CacheOptions cacheOptions;
     cacheOptions.schedulerName = config.schedulerName;
     cacheOptions.onEvent = [this] { wake(); };
+    cacheOptions.isolation = flags_.isolation;
     auto cachePtr = std::make_unique<cache::Cache>(**client, clock, cacheOptions);
     for (int64_t delay = 500;; delay = std::min<int64_t>(delay * 2, 30'000)) {
       auto st = cachePtr->start();
