@@ -167,6 +167,7 @@ struct Binder::Impl {
     BindRecord rec{BindRecord::Kind::Evict, e.podKey, e.node, st.ok(), st.ok() ? "" : st.error().message,
                    secondsSince(t0)};
     if (st.ok()) {
+      if (log::v(3)) log::info("evicted pod ", e.podKey, " from ", e.node, ": ", e.reason);
       status.event(EventSpec{api::Kind::Pod, ns, name, e.podUid, "Warning", "Preempted", e.reason});
     } else {
       cache.evictionFailed(e.podKey);
@@ -229,6 +230,7 @@ struct Binder::Impl {
       }
     }
     if (ok) {
+      if (log::v(3)) log::info("bound pod ", b.podKey, " to ", b.node);
       cache.bindingDone(b.podKey);
       status.event(EventSpec{api::Kind::Pod, ns, name, b.podUid, "Normal", "Scheduled",
                              "Successfully assigned " + b.podKey + " to " + b.node});

@@ -321,6 +321,7 @@ void GpuBinding::collectGarbage(const cache::Snapshot& snap, const framework::Se
     del.gracePeriodSeconds = 0;
     auto st = impl_->client.remove(api::Kind::Pod, ns, name, del);
     if (st.ok() || st.error().code == 404) {
+      log::info("deleted unused GPU reservation pod ", podKey, " (GPU group ", group, ")");
       std::lock_guard<std::mutex> g(impl_->mu);
       ++impl_->deleted;
       impl_->groupLocks.erase(group);
