@@ -328,13 +328,19 @@ class Daemon {
     po.gpu = flags_.gpu;
     if (po.gpu.reservationImage.empty()) po.gpu.reservationImage = ownImage(**client);
     log::info("GPU reservation pods run image ", po.gpu.reservationImage);
-    Pipeline pipeline(**client, cache, clock, config, std::move(po));
-
-    // ---- leader election ----
+    // ---- leader election, and the fencing of writes by its epoch ----
     std::unique_ptr<LeaderElector> elector;
-    std::thread electorThread;
     if (flags_.leaderElect) {
       elector = std::make_unique<LeaderElector>(**client, clock, flags_.lease);
+      // Right before each bind, eviction and status write: still the term that decided it?
+      po.binder.leaderEpoch = [e = elector.get()] { return e->fencingEpoch(); };
+      po.statusMayWrite = [e = elector.get()] { return e->fencingEpoch() != 0; };
+    }
+    Pipeline pipeline(**client, cache, clock, config, std::move(po));
+    metrics_.observe(&pipeline);
+
+    std::thread electorThread;
+    if (flags_.leaderElect) {
       electorThread = std::thread([&] {
         bool was = false;
         for (;;) {
@@ -394,6 +400,7 @@ class Daemon {
     }
 
     // ---- shutdown ----
+    metrics_.observe(nullptr);
     if (electorThread.joinable()) electorThread.join();
     if (elector) elector->release();
     cache.stop();
