@@ -5,7 +5,8 @@
 What differs from a person typing them: serve-cluster listens on port 0 and the URL it prints
 replaces http://127.0.0.1:8001 in later commands; /tmp/kc becomes a file of a temporary directory;
 `tessera run` gets `--health-port 0` (tests run side by side); after it starts, the test waits (at
-most 60 s) until the scheduler has bound a pod; every command is bounded in time, a watch (-w)
+most 60 s) until the scheduler has bound pods and written the sweep's FailedScheduling Event;
+every command is bounded in time, a watch (-w)
 by a few seconds (as Ctrl-C would). Usage:
   kubectl_walkthrough.py SOURCE_DIR TESSERA KUBECTL
 """
@@ -17,7 +18,7 @@ import tempfile
 import time
 
 COMMAND_TIMEOUT = 30  # seconds, every kubectl call
-WATCH_SECONDS = 4     # how long a `-w` runs before the test "presses Ctrl-C"
+WATCH_SECONDS = 8     # how long a `-w` runs before the test "presses Ctrl-C"
 
 # What the output of a command must show, by a fragment of the command (first match wins).
 EXPECT = [
@@ -169,16 +170,20 @@ def wait_for_url(log):
 
 
 def wait_for_binds(kubectl, url, env):
-    """Until the scheduler has bound a pod of the demo (a person would look a few seconds later)."""
+    """Until the scheduler has bound the demo's pods and said why the sweep waits (its Events are
+    written after the binds): a person would look a few seconds later."""
     deadline = time.time() + 60
     while time.time() < deadline:
-        r = subprocess.run([kubectl, "--server", url, "get", "pods", "-n", "ml", "-o",
-                            "jsonpath={.items[*].spec.nodeName}"], env=env, capture_output=True, text=True,
-                           timeout=COMMAND_TIMEOUT)
-        if r.returncode == 0 and r.stdout.strip():
+        bound = subprocess.run([kubectl, "--server", url, "get", "pods", "-n", "ml", "-o",
+                                "jsonpath={.items[*].spec.nodeName}"], env=env, capture_output=True, text=True,
+                               timeout=COMMAND_TIMEOUT)
+        said = subprocess.run([kubectl, "--server", url, "get", "events", "-n", "ml", "--field-selector",
+                               "reason=FailedScheduling,involvedObject.name=sweep-0", "-o", "name"], env=env,
+                              capture_output=True, text=True, timeout=COMMAND_TIMEOUT)
+        if bound.returncode == 0 and bound.stdout.strip() and said.returncode == 0 and said.stdout.strip():
             return
         time.sleep(0.5)
-    sys.exit("tessera run bound no pod within 60 s")
+    sys.exit("tessera run bound no pod, or wrote no FailedScheduling Event for ml/sweep-0, within 60 s")
 
 
 if __name__ == "__main__":
