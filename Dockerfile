@@ -9,7 +9,7 @@
 FROM debian:12 AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-      cmake g++ make nlohmann-json3-dev libyaml-cpp-dev libboost-dev libssl-dev prometheus-cpp-dev \
+      cmake g++ make nlohmann-json3-dev libyaml-cpp-dev libspdlog-dev libboost-dev libssl-dev prometheus-cpp-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -31,7 +31,7 @@ CMD ["/bin/sh", "-c", "ls -l /opt/tessera/lib"]
 # ---- tessera: the default (last) stage ----
 FROM debian:12-slim AS tessera
 RUN apt-get update \
- && apt-get install -y --no-install-recommends libyaml-cpp0.7 libssl3 libprometheus-cpp-core1.0 ca-certificates \
+ && apt-get install -y --no-install-recommends libyaml-cpp0.7 libspdlog1.10 libssl3 libprometheus-cpp-core1.0 ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/usr/local/bin/tessera /usr/local/bin/tessera
 COPY config/tessera.yaml /etc/tessera/tessera.yaml

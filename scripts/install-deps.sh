@@ -23,6 +23,7 @@ PACKAGES=(
   ccache
   nlohmann-json3-dev
   libyaml-cpp-dev
+  libspdlog-dev       # the daemon's logger (src/api/log.cpp), with libfmt-dev
   catch2
   libboost-dev        # Asio and Beast (header-only; compiled once in src/cache/client/http)
   libssl-dev          # TLS to the API server

@@ -190,6 +190,25 @@ Status readHostPorts(const JsonReader& spec, Pod& pod) {
   });
 }
 
+/// Whether every container carries the webhook's hard-isolation env entry (keys::kIsolationRegionEnv).
+Status readIsolationWiring(const JsonReader& spec, Pod& pod) {
+  size_t containers = 0, wired = 0;
+  TESSERA_TRY(spec.forEachObject("containers", [&](const JsonReader& ct) -> Status {
+    ++containers;
+    bool found = false;
+    TESSERA_TRY(ct.forEachObject("env", [&](const JsonReader& e) -> Status {
+      std::string name;
+      TESSERA_TRY(e.read("name", name));
+      found = found || name == keys::kIsolationRegionEnv;
+      return {};
+    }));
+    wired += found;
+    return {};
+  }));
+  pod.hardIsolationWired = containers > 0 && wired == containers;
+  return {};
+}
+
 Result<PodPhase> podPhase(const JsonReader& field, const std::string& phase) {
   if (phase.empty() || phase == "Pending") return PodPhase::Pending;
   if (phase == "Running") return PodPhase::Running;
@@ -229,6 +248,7 @@ Status readPodBody(const JsonReader& object, Pod& pod) {
     TESSERA_TRY(readTolerations(spec, pod));
     TESSERA_TRY(podRequests(spec, pod));
     TESSERA_TRY(readHostPorts(spec, pod));
+    TESSERA_TRY(readIsolationWiring(spec, pod));
     TESSERA_TRY(spec.read("terminationGracePeriodSeconds", pod.terminationGracePeriodSeconds));
   }
   TESSERA_ASSIGN_OR_RETURN(const JsonReader status, object.object("status"));

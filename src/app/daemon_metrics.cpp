@@ -1,6 +1,12 @@
 #include "daemon_metrics.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 
@@ -10,6 +16,7 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include "tessera/api/version.h"
 #include "tessera/framework/action.h"
 #include "tessera/framework/plugin.h"
 
@@ -98,10 +105,92 @@ struct DaemonMetrics::Families {
   prometheus::Family<prometheus::Gauge>& binder = prometheus::BuildGauge()
       .Name("tessera_binder_queue").Help("Binder work now: in_flight binds and evictions, status writes waiting, pods in bind backoff")
       .Register(*registry);
+  prometheus::Family<prometheus::Counter>& fenced = prometheus::BuildCounter()
+      .Name("tessera_writes_dropped_total")
+      .Help("Writes dropped unsent because leadership was lost (fencing), by what = bind, evict, status").Register(*registry);
+  prometheus::Family<prometheus::Gauge>& build = prometheus::BuildGauge()
+      .Name("tessera_build_info").Help("Always 1; the labels say which build runs").Register(*registry);
+  prometheus::Family<prometheus::Counter>& cpu = prometheus::BuildCounter()
+      .Name("process_cpu_seconds_total").Help("User and system CPU time spent, in seconds").Register(*registry);
+  prometheus::Family<prometheus::Gauge>& rss = prometheus::BuildGauge()
+      .Name("process_resident_memory_bytes").Help("Resident memory size in bytes").Register(*registry);
+  prometheus::Family<prometheus::Gauge>& fds = prometheus::BuildGauge()
+      .Name("process_open_fds").Help("Open file descriptors").Register(*registry);
+  prometheus::Family<prometheus::Gauge>& maxFds = prometheus::BuildGauge()
+      .Name("process_max_fds").Help("Limit of open file descriptors").Register(*registry);
+  prometheus::Family<prometheus::Gauge>& start = prometheus::BuildGauge()
+      .Name("process_start_time_seconds").Help("Start time of the process since the Unix epoch, in seconds").Register(*registry);
 };
 // clang-format on
 
-DaemonMetrics::DaemonMetrics() : f_(std::make_unique<Families>()) {}
+DaemonMetrics::DaemonMetrics() : f_(std::make_unique<Families>()) {
+  // Every series with a fixed set of labels exists from the start, at zero: a dashboard or an alert
+  // sees 0, not "no data" (docs/operations.md lists them; a test compares the names).
+  auto& b = buckets();
+  for (const char* phase : {"snapshot", "open", "actions", "commit", "total"}) f_->cycle.Add({{"phase", phase}}, b);
+  for (const char* result : {"ok", "error"}) {
+    f_->binds.Add({{"result", result}});
+    f_->evictions.Add({{"result", result}});
+  }
+  for (const char* kind : {"bind", "evict"}) f_->bindLatency.Add({{"kind", kind}}, b);
+  for (const char* what : {"in_flight", "status_backlog", "backoff"}) f_->binder.Add({{"what", what}});
+  for (const char* what : {"bind", "evict", "status"}) f_->fenced.Add({{"what", what}});
+  f_->relists.Add({});
+  f_->expired.Add({});
+  f_->leader.Add({}).Set(0);
+  f_->build.Add({{"version", std::string(api::buildVersion())}, {"commit", std::string(api::buildCommit())}}).Set(1);
+  f_->start.Add({}).Set(processStartSeconds());
+  sampleProcess();
+}
+
+/// process_* from /proc/self, sampled at each scrape.
+void DaemonMetrics::sampleProcess() const {
+  std::ifstream stat("/proc/self/stat");
+  std::string line;
+  std::getline(stat, line);
+  const size_t close = line.rfind(')');  // the command name may hold spaces
+  std::istringstream rest(close == std::string::npos ? std::string() : line.substr(close + 2));
+  std::vector<std::string> fields{std::istream_iterator<std::string>(rest), std::istream_iterator<std::string>()};
+  const double tick = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  const double page = static_cast<double>(::sysconf(_SC_PAGESIZE));
+  // After ")": state is field 3 of stat(5); utime 14, stime 15, rss 24 -> indexes 11, 12, 21 here.
+  if (fields.size() > 21 && tick > 0) {
+    const double cpu = (std::stod(fields[11]) + std::stod(fields[12])) / tick;
+    auto& c = f_->cpu.Add({});
+    if (cpu > c.Value()) c.Increment(cpu - c.Value());
+    f_->rss.Add({}).Set(std::stod(fields[21]) * page);
+  }
+  size_t open = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec); !ec && it != std::filesystem::directory_iterator();
+       it.increment(ec))
+    ++open;
+  f_->fds.Add({}).Set(static_cast<double>(open));
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) == 0) f_->maxFds.Add({}).Set(static_cast<double>(lim.rlim_cur));
+}
+
+/// The process's start time: boot time (/proc/stat btime) + its start in clock ticks after boot.
+double DaemonMetrics::processStartSeconds() {
+  std::ifstream stat("/proc/self/stat");
+  std::string line;
+  std::getline(stat, line);
+  const size_t close = line.rfind(')');
+  std::istringstream rest(close == std::string::npos ? std::string() : line.substr(close + 2));
+  std::vector<std::string> fields{std::istream_iterator<std::string>(rest), std::istream_iterator<std::string>()};
+  std::ifstream procStat("/proc/stat");
+  double btime = 0;
+  for (std::string key; procStat >> key;) {
+    if (key == "btime") {
+      procStat >> btime;
+      break;
+    }
+    std::getline(procStat, key);
+  }
+  const double tick = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  if (fields.size() <= 19 || tick <= 0 || btime <= 0) return 0;
+  return btime + std::stod(fields[19]) / tick;  // starttime, field 22 of stat(5)
+}
 
 DaemonMetrics::~DaemonMetrics() = default;
 
@@ -163,7 +252,35 @@ void DaemonMetrics::afterCycle(const framework::CycleStats& stats, const framewo
   }
 }
 
+void DaemonMetrics::observe(Pipeline* pipeline) {
+  std::lock_guard lock(sampleMu_);
+  pipeline_ = pipeline;
+}
+
+/// Writes dropped by fencing: sampled at each scrape, since an ex-leader runs no cycles.
+void DaemonMetrics::sampleDrops() const {
+  std::lock_guard lock(sampleMu_);
+  Pipeline* p = pipeline_;
+  if (!p) return;
+  const binder::FencingDrops drops = p->binder().droppedByFencing();
+  if (drops.binds > droppedBindsSeen_) {
+    f_->fenced.Add({{"what", "bind"}}).Increment(static_cast<double>(drops.binds - droppedBindsSeen_));
+    droppedBindsSeen_ = drops.binds;
+  }
+  if (drops.evictions > droppedEvictionsSeen_) {
+    f_->fenced.Add({{"what", "evict"}}).Increment(static_cast<double>(drops.evictions - droppedEvictionsSeen_));
+    droppedEvictionsSeen_ = drops.evictions;
+  }
+  const uint64_t droppedStatus = p->status().stats().dropped;
+  if (droppedStatus > droppedStatusSeen_) {
+    f_->fenced.Add({{"what", "status"}}).Increment(static_cast<double>(droppedStatus - droppedStatusSeen_));
+    droppedStatusSeen_ = droppedStatus;
+  }
+}
+
 std::string DaemonMetrics::text() const {
+  sampleProcess();
+  sampleDrops();
   std::ostringstream os;
   prometheus::TextSerializer().Serialize(os, f_->registry->Collect());
   return os.str();

@@ -3,6 +3,7 @@
 // /metrics handler. prometheus-cpp stays in daemon_metrics.cpp.
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -40,14 +41,25 @@ class DaemonMetrics {
   /// queues, and the cache's relists and expired assumptions since the last call.
   void afterCycle(const framework::CycleStats& stats, const framework::SessionResult& result, Pipeline& pipeline);
 
+  /// The pipeline whose fencing drops /metrics reports (tessera_writes_dropped_total); null before
+  /// it exists and after it is gone.
+  void observe(Pipeline* pipeline);
+
   /// The text exposition format.
   std::string text() const;
 
  private:
   struct Families;
+  void sampleProcess() const;
+  void sampleDrops() const;
+  static double processStartSeconds();
+
   std::unique_ptr<Families> f_;
   std::vector<std::string> pendingQueues_;  ///< queues with pending pods at the last cycle
   uint64_t relistsSeen_ = 0, expiredSeen_ = 0;
+  mutable std::mutex sampleMu_;  ///< the scrape's samples (text() may run on several server threads)
+  Pipeline* pipeline_ = nullptr;
+  mutable uint64_t droppedBindsSeen_ = 0, droppedEvictionsSeen_ = 0, droppedStatusSeen_ = 0;
 };
 
 }  // namespace tessera::app

@@ -17,11 +17,38 @@ std::string formatMicroTime(api::Time t) {
 LeaderElector::LeaderElector(cache::ClusterClient& client, const api::Clock& clock, LeaseOptions options)
     : client_(client), clock_(clock), options_(std::move(options)) {}
 
+bool LeaderElector::leadingAt(api::Time now) const { return leading_ && now - lastRenew_ < options_.renewDeadline; }
+
 bool LeaderElector::isLeader() const {
-  return leading_ && clock_.now() - lastRenew_ < options_.renewDeadline;
+  std::lock_guard lock(mu_);
+  return leadingAt(clock_.now());
+}
+
+uint64_t LeaderElector::fencingEpoch() const {
+  std::lock_guard lock(mu_);
+  return leadingAt(clock_.now()) ? epoch_ : 0;
+}
+
+std::string LeaderElector::observedHolder() const {
+  std::lock_guard lock(mu_);
+  return observedHolder_;
+}
+
+void LeaderElector::renewed(api::Time at) {
+  std::lock_guard lock(mu_);
+  if (!leadingAt(at)) ++epoch_;  // a new term: what an earlier one queued stays fenced off
+  leading_ = true;
+  lastRenew_ = at;
+  observedHolder_ = options_.identity;
+}
+
+void LeaderElector::lost() {
+  std::lock_guard lock(mu_);
+  leading_ = false;
 }
 
 bool LeaderElector::tryAcquireOrRenew() {
+  // `now` is taken before the request: a renew counts from when it was sent, never later.
   const api::Time now = clock_.now();
   const int64_t durationSeconds = (options_.leaseDuration.millis + 999) / 1000;
   auto got = client_.get(api::Kind::Lease, options_.namespace_, options_.name);
@@ -35,12 +62,7 @@ bool LeaderElector::tryAcquireOrRenew() {
                     {"acquireTime", formatMicroTime(now)},
                     {"renewTime", formatMicroTime(now)},
                     {"leaseTransitions", 0}}}};
-    auto created = client_.create(api::Kind::Lease, lease);
-    if (created.ok()) {
-      leading_ = true;
-      lastRenew_ = now;
-      observedHolder_ = options_.identity;
-    }
+    if (client_.create(api::Kind::Lease, lease).ok()) renewed(now);
     return isLeader();
   }
   if (!got.ok()) return isLeader();  // keep leading until renewDeadline passes; then stop
@@ -48,17 +70,27 @@ bool LeaderElector::tryAcquireOrRenew() {
   Json& spec = lease["spec"];
   if (!spec.is_object()) spec = Json::object();
   const std::string holder = spec.value("holderIdentity", "");
-  observedHolder_ = holder;
+  {
+    std::lock_guard lock(mu_);
+    observedHolder_ = holder;
+  }
   if (!holder.empty() && holder != options_.identity) {
-    // Someone else holds it: take over only once it expired by our clock.
-    int64_t seconds = spec.value("leaseDurationSeconds", durationSeconds);
-    api::Time renew{0};
-    if (spec.contains("renewTime") && spec["renewTime"].is_string()) {
-      auto t = api::parseTime(spec["renewTime"].get<std::string>());
-      if (t.ok()) renew = *t;
+    // Someone else holds it. Its record changes at each of its renewals; take over only once it
+    // has not changed for its leaseDurationSeconds, timed by our clock from when we saw it change.
+    const int64_t seconds = spec.value("leaseDurationSeconds", durationSeconds);
+    const std::string record = holder + "|" + spec.value("renewTime", std::string()) + "|" +
+                               lease["metadata"].value("resourceVersion", std::string());
+    bool expired;
+    {
+      std::lock_guard lock(mu_);
+      leading_ = false;
+      if (record != observedRecord_) {
+        observedRecord_ = record;
+        observedAt_ = now;
+      }
+      expired = now >= observedAt_ + api::Duration{seconds * 1000};
     }
-    leading_ = false;
-    if (now < renew + api::Duration{seconds * 1000}) return false;
+    if (!expired) return false;
   }
   if (holder != options_.identity) {
     spec["acquireTime"] = formatMicroTime(now);
@@ -68,19 +100,17 @@ bool LeaderElector::tryAcquireOrRenew() {
   spec["leaseDurationSeconds"] = durationSeconds;
   spec["renewTime"] = formatMicroTime(now);
   auto updated = client_.update(api::Kind::Lease, lease);  // carries the RV we read: 409 if it moved
-  if (updated.ok()) {
-    leading_ = true;
-    lastRenew_ = now;
-    observedHolder_ = options_.identity;
-  } else if (updated.error().code == 409) {
-    leading_ = false;
-  }
+  if (updated.ok()) renewed(now);
+  else if (updated.error().code == 409) lost();
   return isLeader();
 }
 
 void LeaderElector::release() {
-  if (!leading_) return;
-  leading_ = false;
+  {
+    std::lock_guard lock(mu_);
+    if (!leading_) return;
+    leading_ = false;
+  }
   auto got = client_.get(api::Kind::Lease, options_.namespace_, options_.name);
   if (!got.ok()) return;
   Json lease = std::move(got).value();

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/api/version.h"
 #include "tessera/app/run.h"
 #include "tessera/app/scenario.h"
 #include "tessera/monitor/monitor.h"
@@ -45,7 +46,7 @@ int main(int argc, char** argv) {
   if (cmd == "reserve") return tessera::reserve::reserveCommand(args, std::cout, std::cerr);
   if (cmd == "monitor") return tessera::monitor::monitorCommand(args, std::cout, std::cerr);
   if (cmd == "version" || cmd == "--version") {
-    std::cout << "tessera 0.1.0\n";
+    std::cout << "tessera " << tessera::api::buildVersion() << " (commit " << tessera::api::buildCommit() << ")\n";
     return 0;
   }
   if (cmd == "help" || cmd == "--help" || cmd == "-h") {

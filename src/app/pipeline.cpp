@@ -10,6 +10,7 @@ Pipeline::Pipeline(cache::ClusterClient& client, cache::Cache& cache, const api:
   binder::StatusWriterOptions statusOptions;
   statusOptions.schedulerName = config.schedulerName;
   statusOptions.background = !synchronous_;
+  statusOptions.mayWrite = std::move(options.statusMayWrite);
   status_ = std::make_unique<binder::StatusWriter>(client, clock, statusOptions);
   options.binder.preBind = [gpu = gpu_.get()](const framework::SessionResult::Bind& b) { return gpu->prepare(b); };
   binder_ = std::make_unique<binder::Binder>(client, cache, clock, *status_, std::move(options.binder));

@@ -14,6 +14,7 @@
 #include "tessera/api/flags.h"
 #include "tessera/api/log.h"
 #include "tessera/api/signals.h"
+#include "tessera/api/version.h"
 #include "tessera/app/config_file.h"
 #include "tessera/app/leader_election.h"
 #include "tessera/app/pipeline.h"
@@ -43,6 +44,8 @@ struct RunFlags {
   binder::GpuBindingOptions gpu;  ///< --reservation-image, --reservation-timeout, --evict-orphaned-gpu-pods
   int bindWorkers = 16;
   api::Duration bindBackoffInitial{1000}, bindBackoffMax{60'000};
+  /// --isolation: the backend the webhook wires fractional pods to; hard: unwired ones are refused.
+  api::Isolation isolation = api::Isolation::Unset;
 };
 
 const char* const kUsage =
@@ -53,7 +56,36 @@ const char* const kUsage =
     "                   [--health-address 0.0.0.0] [--health-port 10259] [--debounce 100ms]\n"
     "                   [--reservation-image IMAGE (default: this pod's image)] [--reservation-timeout 60s]\n"
     "                   [--evict-orphaned-gpu-pods]\n"
-    "                   [--bind-workers 16] [--bind-backoff-initial 1s] [--bind-backoff-max 60s]\n";
+    "                   [--bind-workers 16] [--bind-backoff-initial 1s] [--bind-backoff-max 60s]\n"
+    "                   [--isolation hard|mps|none (the webhook's backend; default: not checked)]\n"
+    "                   [--v 0] [--log-format text|json]\n";
+
+}  // namespace
+
+api::Result<bool> applyLogFlag(const std::string& name, const std::function<api::Result<std::string>()>& value) {
+  if (name == "--v" || name == "-v") {
+    TESSERA_ASSIGN_OR_RETURN(const std::string v, value());
+    int level = -1;
+    try {
+      level = std::stoi(v);
+    } catch (...) {
+    }
+    if (level < 0 || level > 10 || std::to_string(level) != v)
+      return api::makeError(name + ": must be a verbosity 0..10, got \"" + v + "\"");
+    log::setVerbosity(level);
+    return true;
+  }
+  if (name == "--log-format") {
+    TESSERA_ASSIGN_OR_RETURN(const std::string v, value());
+    auto format = log::parseFormat(v);
+    if (!format) return api::makeError("--log-format: must be text or json, got \"" + v + "\"");
+    log::setFormat(*format);
+    return true;
+  }
+  return false;
+}
+
+namespace {
 
 api::Result<RunFlags> parseFlags(const std::vector<std::string>& args) {
   RunFlags f;
@@ -86,6 +118,8 @@ api::Result<RunFlags> parseFlags(const std::vector<std::string>& args) {
     };
     api::Status st = api::Status::success();
     double n = 0;
+    TESSERA_ASSIGN_OR_RETURN(const bool logFlag, applyLogFlag(a, [&] { return flag.value(); }));
+    if (logFlag) continue;
     if (a == "--kubeconfig") st = text(f.kubeconfig);
     else if (a == "--context") st = text(f.context);
     else if (a == "--config") st = text(f.configFile);
@@ -117,6 +151,15 @@ api::Result<RunFlags> parseFlags(const std::vector<std::string>& args) {
     }
     else if (a == "--bind-backoff-initial") st = duration(f.bindBackoffInitial);
     else if (a == "--bind-backoff-max") st = duration(f.bindBackoffMax);
+    else if (a == "--isolation") {
+      std::string v;
+      st = text(v);
+      if (v == "hard") f.isolation = api::Isolation::Hard;
+      else if (v == "mps") f.isolation = api::Isolation::Mps;
+      else if (v == "none") f.isolation = api::Isolation::None;
+      else if (st.ok()) return api::makeError("--isolation: must be hard, mps or none, got \"" + v + "\"");
+      f.gpu.isolation = f.isolation;
+    }
     else return api::makeError("unknown flag " + a);
     TESSERA_TRY(st);
   }
@@ -146,18 +189,13 @@ std::string ownImage(cache::ClusterClient& client) {
 }
 
 /// Routes the logger to a stream while it lives; the sink before it comes back after.
+/// The daemon's log lines (formatted: --log-format) go to the command's error stream while it runs.
 class LogTo {
  public:
-  explicit LogTo(std::ostream& err)
-      : previous_(log::setSink([&err](log::Severity, std::string_view line) {
-          err << "tessera: " << line << "\n" << std::flush;
-        })) {}
-  ~LogTo() { log::setSink(std::move(previous_)); }
+  explicit LogTo(std::ostream& err) { log::setOutput(&err); }
+  ~LogTo() { log::setOutput(nullptr); }
   LogTo(const LogTo&) = delete;
   LogTo& operator=(const LogTo&) = delete;
-
- private:
-  log::Sink previous_;
 };
 
 class Daemon {
@@ -207,6 +245,22 @@ class Daemon {
     }
   }
 
+  /// One line with what this process runs with: an SRE's first question.
+  void logStartup(const framework::Config& config, const std::string& configPath, const std::string& server) const {
+    const char* isolation = flags_.isolation == api::Isolation::Hard  ? "hard"
+                            : flags_.isolation == api::Isolation::Mps ? "mps"
+                            : flags_.isolation == api::Isolation::None ? "none"
+                                                                       : "not checked";
+    log::info("tessera ", api::buildVersion(), " (commit ", api::buildCommit(), ") starting: API server ", server,
+              ", scheduler name ", config.schedulerName, ", config ", configPath.empty() ? "built-in defaults" : configPath,
+              ", schedulePeriod ", api::formatDuration(config.schedulePeriod), ", leader election ",
+              flags_.leaderElect ? "on (lease " + flags_.lease.namespace_ + "/" + flags_.lease.name + " as " +
+                                       flags_.lease.identity + ")"
+                                 : std::string("off"),
+              ", kube-api-qps ", static_cast<int64_t>(flags_.qps), ", burst ", flags_.burst, ", bind workers ", flags_.bindWorkers,
+              ", isolation ", isolation, ", log verbosity ", log::verbosity());
+  }
+
   int runLoop() {
     // ---- config ----
     // A bad file refuses to start; a bad reload (SIGHUP or the file changed) keeps the old one.
@@ -221,6 +275,7 @@ class Daemon {
     // ---- client ----
     auto rc = flags_.inCluster ? cache::inClusterConfig() : cache::loadKubeconfig(flags_.kubeconfig, flags_.context);
     if (!rc.ok()) return log::error(rc.error().message), 1;
+    logStartup(config, configFile.path(), rc->server);
     cache::HttpClientOptions co;
     co.qps = flags_.qps;
     co.burst = flags_.burst;
@@ -248,6 +303,7 @@ class Daemon {
     cache::CacheOptions cacheOptions;
     cacheOptions.schedulerName = config.schedulerName;
     cacheOptions.onEvent = [this] { wake(); };
+    cacheOptions.isolation = flags_.isolation;
     auto cachePtr = std::make_unique<cache::Cache>(**client, clock, cacheOptions);
     for (int64_t delay = 500;; delay = std::min<int64_t>(delay * 2, 30'000)) {
       auto st = cachePtr->start();
@@ -272,13 +328,19 @@ class Daemon {
     po.gpu = flags_.gpu;
     if (po.gpu.reservationImage.empty()) po.gpu.reservationImage = ownImage(**client);
     log::info("GPU reservation pods run image ", po.gpu.reservationImage);
-    Pipeline pipeline(**client, cache, clock, config, std::move(po));
-
-    // ---- leader election ----
+    // ---- leader election, and the fencing of writes by its epoch ----
     std::unique_ptr<LeaderElector> elector;
-    std::thread electorThread;
     if (flags_.leaderElect) {
       elector = std::make_unique<LeaderElector>(**client, clock, flags_.lease);
+      // Right before each bind, eviction and status write: still the term that decided it?
+      po.binder.leaderEpoch = [e = elector.get()] { return e->fencingEpoch(); };
+      po.statusMayWrite = [e = elector.get()] { return e->fencingEpoch() != 0; };
+    }
+    Pipeline pipeline(**client, cache, clock, config, std::move(po));
+    metrics_.observe(&pipeline);
+
+    std::thread electorThread;
+    if (flags_.leaderElect) {
       electorThread = std::thread([&] {
         bool was = false;
         for (;;) {
@@ -287,7 +349,9 @@ class Daemon {
           metrics_.setLeader(now);
           if (now != was) {
             if (now) log::info("became leader (lease ", flags_.lease.namespace_, "/", flags_.lease.name, ")");
-            else log::info("not leading (holder: ", elector->observedHolder(), ")");
+            else log::warning("lost leadership (lease ", flags_.lease.namespace_, "/", flags_.lease.name,
+                              ", holder now: ", elector->observedHolder().empty() ? "unknown" : elector->observedHolder(),
+                              "): no new cycles");
             if (now) wake();
             was = now;
           }
@@ -330,9 +394,13 @@ class Daemon {
       framework::CycleStats stats;
       framework::SessionResult result = pipeline.runCycle(&stats);
       metrics_.afterCycle(stats, result, pipeline);
+      if (log::v(2))
+        log::info("cycle ", stats.cycle, ": ", stats.binds, " binds, ", stats.evictions, " evictions, ",
+                  stats.pipelined, " pipelined, ", stats.pendingJobs, " pending jobs, ", stats.totalMs, " ms");
     }
 
     // ---- shutdown ----
+    metrics_.observe(nullptr);
     if (electorThread.joinable()) electorThread.join();
     if (elector) elector->release();
     cache.stop();

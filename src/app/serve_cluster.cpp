@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "tessera/api/convert.h"
+#include "tessera/api/flags.h"
 #include "tessera/api/signals.h"
 #include "tessera/app/run.h"
 #include "tessera/cache/http_server.h"
@@ -47,18 +48,29 @@ api::Status loadScenarioObjects(const std::string& path, cache::MemoryCluster& c
 int serveClusterCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   std::string file, address = "127.0.0.1";
   int port = 0;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&]() -> std::string { return i + 1 < args.size() ? args[++i] : std::string(); };
-    if (a == "--address") address = value();
-    else if (a == "--port") port = std::atoi(value().c_str());
-    else if (!a.empty() && a[0] == '-') {
-      err << "tessera serve-cluster: unknown flag " << a << "\n";
+  api::FlagCursor flag(args);
+  while (flag.next()) {
+    const std::string& a = flag.name();
+    auto fail = [&](const std::string& message) {
+      err << "tessera serve-cluster: " << message << "\n";
       return 2;
-    } else file = a;
+    };
+    auto applied = applyLogFlag(a, [&] { return flag.value(); });
+    if (!applied.ok()) return fail(applied.error().message);
+    if (*applied) continue;
+    if (a == "--address" || a == "--port") {
+      auto v = flag.value();
+      if (!v.ok()) return fail(v.error().message);
+      if (a == "--address") address = *v;
+      else port = std::atoi(v->c_str());
+    } else if (!a.empty() && a[0] == '-') {
+      return fail("unknown flag " + a);
+    } else {
+      file = a;
+    }
   }
   if (file.empty()) {
-    err << "usage: tessera serve-cluster FILE [--address 127.0.0.1] [--port N]\n";
+    err << "usage: tessera serve-cluster FILE [--address 127.0.0.1] [--port N] [--v 0] [--log-format text|json]\n";
     return 2;
   }
   api::blockTerminationSignals();
@@ -73,6 +85,7 @@ int serveClusterCommand(const std::vector<std::string>& args, std::ostream& out,
   so.port = static_cast<uint16_t>(port);
   so.kubeletPeriodMs = 200;
   so.bookmarkIntervalMs = 60'000;
+  so.clock = &clock;
   cache::ApiServer server(cluster, so);
   if (auto st = server.start(); !st.ok()) {
     err << "tessera serve-cluster: " << st.error().message << "\n";

@@ -19,6 +19,8 @@ namespace tessera::binder {
 
 namespace {
 
+constexpr const char* kNotLeading = "not leading: dropped before reaching the API server";
+
 double secondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
@@ -34,6 +36,7 @@ struct Batch {
   std::shared_ptr<const framework::SessionResult> result;  ///< kept for afterApply only
   std::vector<BindRecord> records;                       ///< evictions, then binds
   std::atomic<size_t> evictionsLeft{0}, opsLeft{0};
+  uint64_t epoch = 0;  ///< leadership epoch of the cycle that decided it (BinderOptions::leaderEpoch)
 };
 
 struct Binder::Impl {
@@ -58,6 +61,7 @@ struct Binder::Impl {
   std::map<std::string, Failures> failures;  ///< pods whose last bind failed
   std::shared_ptr<Batch> last;
   uint64_t nextSeq = 0;
+  FencingDrops dropped;  ///< binds and evictions dropped unsent by fencing
 
   std::mutex afterMu;  ///< afterApply ordering
   std::map<uint64_t, std::shared_ptr<Batch>> afterReady;
@@ -148,10 +152,27 @@ struct Binder::Impl {
     afterRunning = false;
   }
 
+  /// Fencing: whether the batch's leadership epoch still holds, asked right before each write.
+  bool fenced(const Batch& batch) const {
+    return options.leaderEpoch && (batch.epoch == 0 || options.leaderEpoch() != batch.epoch);
+  }
+
   void evict(const std::shared_ptr<Batch>& batch, size_t i) {
     const auto& e = batch->evictions[i];
     const auto t0 = std::chrono::steady_clock::now();
     auto [ns, name] = splitKey(e.podKey);
+    if (fenced(*batch)) {  // leadership lost since the cycle: nothing reaches the API server
+      cache.evictionFailed(e.podKey);
+      record(*batch, i, BindRecord{BindRecord::Kind::Evict, e.podKey, e.node, false, kNotLeading, 0});
+      {
+        std::lock_guard lock(mu);
+        inFlight.erase(e.podKey);
+        ++dropped.evictions;
+      }
+      if (batch->evictionsLeft.fetch_sub(1) == 1) queueBinds(batch);
+      opDone(batch);
+      return;
+    }
     // Tell the workload why before it goes (Kubernetes' DisruptionTarget convention).
     cache::Json patch = {{"status",
                           {{"conditions",
@@ -167,6 +188,7 @@ struct Binder::Impl {
     BindRecord rec{BindRecord::Kind::Evict, e.podKey, e.node, st.ok(), st.ok() ? "" : st.error().message,
                    secondsSince(t0)};
     if (st.ok()) {
+      if (log::v(3)) log::info("evicted pod ", e.podKey, " from ", e.node, ": ", e.reason);
       status.event(EventSpec{api::Kind::Pod, ns, name, e.podUid, "Warning", "Preempted", e.reason});
     } else {
       cache.evictionFailed(e.podKey);
@@ -195,6 +217,17 @@ struct Binder::Impl {
     auto [ns, name] = splitKey(b.podKey);
     bool ok = true;
     std::string error;
+    if (fenced(*batch)) {  // leadership lost since the cycle: nothing reaches the API server
+      {
+        std::lock_guard lock(mu);
+        inFlight.erase(b.podKey);
+        ++dropped.binds;
+      }
+      cache.bindingFailed(b.podKey, clock.now());  // no backoff: the next leader places it afresh
+      record(*batch, slot, BindRecord{BindRecord::Kind::Bind, b.podKey, b.node, false, kNotLeading, 0});
+      opDone(batch);
+      return;
+    }
     if (options.preBind && !b.gpus.empty()) {
       auto prep = options.preBind(b);
       if (!prep.ok()) {
@@ -229,6 +262,7 @@ struct Binder::Impl {
       }
     }
     if (ok) {
+      if (log::v(3)) log::info("bound pod ", b.podKey, " to ", b.node);
       cache.bindingDone(b.podKey);
       status.event(EventSpec{api::Kind::Pod, ns, name, b.podUid, "Normal", "Scheduled",
                              "Successfully assigned " + b.podKey + " to " + b.node});
@@ -252,6 +286,7 @@ struct Binder::Impl {
     }
     const api::Time now = clock.now();
     size_t ops = 0, evictions = 0;
+    batch->epoch = options.leaderEpoch ? options.leaderEpoch() : 0;
     {
       std::lock_guard lock(mu);
       batch->seq = nextSeq++;
@@ -342,6 +377,11 @@ const std::vector<BindRecord>& Binder::lastRecords() const {
   static const std::vector<BindRecord> kNone;
   std::lock_guard lock(impl_->mu);
   return impl_->last ? impl_->last->records : kNone;
+}
+
+FencingDrops Binder::droppedByFencing() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->dropped;
 }
 
 size_t Binder::inFlight() const {

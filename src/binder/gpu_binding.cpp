@@ -101,6 +101,23 @@ struct GpuBinding::Impl {
   }
 
   /// The group's reservation pod exists on `node` and has reported its GPU: returns the UUID.
+  /// Under hard isolation, a fraction on a node without nvidia.com/gpu.memory (memoryMiB 0: the
+  /// placement knew no memory size) would run with no memory limit the interposer can enforce.
+  api::Status checkHardIsolation(const framework::SessionResult::Bind& b, const std::string& ns,
+                                 const std::string& name) {
+    if (options.isolation == api::Isolation::Unset) return {};
+    if (std::none_of(b.gpus.begin(), b.gpus.end(), [](const auto& a) { return a.memoryMiB <= 0; })) return {};
+    auto pod = client.get(api::Kind::Pod, ns, name);
+    if (!pod.ok()) return api::makeError("Pod " + b.podKey + ": reading it before binding: " + pod.error().message);
+    std::string isolation;
+    if (pod->contains("metadata") && (*pod)["metadata"].contains("annotations"))
+      isolation = (*pod)["metadata"]["annotations"].value(api::keys::kIsolation, "");
+    const bool hard = isolation.empty() ? options.isolation == api::Isolation::Hard : isolation == "hard";
+    if (!hard) return {};
+    return api::makeError("Pod " + b.podKey + ": node " + b.node + " has no label " + api::keys::kNodeGpuMemoryLabel +
+                          ": hard GPU isolation cannot limit the memory of a fraction there");
+  }
+
   api::Result<std::string> ensureReservation(const std::string& group, const std::string& node) {
     const std::string& ns = options.reservationNamespace;
     const std::string name = reservationPodName(group);
@@ -231,6 +248,7 @@ std::string GpuBinding::reservationPodName(const std::string& group) { return "g
 api::Status GpuBinding::prepare(const framework::SessionResult::Bind& b) {
   if (b.gpus.empty()) return {};
   auto [ns, name] = splitKey(b.podKey);
+  TESSERA_TRY(impl_->checkHardIsolation(b, ns, name));
   {
     std::lock_guard<std::mutex> g(impl_->mu);
     for (const auto& a : b.gpus) impl_->inflight[a.group] = Impl::Inflight{impl_->clock.now(), b.podKey, b.jobKey};
@@ -303,6 +321,7 @@ void GpuBinding::collectGarbage(const cache::Snapshot& snap, const framework::Se
     del.gracePeriodSeconds = 0;
     auto st = impl_->client.remove(api::Kind::Pod, ns, name, del);
     if (st.ok() || st.error().code == 404) {
+      log::info("deleted unused GPU reservation pod ", podKey, " (GPU group ", group, ")");
       std::lock_guard<std::mutex> g(impl_->mu);
       ++impl_->deleted;
       impl_->groupLocks.erase(group);

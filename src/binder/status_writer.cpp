@@ -410,6 +410,14 @@ struct StatusWriter::Impl {
         queued.erase(it);
         writing = item.key;
       }
+      if (options.mayWrite && !options.mayWrite()) {  // fenced: no longer the leader
+        std::lock_guard lock(mu);
+        writing.clear();
+        idle.notify_all();
+        forget(item.key, item.digest);  // a later leader's cycle may want it again
+        ++stats.dropped;
+        continue;
+      }
       const api::Status st = write(item);
       {
         std::lock_guard lock(mu);

@@ -54,8 +54,8 @@ int64_t groupHold(const GpuGroupInfo& g) { return !g.reserved && g.pods > 0 ? 10
 
 }  // namespace
 
-ClusterState::ClusterState(const api::Clock& clock, std::string schedulerName)
-    : clock_(clock), schedulerName_(std::move(schedulerName)) {}
+ClusterState::ClusterState(const api::Clock& clock, std::string schedulerName, api::Isolation isolation)
+    : clock_(clock), schedulerName_(std::move(schedulerName)), isolation_(isolation) {}
 
 // ---- status of a pod as the scheduler sees it ----
 TaskStatus ClusterState::statusOf(const std::string& key, const api::Pod& pod, std::string& node) const {
@@ -387,6 +387,17 @@ void ClusterState::parseGpu(PodEntry& e) const {
     return;
   }
   const api::PodGpuSpec& g = *spec;
+  const api::Isolation isolation = g.isolation != api::Isolation::Unset ? g.isolation : isolation_;
+  if (isolation_ != api::Isolation::Unset && g.shared() && isolation == api::Isolation::Hard &&
+      !e.pod->hardIsolationWired && e.pod->nodeName.empty()) {  // a bound pod's GPU use still counts
+    // Admitted without the webhook's mutation (webhook down under failurePolicy Ignore, or out of
+    // its scope): bound as is it would run with no GPU memory limit. docs/install.md
+    e.gpuSpecError = "Pod " + e.pod->meta.key() + ": not wired for hard GPU isolation by the Tessera webhook (no " +
+                     api::keys::kIsolationRegionEnv +
+                     " in its containers); it would run without a GPU memory limit: recreate it while the "
+                     "webhook is up";
+    return;
+  }
   if (g.shared() || g.filtersGpuTypes() || g.gpuPolicy != api::GpuPolicy::Unset ||
       g.nodePolicy != api::GpuPolicy::Unset || g.isolation != api::Isolation::Unset)
     e.gpuSpec = std::make_shared<const api::PodGpuSpec>(std::move(spec).value());

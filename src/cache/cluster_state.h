@@ -53,7 +53,10 @@ class ClusterState {
 
   /// `clock` (borrowed, must outlive this) ends bind backoffs; pods whose spec.schedulerName is
   /// `schedulerName` are ours (in jobs), others only count as node use.
-  ClusterState(const api::Clock& clock, std::string schedulerName);
+  /// `isolation`: the cluster's isolation backend (the webhook's default; `tessera run --isolation`).
+  /// Under Hard, a fractional pod that the webhook did not wire is refused with a reason; Unset (as
+  /// in simulations, which have no webhook) checks nothing.
+  ClusterState(const api::Clock& clock, std::string schedulerName, api::Isolation isolation = api::Isolation::Unset);
 
   // ---- changes ----
 
@@ -143,6 +146,7 @@ class ClusterState {
 
   const api::Clock& clock_;
   const std::string schedulerName_;
+  const api::Isolation isolation_;
   Assumptions assumptions_;
   std::set<std::string> ungroupedChanged_;  ///< pod keys for takeUngroupedPods()
 

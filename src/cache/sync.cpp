@@ -93,7 +93,12 @@ api::Result<std::unique_ptr<WatchHandle>> ClusterSync::startWatch(Kind kind, con
       item.event.object = ev.object;
     }
     inbox_.push(std::move(item));
-    if (ev.type == WatchEventType::Error) requestRelist(kind);
+    if (ev.type == WatchEventType::Error) {
+      log::info("watch ", api::kindInfo(kind).plural, " ended: ",
+                ev.object.is_object() ? ev.object.value("message", std::string("error event")) : std::string("error event"),
+                "; relisting");
+      requestRelist(kind);
+    }
     if (options_.onEvent) options_.onEvent();
   });
 }
@@ -122,6 +127,7 @@ void ClusterSync::relistLoop() {
     for (;;) {
       auto listed = listAll(kind);
       api::Result<std::unique_ptr<WatchHandle>> handle = api::makeError("not listed");
+      const size_t count = listed.ok() ? listed->items.size() : 0;
       if (listed.ok()) {
         InboxItem item;
         item.op = InboxItem::Op::Replace;
@@ -132,6 +138,7 @@ void ClusterSync::relistLoop() {
       }
       if (handle.ok()) {
         ++relists_;
+        log::info("relisted ", api::kindInfo(kind).plural, ": ", count, " objects; watching again");
         if (options_.onEvent) options_.onEvent();
         lock.lock();
         if (stopping_) {

@@ -226,7 +226,7 @@ std::vector<Json> wireHard(const Options& options, Wiring& w) {
   w.env.push_back(envField(kPodUidEnv, "metadata.uid"));
   w.env.push_back(envField("TESSERA_POD_NAMESPACE", "metadata.namespace"));
   w.env.push_back(envField("TESSERA_POD_NAME", "metadata.name"));
-  w.env.push_back(envValue("TESSERA_ISOLATION_REGION", std::string(kRegionMountPath) + "/" + isolation::kRegionFileName));
+  w.env.push_back(envValue(api::keys::kIsolationRegionEnv, std::string(kRegionMountPath) + "/" + isolation::kRegionFileName));
   return {{{"name", kInterposerVolume}, {"hostPath", {{"path", dir}, {"type", "Directory"}}}},
           {{"name", kRegionVolume}, {"hostPath", {{"path", regions}, {"type", "Directory"}}}}};
 }

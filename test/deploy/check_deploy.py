@@ -460,6 +460,7 @@ class Expect:
 
     def __init__(self, **kw):
         self.scheduler_replicas = 2
+        self.scheduler_name = "tessera"  # what the webhooks' matchConditions compare spec.schedulerName with
         self.failure_policies = {"MutatingWebhookConfiguration": "Fail", "ValidatingWebhookConfiguration": "Ignore"}
         self.excluded_namespaces = ("kube-system", "tessera-system", "tessera-reservation")
         # (ConfigMap text, repo) -> whether it is the configuration wanted: deploy/'s is a copy of
@@ -533,6 +534,9 @@ def check_rendered(repo, rel, objs, backend, expect=None):
         problem("%s: webhook args must be `webhook --tls-cert-file=... --tls-key-file=...`: %s" % (where, wargs))
     if flag(wargs, "--isolation") != backend:
         problem("%s: webhook --isolation=%s, want %s" % (where, flag(wargs, "--isolation"), backend))
+    # The scheduler knows the backend: under hard it refuses fractional pods the webhook did not wire.
+    if flag(args, "--isolation") != backend:
+        problem("%s: scheduler --isolation=%s, want %s (the webhook's)" % (where, flag(args, "--isolation"), backend))
     port = int(flag(wargs, "--port") or 0)
     svc = find(objs, "Service", "tessera-webhook")
     if port != 9443 or not svc or port_number(wpod["containers"][0], svc["spec"]["ports"][0]["targetPort"]) != 9443:
@@ -551,6 +555,12 @@ def check_rendered(repo, rel, objs, backend, expect=None):
             if hook.get("failurePolicy") != policy:
                 problem("%s: %s failurePolicy %s, want %s (docs/install.md)" % (where, kind,
                                                                                hook.get("failurePolicy"), policy))
+            # Scoped to Tessera's pods, so that a webhook outage cannot block any other pod creation.
+            conditions = [c.get("expression", "") for c in hook.get("matchConditions") or []]
+            scheduler = "object.spec.schedulerName == '%s'" % expect.scheduler_name
+            if scheduler not in conditions and not hook.get("objectSelector"):
+                problem("%s: %s is not scoped to Tessera pods (matchConditions %s, or an objectSelector; "
+                        "docs/install.md)" % (where, kind, scheduler))
             excluded = set()
             for e in (hook.get("namespaceSelector") or {}).get("matchExpressions", []):
                 if e["key"] == "kubernetes.io/metadata.name" and e["operator"] == "NotIn":

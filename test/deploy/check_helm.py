@@ -393,6 +393,7 @@ def check_workloads(t, shared):
     sched_name = full["schedulerName"]
     full_expect = check_deploy.Expect(
         scheduler_replicas=full["scheduler"]["replicas"],
+        scheduler_name=sched_name,
         failure_policies={"MutatingWebhookConfiguration": full["webhook"]["mutatingFailurePolicy"],
                           "ValidatingWebhookConfiguration": full["webhook"]["validatingFailurePolicy"]},
         excluded_namespaces=tuple(full["webhook"]["excludedNamespaces"]) + (NAMESPACE, "tessera-reservation"),

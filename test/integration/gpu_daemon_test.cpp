@@ -178,3 +178,37 @@ TEST_CASE("gpu: a reservation pod that never reports its GPU fails the bind with
   CHECK(d.kill(SIGTERM) == 0);
   server.stop();
 }
+
+TEST_CASE("gpu: under hard isolation a fractional pod the webhook did not wire stays pending with a reason") {
+  Env env("cluster-unwired.yaml");
+  auto& cluster = env.cluster;
+  auto& server = env.server;
+  auto d = daemon(server.url(), "unwired", {"--isolation", "hard"});
+  // kCluster's pod `frac` was admitted without the webhook (no TESSERA_ISOLATION_REGION).
+  auto reason = [&] {
+    auto evs = cluster.list(api::Kind::Event);
+    if (!evs.ok()) return false;
+    for (const auto& e : evs->items)
+      if (e.value("reason", "") == "FailedScheduling" && e["involvedObject"].value("name", "") == "frac" &&
+          e.value("message", "").find("not wired for hard GPU isolation") != std::string::npos)
+        return true;
+    return false;
+  };
+  const bool refused = eventually(reason);
+  INFO(d.log());
+  REQUIRE(refused);
+  CHECK(nodeOf(cluster, "team-a", "frac").empty());
+  CHECK(reservationPods(cluster).empty());
+  // Recreated while the webhook is up (its wiring present), the same pod is bound.
+  auto pod = cluster.get(api::Kind::Pod, "team-a", "frac");
+  REQUIRE(pod.ok());
+  Json wired = *pod;
+  wired["metadata"] = {{"name", "frac-wired"}, {"namespace", "team-a"}, {"annotations", {{"gpu-fraction", "0.5"}}}};
+  wired["spec"]["containers"][0]["env"] = {{{"name", "TESSERA_ISOLATION_REGION"}, {"value", "/var/run/tessera/region"}}};
+  wired.erase("status");
+  REQUIRE(cluster.create(api::Kind::Pod, wired).ok());
+  CHECK(eventually([&] { return !nodeOf(cluster, "team-a", "frac-wired").empty(); }));
+  CHECK(nodeOf(cluster, "team-a", "frac").empty());
+  CHECK(d.kill(SIGTERM) == 0);
+  server.stop();
+}

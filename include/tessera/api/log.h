@@ -3,11 +3,16 @@
 /// std::cerr for diagnostics elsewhere). Severities and verbosity follow klog: info / warning /
 /// error, and `log::v(N)` gates detail that only `-v=N` (or more) wants to see.
 ///
-/// Thread-safe: lines from several threads never interleave. The default sink writes
-/// `tessera: <message>` lines to stderr; `tessera run` and tests install their own with setSink.
-/// A later change backs this header with spdlog (structured, timestamped); callers do not change.
+/// Thread-safe: lines from several threads never interleave. The default output is spdlog's
+/// (src/api/log.cpp), timestamped, in one of two formats (`--log-format`):
+///   text: `I1126 11:25:34.088041 4242] became leader (lease tessera-system/tessera)`, klog's
+///         header: severity letter (I, W, E), month and day, UTC time, thread id;
+///   json: `{"ts":"2026-11-26T11:25:34.088041Z","level":"info","thread":4242,"msg":"became leader ..."}`
+/// on stderr, or on the stream given to setOutput. Tests capture raw messages with setSink.
 #include <concepts>
 #include <functional>
+#include <iosfwd>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -19,8 +24,17 @@ enum class Severity { kInfo, kWarning, kError };
 /// Where finished lines go. Called with the process-wide log lock held: it must not log itself.
 using Sink = std::function<void(Severity, std::string_view message)>;
 
-/// Replaces the sink; an empty function restores the default (stderr). Returns the previous one.
+/// Replaces the sink; an empty function restores the default (spdlog). Returns the previous one.
 Sink setSink(Sink sink);
+
+enum class Format { kText, kJson };
+/// "text" or "json" (`--log-format`); nullopt for anything else.
+std::optional<Format> parseFormat(std::string_view text);
+/// The format of the default output (default: text).
+void setFormat(Format format);
+/// Sends the default output to `out` (flushed after every line) instead of stderr; null: stderr.
+/// `out` must outlive its use (call setOutput(nullptr) before it goes).
+void setOutput(std::ostream* out);
 /// klog's -v: lines logged under v(N) are kept when N <= verbosity (default 0).
 void setVerbosity(int level);
 int verbosity();

@@ -32,6 +32,9 @@ inline constexpr const char* kGpuPolicy = "tessera.dev/gpu-policy";
 inline constexpr const char* kUseGpuType = "tessera.dev/use-gpu-type";
 inline constexpr const char* kAvoidGpuType = "tessera.dev/avoid-gpu-type";
 inline constexpr const char* kIsolation = "tessera.dev/isolation";
+/// The env entry the webhook adds to every container of a fractional pod under hard isolation (the
+/// path of its accounting region): its presence is how the scheduler knows the pod was wired.
+inline constexpr const char* kIsolationRegionEnv = "TESSERA_ISOLATION_REGION";
 inline constexpr const char* kGpuGroupLabel = "tessera.dev/gpu-group";
 inline constexpr const char* kGpuUuidAnnotation = "tessera.dev/gpu-uuid";
 inline constexpr const char* kNodeGpuMemoryLabel = "nvidia.com/gpu.memory";
@@ -135,6 +138,9 @@ struct Pod {
   PodPhase phase = PodPhase::Pending;
   std::optional<Time> startTime;
   std::vector<Condition> conditions;
+  /// Every container has the env entry kIsolationRegionEnv: the webhook wired the pod for the hard
+  /// isolation backend (interposer preloaded, accounting region mounted).
+  bool hardIsolationWired = false;
 
   bool terminated() const { return phase == PodPhase::Succeeded || phase == PodPhase::Failed; }
   bool terminating() const { return meta.deletionTimestamp.has_value(); }

@@ -1,7 +1,16 @@
 #pragma once
 /// Leader election with a coordination.k8s.io/v1 Lease, as client-go's leaderelection does it:
 /// acquire or renew by PUT with the resourceVersion read last (409 = someone else won); take over
-/// a lease held by another only when its renewTime + leaseDurationSeconds has passed by our clock.
+/// a lease held by another only when its record (holder, renewTime, resourceVersion) has not
+/// changed for leaseDurationSeconds, timed from when we saw it change: the Lease's own times are
+/// compared with each other, never with our clock, so clocks need not agree.
+///
+/// Fencing: every term of leadership gets a new epoch. fencingEpoch() is that epoch while the last
+/// successful renew is younger than renewDeadline, else 0; the binder and the status writer ask it
+/// right before each write, so an ex-leader (renewals paused, partitioned) writes nothing after its
+/// deadline, and since renewDeadline < leaseDuration, before anyone may take over.
+#include <cstdint>
+#include <mutex>
 #include <string>
 
 #include "tessera/api/clock.h"
@@ -18,8 +27,9 @@ struct LeaseOptions {
   api::Duration retryPeriod{2'000};      ///< between attempts (acquire or renew)
 };
 
-/// Not thread-safe: one thread calls tryAcquireOrRenew() every retryPeriod; isLeader() reads a
-/// value that thread maintains (callers on other threads use the daemon's atomic copy).
+/// One thread calls tryAcquireOrRenew() every retryPeriod and release(); isLeader(),
+/// fencingEpoch() and observedHolder() may be called from any thread (the leader flag, the renew
+/// time and the epoch change together under one lock).
 class LeaderElector {
  public:
   LeaderElector(cache::ClusterClient& client, const api::Clock& clock, LeaseOptions options);
@@ -29,19 +39,30 @@ class LeaderElector {
   bool tryAcquireOrRenew();
   /// Leading: the last successful renew is younger than renewDeadline.
   bool isLeader() const;
+  /// The current term's epoch (1, 2, ...) while leading, 0 otherwise.
+  uint64_t fencingEpoch() const;
   /// Gives the lease up (graceful shutdown): holder cleared so another takes over at once.
   void release();
   /// Who holds the lease as last read ("" when unknown or free).
-  const std::string& observedHolder() const { return observedHolder_; }
+  std::string observedHolder() const;
   const LeaseOptions& options() const { return options_; }
 
  private:
+  void renewed(api::Time at);  ///< a create or update of ours succeeded (starts a term if none)
+  void lost();                 ///< another holder won
+  bool leadingAt(api::Time now) const;  ///< mu_ held
+
   cache::ClusterClient& client_;
   const api::Clock& clock_;
   LeaseOptions options_;
+  mutable std::mutex mu_;
   bool leading_ = false;
   api::Time lastRenew_{};
+  uint64_t epoch_ = 0;
   std::string observedHolder_;
+  // The other holder's record as last seen, and when (our clock) it last changed.
+  std::string observedRecord_;
+  api::Time observedAt_{};
 };
 
 /// RFC 3339 with microseconds, as metav1.MicroTime wants it.

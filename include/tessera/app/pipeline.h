@@ -8,6 +8,7 @@
 /// The caller owns the client, the clock, the config and the started cache (the daemon retries the
 /// cache's first sync; the simulator builds it from a file). The pipeline owns the rest and tears it
 /// down in the right order: scheduler, binder (its queued binds finish), status writer, GPU binding.
+#include <functional>
 #include <memory>
 
 #include "tessera/api/clock.h"
@@ -32,6 +33,9 @@ struct PipelineOptions {
   bool synchronous = false;
   /// Run the pod grouper (docs/workloads.md) before each cycle: pods of workloads get their PodGroup.
   bool groupPods = true;
+  /// Fencing of status writes (StatusWriterOptions::mayWrite); binds and evictions are fenced by
+  /// binder.leaderEpoch. Null: never fenced.
+  std::function<bool()> statusMayWrite;
 };
 
 class Pipeline {

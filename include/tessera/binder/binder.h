@@ -60,6 +60,16 @@ struct BinderOptions {
   api::Duration backoffMax{60'000};    ///< cap of the doubling
   /// Called on a binder thread after each bind or eviction (metrics). Optional; must be thread-safe.
   std::function<void(const BindRecord&)> onRecord;
+  /// Fencing (leader election): the current leadership epoch, 0 when not leading. A batch carries
+  /// the epoch of the cycle that decided it; each eviction and bind (GPU preparation included) is
+  /// dropped unsent, reported failed to the cache, when the epoch no longer matches right before it
+  /// would write. Null: never fenced. Must be thread-safe.
+  std::function<uint64_t()> leaderEpoch;
+};
+
+/// Counts of writes fencing dropped (Binder::droppedByFencing).
+struct FencingDrops {
+  uint64_t binds = 0, evictions = 0;
 };
 
 class Binder final : public framework::CommitSink {
@@ -90,6 +100,8 @@ class Binder final : public framework::CommitSink {
 
   /// Binds and evictions queued or running now (status writes waiting: StatusWriter::backlog()).
   size_t inFlight() const;
+  /// Binds and evictions dropped unsent because leadership was lost (BinderOptions::leaderEpoch).
+  FencingDrops droppedByFencing() const;
   /// Pods whose last bind failed and that are still backing off (at `now`).
   size_t backingOff() const;
 

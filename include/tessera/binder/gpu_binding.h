@@ -15,6 +15,7 @@
 #include <string>
 
 #include "tessera/api/clock.h"
+#include "tessera/api/gpu_request.h"
 #include "tessera/api/result.h"
 #include "tessera/cache/cluster_client.h"
 #include "tessera/cache/snapshot.h"
@@ -37,6 +38,10 @@ struct GpuBindingOptions {
   api::Duration inflightGrace{60'000};
   /// Evict running fractional pods whose reservation pod vanished (else: an event only).
   bool evictOrphans = false;
+  /// The cluster's isolation backend (`tessera run --isolation`). Under Hard, a fraction placed on
+  /// a node without the label nvidia.com/gpu.memory is refused (the interposer could not limit its
+  /// memory); the pod's own tessera.dev/isolation annotation wins. Unset: not checked.
+  api::Isolation isolation = api::Isolation::Unset;
   std::string component = "tessera";
   /// Waits (real time) between UUID polls; replaceable in tests.
   std::function<void(std::chrono::milliseconds)> sleep;

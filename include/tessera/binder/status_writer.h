@@ -26,6 +26,7 @@
 ///    away is written.
 /// Shutdown: the destructor stops after the write in progress; what is still queued is dropped (the
 /// next leader rewrites the desired state).
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -47,6 +48,9 @@ struct StatusWriterOptions {
   /// true: a background thread writes as soon as work is queued (the daemon); false: writes happen
   /// only in drain() (the simulator, deterministic).
   bool background = true;
+  /// Fencing (leader election): asked right before each write; false drops the write (counted in
+  /// `dropped`) so that an ex-leader writes nothing once its renew deadline passed. Null: always.
+  std::function<bool()> mayWrite;
 };
 
 /// Counters, for metrics and tests.
@@ -55,6 +59,7 @@ struct StatusWriterStats {
   uint64_t coalesced = 0;  ///< queued writes replaced by a newer one before they were written
   uint64_t written = 0;    ///< successful writes
   uint64_t failed = 0;     ///< failed writes (retried when a producer still wants them)
+  uint64_t dropped = 0;    ///< writes dropped unsent because mayWrite said no (leadership lost)
 };
 
 /// One core/v1 Event about an object (a decision of the binder).

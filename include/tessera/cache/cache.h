@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tessera/api/clock.h"
+#include "tessera/api/gpu_request.h"
 #include "tessera/api/result.h"
 #include "tessera/cache/cluster_client.h"
 #include "tessera/cache/snapshot.h"
@@ -25,6 +26,9 @@ struct CacheOptions {
   std::function<void()> onEvent;
   /// Delay before retrying a failed relist (doubled up to 30 s).
   api::Duration relistRetry{500};
+  /// The cluster's isolation backend (`tessera run --isolation`). Hard: fractional pods under hard
+  /// isolation that the webhook did not wire stay pending with a reason. Unset: not checked.
+  api::Isolation isolation = api::Isolation::Unset;
 };
 
 /// Thread-safety: watch callbacks may arrive on any thread (they only enqueue), and so may the

@@ -38,6 +38,8 @@ struct ApiServerOptions {
   /// Optional: called for every request whose path names a known resource, before fault injection,
   /// on a server thread (RBAC coverage tests record what the daemon asks for).
   std::function<void(const ApiRequestRecord&)> onRequest;
+  /// Ages the AGE-like cells of Table answers (kubectl get); null: the system clock.
+  const api::Clock* clock = nullptr;
 };
 
 /// Serves `cluster` at http://host:port. REST paths /api/v1/... and /apis/GROUP/VERSION/...:
@@ -47,7 +49,10 @@ struct ApiServerOptions {
 /// (PUT, 409 Conflict on a stale RV), status subresource (PUT/PATCH .../status), patch (merge,
 /// strategic merge, JSON patch by Content-Type), delete (DeleteOptions body: gracePeriodSeconds,
 /// preconditions.uid) and pods/NAME/binding (409 for a pod already bound).
-/// Watches ignore label and field selectors (Tessera watches whole collections).
+/// Watches honour label and field selectors. For kubectl: discovery (/version, /api, /apis, each
+/// group-version's resources with verbs, short names, categories), OpenAPI v3 documents, Table
+/// answers (Accept: application/json;as=Table;v=v1;g=meta.k8s.io) for list, get and watch, and
+/// YAML request bodies (src/cache/client/http/discovery.h, table.h).
 /// Thread-safe; fault-injection calls may come from any thread.
 class ApiServer {
  public:

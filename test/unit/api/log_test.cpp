@@ -1,7 +1,11 @@
 #include <catch2/catch.hpp>
 
+#include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "tessera/api/log.h"
 #include "tessera/api/result.h"
@@ -56,6 +60,38 @@ TEST_CASE("TESSERA_TRY and TESSERA_ASSIGN_OR_RETURN pass the first error up") {
   CHECK(*doubled(4) == 8);
   REQUIRE_FALSE(doubled(0).ok());
   CHECK(doubled(0).error().message == "not positive: 0");
+}
+
+}  // namespace tessera
+
+namespace tessera {
+
+TEST_CASE("log: the default output is timestamped text (klog's header) or JSON lines") {
+  std::ostringstream out;
+  log::setOutput(&out);
+  log::setFormat(log::Format::kText);
+  log::info("became leader");
+  log::warning("lost \"it\"");
+  log::setFormat(log::Format::kJson);
+  log::error("a \"quoted\"\nline");
+  log::setFormat(log::Format::kText);
+  log::setOutput(nullptr);
+  std::istringstream in(out.str());
+  std::string text1, text2, json;
+  std::getline(in, text1);
+  std::getline(in, text2);
+  std::getline(in, json);
+  // I1126 11:25:34.088041 4242] became leader
+  CHECK(std::regex_match(text1, std::regex(R"(I\d{4} \d\d:\d\d:\d\d\.\d{6} \d+\] became leader)")));
+  CHECK(std::regex_match(text2, std::regex(R"(W\d{4} \d\d:\d\d:\d\d\.\d{6} \d+\] lost "it")")));
+  auto j = nlohmann::json::parse(json);
+  CHECK(j["level"] == "error");
+  CHECK(j["msg"] == "a \"quoted\"\nline");
+  CHECK(std::regex_match(j["ts"].get<std::string>(), std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z)")));
+  CHECK(j["thread"].is_number());
+  CHECK(log::parseFormat("json") == log::Format::kJson);
+  CHECK(log::parseFormat("text") == log::Format::kText);
+  CHECK_FALSE(log::parseFormat("yaml"));
 }
 
 }  // namespace tessera

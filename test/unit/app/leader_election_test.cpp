@@ -31,11 +31,14 @@ TEST_CASE("leader election: one holder; takeover only after the lease expired; r
   clock.advance(api::Duration{5'000});
   CHECK(a.tryAcquireOrRenew());  // renews
   clock.advance(api::Duration{14'000});
-  CHECK_FALSE(b.tryAcquireOrRenew());  // renewed 14 s ago: not expired
+  CHECK_FALSE(b.tryAcquireOrRenew());  // b sees the renewed record now: its 15 s start now
 
   // a stops renewing: past its renew deadline it no longer leads, even before anyone takes over.
   CHECK_FALSE(a.isLeader());
-  clock.advance(api::Duration{2'000});  // 16 s since a's renew > 15 s lease
+  CHECK(a.fencingEpoch() == 0);
+  clock.advance(api::Duration{14'000});
+  CHECK_FALSE(b.tryAcquireOrRenew());  // unchanged for 14 s of b's watching: not expired
+  clock.advance(api::Duration{2'000});  // unchanged for 16 s > 15 s lease
   CHECK(b.tryAcquireOrRenew());
   lease = cluster.get(api::Kind::Lease, "default", "tessera");
   CHECK((*lease)["spec"]["holderIdentity"] == "b");
@@ -67,4 +70,42 @@ TEST_CASE("leader election: API errors keep leadership only until the renew dead
   clock.advance(api::Duration{7'000});
   cluster.failNthCall("get", 1, 500);
   CHECK_FALSE(a.tryAcquireOrRenew());  // 11 s > 10 s renew deadline
+}
+
+TEST_CASE("leader election: takeover is judged by the Lease's own record, not by comparing clocks") {
+  // a's clock is an hour behind b's: by b's clock a's renewTime is always an hour old, yet a renews
+  // every 5 s and b must not take over; once a stops, b takes over 15 s after the last change.
+  api::FakeClock clockA(api::parseTime("2026-01-01T00:00:00Z").value());
+  api::FakeClock clockB(api::parseTime("2026-01-01T01:00:00Z").value());
+  cache::MemoryCluster cluster(clockA);
+  app::LeaderElector a(cluster, clockA, opts("a")), b(cluster, clockB, opts("b"));
+  REQUIRE(a.tryAcquireOrRenew());
+  for (int i = 0; i < 6; ++i) {
+    CHECK_FALSE(b.tryAcquireOrRenew());
+    clockA.advance(api::Duration{5'000});
+    clockB.advance(api::Duration{5'000});
+    CHECK(a.tryAcquireOrRenew());
+  }
+  CHECK_FALSE(b.tryAcquireOrRenew());  // saw a's last renew now
+  clockB.advance(api::Duration{14'000});
+  CHECK_FALSE(b.tryAcquireOrRenew());
+  clockB.advance(api::Duration{2'000});
+  CHECK(b.tryAcquireOrRenew());
+}
+
+TEST_CASE("leader election: each term has its own fencing epoch, 0 past the renew deadline") {
+  api::FakeClock clock(api::parseTime("2026-01-01T00:00:00Z").value());
+  cache::MemoryCluster cluster(clock);
+  app::LeaderElector a(cluster, clock, opts("a"));
+  CHECK(a.fencingEpoch() == 0);
+  REQUIRE(a.tryAcquireOrRenew());
+  const uint64_t first = a.fencingEpoch();
+  CHECK(first > 0);
+  clock.advance(api::Duration{5'000});
+  REQUIRE(a.tryAcquireOrRenew());
+  CHECK(a.fencingEpoch() == first);  // renewed in time: the same term
+  clock.advance(api::Duration{11'000});
+  CHECK(a.fencingEpoch() == 0);  // past the renew deadline: whatever that term queued is fenced off
+  REQUIRE(a.tryAcquireOrRenew());  // nobody took over: a leads again, in a new term
+  CHECK(a.fencingEpoch() > first);
 }

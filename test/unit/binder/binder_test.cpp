@@ -75,6 +75,7 @@ class FlakyClient final : public cache::ClusterClient {
   std::set<std::string> failBind;  ///< pod names
   std::atomic<bool> loseBinds{false};
   Gate patchGate;
+  Gate bindGate;  ///< binds wait here (after they were counted as sent)
 
   std::map<std::string, std::vector<std::string>> conditionsWritten() {
     std::lock_guard l(mu_);
@@ -104,6 +105,7 @@ class FlakyClient final : public cache::ClusterClient {
   }
   api::Status bind(const std::string& ns, const std::string& n, const std::string& uid, const std::string& node) override {
     ++binds_;
+    bindGate.wait();
     if (failBind.count(n)) return api::makeError("pods \"" + n + "\": injected failure", 500);
     if (loseBinds) return api::Status::success();
     return c_.bind(ns, n, uid, node);
@@ -148,6 +150,7 @@ struct Env {
   }
   ~Env() {
     client.patchGate.open();
+    client.bindGate.open();
     binder.reset();
   }
   std::string uid(const std::string& name) {
@@ -409,4 +412,56 @@ TEST_CASE("afterApply runs once the apply's binds and evictions are done, in app
   e.binder->waitIdle();
   CHECK(seen == std::vector<size_t>{2, 0});
   CHECK(boundAtAfter == std::vector<std::string>{"n1", "n1"});
+}
+
+TEST_CASE("fencing: binds queued in a term are dropped unsent once the term ends", "[binder][fencing]") {
+  Env e;
+  REQUIRE(e.cluster.create(Kind::Node, node("n1", "8")).ok());
+  for (const char* p : {"a", "b", "c"}) REQUIRE(e.cluster.create(Kind::Pod, pod(p)).ok());
+  std::atomic<uint64_t> epoch{1};
+  binder::BinderOptions bo;
+  bo.workers = 1;
+  bo.leaderEpoch = [&] { return epoch.load(); };
+  e.start(bo);
+  (void)e.cache->snapshot();
+  // The first bind is held at the client (sent before the term ended); the other two wait in the
+  // queue behind it.
+  e.client.bindGate.close();
+  e.binder->apply(e.binds({{"a", "n1"}, {"b", "n1"}, {"c", "n1"}}), cache::Snapshot{});  // term 1
+  e.client.bindGate.awaitWaiting(1);
+  epoch = 0;  // the renew deadline passes: not leading
+  e.client.bindGate.open();
+  e.binder->waitIdle();
+  // What had not been sent when the term ended never reached the API server.
+  CHECK(e.client.binds() == 1);
+  CHECK(e.nodeOf("a") == "n1");
+  CHECK(e.binder->droppedByFencing().binds == 2);
+  size_t notLeading = 0;
+  for (const auto& rec : e.binder->lastRecords())
+    if (!rec.ok && rec.error.find("not leading") != std::string::npos) ++notLeading;
+  CHECK(notLeading == 2);
+  // A later term (a new epoch) binds them: dropped binds left no backoff and no assumption behind.
+  epoch = 2;
+  (void)e.cache->snapshot();
+  std::vector<std::pair<std::string, std::string>> left;
+  for (const char* p : {"a", "b", "c"})
+    if (e.nodeOf(p).empty()) left.emplace_back(p, "n1");
+  e.binder->apply(e.binds(left), cache::Snapshot{});
+  e.binder->waitIdle();
+  for (const char* p : {"a", "b", "c"}) CHECK(e.nodeOf(p) == "n1");
+}
+
+TEST_CASE("fencing: a batch decided while not leading writes nothing", "[binder][fencing]") {
+  Env e;
+  REQUIRE(e.cluster.create(Kind::Node, node("n1", "8")).ok());
+  REQUIRE(e.cluster.create(Kind::Pod, pod("a")).ok());
+  binder::BinderOptions bo;
+  bo.leaderEpoch = [] { return uint64_t{0}; };
+  e.start(bo);
+  (void)e.cache->snapshot();
+  e.binder->apply(e.binds({{"a", "n1"}}), cache::Snapshot{});
+  e.binder->waitIdle();
+  CHECK(e.client.binds() == 0);
+  CHECK(e.nodeOf("a").empty());
+  CHECK(e.binder->droppedByFencing().binds == 1);
 }

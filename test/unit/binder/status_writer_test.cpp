@@ -3,6 +3,7 @@
 // The real cache, scheduler and binder over the in-memory cluster; no sleeps (drain() waits).
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -427,4 +428,25 @@ TEST_CASE("a failed write is counted, logged, and written again when it is next 
   writer.drain();
   CHECK(writer.stats().written == 2);
   CHECK(env.get(api::Kind::PodGroup, "t", "g")["status"].value("phase", "") == "Running");
+}
+
+TEST_CASE("fencing: writes are dropped unsent while mayWrite says no, and queued again later", "[status][fencing]") {
+  api::FakeClock clock{api::parseTime("2026-01-01T00:00:00Z").value()};
+  cache::MemoryCluster cluster{clock};
+  std::atomic<bool> leading{false};
+  binder::StatusWriterOptions o;
+  o.background = false;
+  o.mayWrite = [&] { return leading.load(); };
+  binder::StatusWriter writer(cluster, clock, o);
+  const binder::EventSpec ev{api::Kind::Pod, "t", "p", "uid-1", "Normal", "Scheduled", "assigned t/p to n1"};
+  writer.event(ev);
+  writer.drain();
+  CHECK(writer.stats().dropped == 1);
+  CHECK(writer.stats().written == 0);
+  CHECK(cluster.list(api::Kind::Event)->items.empty());
+  leading = true;  // a new term wants the same write: it was forgotten, so it is queued again
+  writer.event(ev);
+  writer.drain();
+  CHECK(writer.stats().written == 1);
+  CHECK(cluster.list(api::Kind::Event)->items.size() == 1);
 }

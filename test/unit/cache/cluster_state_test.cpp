@@ -555,3 +555,39 @@ TEST_CASE("cluster state: a relist upserts what it lists and deletes what it lac
   CHECK(e.nodeInfo("n2").podCount == 1);
   CHECK(e.job("Pod/t/b").tasks[0].status == TaskStatus::Running);
 }
+
+TEST_CASE("cluster state: under hard isolation an unwired fractional pod is refused with a reason", "[cluster_state]") {
+  FakeClock clock{parseTime("2026-01-01T00:00:00Z").value()};
+  ClusterState hard{clock, "tessera", tessera::api::Isolation::Hard};
+  const Json wiredEnv = {{"spec",
+                          {{"containers",
+                            {{{"name", "main"},
+                              {"image", "busybox"},
+                              {"resources", {{"requests", {{"cpu", "1"}}}}},
+                              {"env", {{{"name", "TESSERA_ISOLATION_REGION"}, {"value", "/r/region"}}}}}}}}}};
+  hard.apply(Kind::Node, WatchEvent{WatchEventType::Added, node("n1")});
+  hard.apply(Kind::Pod, WatchEvent{WatchEventType::Added, fracPod("unwired", "0.5")});
+  hard.apply(Kind::Pod, WatchEvent{WatchEventType::Added, merged(fracPod("wired", "0.5"), wiredEnv)});
+  hard.apply(Kind::Pod, WatchEvent{WatchEventType::Added,
+                                   merged(fracPod("soft", "0.5"), {{"metadata", {{"annotations", {{"tessera.dev/isolation", "none"}}}}}})});
+  // Bound before (or by another scheduler's rules): its GPU use is still counted.
+  hard.apply(Kind::Pod, WatchEvent{WatchEventType::Added, fracPod("bound", "0.5", "n1", "g1")});
+  auto task = [&](ClusterState& st, const std::string& name) -> const tessera::cache::TaskInfo& {
+    const JobInfo* j = st.findJob("Pod/t/" + name);
+    REQUIRE(j);
+    REQUIRE(j->tasks.size() == 1);
+    return j->tasks[0];
+  };
+  CHECK_THAT(task(hard, "unwired").gpuSpecError, Catch::Contains("not wired for hard GPU isolation"));
+  CHECK(task(hard, "unwired").gpuSpec == nullptr);
+  CHECK(task(hard, "wired").gpuSpecError.empty());
+  CHECK(task(hard, "wired").gpuSpec != nullptr);
+  CHECK(task(hard, "soft").gpuSpecError.empty());
+  CHECK(task(hard, "bound").gpuSpecError.empty());
+  CHECK(task(hard, "bound").gpuSpec != nullptr);
+
+  // Without a declared backend (simulations have no webhook) nothing is checked.
+  Env unchecked;
+  unchecked.add(Kind::Pod, fracPod("unwired", "0.5"));
+  CHECK(task(unchecked.state, "unwired").gpuSpecError.empty());
+}

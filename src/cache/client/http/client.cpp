@@ -528,6 +528,8 @@ struct WatchStream : std::enable_shared_from_this<WatchStream> {
     }
     if (ec || parser->is_done()) {
       // A normal end (server timeout) or a dropped stream: reconnect from the last RV.
+      if (ec) log::warning("watch ", api::kindInfo(kind).plural, ": stream broken (", ec.message(), "); reconnecting");
+      else if (log::v(2)) log::info("watch ", api::kindInfo(kind).plural, ": ended by the server; reconnecting");
       conn->close();
       if (gotEvents) backoff.reset();
       if (!ec && gotEvents) return begin();
@@ -713,6 +715,13 @@ class HttpClusterClient final : public ClusterClient {
         }
       }
       const bool retryable = a.code == 429 || ((a.code >= 500 || a.code == 0) && (idempotent || !a.sent));
+      const bool serverTrouble = a.code == 429 || a.code >= 500 || a.code == 0;
+      // Server trouble is logged on every attempt; other refusals (404, 409, 422) are answers the
+      // caller handles, shown only at -v=4.
+      if (serverTrouble || log::v(4))
+        log::warning("API ", verbName(verb), " ", target, ": ",
+                     a.code == 0 ? a.transportError : std::to_string(a.code) + " " + http::messageOf(a.body),
+                     retryable && attempt < core_->options.maxRetries ? " (retrying)" : "");
       if (!retryable || attempt >= core_->options.maxRetries) {
         if (a.code == 0)
           return api::makeError(std::string(verbName(verb)) + " " + core_->config.server + target + ": " +

@@ -15,7 +15,12 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include "connection.h"
+#include "discovery.h"
 #include "rest_paths.h"
+#include "table.h"
+#include "../memory/selectors.h"
+#include "tessera/api/convert.h"
 #include "tessera/cache/http_server.h"
 #include "tessera/cache/watch_decoder.h"
 
@@ -23,221 +28,12 @@ namespace tessera::cache {
 
 namespace {
 
+using http::HttpConnection;
+using http::Listener;
+using http::Request;
 namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
 namespace net = boost::asio;
-using tcp = net::ip::tcp;
-using Request = bhttp::request<bhttp::string_body>;
-
-class HttpConnection;
-using Dispatch = std::function<void(const std::shared_ptr<HttpConnection>&, Request&&)>;
-
-/// One accepted connection. All socket work runs on its strand.
-class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
- public:
-  HttpConnection(tcp::socket socket, Dispatch dispatch) : stream_(std::move(socket)), dispatch_(std::move(dispatch)) {}
-
-  void start() {
-    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read(); });
-  }
-
-  net::any_io_executor executor() { return stream_.get_executor(); }
-
-  /// Sends a complete answer (on the strand), then reads the next request or closes.
-  void reply(int code, const std::string& contentType, std::string body, bool keepAlive,
-             std::vector<std::pair<std::string, std::string>> headers = {}) {
-    auto res = std::make_shared<bhttp::response<bhttp::string_body>>(static_cast<bhttp::status>(code), 11);
-    res->set(bhttp::field::server, "tessera-test-apiserver");
-    res->set(bhttp::field::content_type, contentType);
-    for (auto& [k, v] : headers) res->set(k, v);
-    res->keep_alive(keepAlive);
-    res->body() = std::move(body);
-    res->prepare_payload();
-    auto self = shared_from_this();
-    net::dispatch(stream_.get_executor(), [self, res] {
-      self->stream_.expires_after(std::chrono::seconds(30));
-      bhttp::async_write(self->stream_, *res, [self, res](beast::error_code ec, size_t) {
-        if (ec || !res->keep_alive()) return self->close();
-        self->read();
-      });
-    });
-  }
-
-  // ---- streaming (watch) ----
-  /// Starts a chunked 200 answer; push() adds chunks, end() finishes. Thread-safe.
-  void beginStream() {
-    std::lock_guard lock(mu_);
-    streaming_ = true;
-    out_ +=
-        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
-        "Cache-Control: no-cache, private\r\nConnection: close\r\n\r\n";
-    schedule();
-  }
-  void push(const std::string& data) {
-    if (data.empty()) return;
-    std::lock_guard lock(mu_);
-    if (ended_) return;
-    char len[20];
-    std::snprintf(len, sizeof len, "%zx\r\n", data.size());
-    out_ += len;
-    out_ += data;
-    out_ += "\r\n";
-    schedule();
-  }
-  /// graceful: the terminating chunk, then close; otherwise close at once (a dropped stream).
-  void end(bool graceful) {
-    std::lock_guard lock(mu_);
-    if (ended_) return;
-    ended_ = true;
-    if (graceful) {
-      out_ += "0\r\n\r\n";
-      closeAfterFlush_ = true;
-      schedule();
-    } else {
-      net::post(stream_.get_executor(), [self = shared_from_this()] { self->close(); });
-    }
-  }
-  /// Called once when the stream is closed (either side), on the strand.
-  void onClosed(std::function<void()> f) {
-    std::lock_guard lock(mu_);
-    closedHook_ = std::move(f);
-  }
-  bool closed() const { return closed_; }
-
-  void close() {
-    if (closed_.exchange(true)) return;
-    beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
-    stream_.socket().close(ec);
-    std::function<void()> hook;
-    {
-      std::lock_guard lock(mu_);
-      hook = std::move(closedHook_);
-      ended_ = true;
-    }
-    if (hook) hook();
-  }
-
- private:
-  void read() {
-    if (closed_) return;
-    req_ = {};
-    stream_.expires_after(std::chrono::seconds(120));  // idle keep-alive connections go away
-    auto self = shared_from_this();
-    bhttp::async_read(stream_, buffer_, req_, [self](beast::error_code ec, size_t) {
-      if (ec) return self->close();
-      self->stream_.expires_never();
-      self->dispatch_(self, std::move(self->req_));
-    });
-  }
-
-  void schedule() {  // mu_ held
-    if (writing_ || out_.empty()) return;
-    writing_ = true;
-    net::post(stream_.get_executor(), [self = shared_from_this()] { self->flush(); });
-  }
-
-  void flush() {
-    {
-      std::lock_guard lock(mu_);
-      if (out_.empty() || closed_) {
-        writing_ = false;
-        if (closeAfterFlush_ && out_.empty()) {
-          net::post(stream_.get_executor(), [self = shared_from_this()] { self->close(); });
-        }
-        return;
-      }
-      sending_.swap(out_);
-      out_.clear();
-    }
-    stream_.expires_after(std::chrono::seconds(60));
-    auto self = shared_from_this();
-    net::async_write(stream_.socket(), net::buffer(sending_), [self](beast::error_code ec, size_t) {
-      self->stream_.expires_never();
-      if (ec) {
-        {
-          std::lock_guard lock(self->mu_);
-          self->writing_ = false;
-        }
-        return self->close();
-      }
-      self->sending_.clear();
-      self->flush();
-    });
-  }
-
-  beast::tcp_stream stream_;
-  Dispatch dispatch_;
-  beast::flat_buffer buffer_;
-  Request req_;
-
-  std::mutex mu_;
-  std::string out_, sending_;
-  bool streaming_ = false, writing_ = false, ended_ = false, closeAfterFlush_ = false;
-  std::atomic<bool> closed_{false};
-  std::function<void()> closedHook_;
-};
-
-/// Accepts sockets and starts an HttpConnection on each; owns the io_context threads.
-class Listener {
- public:
-  Listener(Dispatch dispatch, int threads) : dispatch_(std::move(dispatch)), threads_(std::max(1, threads)) {}
-  ~Listener() { stop(); }
-
-  api::Status start(const std::string& host, uint16_t port) {
-    beast::error_code ec;
-    auto addr = net::ip::make_address(host, ec);
-    if (ec) return api::makeError("listen address \"" + host + "\": " + ec.message());
-    tcp::endpoint ep(addr, port);
-    acceptor_.open(ep.protocol(), ec);
-    if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
-    if (!ec) acceptor_.bind(ep, ec);
-    if (!ec) acceptor_.listen(net::socket_base::max_listen_connections, ec);
-    if (ec) return api::makeError("listening on " + host + ":" + std::to_string(port) + ": " + ec.message());
-    port_ = acceptor_.local_endpoint().port();
-    accept();
-    for (int i = 0; i < threads_; ++i) pool_.emplace_back([this] { ioc_.run(); });
-    return api::Status::success();
-  }
-
-  void stop() {
-    if (stopped_.exchange(true)) return;
-    net::post(acceptor_.get_executor(), [this] {
-      beast::error_code ec;
-      acceptor_.close(ec);
-    });
-    work_.reset();
-    ioc_.stop();
-    for (auto& t : pool_) t.join();
-    pool_.clear();
-  }
-
-  uint16_t port() const { return port_; }
-  net::io_context& ioc() { return ioc_; }
-
- private:
-  void accept() {
-    acceptor_.async_accept(net::make_strand(ioc_), [this](beast::error_code ec, tcp::socket socket) {
-      if (ec) {
-        if (ec == net::error::operation_aborted || stopped_) return;
-      } else {
-        beast::error_code ignored;
-        socket.set_option(tcp::no_delay(true), ignored);
-        std::make_shared<HttpConnection>(std::move(socket), dispatch_)->start();
-      }
-      accept();
-    });
-  }
-
-  net::io_context ioc_;
-  net::executor_work_guard<net::io_context::executor_type> work_{ioc_.get_executor()};
-  tcp::acceptor acceptor_{net::make_strand(ioc_)};
-  Dispatch dispatch_;
-  int threads_;
-  std::vector<std::thread> pool_;
-  uint16_t port_ = 0;
-  std::atomic<bool> stopped_{false};
-};
 
 std::string methodName(const Request& req) { return std::string(req.method_string()); }
 
@@ -333,22 +129,47 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
     s->reply(code, "application/json", body.dump(), req.keep_alive());
   }
 
+  static api::Time timeNow(const api::Clock* clock) { return clock ? clock->now() : api::SystemClock().now(); }
+  api::Time now() const { return timeNow(options.clock); }
+
+  static http::TableRequest tableOf(const Request& req, const std::map<std::string, std::string>& query) {
+    auto it = query.find("includeObject");
+    const auto accept = req[bhttp::field::accept];
+    return http::tableRequest(std::string_view(accept.data(), accept.size()),
+                              it == query.end() ? std::string_view() : it->second);
+  }
+
+  /// The request body as JSON: JSON, or YAML (one document) when the Content-Type says so.
+  static api::Result<Json> parseBody(const Request& req) {
+    if (req.body().empty()) return Json();
+    const std::string ct(req[bhttp::field::content_type]);
+    if (ct.find("yaml") != std::string::npos) {
+      auto docs = api::yamlToJson(req.body());
+      if (!docs.ok()) return api::makeError("malformed YAML body: " + docs.error().message, 400);
+      if (docs->size() != 1) return api::makeError("the YAML body must hold exactly one object", 400);
+      return std::move(docs->front());
+    }
+    try {
+      return Json::parse(req.body());
+    } catch (const std::exception& e) {
+      return api::makeError(std::string("malformed JSON body: ") + e.what(), 400);
+    }
+  }
+
   void serve(const std::shared_ptr<HttpConnection>& s, Request&& req) {
     const std::string target(req.target());
     const auto q = target.find('?');
     const std::string path = target.substr(0, q);
     const auto query = http::parseQuery(q == std::string::npos ? std::string_view() : std::string_view(target).substr(q + 1));
+    if (req.method() == bhttp::verb::get) {
+      if (auto doc = http::discoveryDocument(path)) return ok(s, req, 200, *doc);
+    }
     auto rp = http::parseResourcePath(path);
     if (!rp) return error(s, req, 404, "the server could not find the requested resource (" + path + ")");
     const api::KindInfo& ki = api::kindInfo(rp->kind);
-    Json body;
-    if (!req.body().empty()) {
-      try {
-        body = Json::parse(req.body());
-      } catch (const std::exception& e) {
-        return error(s, req, 400, std::string("malformed JSON body: ") + e.what());
-      }
-    }
+    auto parsed = parseBody(req);
+    if (!parsed.ok()) return error(s, req, parsed.error());
+    Json body = std::move(parsed).value();
     const auto method = req.method();
     if (rp->name.empty()) {
       if (method == bhttp::verb::get) {
@@ -379,6 +200,9 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
       case bhttp::verb::get: {
         auto r = cluster.get(rp->kind, rp->ns, rp->name);
         if (!r.ok()) return error(s, req, r.error());
+        const auto table = tableOf(req, query);
+        if (!table.tableVersion.empty())
+          return ok(s, req, 200, http::toTable(rp->kind, Json::array({*r}), table, now()));
         return ok(s, req, 200, *r);
       }
       case bhttp::verb::post: {
@@ -414,8 +238,7 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
         else return error(s, req, 415, "the body of the request was in an unknown format - accepted media types "
                                        "include: application/json-patch+json, application/merge-patch+json, "
                                        "application/strategic-merge-patch+json");
-        if (type == PatchType::StrategicMerge && !ki.group.empty() && ki.group != "coordination.k8s.io" &&
-            ki.group != "scheduling.k8s.io")
+        if (type == PatchType::StrategicMerge && http::isCustomResource(rp->kind))
           return error(s, req, 415, "strategic merge patch is not supported for custom resources");
         auto r = cluster.patch(rp->kind, rp->ns, rp->name, type, body, status);
         if (!r.ok()) return error(s, req, r.error());
@@ -457,6 +280,8 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
     }
     auto r = cluster.list(rp.kind, o);
     if (!r.ok()) return error(s, req, r.error());
+    if (const auto table = tableOf(req, query); !table.tableVersion.empty())
+      return ok(s, req, 200, http::toTable(rp.kind, r->items, table, now(), r->resourceVersion, r->continueToken));
     const api::KindInfo& ki = api::kindInfo(rp.kind);
     Json meta = {{"resourceVersion", r->resourceVersion}};
     if (!r->continueToken.empty()) meta["continue"] = r->continueToken;
@@ -495,6 +320,27 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
     const api::Kind kind = rp.kind;
     const std::string ns = rp.ns;
     const bool namespaced = api::kindInfo(kind).namespaced;
+    auto labels = memory::LabelSelector::parse(get("labelSelector"));
+    if (!labels.ok()) return error(s, req, 400, labels.error().message);
+    auto fields = memory::FieldSelector::parse(get("fieldSelector"), kind);
+    if (!fields.ok()) return error(s, req, 400, fields.error().message);
+    const auto table = tableOf(req, query);
+    auto self = shared_from_this();
+    const api::Clock* clock = options.clock;
+    // Selectors filter the events (a real server also turns an object that stops matching into a
+    // DELETED event; kubectl does not need that); a Table request gets one-row Tables.
+    auto deliver = [clock, kind, table, labels = std::move(labels).value(),
+                    fields = std::move(fields).value()](WatchEventType type, const Json& object) -> std::string {
+      if (type != WatchEventType::Bookmark && type != WatchEventType::Error) {
+        const Json& meta = object.contains("metadata") ? object["metadata"] : Json();
+        if (!labels.matches(meta.is_object() && meta.contains("labels") ? meta["labels"] : Json()) ||
+            !fields.matches(object))
+          return {};
+        if (!table.tableVersion.empty())
+          return frame(type, http::toTable(kind, Json::array({object}), table, timeNow(clock)));
+      }
+      return frame(type, object);
+    };
 
     // Register the stream first: the cluster replays history synchronously inside watch().
     auto w = std::make_shared<Watch>();
@@ -506,11 +352,11 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
     }
     std::weak_ptr<HttpConnection> weak = s;
     s->beginStream();
-    auto handle = cluster.watch(kind, rv, [weak, ns, namespaced](const WatchEvent& ev) {
+    auto handle = cluster.watch(kind, rv, [weak, ns, namespaced, deliver](const WatchEvent& ev) {
       if (namespaced && !ns.empty() && ev.object.contains("metadata") &&
           ev.object["metadata"].value("namespace", "") != ns)
         return;
-      if (auto sp = weak.lock()) sp->push(frame(ev.type, ev.object));
+      if (auto sp = weak.lock()) sp->push(deliver(ev.type, ev.object));
     });
     if (!handle.ok()) {
       const int code = handle.error().code == 0 ? 500 : handle.error().code;
@@ -519,7 +365,6 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
       return;
     }
     w->handle = std::move(handle).value();
-    auto self = shared_from_this();
     {
       std::lock_guard lock(watchMu);
       watches[id] = w;

@@ -1,0 +1,30 @@
+#pragma once
+// The meta.k8s.io Table answer kubectl asks for (`Accept: application/json;as=Table;v=v1;g=meta.k8s.io`):
+// the columns a real API server prints for the built-in kinds, and each CRD's additionalPrinterColumns
+// (from deploy/crds, see discovery.h) for ours.
+#include <string>
+#include <string_view>
+
+#include "tessera/api/clock.h"
+#include "tessera/api/kinds.h"
+#include "tessera/cache/cluster_client.h"
+
+namespace tessera::cache::http {
+
+/// What the Accept header asked for. `tableVersion` empty: the object itself.
+struct TableRequest {
+  std::string tableVersion;  ///< "v1" or "v1beta1"
+  std::string includeObject = "Metadata";  ///< None, Metadata, Object (query includeObject)
+};
+/// Reads the Accept header and the includeObject query value.
+TableRequest tableRequest(std::string_view accept, std::string_view includeObject);
+
+/// A Table of `items` (objects of `kind`); `now` ages the AGE-like cells. `resourceVersion` and
+/// `continueToken` are copied into the list metadata.
+Json toTable(api::Kind kind, const Json& items, const TableRequest& request, api::Time now,
+             const std::string& resourceVersion = {}, const std::string& continueToken = {});
+
+/// "5m3s", "2d4h", as kubectl shows durations.
+std::string humanDuration(int64_t seconds);
+
+}  // namespace tessera::cache::http

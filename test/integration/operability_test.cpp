@@ -1,0 +1,294 @@
+// Operating `tessera run` (a child process) against the test API server: what it logs at steady
+// state, and what /metrics serves. Waits poll with generous deadlines as a safety net only.
+#include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <csignal>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "support/daemon_process.h"
+#include "tessera/app/run.h"
+#include "tessera/cache/http_server.h"
+
+using namespace tessera;
+using testing::eventually;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+/// One node; a pod bound at the first cycle, and one too big for any node, pending for ever (with
+/// its reason written once): afterwards every cycle is idle.
+const char* const kCluster = R"(
+objects:
+  - {apiVersion: v1, kind: Namespace, metadata: {name: team-a}}
+  - apiVersion: scheduling.tessera.dev/v1alpha1
+    kind: Queue
+    metadata: {name: default}
+    spec:
+      resources:
+        cpu: {quota: "-1", limit: "-1", overQuotaWeight: "1"}
+  - apiVersion: v1
+    kind: Node
+    metadata: {name: n1, labels: {kubernetes.io/hostname: n1}}
+    status:
+      allocatable: {cpu: "8", memory: 32Gi, pods: "110"}
+      conditions: [{type: Ready, status: "True"}]
+  - apiVersion: v1
+    kind: Pod
+    metadata: {name: p, namespace: team-a}
+    spec:
+      schedulerName: tessera
+      containers: [{name: c, image: x, resources: {requests: {cpu: "1"}}}]
+  - apiVersion: v1
+    kind: Pod
+    metadata: {name: big, namespace: team-a}
+    spec:
+      schedulerName: tessera
+      containers: [{name: c, image: x, resources: {requests: {cpu: "100"}}}]
+)";
+
+struct Env {
+  api::SystemClock clock;
+  cache::MemoryCluster cluster{clock};
+  std::unique_ptr<cache::ApiServer> server;
+  fs::path dir = testing::scratchDir("tessera-operability-it");
+
+  explicit Env(const std::string& name) {
+    const fs::path file = dir / (name + ".yaml");
+    std::ofstream(file) << kCluster;
+    REQUIRE(app::loadScenarioObjects(file.string(), cluster, clock.now()).ok());
+    cache::ApiServerOptions so;
+    so.kubeletPeriodMs = 50;
+    server = std::make_unique<cache::ApiServer>(cluster, so);
+    REQUIRE(server->start().ok());
+  }
+  testing::DaemonProcess daemon(const std::string& identity, std::vector<std::string> extra = {}) {
+    return testing::DaemonProcess(TESSERA_BINARY, dir, server->url(), identity, std::move(extra));
+  }
+};
+
+/// The port the daemon logged for /metrics ("health and metrics on 127.0.0.1:PORT"); 0 before.
+int healthPort(const std::string& log) {
+  std::smatch m;
+  static const std::regex re("health and metrics on [0-9.]+:([0-9]+)");
+  return std::regex_search(log, m, re) ? std::stoi(m[1]) : 0;
+}
+
+/// GET http://127.0.0.1:port/path: the body, or "" when it cannot be read.
+std::string httpGet(int port, const std::string& path) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string out;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    const std::string req = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    if (::write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
+      char buf[65536];
+      for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+    }
+  }
+  ::close(fd);
+  const size_t body = out.find("\r\n\r\n");
+  return body == std::string::npos ? "" : out.substr(body + 4);
+}
+
+/// tessera_cycle_duration_seconds_count{phase="total"} in a scrape (cycles run so far); -1 if absent.
+long cycles(const std::string& metrics) {
+  std::smatch m;
+  static const std::regex re("tessera_cycle_duration_seconds_count\\{phase=\"total\"\\} ([0-9.e+]+)");
+  return std::regex_search(metrics, m, re) ? static_cast<long>(std::stod(m[1])) : -1;
+}
+
+size_t lines(const std::string& text) { return static_cast<size_t>(std::count(text.begin(), text.end(), '\n')); }
+
+/// Runs a daemon until it has bound the pod and gone idle, then counts its log lines over 10 more
+/// cycles (schedulePeriod 200ms). Returns {lines during idle cycles, the idle part of the log}.
+std::pair<size_t, std::string> idleLines(Env& env, const std::string& identity, std::vector<std::string> flags) {
+  auto d = env.daemon(identity, std::move(flags));
+  REQUIRE(eventually([&] { return healthPort(d.log()) > 0; }));
+  const int port = healthPort(d.log());
+  REQUIRE(eventually([&] {
+    auto p = env.cluster.get(api::Kind::Pod, "team-a", "p");
+    return p.ok() && !(*p)["spec"].value("nodeName", "").empty();
+  }));
+  long start = -1;
+  REQUIRE(eventually([&] { return (start = cycles(httpGet(port, "/metrics"))) >= 2; }));
+  // The bind's own lines (and its Event) are written by now: the binder reported to the cache.
+  REQUIRE(eventually([&] { return cycles(httpGet(port, "/metrics")) >= start + 2; }));
+  const std::string before = d.log();
+  const long from = cycles(httpGet(port, "/metrics"));
+  REQUIRE(eventually([&] { return cycles(httpGet(port, "/metrics")) >= from + 10; }));
+  const std::string after = d.log();
+  CHECK(d.kill(SIGTERM) == 0);
+  return {lines(after) - lines(before), after.substr(before.size())};
+}
+
+}  // namespace
+
+TEST_CASE("operability: no log line at steady state (10 idle cycles at the default verbosity)") {
+  Env env("idle");
+  auto [quiet, quietText] = idleLines(env, "quiet", {});
+  INFO(quietText);
+  CHECK(quiet == 0);
+  // The same idle cycles at --v=2 each log their summary: the count above could have seen them.
+  auto [verbose, verboseText] = idleLines(env, "verbose", {"--v=2"});
+  INFO(verboseText);
+  CHECK(verbose >= 10);
+  CHECK(verboseText.find("0 binds, 0 evictions") != std::string::npos);
+  env.server->stop();
+}
+
+TEST_CASE("operability: fenced leadership: an ex-leader whose renewals paused writes nothing after its deadline") {
+  // One cluster, two API servers over it: each replica talks to its own, so every write is known
+  // by who sent it. Replica a binds slowly (one worker, answers delayed) with a backlog queued, is
+  // paused (SIGSTOP: no renewals, nothing at all) until b has taken the Lease over, then resumes.
+  api::SystemClock clock;
+  cache::MemoryCluster cluster{clock};
+  const fs::path dir = testing::scratchDir("tessera-operability-it");
+  {
+    const fs::path file = dir / "fenced.yaml";
+    std::ofstream(file) << kCluster;
+    REQUIRE(app::loadScenarioObjects(file.string(), cluster, clock.now()).ok());
+  }
+  std::atomic<int> writesOfA{0};
+  cache::ApiServerOptions oa;
+  oa.kubeletPeriodMs = 50;
+  oa.onRequest = [&](const cache::ApiRequestRecord& r) {
+    if (r.verb == "create" || r.verb == "update" || r.verb == "patch" || r.verb == "delete") ++writesOfA;
+  };
+  cache::ApiServer serverA(cluster, oa);
+  cache::ApiServerOptions ob;
+  cache::ApiServer serverB(cluster, ob);
+  REQUIRE(serverA.start().ok());
+  REQUIRE(serverB.start().ok());
+  auto holder = [&] {
+    auto lease = cluster.get(api::Kind::Lease, "default", "tessera");
+    return lease.ok() ? (*lease)["spec"].value("holderIdentity", "") : std::string();
+  };
+  testing::DaemonProcess a(TESSERA_BINARY, dir, serverA.url(), "fenced-a", {"--bind-workers", "1"});
+  REQUIRE(eventually([&] { return holder() == "fenced-a"; }));
+  testing::DaemonProcess b(TESSERA_BINARY, dir, serverB.url(), "fenced-b");
+  REQUIRE(eventually([&] { return b.log().find("cache synced") != std::string::npos; }));
+
+  serverA.delayResponses(300);
+  const int pods = 20;
+  for (int i = 0; i < pods; ++i) {
+    cache::Json p = {{"apiVersion", "v1"},
+                     {"kind", "Pod"},
+                     {"metadata", {{"name", "w-" + std::to_string(i)}, {"namespace", "team-a"}}},
+                     {"spec",
+                      {{"schedulerName", "tessera"},
+                       {"containers", {{{"name", "c"}, {"image", "x"}, {"resources", {{"requests", {{"cpu", "100m"}}}}}}}}}}};
+    REQUIRE(cluster.create(api::Kind::Pod, p).ok());
+  }
+  auto bound = [&] {
+    cache::ListOptions o;
+    o.namespace_ = "team-a";
+    int n = 0;
+    auto listed = cluster.list(api::Kind::Pod, o);  // held: the loop reads its items
+    REQUIRE(listed.ok());
+    for (const auto& p : listed->items)
+      if (p["metadata"].value("name", "").rfind("w-", 0) == 0 && !p["spec"].value("nodeName", "").empty()) ++n;
+    return n;
+  };
+  // a has decided the binds and is working through them, one at a time.
+  REQUIRE(eventually([&] { return bound() >= 1; }));
+  REQUIRE(bound() < pods);
+  a.signal(SIGSTOP);
+  const bool tookOver = eventually([&] { return holder() == "fenced-b"; });
+  const int beforeResume = writesOfA.load();
+  a.signal(SIGCONT);
+  INFO(a.log());
+  INFO(b.log());
+  REQUIRE(tookOver);
+  // b binds what a left; a notices that it lost the Lease.
+  CHECK(eventually([&] { return bound() == pods; }));
+  CHECK(eventually([&] { return a.log().find("lost leadership") != std::string::npos; }));
+  // b keeps scheduling for a while (a pod created now is bound by b): a still writes nothing.
+  cache::Json late = {{"apiVersion", "v1"},
+                      {"kind", "Pod"},
+                      {"metadata", {{"name", "late"}, {"namespace", "team-a"}}},
+                      {"spec",
+                       {{"schedulerName", "tessera"},
+                        {"containers", {{{"name", "c"}, {"image", "x"}, {"resources", {{"requests", {{"cpu", "100m"}}}}}}}}}}};
+  REQUIRE(cluster.create(api::Kind::Pod, late).ok());
+  CHECK(eventually([&] {
+    auto p = cluster.get(api::Kind::Pod, "team-a", "late");
+    return p.ok() && !(*p)["spec"].value("nodeName", "").empty();
+  }));
+  // a dropped its queued binds unsent (counted): without fencing it would resume its queue, one
+  // bind (409 by now) and its Event after another.
+  const int portA = healthPort(a.log());
+  REQUIRE(portA > 0);
+  static const std::regex droppedBinds(R"(tessera_writes_dropped_total\{what="bind"\} ([0-9.e+]+))");
+  CHECK(eventually([&] {
+    const std::string m = httpGet(portA, "/metrics");
+    std::smatch match;
+    return std::regex_search(m, match, droppedBinds) && std::stod(match[1]) >= 1;
+  }));
+  // Nothing reached the API server from a after its deadline; at most the one request a worker
+  // may have been sending at the very instant of SIGSTOP (past its fence check, before the bytes
+  // left) arrives late.
+  CHECK(writesOfA.load() - beforeResume <= 1);
+  CHECK(a.kill(SIGTERM) == 0);
+  CHECK(b.kill(SIGTERM) == 0);
+  serverA.stop();
+  serverB.stop();
+}
+
+TEST_CASE("operability: /metrics serves exactly the metrics documented in docs/operations.md, from the start") {
+  // The documented names: the first column of the Metrics table.
+  std::ifstream doc(std::string(TESSERA_SOURCE_DIR) + "/docs/operations.md");
+  std::stringstream buf;
+  buf << doc.rdbuf();
+  const std::string text = buf.str();
+  const size_t from = text.find("## Metrics");
+  REQUIRE(from != std::string::npos);
+  const std::string section = text.substr(from, text.find("\n## ", from + 1) - from);
+  std::set<std::string> documented;
+  static const std::regex row(R"(\n\| `((tessera|process)_[a-z_]+)`)");
+  for (std::sregex_iterator it(section.begin(), section.end(), row), end; it != end; ++it) documented.insert((*it)[1]);
+  REQUIRE(documented.size() >= 10);
+
+  Env env("metrics");
+  auto d = env.daemon("metrics");
+  REQUIRE(eventually([&] { return healthPort(d.log()) > 0; }));
+  const int port = healthPort(d.log());
+  // Scraped as soon as it answers (before the cache has synced, or just after): the series with a
+  // fixed label set are there, at zero.
+  std::string first;
+  REQUIRE(eventually([&] { return !(first = httpGet(port, "/metrics")).empty(); }));
+  INFO(first);
+  CHECK(std::regex_search(first, std::regex(R"(tessera_binds_total\{result="error"\} 0)")));
+  CHECK(std::regex_search(first, std::regex(R"(tessera_writes_dropped_total\{what="status"\} 0)")));
+  CHECK(std::regex_search(first, std::regex(R"(tessera_cycle_duration_seconds_count\{phase="total"\} )")));
+  CHECK(std::regex_search(first, std::regex(R"(tessera_build_info\{commit="[^"]+",version="[^"]+"\} 1)")));
+  CHECK(std::regex_search(first, std::regex(R"(process_start_time_seconds [1-9])")));
+  CHECK(std::regex_search(first, std::regex(R"(process_resident_memory_bytes [1-9])")));
+  // After a cycle the series keyed by what was seen exist too (a queue with a pending pod, API
+  // verbs and codes): every family is there. Compared by name with the table, both ways.
+  std::string scrape;
+  REQUIRE(eventually([&] { return cycles(scrape = httpGet(port, "/metrics")) >= 1 &&
+                                  scrape.find("tessera_pending_pods{") != std::string::npos; }));
+  std::set<std::string> served;
+  static const std::regex type(R"((^|\n)# TYPE ((tessera|process)_[a-z_]+) )");
+  for (std::sregex_iterator it(scrape.begin(), scrape.end(), type), end; it != end; ++it) served.insert((*it)[2]);
+  INFO(scrape);
+  for (const auto& m : documented) CHECK(served.count(m) == 1);  // documented, not served
+  for (const auto& m : served) CHECK(documented.count(m) == 1);  // served, not documented
+  CHECK(d.kill(SIGTERM) == 0);
+  env.server->stop();
+}
