@@ -136,6 +136,7 @@ bool placeOne(Session& ssn, Statement& stmt, SessionJob& job, SessionTask& task,
 bool placeMinimum(Session& ssn, Statement& stmt, SessionJob& job, const std::vector<int>& order, bool allowPipeline,
                   std::vector<char>& used, std::string& reason) {
   std::vector<std::string> failedKeys;
+  int64_t untried = std::count(used.begin(), used.end(), 0);
   // Takes the next untried pod of `group` (-2: any) and tries it; false when none is left.
   auto tryNext = [&](int group, size_t& cursor, std::string& why) -> bool {
     for (; cursor < order.size(); ++cursor) {
@@ -143,6 +144,7 @@ bool placeMinimum(Session& ssn, Statement& stmt, SessionJob& job, const std::vec
       SessionTask& task = job.tasks[order[cursor]];
       if (group != -2 && task.subGroup != group) continue;
       used[cursor] = 1;
+      --untried;
       if (!failedKeys.empty() &&
           std::find(failedKeys.begin(), failedKeys.end(), ssn.placementKey(task)) != failedKeys.end())
         continue;
@@ -168,8 +170,7 @@ bool placeMinimum(Session& ssn, Statement& stmt, SessionJob& job, const std::vec
   std::string why;
   while (!ssn.jobReady(job)) {
     // Fewer untried pods left than the gang still needs: it cannot be met.
-    const int64_t left = std::count(used.begin(), used.end(), 0);
-    if (left < job.minMember() - job.readyCount || !tryNext(-2, cursor, why)) {
+    if (untried < job.minMember() - job.readyCount || !tryNext(-2, cursor, why)) {
       reason = why.empty() ? "no more pods to try" : why;
       return false;
     }
