@@ -371,6 +371,28 @@ class State {
   /// subgroup's first (Session::pendingTaskOrder); one pod once the job is ready. Reclaim and
   /// preempt make room for that, not for every pod above minMember.
   Amounts minimumRequest(const SessionJob& job) const {
+    if (job.subGroupReady.empty() && job.pendingCount > 0) {
+      // Without subgroups the pods needed are the first `need` in task order. When that is all of
+      // them, or they all ask alike (gangs mostly do), no order is needed: a sum does.
+      const int need = ssn_.jobReady(job) ? 1 : std::max(1, job.minMember() - job.readyCount);
+      if (need >= job.pendingCount && job.pendingCount == job.info->pendingCount)
+        return amountsOf(job.info->pendingRequest);  // the same pending pods as the snapshot's
+      const api::Resources* first = nullptr;
+      bool alike = true;
+      api::Resources all;
+      for (const SessionTask& t : job.tasks) {
+        if (t.state != TaskState::Pending) continue;
+        if (!first) first = &t.request();
+        else if (alike && !(t.request() == *first)) alike = false;
+        all += t.request();
+      }
+      if (need >= job.pendingCount) return amountsOf(all);
+      if (alike) {
+        Amounts one = amountsOf(*first);
+        for (int r = 0; r < kResources; ++r) one[r] *= need;
+        return one;
+      }
+    }
     int minimum = 0;
     const std::vector<int> order = ssn_.pendingTaskOrder(job, &minimum);
     const size_t need = static_cast<size_t>(std::max(1, minimum));

@@ -124,7 +124,10 @@ int fullResortNext(const Model& m, const QueueOrder& order, int node, std::strin
   const std::vector<int>& heap = order.heap(node);
   if (heap.empty() || heap.front() != kids[idx.front()]) {
     std::ostringstream o;
-    o << "under " << (node == order.root() ? std::string("root") : "q" + std::to_string(node)) << ": heap first "
+    o << "under ";
+    if (node == order.root()) o << "root";
+    else o << 'q' << node;
+    o << ": heap first "
       << (heap.empty() ? -1 : heap.front()) << ", re-sort first " << kids[idx.front()] << "; ";
     why += o.str();
   }
