@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <climits>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "job_placement.h"
@@ -29,10 +28,20 @@ class Allocate final : public framework::Action {
   const std::string& name() const override { return name_; }
 
   void execute(Session& ssn) override {
-    std::unordered_map<int, AboveMinimum> aboveMinimum;  // looked up by job, never iterated
+    // Per job that took a turn above its minimum, what those turns left behind (created on first
+    // use: most jobs never get there).
+    std::vector<int32_t> slot(ssn.jobs().size(), -1);
+    std::vector<AboveMinimum> above;
     forEachJobTurn(
-        ssn, [](const SessionJob&) { return true; }, /*reportInvalid=*/true,
-        [&](SessionJob& job) { return turn(ssn, job, aboveMinimum[job.index]); });
+        ssn, [](const SessionJob&) { return true; }, /*reportInvalid=*/true, [&](SessionJob& job) {
+          int32_t& k = slot[static_cast<size_t>(job.index)];
+          if (k < 0 && ssn.jobReady(job)) {
+            k = static_cast<int32_t>(above.size());
+            above.emplace_back();
+          }
+          AboveMinimum none;
+          return turn(ssn, job, k < 0 ? none : above[static_cast<size_t>(k)]);
+        });
   }
 
  private:
