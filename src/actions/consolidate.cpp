@@ -14,6 +14,8 @@ class Consolidate final : public framework::Action {
   explicit Consolidate(int maxPreemptees) : maxPreemptees_(maxPreemptees) {}
   const std::string& name() const override { return name_; }
   void execute(framework::Session& ssn) override {
+    // Spreading undoes what packing achieves: consolidation is off then, as in KAI.
+    if (ssn.spreadPlacement()) return;
     VictimSearch search(ssn, VictimMode::Consolidate, maxPreemptees_);  // the limit counts per job
     forEachPendingJob(
         ssn, [&](const framework::SessionJob& j) { return !ssn.jobReady(j) && j.preemptible; },

@@ -1,8 +1,6 @@
 #include "victims.h"
 
 #include <algorithm>
-#include <limits>
-#include <tuple>
 
 #include "job_placement.h"
 
@@ -17,22 +15,13 @@ using framework::TaskState;
 
 namespace {
 
-bool running(const SessionTask& t) { return t.state == TaskState::Running || t.state == TaskState::Bound; }
-
-/// Pods of the job that still run (not releasing).
-int runningCount(const SessionJob& j) {
-  int n = 0;
-  for (const SessionTask& t : j.tasks) n += running(t) ? 1 : 0;
-  return n;
-}
+using victims_detail::running;
+using victims_detail::runningCount;
 
 /// How many candidate nodes to try per pod before giving up.
 constexpr size_t kNodeAttempts = 8;
 
 }  // namespace
-
-VictimSearch::VictimSearch(Session& ssn, VictimMode mode, int maxVictims)
-    : ssn_(ssn), mode_(mode), maxVictims_(maxVictims) {}
 
 void VictimSearch::indexNodes() {
   if (indexed_) return;
@@ -60,43 +49,179 @@ void VictimSearch::indexNodes() {
 bool VictimSearch::eligible(const SessionJob& claimant, const SessionTask& victim) const {
   const SessionJob& vj = ssn_.jobs()[victim.job];
   if (vj.index == claimant.index || !vj.preemptible || !running(victim)) return false;
+  if (!excluded_.empty() && std::find(excluded_.begin(), excluded_.end(), vj.index) != excluded_.end()) return false;
   switch (mode_) {
     case VictimMode::Reclaim: return ssn_.reclaimable(claimant, victim);
     case VictimMode::Preempt: return ssn_.preemptable(claimant, victim);
-    case VictimMode::Consolidate: return runningCount(vj) > vj.minMember() || vj.minMember() <= 1;
+    case VictimMode::Consolidate: return true;  // moved, not lost: a gang moves whole (chunkOf)
   }
   return false;
 }
 
+namespace {
+
+/// The subgroup of the job's PodGroup a task belongs to; null when it has none.
+const api::SubGroup* subGroupOf(const SessionJob& j, const SessionTask& t) {
+  if (!j.info->podGroup || t.info->subGroup.empty()) return nullptr;
+  for (const api::SubGroup& s : j.info->podGroup->subGroups)
+    if (s.name == t.info->subGroup) return &s;
+  return nullptr;
+}
+
+/// Running pods of the job in subgroup `s` (all of them when null), less those in `taken`.
+int runningIn(const SessionJob& j, const api::SubGroup* s, const std::vector<VictimSearchVictim>& taken) {
+  int n = 0;
+  for (const SessionTask& t : j.tasks) {
+    if (!running(t) || (s && t.info->subGroup != s->name)) continue;
+    const bool gone = std::any_of(taken.begin(), taken.end(),
+                                  [&](const VictimSearchVictim& x) { return x.job == j.index && x.task == t.index; });
+    n += gone ? 0 : 1;
+  }
+  return n;
+}
+
+/// The claimant's pending pods in the order the search places them: the pods each subgroup's
+/// minimum still needs first (task order), then the rest, so that the gang's minimum is made of
+/// every subgroup's (issue 15, item 6). Without subgroups: task order.
+std::vector<int> claimantOrder(const Session& ssn, const SessionJob& job) {
+  std::vector<int> pending = pendingTasks(ssn, job);
+  if (!job.info->podGroup || job.info->podGroup->subGroups.empty() || pending.size() < 2) return pending;
+  const auto& subs = job.info->podGroup->subGroups;
+  std::vector<int> need(subs.size());
+  for (size_t i = 0; i < subs.size(); ++i) {
+    int ready = 0;
+    for (const SessionTask& t : job.tasks)
+      ready += framework::isReadyState(t.state) && t.info->subGroup == subs[i].name;
+    need[i] = std::max(0, subs[i].minMember - ready);
+  }
+  std::vector<int> first, rest;
+  for (int ti : pending) {
+    const SessionTask& t = job.tasks[ti];
+    size_t i = 0;
+    while (i < subs.size() && subs[i].name != t.info->subGroup) ++i;
+    if (i < subs.size() && need[i] > 0) {
+      --need[i];
+      first.push_back(ti);
+    } else {
+      rest.push_back(ti);
+    }
+  }
+  first.insert(first.end(), rest.begin(), rest.end());
+  return first;
+}
+
+}  // namespace
+
+VictimSearch::Take VictimSearch::takeOf(const Victim& v, const std::vector<Victim>& taken) const {
+  const SessionJob& vj = ssn_.jobs()[v.job];
+  if (runningIn(vj, nullptr, taken) <= vj.minMember()) return Take::Whole;
+  if (!vj.info->podGroup || vj.info->podGroup->subGroups.empty()) return Take::Surplus;
+  // Subgroups (issue 15, item 6): a pod is surplus only while its subgroup is above its own
+  // minimum too; one whose subgroup is at it waits while another subgroup still has a surplus pod.
+  const api::SubGroup* mine = subGroupOf(vj, ssn_.task(v.job, v.task));
+  if (!mine || runningIn(vj, mine, taken) > mine->minMember) return Take::Surplus;
+  for (const api::SubGroup& s : vj.info->podGroup->subGroups)
+    if (runningIn(vj, &s, taken) > s.minMember) return Take::Wait;
+  return Take::Whole;
+}
+
 std::vector<VictimSearch::Victim> VictimSearch::chunkOf(const Victim& v) const {
   const SessionJob& vj = ssn_.jobs()[v.job];
-  if (runningCount(vj) > vj.minMember()) return {v};  // a surplus pod of an elastic job
+  const Take take = takeOf(v, {});
+  if (take == Take::Surplus) return {v};  // a surplus pod of an elastic job
+  if (take == Take::Wait) return {};
   std::vector<Victim> all;  // a gang at its minimum goes whole
   for (const SessionTask& t : vj.tasks)
     if (running(t)) all.push_back({v.job, t.index});
   return all;
 }
 
-bool VictimSearch::replace(Statement& stmt, const std::vector<Victim>& victims, int avoid) {
-  framework::NodeDomain elsewhere;
-  elsewhere.name = "nodes other than " + ssn_.nodes()[avoid].name();
-  for (const auto& n : ssn_.nodes())
-    if (n.index != avoid) elsewhere.nodes.push_back(n.index);
+int VictimSearch::replace(Statement& stmt, const std::vector<Victim>& victims, int& evicted, int depth) {
+  // Anywhere, the node it leaves included (a fractional pod packed onto another GPU there, a
+  // gang's pod on room its other pods left): the claimant already holds the room it needed.
   for (const Victim& v : victims) {
-    const SessionTask& t = ssn_.task(v.job, v.task);
-    ssn_.restrictTo(&elsewhere);
-    const framework::Placement p = ssn_.scanPlacement(t, /*allowPipeline=*/true);
     ssn_.restrictTo(nullptr);
-    if (p.node < 0) return false;
-    stmt.reserve(t, p.node);
+    const SessionTask& t = ssn_.task(v.job, v.task);
+    const framework::Placement p = ssn_.scanPlacement(t, /*allowPipeline=*/true);
+    if (p.node >= 0) {
+      stmt.reserve(t, p.node);
+      continue;
+    }
+    if (depth >= chainLimit_ || !moveFor(stmt, v, evicted, depth + 1)) return v.job;
   }
-  return true;
+  return -1;
+}
+
+bool VictimSearch::moveFor(Statement& stmt, const Victim& v, int& evicted, int depth) {
+  // A moved pod with no room anywhere: other pods are moved for it in turn (a chain of moves, as
+  // KAI's scenarios re-allocate every victim), on the node whose set comes first in victim order.
+  const SessionJob& vj = ssn_.jobs()[v.job];
+  const SessionTask& t = ssn_.task(v.job, v.task);
+  std::optional<Chosen> best;
+  int bestNode = -1;
+  for (const SessionNode& n : ssn_.nodes()) {
+    std::string unused;
+    std::optional<Chosen> c = choose(vj, t, n.index, /*keepChunks=*/true);
+    resetVerdicts();
+    if (!c || evicted + c->count > maxVictims_ || !ssn_.predicate(t, n, unused)) continue;
+    const SessionTask& last = ssn_.task(c->last.job, c->last.task);
+    const bool better = !best || ssn_.victimLess(last, ssn_.task(best->last.job, best->last.task)) ||
+                        (!ssn_.victimLess(ssn_.task(best->last.job, best->last.task), last) && c->count < best->count);
+    if (better) best = std::move(c), bestNode = n.index;
+  }
+  if (!best) return false;
+  const auto cp = stmt.checkpoint();
+  const size_t record = evictedNow_.size();
+  const int before = evicted;
+  std::vector<Victim> moved;
+  for (const std::vector<Victim>& chunk : best->chunks)
+    for (const Victim& c : chunk) {
+      SessionTask& ct = ssn_.task(c.job, c.task);
+      if (!running(ct)) continue;
+      evict(stmt, ct, movedWhy_);
+      ++evicted;
+      moved.push_back(c);
+    }
+  if (ssn_.fits(t, ssn_.nodes()[bestNode], /*future=*/true)) {
+    stmt.reserve(t, bestNode);
+    if (replace(stmt, moved, evicted, depth) < 0) return true;
+  }
+  stmt.rollback(cp);
+  evictedNow_.resize(record);
+  evicted = before;
+  return false;
+}
+
+bool VictimSearch::tryOn(Statement& stmt, SessionJob& job, SessionTask& task, const std::vector<int>& nodes,
+                         int& evicted) {
+  // Consolidation: on every node without moving further pods for the moved ones first; chains of
+  // moves only when no node does without.
+  for (int pass = 0; pass < (mode_ == VictimMode::Consolidate ? 2 : 1); ++pass) {
+    chainLimit_ = pass == 0 ? 0 : kMaxChain;
+    for (int node : nodes)
+      if (makeRoomOn(stmt, job, task, node, evicted)) return true;
+  }
+  return false;
 }
 
 bool VictimSearch::makeRoomOn(Statement& stmt, SessionJob& job, SessionTask& task, int node, int& evicted) {
+  // Consolidation: a job whose pods cannot be placed again is left where it is, and the node's
+  // set chosen again without it (a few times at most).
+  unmovable_.clear();
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    const int stuck = makeRoomOnce(stmt, job, task, node, evicted);
+    if (stuck == kPlaced) return true;
+    if (stuck < 0) break;
+    unmovable_.push_back(stuck);
+  }
+  unmovable_.clear();
+  return false;
+}
+
+int VictimSearch::makeRoomOnce(Statement& stmt, SessionJob& job, SessionTask& task, int node, int& evicted) {
   std::optional<Chosen> chosen = choose(job, task, node, /*keepChunks=*/true);
   resetVerdicts();
-  if (!chosen || evicted + chosen->count > maxVictims_) return false;
+  if (!chosen || evicted + chosen->count > maxVictims_) return kFailed;
   const auto cp = stmt.checkpoint();
   const int before = evicted;
   const std::string who = describeJob(job);
@@ -104,12 +229,15 @@ bool VictimSearch::makeRoomOn(Statement& stmt, SessionJob& job, SessionTask& tas
                           : mode_ == VictimMode::Preempt ? "preempted by " + who + " (priority " +
                                                                std::to_string(job.priority) + ")"
                                                          : "moved to make room for " + who;
+  const size_t record = evictedNow_.size();
   auto fail = [&] {
     stmt.rollback(cp);
+    evictedNow_.resize(record);
     evicted = before;
-    return false;
+    return kFailed;
   };
   bool first = true;
+  std::vector<Victim> moved;  // consolidation: placed again once the claimant holds its room
   for (const std::vector<Victim>& chunk : chosen->chunks) {
     // Whether a reclaim victim may be taken can change with the evictions before it (a queue that
     // falls to its fair share stops giving back): checked again as it is taken.
@@ -119,10 +247,10 @@ bool VictimSearch::makeRoomOn(Statement& stmt, SessionJob& job, SessionTask& tas
     for (const Victim& c : chunk) {
       SessionTask& ct = ssn_.task(c.job, c.task);
       if (!running(ct)) continue;
-      stmt.evict(ct, why);
+      evict(stmt, ct, why);
       ++evicted;
     }
-    if (mode_ == VictimMode::Consolidate && !replace(stmt, chunk, node)) return fail();
+    if (mode_ == VictimMode::Consolidate) moved.insert(moved.end(), chunk.begin(), chunk.end());
   }
   const auto& n = ssn_.nodes()[node];
   if (!ssn_.fits(task, n, /*future=*/true)) return fail();
@@ -130,7 +258,14 @@ bool VictimSearch::makeRoomOn(Statement& stmt, SessionJob& job, SessionTask& tas
   // theirs until they are gone).
   if (ssn_.fits(task, n, /*future=*/false) && n.podCount < n.node().allocatablePods) stmt.allocate(task, node);
   else stmt.pipeline(task, node);
-  return true;
+  orderChanged_ = true;
+  movedWhy_ = why;
+  if (!moved.empty())
+    if (const int stuck = replace(stmt, moved, evicted, 0); stuck >= 0) {
+      fail();
+      return stuck;
+    }
+  return kPlaced;
 }
 
 int VictimSearch::parentOf(int queue) const {
@@ -150,9 +285,11 @@ bool VictimSearch::relievable(const SessionJob& job, const std::string& why) con
 }
 
 std::string VictimSearch::queueRoomKey(const SessionJob& job, const SessionTask& task) const {
-  return std::to_string(job.queue) + "|" + std::to_string(job.priority) + "|" +
-         std::to_string(task.request().milliGpu) + "|" + std::to_string(task.request().milliCpu) + "|" +
-         std::to_string(task.request().memory);
+  std::string key = std::to_string(job.queue) + "|" + std::to_string(job.priority) + "|" +
+                    std::to_string(task.request().milliGpu) + "|" + std::to_string(task.request().milliCpu) + "|" +
+                    std::to_string(task.request().memory);
+  for (int j : excluded_) key += "|x" + std::to_string(j);  // pruning: found without those victims
+  return key;
 }
 
 bool VictimSearch::queueRoomKnownFailed(const SessionJob& job, const SessionTask& task) const {
@@ -199,6 +336,7 @@ bool VictimSearch::freeQueueRoom(Statement& stmt, SessionJob& job, SessionTask& 
     return ssn_.victimLess(ssn_.task(a.job, a.task), ssn_.task(b.job, b.task));
   });
   const auto cp = stmt.checkpoint();
+  const size_t record = evictedNow_.size();
   const int before = evicted;
   const std::string why = mode_ == VictimMode::Reclaim
                               ? "reclaimed by queue " + job.info->queue + " for " + describeJob(job) + " (queue limit)"
@@ -211,12 +349,13 @@ bool VictimSearch::freeQueueRoom(Statement& stmt, SessionJob& job, SessionTask& 
     for (const Victim& c : chunkOf(v)) {
       SessionTask& ct = ssn_.task(c.job, c.task);
       if (!running(ct)) continue;
-      stmt.evict(ct, why);
+      evict(stmt, ct, why);
       ++evicted;
     }
   }
   if (taskAllowed(ssn_, job, task).ok()) return true;
   stmt.rollback(cp);
+  evictedNow_.resize(record);
   evicted = before;
   queueRoomFailedAt_[std::move(key)] = ssn_.nodeChanges().size();
   return false;
@@ -243,13 +382,24 @@ bool VictimSearch::run(SessionJob& job, std::string& reason) {
     // Moving pods around creates no room: the cluster's free resources must hold the job already.
     if (freeAt_ != ssn_.nodeChanges().size() || !freeKnown_) {  // recounted only after changes
       free_ = api::Resources();
-      for (const auto& n : ssn_.nodes()) free_ += n.futureIdle();
+      for (const auto& n : ssn_.nodes()) {
+        free_ += n.futureIdle();
+        // Room left in shared GPUs counts too: packing fractional pods turns it into whole GPUs.
+        for (const framework::SessionGpuGroup& g : n.gpuGroups)
+          if (g.capacity > 0 && !g.vacating && g.futureFree() > 0) free_.milliGpu += g.futureFree() * 1000 / g.capacity;
+      }
       freeAt_ = ssn_.nodeChanges().size();
       freeKnown_ = true;
     }
+    // What the gang's minimum needs (pods above it are not consolidated for).
     api::Resources want;
-    for (const SessionTask& t : job.tasks)
-      if (t.state == TaskState::Pending) want += t.nodeRequest();
+    int wanted = std::max(1, job.minMember() - job.readyCount);
+    for (int ti : pendingTasks(ssn_, job)) {
+      if (wanted-- <= 0) break;
+      const SessionTask& t = job.tasks[ti];
+      want += t.nodeRequest();
+      if (t.sharesGpu()) want.milliGpu += t.request().milliGpu;
+    }
     if (!want.fitsIn(free_)) {
       reason = "the cluster's free resources cannot hold the job, wherever its pods run";
       return false;
@@ -265,17 +415,14 @@ bool VictimSearch::run(SessionJob& job, std::string& reason) {
     return false;
   }
   bool ok = false;
-  // A claimant constrained by topology makes room inside one of its domains, in the plugin's order.
-  auto domains = ssn_.jobDomains(job);
+  // A claimant constrained by topology makes room inside one of its domains: every domain that
+  // could hold it once victims are gone, not only those with room now (issue 15, item 4).
+  auto domains = ssn_.jobDomains(job, framework::DomainRoom::WithVictims);
   if (!domains) {
-    ok = runIn(job, nullptr, reason);
+    ok = runIn(job, nullptr, reason, /*trial=*/false);
   } else {
     reason = std::move(domains->reason);  // the plugin's word, when it has one, goes before a domain's
-    for (const framework::NodeDomain& d : domains->domains) {
-      std::string why;
-      if ((ok = runIn(job, &d, why))) break;
-      if (reason.empty()) reason = d.name + ": " + why;
-    }
+    ok = runInDomains(job, domains->domains, reason);
   }
   if (!ok && !sig.empty()) failedAt_[sig] = ssn_.nodeChanges().size();
   return ok;
@@ -283,277 +430,163 @@ bool VictimSearch::run(SessionJob& job, std::string& reason) {
 
 std::string VictimSearch::signature(const SessionJob& job) const {
   // Pending pods' placement keys (in task order), the job's queue, priority, preemptibility and
-  // how many pods it still needs; jobs under topology constraints are not compared.
-  if (job.info->podGroup && !job.info->podGroup->topologyConstraint.empty()) return "";
-  std::string sig = job.info->queue + "|" + std::to_string(job.priority) + (job.preemptible ? "|p|" : "|n|") +
-                    std::to_string(job.minMember() - job.readyCount);
+  // how many pods it still needs, and its topology constraint. A constrained job with pods placed
+  // (its domains depend on where they are) or with constrained subgroups is not compared.
+  std::string sig;
+  if (const api::PodGroup* pg = job.info->podGroup.get()) {
+    const api::TopologyConstraint& tc = pg->topologyConstraint;
+    if (!tc.empty()) {
+      if (job.readyCount > 0 || job.pendingCount < static_cast<int32_t>(job.tasks.size())) return "";
+      sig = tc.topology + "|" + tc.requiredTopologyLevel + "|" + tc.preferredTopologyLevel + "|";
+    }
+    for (const api::SubGroup& sg : pg->subGroups)
+      if (!sg.topologyConstraint.empty()) return "";
+  }
+  sig += job.info->queue + "|" + std::to_string(job.priority) + (job.preemptible ? "|p|" : "|n|") +
+         std::to_string(job.minMember() - job.readyCount);
   for (int ti : pendingTasks(ssn_, job)) sig += "|" + ssn_.placementKey(job.tasks[ti]);
   return sig;
 }
 
-/// The node whose victim set ends earliest in victim order (its latest victim is the most
-/// expendable: the newest, lowest-priority pods go before older ones on another node); then the
-/// fewest victims; then score; then name.
-bool VictimSearch::better(const Candidate& a, const Candidate& b) const {
-  if (a.last.job != b.last.job || a.last.task != b.last.task) {
-    const SessionTask& ta = ssn_.task(a.last.job, a.last.task);
-    const SessionTask& tb = ssn_.task(b.last.job, b.last.task);
-    if (ssn_.victimLess(ta, tb)) return true;
-    if (ssn_.victimLess(tb, ta)) return false;
-  }
-  if (a.count != b.count) return a.count < b.count;
-  if (a.negScore != b.negScore) return a.negScore < b.negScore;
-  return a.node < b.node;
+void VictimSearch::evict(Statement& stmt, SessionTask& task, const std::string& why) {
+  evictedNow_.push_back({task.job, task.index});
+  stmt.evict(task, why);
 }
 
-void VictimSearch::resetVerdicts() {
-  for (int j : touched_) verdict_[j] = -1;
-  touched_.clear();
+bool VictimSearch::earlier(std::vector<Victim> a, std::vector<Victim> b) const {
+  // Latest victim first in both, then compared from there: the set whose latest victim comes
+  // earlier in victim order wins; on a tie the next latest decides; a set that runs out first
+  // (fewer victims, the rest equal) wins.
+  auto later = [&](const Victim& x, const Victim& y) {
+    return ssn_.victimLess(ssn_.task(y.job, y.task), ssn_.task(x.job, x.task));
+  };
+  std::sort(a.begin(), a.end(), later);
+  std::sort(b.begin(), b.end(), later);
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    if (later(b[i], a[i])) return true;
+    if (later(a[i], b[i])) return false;
+  }
+  return a.size() < b.size();
 }
 
-bool VictimSearch::eligibleCached(const SessionJob& job, const Victim& v) {
-  if (verdict_.size() != ssn_.jobs().size()) verdict_.assign(ssn_.jobs().size(), -1);
-  int8_t& e = verdict_[v.job];
-  if (e < 0) {
-    e = eligible(job, ssn_.task(v.job, v.task)) ? 1 : 0;
-    touched_.push_back(v.job);
+bool VictimSearch::prune(SessionJob& job, const framework::NodeDomain* domain, std::vector<Victim> best,
+                         std::string& reason) {
+  pruning_ = true;
+  // The victims' jobs, the one with the latest victim in victim order first.
+  auto later = [&](const Victim& x, const Victim& y) {
+    return ssn_.victimLess(ssn_.task(y.job, y.task), ssn_.task(x.job, x.task));
+  };
+  std::vector<Victim> byLatest = best;
+  std::sort(byLatest.begin(), byLatest.end(), later);
+  std::vector<int> jobs;
+  for (const Victim& v : byLatest)
+    if (std::find(jobs.begin(), jobs.end(), v.job) == jobs.end()) jobs.push_back(v.job);
+  for (int j : jobs) {
+    if (std::none_of(best.begin(), best.end(), [&](const Victim& v) { return v.job == j; })) continue;
+    excluded_.push_back(j);
+    std::string why;
+    // Kept only when it takes a subset: comparing different sets by the victim order as it stands
+    // (not as it would be after the victims before) could trade a victim for a later one.
+    const bool found = runIn(job, domain, why, /*trial=*/true);
+    const bool subset = std::all_of(evictedNow_.begin(), evictedNow_.end(), [&](const Victim& x) {
+      return std::any_of(best.begin(), best.end(), [&](const Victim& y) { return x.job == y.job && x.task == y.task; });
+    });
+    if (found && subset) best = evictedNow_;
+    else excluded_.pop_back();
   }
-  return e == 1 && running(ssn_.task(v.job, v.task));
+  bool ok = runIn(job, domain, reason, /*trial=*/false);
+  excluded_.clear();
+  if (!ok) ok = runIn(job, domain, reason, /*trial=*/false);  // as first found
+  pruning_ = false;
+  return ok;
 }
 
-namespace {
-
-/// What a claimant still lacks on one node, resource by resource (a positive amount is missing),
-/// and what a set of victims gives back there.
-struct Lack {
-  int64_t cpu = 0, mem = 0, gpu = 0, slots = 0;
-  std::vector<std::pair<std::string, int64_t>> scalars;  ///< the claimant's extended resources
-  /// Fractional claimants (one device): `gpu` is what a whole free GPU lacks, `groups` the units
-  /// each GPU group lacks; one of them reaching 0 is enough.
-  std::vector<int64_t> groups;
-  bool fractional = false;
-  int64_t units = 0;
-
-  bool gpuMet() const {
-    if (!fractional) return gpu <= 0;
-    if (gpu <= 0) return true;  // a whole GPU is free: the claimant opens a group on it
-    return std::any_of(groups.begin(), groups.end(), [](int64_t g) { return g <= 0; });
+bool VictimSearch::mayHold(const SessionJob& job, const framework::NodeDomain& domain) {
+  // An upper bound, cheap next to a search: what is free or releasing in the domain plus all that
+  // its eligible victims hold must cover the pods the gang still needs.
+  indexNodes();
+  api::Resources want;
+  int needed = std::max(1, job.minMember() - job.readyCount);
+  for (int ti : claimantOrder(ssn_, job)) {
+    if (needed-- <= 0) break;
+    const SessionTask& t = job.tasks[ti];
+    want += t.nodeRequest();
+    if (t.sharesGpu()) want.milliGpu += t.request().milliGpu;
   }
-  bool met() const {
-    if (cpu > 0 || mem > 0 || slots > 0 || !gpuMet()) return false;
-    return std::all_of(scalars.begin(), scalars.end(), [](const auto& s) { return s.second <= 0; });
+  // Per node, for claimants of this queue, priority and preemptibility, while the node is unchanged
+  // and nothing was committed (a commit changes queue shares, and with them who may be a victim).
+  if (roomAt_ != commits_) {
+    nodeRoom_.clear();
+    roomAt_ = commits_;
   }
-};
-
-}  // namespace
-
-/// What one chunk of victims frees on the node (pods elsewhere free nothing here).
-struct VictimFreed {
-  VictimSearchVictim first;  ///< the victim the chunk starts with (its place in victim order)
-  int pods = 0;              ///< pods in the chunk (on any node)
-  int64_t cpu = 0, mem = 0, gpu = 0, slots = 0;
-  std::vector<int64_t> scalars;                    ///< parallel to Lack::scalars
-  std::vector<std::pair<int, int64_t>> groupUnits;  ///< (group, units) of fractional victims
-
-  void applyTo(Lack& l, int sign) const {
-    l.cpu -= sign * cpu, l.mem -= sign * mem, l.gpu -= sign * gpu, l.slots -= sign * slots;
-    for (size_t i = 0; i < scalars.size(); ++i) l.scalars[i].second -= sign * scalars[i];
-    for (const auto& [g, u] : groupUnits) l.groups[g] -= sign * u;
-  }
-  /// Whether giving this back reduces anything the claimant still lacks.
-  bool helps(const Lack& l) const {
-    if ((l.cpu > 0 && cpu > 0) || (l.mem > 0 && mem > 0) || (l.slots > 0 && slots > 0)) return true;
-    for (size_t i = 0; i < scalars.size(); ++i)
-      if (l.scalars[i].second > 0 && scalars[i] > 0) return true;
-    if (l.gpuMet()) return false;
-    if (!l.fractional) return gpu > 0;
-    if (gpu > 0) return true;  // frees (part of) a whole GPU the claimant could open a group on
-    for (const auto& [g, u] : groupUnits)
-      if (l.groups[g] > 0 && u > 0) return true;
-    return false;
-  }
-};
-
-
-VictimSearch::~VictimSearch() = default;
-
-
-std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, const SessionTask& task, int node,
-                                                         bool keepChunks) {
-  const SessionNode& n = ssn_.nodes()[node];
-  if (onNode_[node].empty()) return std::nullopt;
-  const api::Resources& req = task.nodeRequest();
-  const api::Resources& alloc = n.info->allocatable;
-  const api::Resources& foreign = n.info->foreignUsed;
-  // cpu, memory and GPUs in plain integers (no Resources temporaries: this runs for every node).
-  if (req.milliCpu > alloc.milliCpu - foreign.milliCpu || req.memory > alloc.memory - foreign.memory ||
-      req.milliGpu > alloc.milliGpu - foreign.milliGpu)
-    return std::nullopt;
-  if (!req.scalars.empty() && !req.fitsIn(alloc - foreign)) return std::nullopt;
-  const int64_t roomGpu = n.idle.milliGpu + n.releasing.milliGpu - n.pipelined.milliGpu;
-  Lack lack;
-  lack.cpu = req.milliCpu - (n.idle.milliCpu + n.releasing.milliCpu - n.pipelined.milliCpu);
-  lack.mem = req.memory - (n.idle.memory + n.releasing.memory - n.pipelined.memory);
-  lack.gpu = req.milliGpu - roomGpu;
-  if (!req.scalars.empty()) {
-    const api::Resources room = n.futureIdle();
-    for (const auto& [name, amount] : req.scalars) lack.scalars.emplace_back(name, amount - room.get(name));
-  }
-  // Pod slots: pods evicted this cycle still count on the node until they are gone.
-  lack.slots = n.podCount + 1 - n.node().allocatablePods;
-  if (lack.slots > 0)
-    for (const Victim& v : onNode_[node]) lack.slots -= ssn_.task(v.job, v.task).state == TaskState::Releasing ? 1 : 0;
-  if (task.sharesGpu()) {
-    if (task.info->gpuSpec->numDevices != 1) {  // several devices: only a fit without GPU victims
-      if (!ssn_.gpuShareFits(task, n, /*future=*/true)) return std::nullopt;
-    } else {
-      lack.fractional = true;
-      lack.units = cache::gpuUnitsOn(*task.info->gpuSpec, *n.info);
-      if (lack.units <= 0 || lack.units > n.info->gpuUnits()) return std::nullopt;
-      lack.gpu = 1000 - roomGpu;  // what is missing for a whole free GPU
+  const std::string key = job.info->queue + "|" + std::to_string(job.priority) + (job.preemptible ? "|p" : "|n");
+  std::vector<NodeRoom>& rooms = nodeRoom_[key];
+  if (rooms.empty()) rooms.resize(ssn_.nodes().size());
+  std::array<int64_t, 3> have{0, 0, 0};
+  for (int ni : domain.nodes) {
+    const uint32_t version = ssn_.nodeChanges().version(ni);
+    if (!rooms[ni].known || rooms[ni].version != version) {
+      const SessionNode& n = ssn_.nodes()[ni];
+      api::Resources r = n.futureIdle();
       for (const framework::SessionGpuGroup& g : n.gpuGroups)
-        lack.groups.push_back(g.capacity > 0 ? lack.units - g.futureFree() : std::numeric_limits<int64_t>::max() / 4);
+        if (g.capacity > 0 && g.futureFree() > 0) r.milliGpu += g.futureFree() * 1000 / g.capacity;
+      for (const Victim& v : onNode_[ni])
+        if (eligibleCached(job, v)) {
+          const SessionTask& t = ssn_.task(v.job, v.task);
+          r.milliGpu += t.nodeRequest().milliGpu + (t.sharesGpu() ? t.request().milliGpu : 0);
+          r.milliCpu += t.nodeRequest().milliCpu;
+          r.memory += t.nodeRequest().memory;
+        }
+      rooms[ni] = NodeRoom{true, version, {r.milliGpu, r.milliCpu, r.memory}};
     }
-  }
-  if (lack.met()) return std::nullopt;  // fits without victims: not this search's business
-  Chosen out;
-  std::vector<VictimFreed>& freed = freed_;
-  freed.clear();
-  if (keepChunks) out.chunks.reserve(onNode_[node].size());
-  // Pods of each victim job chosen so far: a job goes surplus pod by surplus pod while above its
-  // minMember, then the rest of it whole (after which it is done).
-  std::vector<std::pair<int, int>>& takenPods = takenPods_;  // (job, pods)
-  std::vector<int>& whole = whole_;
-  takenPods.clear();
-  whole.clear();
-  taken_.clear();
-  for (const Victim& v : onNode_[node]) {
-    if (lack.met()) break;
-    if (!eligibleCached(job, v)) continue;
-    if (std::find(whole.begin(), whole.end(), v.job) != whole.end()) continue;
-    const SessionJob& vj = ssn_.jobs()[v.job];
-    auto tp = std::find_if(takenPods.begin(), takenPods.end(), [&](const auto& p) { return p.first == v.job; });
-    const int already = tp == takenPods.end() ? 0 : tp->second;
-    const bool surplus = runningCount(vj) - already > vj.minMember();
-    std::vector<Victim>& chunk = scratch_;
-    chunk.assign(1, v);  // first: it places the chunk in victim order
-    if (!surplus)
-      for (const SessionTask& t : vj.tasks) {
-        if (!running(t) || t.index == v.task) continue;
-        const bool chosen = std::any_of(taken_.begin(), taken_.end(),
-                                        [&](const Victim& x) { return x.job == v.job && x.task == t.index; });
-        if (!chosen) chunk.push_back({v.job, t.index});
-      }
-    if (mode_ == VictimMode::Consolidate && chunk.size() != 1) continue;
-    VictimFreed f;
-    f.scalars.assign(lack.scalars.size(), 0);
-    f.first = v;
-    f.pods = static_cast<int>(chunk.size());
-    for (const Victim& c : chunk) {
-      const SessionTask& ct = ssn_.task(c.job, c.task);
-      if (ct.node != node || !running(ct)) continue;
-      const api::Resources& cr = ct.nodeRequest();
-      f.cpu += cr.milliCpu, f.mem += cr.memory, f.gpu += cr.milliGpu, ++f.slots;
-      for (size_t i = 0; i < lack.scalars.size(); ++i) f.scalars[i] += cr.get(lack.scalars[i].first);
-      if (lack.fractional && ct.sharesGpu()) {
-        const int64_t u = cache::gpuUnitsOn(*ct.info->gpuSpec, *n.info);
-        for (const std::string& id : ct.info->gpuGroups)
-          for (size_t g = 0; g < n.gpuGroups.size(); ++g)
-            if (n.gpuGroups[g].id == id) f.groupUnits.emplace_back(static_cast<int>(g), u);
-      }
-    }
-    if (!f.helps(lack)) continue;  // a victim that gives back nothing the claimant lacks stays
-    if (surplus) {
-      if (tp == takenPods.end()) takenPods.emplace_back(v.job, 1);
-      else ++tp->second;
-    } else {
-      whole.push_back(v.job);
-    }
-    f.applyTo(lack, +1);
-    freed.push_back(std::move(f));
-    taken_.insert(taken_.end(), chunk.begin(), chunk.end());
-    if (keepChunks) out.chunks.push_back(chunk);
-  }
-  if (freed.empty() || !lack.met()) return std::nullopt;
-  // Minimal: walking back from the last victim taken, drop every chunk the claimant can do without.
-  for (size_t i = freed.size() - 1; i-- > 0;) {
-    // A surplus pod stays taken when the rest of its job goes whole after it.
-    const int j = freed[i].first.job;
-    if (freed[i].pods == 1 && std::find(whole.begin(), whole.end(), j) != whole.end() &&
-        std::any_of(freed.begin() + static_cast<std::ptrdiff_t>(i) + 1, freed.end(),
-                    [&](const VictimFreed& c) { return c.first.job == j; }))
-      continue;
-    freed[i].applyTo(lack, -1);
-    if (lack.met()) {
-      freed.erase(freed.begin() + static_cast<std::ptrdiff_t>(i));
-      if (keepChunks) out.chunks.erase(out.chunks.begin() + static_cast<std::ptrdiff_t>(i));
-    } else {
-      freed[i].applyTo(lack, +1);
-    }
-  }
-  for (const VictimFreed& f : freed) out.slots += f.slots, out.count += f.pods;
-  out.last = freed.back().first;  // chunks follow the node's victim order: the last one's victim
-  return out;
-}
-
-std::optional<VictimSearch::Candidate> VictimSearch::evaluate(const SessionJob& job, const SessionTask& task, int node) {
-  std::optional<Chosen> chosen = choose(job, task, node, /*keepChunks=*/false);
-  if (!chosen) return std::nullopt;
-  // Node checks run with the victims gone: their pod slots are free again.
-  SessionNode& n = ssn_.nodes()[node];
-  n.podCount -= static_cast<int32_t>(chosen->slots);
-  std::string unused;
-  const bool ok = ssn_.predicate(task, n, unused);
-  n.podCount += static_cast<int32_t>(chosen->slots);
-  if (!ok) return std::nullopt;
-  return Candidate{chosen->count, chosen->last, -ssn_.nodeScore(task, n), node, ssn_.nodeChanges().version(node)};
-}
-
-std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTask& task,
-                                          const framework::NodeDomain* domain, size_t max) {
-  std::vector<int> out;
-  // Nothing is evicted while evaluating, so whether a victim job may be taken is asked once per job.
-  if (domain) {
-    std::vector<Candidate> all;
-    for (int ni : domain->nodes)
-      if (auto c = evaluate(job, task, ni)) all.push_back(*c);
-    resetVerdicts();
-    const size_t keep = std::min(all.size(), max);
-    std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(keep), all.end(), Better{this});
-    for (size_t i = 0; i < keep; ++i) out.push_back(all[i].node);
-    return out;
-  }
-  const std::string key = ssn_.placementKey(task) + "|" + job.info->queue + "|" + std::to_string(job.priority) + "|" +
-                          (job.preemptible ? "p" : "n");
-  auto [it, fresh] = rankings_.try_emplace(key, Better{this});
-  Ranking& ranking = it->second;
-  const framework::NodeChangeLog& log = ssn_.nodeChanges();
-  if (fresh) {
-    std::vector<Candidate> all;
-    if (mode_ == VictimMode::Preempt) {  // victims live in the claimant's queue: only its nodes
-      if (job.queue >= 0)
-        for (int ni : queueNodes_[job.queue])
-          if (auto c = evaluate(job, task, ni)) all.push_back(*c);
-    } else {
-      for (const auto& n : ssn_.nodes())
-        if (auto c = evaluate(job, task, n.index)) all.push_back(*c);
-    }
-    ranking.assign(std::move(all), log);
-  } else {
-    ranking.refresh(log, [&](int ni) { return evaluate(job, task, ni); });
+    for (int i = 0; i < 3; ++i) have[i] += rooms[ni].room[i];
   }
   resetVerdicts();
-  // The best current nodes; they stay ranked, valid until a try changes them.
-  for (const Candidate& c : ranking.best(max, log)) out.push_back(c.node);
-  return out;
+  return want.milliGpu <= have[0] && want.milliCpu <= have[1] && want.memory <= have[2];
 }
 
-bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, std::string& reason) {
-  const std::vector<int> pending = pendingTasks(ssn_, job);
+bool VictimSearch::runInDomains(SessionJob& job, const std::vector<framework::NodeDomain>& domains,
+                                std::string& reason) {
+  // Domains of one rank (one level) are alternatives: each is tried without committing, and the
+  // one whose victims come first in victim order is taken. A lower rank (a preferred level) goes
+  // before a higher one whenever it has a solution.
+  for (size_t first = 0; first < domains.size();) {
+    size_t end = first;
+    while (end < domains.size() && domains[end].rank == domains[first].rank) ++end;
+    int best = -1, tried = 0;
+    std::vector<Victim> bestSet;
+    for (size_t d = first; d < end && tried < kDomainTrials; ++d) {
+      std::string why;
+      if (!mayHold(job, domains[d])) {
+        if (reason.empty()) reason = domains[d].name + ": no eligible victims would make room";
+        continue;
+      }
+      if (end - first == 1) {
+        if (runIn(job, &domains[d], why, /*trial=*/false)) return true;
+      } else if (++tried, runIn(job, &domains[d], why, /*trial=*/true)) {
+        if (best < 0 || earlier(evictedNow_, bestSet)) best = static_cast<int>(d), bestSet = evictedNow_;
+        continue;
+      }
+      if (reason.empty()) reason = domains[d].name + ": " + why;
+    }
+    if (best >= 0) {
+      std::string why;
+      if (runIn(job, &domains[best], why, /*trial=*/false)) return true;
+      if (reason.empty()) reason = domains[best].name + ": " + why;
+    }
+    first = end;
+  }
+  return false;
+}
+
+bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, std::string& reason, bool trial,
+                         bool victimsFirst) {
+  evictedNow_.clear();
+  orderChanged_ = false;
+  const std::vector<int> pending = claimantOrder(ssn_, job);
   // A job that needs one more pod, which fits as things are, needs no victim: asked before any
   // operation, so that no statement is opened and discarded for it.
-  const size_t needed = mode_ == VictimMode::Consolidate ? pending.size()
-                                                         : static_cast<size_t>(std::max(0, job.minMember() - job.readyCount));
+  const size_t needed = static_cast<size_t>(std::max(0, job.minMember() - job.readyCount));
   if (needed == 1 && !pending.empty()) {
     ssn_.restrictTo(domain);
     SessionTask& first = job.tasks[pending.front()];
@@ -569,7 +602,7 @@ bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, s
   bool queueFreed = false;  // victims freed queue room: the pods wait for them to leave
   for (int ti : pending) {
     ssn_.restrictTo(domain);  // replace() below lifts it
-    if (ssn_.jobReady(job) && mode_ != VictimMode::Consolidate) break;  // evict for the minimum only
+    if (ssn_.jobReady(job)) break;  // evict (or move pods) for the gang's minimum only
     SessionTask& task = job.tasks[ti];
     if (auto allowed = taskAllowed(ssn_, job, task); !allowed.ok()) {
       // Blocked by a queue's limit: victims under that queue free room in it (issue 15, item 9).
@@ -580,15 +613,21 @@ bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, s
       }
       queueFreed = true;
     }
+    bool placed = false;
+    if (victimsFirst) {  // see below: the free room is left to the pods that are moved
+      const std::vector<int> tryNodes = candidates(job, task, domain, kNodeAttempts);
+      placed = tryOn(stmt, job, task, tryNodes, evicted);
+      if (placed) continue;
+      ssn_.restrictTo(domain);  // replace() lifted it
+    }
     const framework::Placement p = ssn_.findPlacement(task, /*allowPipeline=*/true);
     if (p.node >= 0) {  // room freed by earlier victims, or there all along
       if (p.pipelined || queueFreed) stmt.pipeline(task, p.node);
       else stmt.allocate(task, p.node);
       continue;
     }
-    const std::vector<int> tryNodes = candidates(job, task, domain, kNodeAttempts);
-    bool placed = false;
-    for (size_t i = 0; i < tryNodes.size() && !placed; ++i) placed = makeRoomOn(stmt, job, task, tryNodes[i], evicted);
+    const std::vector<int> tryNodes = victimsFirst ? std::vector<int>{} : candidates(job, task, domain, kNodeAttempts);
+    placed = tryOn(stmt, job, task, tryNodes, evicted);
     if (!placed) {
       if (reason.empty())
         reason = tryNodes.empty() ? "no eligible victims would make room" : "evicting the eligible victims is not enough";
@@ -599,6 +638,12 @@ bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, s
   if (!ssn_.jobReady(job)) {
     if (reason.empty()) reason = "no eligible victims would make room";
     stmt.discard();
+    // Consolidation for several pods: the pods that fit as things are may have taken the free room
+    // the moved pods needed. Once more, making room before taking free room.
+    if (mode_ == VictimMode::Consolidate && !victimsFirst && needed > 1) {
+      std::string again;
+      if (runIn(job, domain, again, trial, /*victimsFirst=*/true)) return true;
+    }
     return false;
   }
   if (evicted == 0) {  // the job needs no victim: placing it is allocate's job, not this action's
@@ -606,8 +651,26 @@ bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, s
     stmt.discard();
     return false;
   }
+  if (trial) {  // the caller compares this solution with others: it only wanted the victims
+    stmt.discard();
+    return true;
+  }
+  if (!pruning_ && (needed > 1 || queueFreed || mode_ == VictimMode::Consolidate)) {
+    // Several pods (or queue room and node room, or pods moved for moved pods) were made room for
+    // one after another: a victim taken early may have become unnecessary. Pruned across the whole
+    // set before committing.
+    std::vector<int> victimJobs;
+    for (const Victim& v : evictedNow_)
+      if (std::find(victimJobs.begin(), victimJobs.end(), v.job) == victimJobs.end()) victimJobs.push_back(v.job);
+    if (victimJobs.size() > 1) {
+      std::vector<Victim> found = evictedNow_;
+      stmt.discard();
+      return prune(job, domain, std::move(found), reason);
+    }
+  }
   if (job.pipelinedCount > 0) stmt.pipelineAllocated(job.index);
   stmt.commit();
+  ++commits_;
   // Placed: what the pods now wait for replaces allocate's fit reason.
   const char* what = mode_ == VictimMode::Reclaim ? "reclaim" : mode_ == VictimMode::Preempt ? "preempt" : "consolidation";
   ssn_.setUnschedulable(job, job.pipelinedCount > 0 ? "pipelined by " + std::string(what) + ": waiting for " +

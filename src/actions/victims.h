@@ -8,6 +8,7 @@
 // inside one Statement: committed only when the claimant's gang is satisfied, discarded otherwise.
 // Searching node by node keeps the victim set small: a global victim order would evict pods on
 // many nodes before any single node had room.
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -19,6 +20,19 @@
 #include "tessera/framework/statement.h"
 
 namespace tessera::actions {
+
+namespace victims_detail {
+/// A pod that holds its node's resources and is not leaving.
+inline bool running(const framework::SessionTask& t) {
+  return t.state == framework::TaskState::Running || t.state == framework::TaskState::Bound;
+}
+/// Pods of the job that still run (not releasing).
+inline int runningCount(const framework::SessionJob& j) {
+  int n = 0;
+  for (const framework::SessionTask& t : j.tasks) n += running(t) ? 1 : 0;
+  return n;
+}
+}  // namespace victims_detail
 
 /// A running task as a victim: indices into Session::jobs() and the job's tasks.
 struct VictimSearchVictim {
@@ -45,16 +59,59 @@ class VictimSearch {
 
  private:
   using Victim = VictimSearchVictim;
-  /// run() inside `domain` (null: anywhere).
-  bool runIn(framework::SessionJob& job, const framework::NodeDomain* domain, std::string& reason);
+  /// run() inside `domain` (null: anywhere). `trial`: on success the victims are left in
+  /// evictedNow_ and the statement is discarded.
+  /// `victimsFirst` (consolidation, second try): each pod makes room with victims before taking
+  /// free room.
+  bool runIn(framework::SessionJob& job, const framework::NodeDomain* domain, std::string& reason, bool trial,
+             bool victimsFirst = false);
+  /// Whether `domain` could hold the gang's missing pods with every eligible victim gone.
+  bool mayHold(const framework::SessionJob& job, const framework::NodeDomain& domain);
+  /// mayHold()'s per-node room (gpu, cpu, memory) by claimant class, as of node change roomAt_.
+  struct NodeRoom {
+    bool known = false;
+    uint32_t version = 0;
+    std::array<int64_t, 3> room{0, 0, 0};
+  };
+  std::map<std::string, std::vector<NodeRoom>> nodeRoom_;
+  size_t roomAt_ = 0, commits_ = 0;
+  /// Domains of one level searched (and compared) at most per claimant: the cost of a search grows
+  /// with the domains, and past a few the gain in victim order is small.
+  static constexpr int kDomainTrials = 8;
+  /// run() for a claimant constrained to topology domains (see NodeDomain::rank).
+  bool runInDomains(framework::SessionJob& job, const std::vector<framework::NodeDomain>& domains, std::string& reason);
+  /// Whether victim set `a` comes before `b`: its latest victim is earlier in victim order, and
+  /// so on down; then fewer victims.
+  bool earlier(std::vector<Victim> a, std::vector<Victim> b) const;
+  /// Drops victims a claimant with several pods did without: for each victim job of `best`, the
+  /// latest in victim order first, the search runs again without it and keeps the result when its
+  /// set comes earlier (earlier()); then commits the final search.
+  bool prune(framework::SessionJob& job, const framework::NodeDomain* domain, std::vector<Victim> best,
+             std::string& reason);
+  bool pruning_ = false;
+  std::vector<int> excluded_;  ///< victim jobs left alone while pruning
+  /// Evicts `task` in `stmt`, recording it in evictedNow_.
+  void evict(framework::Statement& stmt, framework::SessionTask& task, const std::string& why);
+  std::vector<Victim> evictedNow_;  ///< the victims of the current runIn()
   bool eligible(const framework::SessionJob& claimant, const framework::SessionTask& victim) const;
-  /// The tasks evicted together with `v`: its whole gang when the gang is at its minimum.
+  /// The tasks evicted together with `v`: its whole gang when the gang is at its minimum; none
+  /// when `v` must wait for surplus pods of its job's other subgroups.
   std::vector<Victim> chunkOf(const Victim& v) const;
+  /// How `v` may be taken once `taken` are gone: alone (a surplus pod of its job and of its
+  /// subgroup), later (another subgroup still has a surplus pod), or with its whole job.
+  enum class Take { Surplus, Wait, Whole };
+  Take takeOf(const Victim& v, const std::vector<Victim>& taken) const;
   void indexNodes();
   /// Evicts the victims choose() picks on `node`, then places `task` there. False (and the
   /// statement rolled back to where it was) when the node cannot be made to fit.
   bool makeRoomOn(framework::Statement& stmt, framework::SessionJob& job, framework::SessionTask& task, int node,
                   int& evicted);
+  /// One try of makeRoomOn: kPlaced, kFailed, or (consolidation) the job whose pods could not be
+  /// placed again.
+  static constexpr int kPlaced = -1, kFailed = -2;
+  int makeRoomOnce(framework::Statement& stmt, framework::SessionJob& job, framework::SessionTask& task, int node,
+                   int& evicted);
+  std::vector<int> unmovable_;  ///< consolidation: victim jobs choose() leaves alone on this node
   /// When a limit of the claimant's queue or an ancestor blocks `task`, evicts eligible victims
   /// counted under that limit, in victim order, until it no longer does. False (nothing evicted)
   /// when they cannot.
@@ -67,8 +124,18 @@ class VictimSearch {
   bool queueRoomKnownFailed(const framework::SessionJob& job, const framework::SessionTask& task) const;
   /// freeQueueRoom() failures by claimant key, with the node change count at that moment.
   std::map<std::string, size_t> queueRoomFailedAt_;
-  /// Places the evicted pods of a consolidation again, away from `avoid`.
-  bool replace(framework::Statement& stmt, const std::vector<Victim>& victims, int avoid);
+  /// Places the evicted pods of a consolidation again, anywhere (after the claimant took its
+  /// room), moving other pods for one that finds no room (moveFor) up to kMaxChain deep. Returns
+  /// -1, or the job of the first pod that finds no place.
+  int replace(framework::Statement& stmt, const std::vector<Victim>& victims, int& evicted, int depth);
+  /// Moves pods to make room for the moved pod `v` on one node and reserves it there.
+  bool moveFor(framework::Statement& stmt, const Victim& v, int& evicted, int depth);
+  static constexpr int kMaxChain = 2;
+  int chainLimit_ = 0;  ///< how deep replace() may move pods for moved pods (tryOn())
+  /// makeRoomOn() on `nodes` in turn until one succeeds (consolidation: chains last).
+  bool tryOn(framework::Statement& stmt, framework::SessionJob& job, framework::SessionTask& task,
+             const std::vector<int>& nodes, int& evicted);
+  std::string movedWhy_;  ///< the eviction reason of the consolidation in progress
 
   /// The victims to evict on one node so that a task fits there.
   struct Chosen {
@@ -124,6 +191,7 @@ class VictimSearch {
   /// Per claimant shape: nodes by victim order of their sets (better()), best score, lowest index.
   using Ranking = framework::NodeRanking<Candidate, Better>;
   std::map<std::string, Ranking> rankings_;
+  bool orderChanged_ = false;  ///< the current claimant took victims: rank nodes afresh (candidates())
   /// Signatures of jobs that found no solution, with the node change count at that moment.
   std::map<std::string, size_t> failedAt_;
   std::string signature(const framework::SessionJob& job) const;

@@ -38,7 +38,15 @@ framework::SessionResult Pipeline::runCycle(framework::CycleStats* stats) {
 }
 
 void Pipeline::groupPods() {
-  const grouper::GroupingReport grouped = grouper_->run(config_.schedulerName);
+  // Only pods added or changed since the last pass (and the last pass's retries): no API call
+  // while no ungrouped pod changes.
+  const auto pods = cache_.takeUngroupedPods(groupRetry_);
+  if (pods.empty()) {
+    groupRetry_.clear();
+    return;
+  }
+  grouper::GroupingReport grouped = grouper_->group(pods);
+  groupRetry_ = std::move(grouped.retry);
   if (synchronous_ || (grouped.pods.empty() && grouped.podGroups.empty())) return;
   // The embedded cluster's watch has queued these writes already; an API server's watch brings
   // them later. Applied now, after what is queued (snapshot() drains it), this cycle sees the pods

@@ -89,6 +89,11 @@ std::shared_ptr<const Snapshot> Cache::snapshot() {
   return impl_->builder.build(impl_->state, impl_->clock.now());
 }
 
+std::vector<std::shared_ptr<const api::Pod>> Cache::takeUngroupedPods(const std::vector<std::string>& alsoKeys) {
+  impl_->drainInbox();
+  return impl_->state.takeUngroupedPods(alsoKeys);
+}
+
 void Cache::assumeBound(const std::string& podKey, const std::string& node) {
   impl_->report(PodReport::Op::AssumeBound, podKey, node);
 }

@@ -304,9 +304,29 @@ void ClusterState::addTask(const std::string& jobKey, const std::string& podKey,
 }
 
 // ---- pods ----
+namespace {
+/// A pod the pod grouper may give a PodGroup: ours, unbound, not terminating, naming no group.
+bool ungrouped(const PodEntry& e) {
+  return e.ours && e.pod->nodeName.empty() && !e.pod->terminating() && !e.pod->terminated() &&
+         jobKeyOf(*e.pod).starts_with("Pod/");
+}
+}  // namespace
+
+std::vector<std::shared_ptr<const api::Pod>> ClusterState::takeUngroupedPods(const std::vector<std::string>& alsoKeys) {
+  ungroupedChanged_.insert(alsoKeys.begin(), alsoKeys.end());
+  std::vector<std::shared_ptr<const api::Pod>> out;
+  for (const std::string& key : ungroupedChanged_) {
+    auto it = pods_.find(key);
+    if (it != pods_.end() && ungrouped(it->second)) out.push_back(it->second.pod);
+  }
+  ungroupedChanged_.clear();
+  return out;
+}
+
 void ClusterState::removePod(const std::string& key) {
   auto it = pods_.find(key);
   if (it == pods_.end()) return;
+  ungroupedChanged_.erase(key);
   PodEntry e = std::move(it->second);
   pods_.erase(it);
   if (holdsResources(e.status)) {
@@ -323,6 +343,7 @@ void ClusterState::upsertPod(std::shared_ptr<const api::Pod> pod) {
   PodEntry e;
   e.pod = std::move(pod);
   e.ours = e.pod->schedulerName == schedulerName_;
+  if (ungrouped(e)) ungroupedChanged_.insert(key);
   e.status = statusOf(key, *e.pod, e.node);
   if (!e.ours && !holdsResources(e.status)) return;  // another scheduler's concern
   if (e.ours && e.status == TaskStatus::Pending && assumptions_.backingOff(key, clock_)) {

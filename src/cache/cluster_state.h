@@ -100,6 +100,11 @@ class ClusterState {
     dirtyJobs_.clear();
   }
 
+  /// Our unbound, not-terminating pods that name no PodGroup and were added or changed since the
+  /// last call (what the pod grouper must look at), plus those of `alsoKeys` that still qualify.
+  /// Each is offered once per version: a pass costs nothing while no such pod changes.
+  std::vector<std::shared_ptr<const api::Pod>> takeUngroupedPods(const std::vector<std::string>& alsoKeys = {});
+
  private:
   // Events by kind.
   void onPod(const WatchEvent& ev, std::optional<api::Result<api::Pod>>* converted);
@@ -139,6 +144,7 @@ class ClusterState {
   const api::Clock& clock_;
   const std::string schedulerName_;
   Assumptions assumptions_;
+  std::set<std::string> ungroupedChanged_;  ///< pod keys for takeUngroupedPods()
 
   std::map<std::string, PodEntry> pods_;
   Nodes nodes_;

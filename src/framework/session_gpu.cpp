@@ -13,8 +13,28 @@ namespace {
 
 const std::vector<int> kNoGpus;
 
+/// Keeps a group's `vacating` and the node's releasing GPUs in step: a GPU whose fractional pods
+/// are all leaving, or whose reservation pod holds it for no pod (the binder deletes it), becomes a
+/// whole releasing GPU (a whole-GPU pod may be pipelined onto it).
+void updateVacating(SessionGpuGroup& g, SessionNode& node) {
+  const bool emptyReserved = g.used == 0 && g.tasks == 0 && g.info && g.info->reserved;
+  const bool v =
+      g.capacity > 0 && g.opened == 0 && g.pipelined == 0 && ((g.used > 0 && g.releasing >= g.used) || emptyReserved);
+  if (v == g.vacating) return;
+  g.vacating = v;
+  node.releasing.milliGpu += v ? 1000 : -1000;
+}
+
 int64_t unitsOf(const SessionTask& task, const SessionNode& node) {
   return cache::gpuUnitsOn(*task.info->gpuSpec, *node.info);
+}
+
+/// Whether a fractional pod may take units of group `g`. A vacating group's GPU counts as a whole
+/// releasing GPU; the group is joined (and keeps its GPU) only while no promise on the node relies
+/// on that release.
+bool joinable(const SessionGpuGroup& g, const SessionNode& node) {
+  if (g.capacity <= 0) return false;
+  return !g.vacating || node.pipelined.milliGpu + 1000 <= node.idle.milliGpu + node.releasing.milliGpu;
 }
 
 }  // namespace
@@ -32,6 +52,7 @@ void Session::buildGpuGroups() {
       sg.releasing = g.releasing;
       sg.tasks = g.pods;
       n.gpuGroups.push_back(std::move(sg));
+      updateVacating(n.gpuGroups.back(), n);
     }
   }
 }
@@ -40,12 +61,17 @@ bool Session::gpuShareFits(const SessionTask& task, const SessionNode& node, boo
   const int64_t units = unitsOf(task, node);
   const int64_t capacity = node.info->gpuUnits();
   if (units <= 0 || units > capacity) return false;
-  int64_t count = 0;
+  int64_t count = 0, vacating = 0;
   const int32_t want = task.info->gpuSpec->numDevices;
   for (const SessionGpuGroup& g : node.gpuGroups)
-    if (g.capacity > 0 && (future ? g.futureFree() : g.free()) >= units && ++count >= want) return true;
+    if (joinable(g, node) && (future ? g.futureFree() : g.free()) >= units) {
+      if (++count >= want) return true;
+      vacating += g.vacating ? 1 : 0;
+    }
+  // A vacating group counted above is not counted again as a whole releasing GPU.
   const int64_t wholeMilli =
-      future ? node.idle.milliGpu + node.releasing.milliGpu - node.pipelined.milliGpu : node.idle.milliGpu;
+      future ? node.idle.milliGpu + node.releasing.milliGpu - node.pipelined.milliGpu - 1000 * vacating
+             : node.idle.milliGpu;
   count += std::max<int64_t>(0, wholeMilli / 1000);
   return count >= want;
 }
@@ -84,13 +110,17 @@ void Session::takeGpus(SessionTask& task, SessionNode& node, bool pipelined) {
     int group;  // -1: a whole GPU, opening a new group
   };
   std::vector<Candidate> cands;
+  int64_t vacating = 0;
   for (size_t i = 0; i < node.gpuGroups.size(); ++i) {
     const SessionGpuGroup& g = node.gpuGroups[i];
-    if (g.capacity > 0 && (pipelined ? g.futureFree() : g.free()) >= units)
+    if (joinable(g, node) && (pipelined ? g.futureFree() : g.free()) >= units) {
       cands.push_back({gpuScore(task, node, static_cast<int>(i)), static_cast<int>(i)});
+      vacating += g.vacating ? 1 : 0;
+    }
   }
   const int64_t wholeMilli =
-      pipelined ? node.idle.milliGpu + node.releasing.milliGpu - node.pipelined.milliGpu : node.idle.milliGpu;
+      pipelined ? node.idle.milliGpu + node.releasing.milliGpu - node.pipelined.milliGpu - 1000 * vacating
+                : node.idle.milliGpu;
   const int64_t whole = std::min<int64_t>(std::max<int64_t>(0, wholeMilli / 1000), want);
   if (whole > 0) {
     const int64_t s = gpuScore(task, node, -1);
@@ -122,6 +152,7 @@ void Session::takeGpus(SessionTask& task, SessionNode& node, bool pipelined) {
     if (pipelined) g.pipelined += units;
     else g.used += units;
     g.tasks++;
+    updateVacating(g, node);  // a pod joining a reserved, empty GPU keeps it
     mine.push_back(gi);
   }
 }
@@ -137,6 +168,7 @@ void Session::returnGpus(SessionTask& task, SessionNode& node, bool pipelined) {
     if (pipelined) g.pipelined -= units;
     else g.used -= units;
     g.tasks--;
+    updateVacating(g, node);  // a promise withdrawn from a group whose pods all leave
     if (g.opened != 0 && g.tasks == 0) {
       if (g.opened == 2) node.pipelined.milliGpu -= 1000;
       else node.idle.milliGpu += 1000;
@@ -155,12 +187,18 @@ void Session::releaseGpus(SessionTask& task, SessionNode& node, int sign) {
   const int64_t units = unitsOf(task, node);
   const size_t slot = slotOf(task);
   if (slot < taskGpus_.size() && !taskGpus_[slot].empty()) {
-    for (int gi : taskGpus_[slot]) node.gpuGroups[gi].releasing += sign * units;
+    for (int gi : taskGpus_[slot]) {
+      node.gpuGroups[gi].releasing += sign * units;
+      updateVacating(node.gpuGroups[gi], node);
+    }
     return;
   }
   for (const std::string& id : task.info->gpuGroups)
     for (SessionGpuGroup& g : node.gpuGroups)
-      if (g.id == id) g.releasing += sign * units;
+      if (g.id == id) {
+        g.releasing += sign * units;
+        updateVacating(g, node);
+      }
 }
 
 }  // namespace tessera::framework

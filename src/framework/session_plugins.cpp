@@ -95,9 +95,9 @@ api::Status Session::canReclaim(const SessionJob& job) const {
   return api::Status::success();
 }
 
-std::optional<JobDomains> Session::jobDomains(const SessionJob& job) const {
+std::optional<JobDomains> Session::jobDomains(const SessionJob& job, DomainRoom room) const {
   for (const auto& f : jobDomains_)
-    if (auto d = f.fn(job)) return d;
+    if (auto d = f.fn(job, room)) return d;
   return std::nullopt;
 }
 

@@ -194,12 +194,16 @@ void Statement::reserve(const SessionTask& evicted, int node) {
 void Session::applyReserve(const SessionTask& task, int node) {
   SessionNode& n = nodes_[node];
   n.pipelined += task.nodeRequest();
+  // A fractional pod's share is held in the GPU group it will join (its own groups are released
+  // through the cache's group ids, not the session's record, so that record is free to hold this).
+  if (task.sharesGpu()) takeGpus(jobs_[task.job].tasks[task.index], n, /*pipelined=*/true);
   nodeChanged(n);
 }
 
 void Session::undoReserve(const Operation& op) {
-  const SessionTask& task = jobs_[op.job].tasks[op.task];
+  SessionTask& task = jobs_[op.job].tasks[op.task];
   SessionNode& n = nodes_[op.node];
+  if (task.sharesGpu()) returnGpus(task, n, /*pipelined=*/true);
   n.pipelined -= task.nodeRequest();
   n.pipelined.normalize();
   nodeChanged(n);

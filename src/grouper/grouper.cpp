@@ -1,5 +1,6 @@
-// The pod grouper's pass: list pending pods, walk their owners through the client, create or adopt
-// the PodGroup (planFor, workloads.cpp) and point the pods at it.
+// The pod grouper's pass: take the pending pods that name no PodGroup (listed, or handed over by the
+// cache), walk their owners through the client, create or adopt the PodGroup (planFor,
+// workloads.cpp) and point the pods at it.
 #include "tessera/grouper/grouper.h"
 
 #include <map>
@@ -62,7 +63,24 @@ std::optional<api::Kind> workloadKind(const std::string& apiVersion, const std::
 
 }  // namespace
 
-std::vector<Owner> Grouper::ownersOf(const Json& pod) {
+Json podJson(const api::Pod& pod) {
+  Json meta = {{"name", pod.meta.name}, {"namespace", pod.meta.namespace_}, {"uid", pod.meta.uid}};
+  if (!pod.meta.resourceVersion.empty()) meta["resourceVersion"] = pod.meta.resourceVersion;
+  if (!pod.meta.labels.empty()) meta["labels"] = Json(pod.meta.labels);
+  if (!pod.meta.annotations.empty()) meta["annotations"] = Json(pod.meta.annotations);
+  if (pod.meta.deletionTimestamp) meta["deletionTimestamp"] = api::formatTime(*pod.meta.deletionTimestamp);
+  if (!pod.meta.ownerReferences.empty()) {
+    Json refs = Json::array();
+    for (const api::OwnerReference& r : pod.meta.ownerReferences)
+      refs.push_back({{"apiVersion", r.apiVersion}, {"kind", r.kind}, {"name", r.name}, {"uid", r.uid},
+                      {"controller", r.controller}});
+    meta["ownerReferences"] = std::move(refs);
+  }
+  return {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", std::move(meta)},
+          {"spec", {{"schedulerName", pod.schedulerName}}}};
+}
+
+std::vector<Owner> Grouper::ownersOf(const Json& pod, bool& unresolved) {
   const std::string ns = str(pod, "metadata", "namespace");
   std::vector<Owner> owners;
   auto read = [&](Owner& o) {
@@ -72,6 +90,7 @@ std::vector<Owner> Grouper::ownersOf(const Json& pod) {
     if (!got.ok()) {
       if (got.error().code != 404)
         log::warning("pod grouper: reading ", o.kind, " ", ns, "/", o.name, ": ", got.error().message);
+      unresolved = true;
       return;
     }
     o.object = std::move(*got);
@@ -119,38 +138,79 @@ bool Grouper::ensurePodGroup(const PodGroupPlan& plan, GroupingReport& report) {
   return false;
 }
 
+void Grouper::retryLater(const Json& pod, const std::string& key, GroupingReport& report, const char* why) {
+  if (++attempts_[key] >= kMaxAttempts) {
+    log::warning("pod grouper: pod ", key, ": ", why, " after ", kMaxAttempts,
+                 " passes; left as it is until the pod changes");
+    attempts_.erase(key);
+    givenUp_[key] = str(pod, "metadata", "resourceVersion");
+    return;
+  }
+  report.retry.push_back(key);
+}
+
 GroupingReport Grouper::run(const std::string& schedulerName) {
-  GroupingReport report;
   cache::ListOptions options;
   options.fieldSelector = "spec.schedulerName=" + schedulerName + ",spec.nodeName=";
   auto pods = client_.list(api::Kind::Pod, options);
   if (!pods.ok()) {
     log::warning("pod grouper: listing pods: ", pods.error().message);
+    GroupingReport report;
     ++report.failures;
     return report;
   }
+  return group(pods->items);
+}
+
+GroupingReport Grouper::group(const std::vector<std::shared_ptr<const api::Pod>>& pods) {
+  std::vector<Json> items;
+  items.reserve(pods.size());
+  for (const auto& pod : pods) items.push_back(podJson(*pod));
+  return group(items);
+}
+
+GroupingReport Grouper::group(const std::vector<Json>& pods) {
+  GroupingReport report;
   std::map<std::string, Json> namespaces;  // read once per pass
   std::set<std::string> ensured;           // "ns/name" of PodGroups known to exist
-  for (const Json& pod : pods->items) {
+  for (const Json& pod : pods) {
     if (hasPodGroupKey(pod) || !metadataField(pod, "deletionTimestamp").is_null()) continue;
     const std::string ns = str(pod, "metadata", "namespace");
     const std::string podName = str(pod, "metadata", "name");
+    const std::string podKey = ns + "/" + podName;
+    if (auto gave = givenUp_.find(podKey); gave != givenUp_.end()) {
+      if (gave->second == str(pod, "metadata", "resourceVersion")) continue;
+      givenUp_.erase(gave);  // it changed: try again
+    }
     if (!namespaces.count(ns)) {
       auto got = client_.get(api::Kind::Namespace, "", ns);
       namespaces[ns] = got.ok() ? std::move(*got) : Json();
     }
     std::optional<PodGroupPlan> plan;
+    bool unresolved = false;
     try {
-      plan = planFor(pod, ownersOf(pod), namespaces[ns]);
+      plan = planFor(pod, ownersOf(pod, unresolved), namespaces[ns]);
     } catch (const std::exception& e) {  // a malformed ownerReference or workload spec
-      log::warning("pod grouper: pod ", ns, "/", podName, ": ", e.what(), " (left as it is)");
+      log::warning("pod grouper: pod ", podKey, ": ", e.what(), " (left as it is)");
       ++report.failures;
       continue;
     }
-    if (!plan) continue;
+    // An owner of a workload kind not readable yet: grouping now could make a gang's pods groups
+    // of one; look again next pass.
+    if (unresolved) {
+      retryLater(pod, podKey, report, "its workload could not be read");
+      continue;
+    }
+    if (!plan) {
+      attempts_.erase(podKey);
+      continue;
+    }
     const std::string key = ns + "/" + plan->name;
     if (!ensured.count(key)) {
-      if (!ensurePodGroup(*plan, report)) continue;
+      if (!ensurePodGroup(*plan, report)) {
+        retryLater(pod, podKey, report, "its PodGroup could not be written");
+        continue;
+      }
       ensured.insert(key);
     }
     Json patch = {{"metadata", {{"annotations", {{api::keys::kPodGroupAnnotation, plan->name}}}}}};
@@ -162,13 +222,18 @@ GroupingReport Grouper::run(const std::string& schedulerName) {
     auto patched = client_.patch(api::Kind::Pod, ns, podName, cache::PatchType::Merge, patch);
     if (!patched.ok()) {
       if (patched.error().code != 404) {
-        log::warning("pod grouper: pointing pod ", ns, "/", podName, " at ", plan->name, ": ", patched.error().message);
+        log::warning("pod grouper: pointing pod ", podKey, " at ", plan->name, ": ", patched.error().message);
         ++report.failures;
+        retryLater(pod, podKey, report, "it could not be patched");
       }
       continue;
     }
+    attempts_.erase(podKey);
     report.pods.push_back(std::move(*patched));
   }
+  // Pods not asked for again (grouped, decided, or gone) start from zero if they come back.
+  const std::set<std::string> again(report.retry.begin(), report.retry.end());
+  std::erase_if(attempts_, [&again](const auto& entry) { return !again.count(entry.first); });
   return report;
 }
 

@@ -62,6 +62,7 @@ class Pipeline {
   const framework::Config& config_;
   bool synchronous_;
   std::unique_ptr<grouper::Grouper> grouper_;  ///< null when options.groupPods is false
+  std::vector<std::string> groupRetry_;        ///< pods the last grouping pass asked to see again
   std::unique_ptr<binder::GpuBinding> gpu_;
   std::unique_ptr<binder::StatusWriter> status_;
   std::unique_ptr<binder::Binder> binder_;

@@ -52,6 +52,11 @@ class Cache {
   /// Applies queued events and returns the current immutable view.
   std::shared_ptr<const Snapshot> snapshot();
 
+  /// Applies queued events and returns our unbound pods that name no PodGroup and were added or
+  /// changed since the last call, plus those of `alsoKeys` ("ns/name") that still qualify: the pod
+  /// grouper's work, so a pass costs nothing while no such pod changes.
+  std::vector<std::shared_ptr<const api::Pod>> takeUngroupedPods(const std::vector<std::string>& alsoKeys = {});
+
   // ---- what the binder reports (thread-safe: queued, applied by the next snapshot() in order
   // ---- with the watch events, so an outcome never overtakes the assumption it follows) ----
 

@@ -70,6 +70,9 @@ struct SessionGpuGroup {
   int32_t tasks = 0;      ///< fractional pods in it (bound, allocated, pipelined)
   /// How an opened group took its GPU: 1 from idle GPUs, 2 from releasing ones (pipelined).
   int8_t opened = 0;
+  /// Every pod in it is releasing and nothing is promised in it: the GPU is counted as a whole
+  /// releasing GPU of the node (SessionNode::releasing), and only offered as such.
+  bool vacating = false;
   int64_t free() const { return capacity - used; }
   int64_t futureFree() const { return capacity - used + releasing - pipelined; }
 };
@@ -231,6 +234,9 @@ struct NodeDomain {
   /// a session (findPlacement keeps a ranking per domain name).
   std::string name;
   std::vector<int> nodes;  ///< node indices, ascending
+  /// Domains of equal rank are alternatives of the same level: the victim search compares their
+  /// victim sets and takes the best; a lower rank (a more preferred level) is tried first.
+  int rank = 0;
 };
 /// The subsets of nodes a job must be placed inside.
 struct JobDomains {
@@ -239,8 +245,11 @@ struct JobDomains {
   /// it could not use ("" when none).
   std::string reason;
 };
+/// Which room a domain must have to be offered: what is free (or releasing) now, or what it could
+/// have once running pods are evicted (the victim actions: the search decides what to evict).
+enum class DomainRoom { Free, WithVictims };
 /// The domains a job must be placed in; nullopt when the plugin does not constrain this job.
-using JobDomainsFn = std::function<std::optional<JobDomains>(const SessionJob& job)>;
+using JobDomainsFn = std::function<std::optional<JobDomains>(const SessionJob& job, DomainRoom room)>;
 /// Appends to the task's placement key whatever, besides the pod's own scheduling fields (requests,
 /// selectors, affinity, tolerations, host ports, Tessera's placement annotations) and the node's
 /// state, this plugin's predicates and scores depend on (e.g. the job, for constraints
@@ -326,7 +335,7 @@ class Session {
   /// Strict total order of victims: plugins first, then the newest pod, then the pod key.
   bool victimLess(const SessionTask& l, const SessionTask& r) const;
   /// The domains a job must be placed in (first plugin that constrains it wins); nullopt = anywhere.
-  std::optional<JobDomains> jobDomains(const SessionJob& job) const;
+  std::optional<JobDomains> jobDomains(const SessionJob& job, DomainRoom room = DomainRoom::Free) const;
 
   // ---- data plugins share within a session ----
   /// Time-aware fairness: each queue's recent usage per resource (gpu, cpu, memory) as a fraction
@@ -337,6 +346,10 @@ class Session {
   };
   void setQueueUsage(QueueUsage usage) { queueUsage_ = std::move(usage); }
   const std::optional<QueueUsage>& queueUsage() const { return queueUsage_; }
+  /// Whether the configured placement spreads (node or GPU axis; set by the nodeorder plugin):
+  /// consolidation is then off, as in KAI.
+  void setSpreadPlacement(bool spread) { spreadPlacement_ = spread; }
+  bool spreadPlacement() const { return spreadPlacement_; }
   /// Per-queue figures for the timeline and Queue status (filled by the proportion plugin).
   void setQueueReports(std::vector<SessionResult::QueueReport> reports) { queueReports_ = std::move(reports); }
 
@@ -411,6 +424,7 @@ class Session {
   std::vector<Operation> committed_;
   bool closed_ = false;
   std::optional<QueueUsage> queueUsage_;
+  bool spreadPlacement_ = false;
   std::vector<SessionResult::QueueReport> queueReports_;
   std::vector<int> changedQueues_;    ///< see takeChangedQueues
   std::vector<char> queueChanged_;    ///< per queue: listed in changedQueues_

@@ -9,12 +9,15 @@
 /// `pod-group-name` and, where the workload has roles, label `tessera.dev/subgroup`. An existing PodGroup of that name
 /// is adopted as it is (pods created later join it).
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "tessera/api/objects.h"
 #include "tessera/cache/cluster_client.h"
 
 namespace tessera::grouper {
@@ -82,23 +85,42 @@ struct GroupingReport {
   std::vector<Json> podGroups;  ///< created
   std::vector<Json> pods;       ///< patched
   size_t failures = 0;          ///< API calls that failed (retried next pass)
+  /// Pods ("ns/name") to look at again next pass: an API call failed, or an owner of a workload
+  /// kind could not be read yet (created after its pods). Given up after kMaxAttempts passes, until the pod
+  /// changes (a new resourceVersion).
+  std::vector<std::string> retry;
 };
 
 /// Groups pending pods through the ClusterClient seam. Not thread-safe: one caller (the pipeline,
-/// before each cycle). Each pass lists the unbound pods of `schedulerName`, so pods missed by a
-/// failed call are picked up by the next pass.
+/// before each cycle).
 class Grouper {
  public:
+  /// Passes a pod is looked at again before the grouper gives up on it (with a warning).
+  static constexpr int kMaxAttempts = 20;
+
   explicit Grouper(cache::ClusterClient& client) : client_(client) {}
 
-  /// One pass over the pending pods of `schedulerName` that carry no PodGroup key.
+  /// One pass over every pending pod of `schedulerName` that carries no PodGroup key (one list).
   GroupingReport run(const std::string& schedulerName);
+  /// One pass over the given pods (the cache's ungrouped pods: Cache::takeUngroupedPods); pods that
+  /// carry a PodGroup key or are terminating are skipped. No API call when `pods` is empty.
+  GroupingReport group(const std::vector<Json>& pods);
+  GroupingReport group(const std::vector<std::shared_ptr<const api::Pod>>& pods);
 
  private:
-  std::vector<Owner> ownersOf(const Json& pod);
+  /// The owner chain, bottom up; `unresolved` is set when an owner of a workload kind was not found.
+  std::vector<Owner> ownersOf(const Json& pod, bool& unresolved);
   /// Creates the plan's PodGroup unless one of that name exists; false on an API error.
   bool ensurePodGroup(const PodGroupPlan& plan, GroupingReport& report);
+  /// Records `key` for another pass, unless it was retried kMaxAttempts times already.
+  void retryLater(const Json& pod, const std::string& key, GroupingReport& report, const char* why);
   cache::ClusterClient& client_;
+  std::map<std::string, int> attempts_;          ///< pod key -> passes that asked for a retry
+  std::map<std::string, std::string> givenUp_;   ///< pod key -> the resourceVersion given up on
 };
+
+/// The metadata of a pod as the grouper reads it (name, namespace, uid, labels, annotations,
+/// ownerReferences), as Kubernetes JSON.
+Json podJson(const api::Pod& pod);
 
 }  // namespace tessera::grouper

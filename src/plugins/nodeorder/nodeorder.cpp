@@ -27,6 +27,7 @@ class NodeOrderPlugin final : public framework::Plugin {
 
   void onSessionOpen(framework::Session& ssn) override {
     lastTask_ = nullptr;  // task pointers of an earlier snapshot may be reused
+    ssn.setSpreadPlacement(args_.node == Policy::Spread || args_.gpu == Policy::Spread);
     ssn.addNodeOrderFn(name_, [this](const framework::SessionTask& task, const framework::SessionNode& node) {
       const Policy policy = policyOf(task);
       if (task.sharesGpu()) return shareScore(task, node, policy);

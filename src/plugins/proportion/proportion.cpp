@@ -180,7 +180,7 @@ class State {
     const SessionJob& lj = ssn_.jobs()[l.job];
     const SessionJob& rj = ssn_.jobs()[r.job];
     if (lj.queue != rj.queue && lj.queue >= 0 && rj.queue >= 0)
-      if (int c = compareShares(rj.queue, {0, 0, 0}, lj.queue, {0, 0, 0})) return c;  // larger share first
+      if (int c = compareVictimQueues(l, r)) return c;
     if (lj.priority != rj.priority) return lj.priority < rj.priority ? -1 : 1;
     // An elastic job's surplus pods before a job at its minimum (which would go whole), as KAI.
     const bool lSurplus = lj.readyCount > lj.minMember(), rSurplus = rj.readyCount > rj.minMember();
@@ -189,6 +189,44 @@ class State {
       return lj.info->creationTime > rj.info->creationTime ? -1 : 1;  // the newer job first
     if (l.info->taskPriority != r.info->taskPriority) return l.info->taskPriority < r.info->taskPriority ? -1 : 1;
     return 0;
+  }
+
+  /// KAI's victim queue order, compared between the two queues just below the lowest common
+  /// ancestor of the victims' queues: a queue above its fair share first, then one above its
+  /// quota, then the larger dominant share of what it holds once the victim's chunk is gone (the
+  /// pod when its job runs above minMember, else the whole job), then the larger share as it
+  /// stands, then the newer queue. <0 when l's queue gives first.
+  int compareVictimQueues(const SessionTask& l, const SessionTask& r) const {
+    const SessionJob& lj = ssn_.jobs()[l.job];
+    const SessionJob& rj = ssn_.jobs()[r.job];
+    // The lowest common ancestor (-1: different top-level trees), then each side's child of it.
+    auto depth = [&](int q) {
+      int d = 0;
+      for (; q_[q].parent >= 0 && d <= static_cast<int>(q_.size()); q = q_[q].parent) ++d;
+      return d;
+    };
+    int a = lj.queue, b = rj.queue, da = depth(a), db = depth(b);
+    for (; da > db; --da) a = q_[a].parent;
+    for (; db > da; --db) b = q_[b].parent;
+    while (a != b) a = q_[a].parent, b = q_[b].parent;
+    if (a == lj.queue || a == rj.queue) return 0;  // not two leaves
+    int ca = lj.queue, cb = rj.queue;
+    while (q_[ca].parent != a) ca = q_[ca].parent;
+    while (q_[cb].parent != a) cb = q_[cb].parent;
+    const bool fa = overFair(ca), fb = overFair(cb);
+    if (fa != fb) return fa ? -1 : 1;
+    const bool oa = overDeserved(ca), ob = overDeserved(cb);
+    if (oa != ob) return oa ? -1 : 1;
+    auto chunk = [&](const SessionJob& j, const SessionTask& t) {
+      const Amounts c = amountsOf(j.readyCount > j.minMember() ? t.request() : j.allocated);
+      return Amounts{-c[0], -c[1], -c[2]};
+    };
+    if (int c = compareShares(cb, chunk(rj, r), ca, chunk(lj, l))) return c;  // larger share first
+    if (int c = compareShares(cb, {0, 0, 0}, ca, {0, 0, 0})) return c;
+    const api::Time ta = q_[ca].obj ? q_[ca].obj->meta.creationTimestamp : api::Time{};
+    const api::Time tb = q_[cb].obj ? q_[cb].obj->meta.creationTimestamp : api::Time{};
+    if (ta != tb) return ta > tb ? -1 : 1;  // the newer queue first
+    return ca > cb ? -1 : 1;
   }
 
   bool preemptable(const SessionJob& claimant, const SessionTask& victim) const {

@@ -6,10 +6,13 @@
 
 namespace tessera::plugins::topology {
 
-std::pair<api::Resources, int64_t> freeOf(const framework::SessionNode& n, const Overlay* overlay) {
+std::pair<api::Resources, int64_t> freeOf(const framework::SessionNode& n, const Overlay* overlay, Basis basis) {
   const api::Node& node = n.node();
   if (!node.ready || node.unschedulable) return {api::Resources{}, 0};
-  std::pair<api::Resources, int64_t> out{n.futureIdle(), node.allocatablePods - n.podCount};
+  std::pair<api::Resources, int64_t> out =
+      basis == Basis::Free
+          ? std::pair<api::Resources, int64_t>{n.futureIdle(), node.allocatablePods - n.podCount}
+          : std::pair<api::Resources, int64_t>{n.info->allocatable - n.info->foreignUsed, node.allocatablePods};
   if (overlay) {
     auto it = overlay->used.find(n.index);
     if (it != overlay->used.end()) {
@@ -39,34 +42,62 @@ void subtractTimes(api::Resources& r, const api::Resources& request, int64_t k) 
   for (const auto& [name, v] : request.scalars) r.set(name, r.get(name) - v * k);
 }
 
-std::string requestKey(const api::Resources& r) {
+std::string requestKey(const api::Resources& r, const api::PodGpuSpec* share) {
   std::string key = std::to_string(r.milliCpu) + "/" + std::to_string(r.memory) + "/" + std::to_string(r.milliGpu);
   for (const auto& [n, v] : r.scalars) key += "/" + n + "=" + std::to_string(v);
+  if (share) key += "/share=" + std::to_string(share->fractionMilli) + "," + std::to_string(share->memoryMiB);
   return key;
 }
 
+namespace {
+
+/// How many pods of a fractional class the node's GPUs take: the room left in its GPU groups (an
+/// existing shared GPU may be joined) plus whole GPUs, each holding capacity / units of them.
+int64_t shareSlots(const framework::SessionNode& n, const api::PodGpuSpec& share, int64_t wholeMilli, Basis basis) {
+  const int64_t units = cache::gpuUnitsOn(share, *n.info);
+  const int64_t capacity = n.info->gpuUnits();
+  if (units <= 0 || units > capacity) return 0;
+  int64_t k = std::max<int64_t>(0, wholeMilli / 1000) * (capacity / units);
+  if (basis == Basis::Free)
+    for (const framework::SessionGpuGroup& g : n.gpuGroups)
+      if (g.capacity > 0) k += std::max<int64_t>(0, g.futureFree()) / units;
+  return k;
+}
+
+}  // namespace
+
 Room roomOf(const std::vector<int>& nodes, const std::vector<PodClass>& classes,
-            const std::vector<framework::SessionNode>& sessionNodes, const Overlay* overlay, Overlay* commit) {
+            const std::vector<framework::SessionNode>& sessionNodes, const Overlay* overlay, Overlay* commit,
+            Basis basis) {
   Room room;
   std::vector<int64_t> left;
   left.reserve(classes.size());
   for (const PodClass& c : classes) left.push_back(c.count);
   for (int ni : nodes) {
-    auto [free, slots] = freeOf(sessionNodes[ni], overlay);
+    auto [free, slots] = freeOf(sessionNodes[ni], overlay, basis);
     room.freeGpu += std::max<int64_t>(0, free.milliGpu);
     room.freeCpu += std::max<int64_t>(0, free.milliCpu);
+    int64_t shares = -1;  // fractional pods the node's GPUs still take (computed when first asked)
     for (size_t c = 0; c < classes.size() && slots > 0; ++c) {
       if (left[c] <= 0) continue;
-      const int64_t k = std::min({fitCount(free, classes[c].request), slots, left[c]});
+      // A fractional pod's share is taken from GPU groups, not from the node's idle GPUs.
+      api::Resources request = classes[c].request;
+      if (classes[c].share) {
+        request.milliGpu = 0;
+        if (shares < 0) shares = shareSlots(sessionNodes[ni], *classes[c].share, free.milliGpu, basis);
+      }
+      int64_t k = std::min({fitCount(free, request), slots, left[c]});
+      if (classes[c].share) k = std::min(k, shares);
       if (k <= 0) continue;
+      if (classes[c].share) shares -= k;
       left[c] -= k;
       slots -= k;
       room.pods += k;
-      if (classes.size() > 1 || commit) subtractTimes(free, classes[c].request, k);
+      if (classes.size() > 1 || commit) subtractTimes(free, request, k);
       if (commit) {
         auto& [res, pods] = commit->used[ni];
         api::Resources add;
-        subtractTimes(add, classes[c].request, -k);
+        subtractTimes(add, request, -k);
         res += add;
         pods += k;
       }
@@ -154,23 +185,24 @@ void DomainTree::resetSession() {
   for (auto& v : versions_) std::fill(v.begin(), v.end(), 0);
 }
 
-DomainTree::RoomCache& DomainTree::roomCache(const PodClass& cls) {
-  auto it = cache_.find(cls.key);
+DomainTree::RoomCache& DomainTree::roomCache(const PodClass& cls, Basis basis) {
+  const std::string key = basis == Basis::Free ? cls.key : "capacity|" + cls.key;
+  auto it = cache_.find(key);
   if (it == cache_.end()) {
     RoomCache fresh(levels_.size());
     for (size_t i = 0; i < levels_.size(); ++i) fresh[i].resize(levels_[i].domains.size());
-    it = cache_.emplace(cls.key, std::move(fresh)).first;
+    it = cache_.emplace(key, std::move(fresh)).first;
   }
   return it->second;
 }
 
 const Room& DomainTree::cachedRoom(RoomCache& cache, int l, int d, const PodClass& cls,
-                                   const std::vector<framework::SessionNode>& nodes) {
+                                   const std::vector<framework::SessionNode>& nodes, Basis basis) {
   CacheEntry& e = cache[l][d];
   if (e.version != versions_[l][d]) {
     PodClass unbounded = cls;
     unbounded.count = INT64_MAX;
-    e.room = roomOf(levels_[l].domains[d].nodes, {unbounded}, nodes, nullptr, nullptr);
+    e.room = roomOf(levels_[l].domains[d].nodes, {unbounded}, nodes, nullptr, nullptr, basis);
     e.version = versions_[l][d];
   }
   return e.room;

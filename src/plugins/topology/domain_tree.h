@@ -43,7 +43,14 @@ struct PodClass {
   api::Resources request;
   int64_t count = 0;
   std::string key;  ///< the request as text: equal requests, equal keys
+  /// A fractional pod on one device: its GPU share is counted in the nodes' GPU groups (it may
+  /// join an existing shared GPU) and whole GPUs, not in `request`'s milli-GPUs. Null otherwise.
+  const api::PodGpuSpec* share = nullptr;
 };
+
+/// What a node offers: its future idle room (free now or releasing), or everything it has for
+/// the scheduler's pods (running pods evicted: the room the victim actions search in).
+enum class Basis { Free, Capacity };
 
 /// Resources already promised on some nodes by an earlier decision of the same plan (subgroups
 /// placed before this one); nodes not in it are as the session says.
@@ -53,18 +60,20 @@ struct Overlay {
 
 /// Free future-idle resources and pod slots of a node, minus what `overlay` promised there.
 /// Nodes that are not ready or are cordoned have nothing free.
-std::pair<api::Resources, int64_t> freeOf(const framework::SessionNode& n, const Overlay* overlay);
+std::pair<api::Resources, int64_t> freeOf(const framework::SessionNode& n, const Overlay* overlay,
+                                          Basis basis = Basis::Free);
 /// How many pods of `request` fit in `free` (INT64_MAX when the request is all zero).
 int64_t fitCount(const api::Resources& free, const api::Resources& request);
 /// `r -= request * k`.
 void subtractTimes(api::Resources& r, const api::Resources& request, int64_t k);
-/// A stable text key for a request.
-std::string requestKey(const api::Resources& r);
+/// A stable text key for a request (and a fractional pod's share).
+std::string requestKey(const api::Resources& r, const api::PodGpuSpec* share = nullptr);
 
 /// Room of `nodes` for `classes` (taken largest first, node by node, first fit). When `commit`
 /// is set, what fits is recorded in it as promised. Cost: O(nodes x classes).
 Room roomOf(const std::vector<int>& nodes, const std::vector<PodClass>& classes,
-            const std::vector<framework::SessionNode>& sessionNodes, const Overlay* overlay, Overlay* commit);
+            const std::vector<framework::SessionNode>& sessionNodes, const Overlay* overlay, Overlay* commit,
+            Basis basis = Basis::Free);
 
 /// The domain tree of one Topology over the session's nodes, with a cache of rooms per (request
 /// shape, domain) invalidated per domain when one of its nodes changes. Membership depends only on
@@ -99,12 +108,12 @@ class DomainTree {
     uint32_t version = UINT32_MAX;  ///< the domain's version when computed; MAX = never
   };
   using RoomCache = std::vector<std::vector<CacheEntry>>;  ///< [level][domain]
-  /// The room cache for pods shaped like `cls` (created empty on first use).
-  RoomCache& roomCache(const PodClass& cls);
+  /// The room cache for pods shaped like `cls` on `basis` (created empty on first use).
+  RoomCache& roomCache(const PodClass& cls, Basis basis = Basis::Free);
   /// Room of domain `d` at level `l` for pods shaped like `cls` (count ignored: as many as fit),
   /// from `cache` (roomCache(cls)) until a node of the domain changes (see nodeChanged).
   const Room& cachedRoom(RoomCache& cache, int l, int d, const PodClass& cls,
-                         const std::vector<framework::SessionNode>& nodes);
+                         const std::vector<framework::SessionNode>& nodes, Basis basis = Basis::Free);
   /// Invalidates the cached rooms of every domain holding node `n`.
   void nodeChanged(int n);
 

@@ -9,6 +9,11 @@
 //  - at each level, domains that cannot hold the gang's pending pods are dropped (free plus
 //    releasing resources, pods counted per node), the others go fullest first (fewest of the
 //    gang's pods they can hold, then fewest free GPUs, then CPU), ties by domain id;
+//  - asked by a victim action (DomainRoom::WithVictims), a domain's room is what its nodes have for
+//    the scheduler's pods once running pods are evicted, so that a gang can preempt, reclaim or be
+//    consolidated for on a full cluster; the search compares the victims of the domains of one
+//    level (NodeDomain::rank) and takes the best;
+//  - fractional pods count the room left in the nodes' shared GPUs as well as whole GPUs;
 //  - a job with running pods only considers domains that contain them;
 //  - inside a domain above the preferred level, a node score concentrates the pods in the
 //    preferred-level sub-domain with the most room;
@@ -90,6 +95,7 @@ struct Candidate {
   int domain = -1;
   Room room;
   bool holdsAll = false;
+  int rank = 0;  ///< NodeDomain::rank: 0 for the first level tried, one more per level above it
 };
 
 /// Where a subgroup goes inside one group domain; level -1: anywhere in it.
@@ -123,7 +129,8 @@ class TopologyPlugin final : public framework::Plugin {
       return j.pendingCount > 0 && j.info->podGroup && constrained(*j.info->podGroup);
     });
     if (!any) return;  // nothing to constrain this cycle: cost nothing
-    ssn.addJobDomainsFn(name_, [this, &ssn](const SessionJob& job) { return domains(ssn, job); });
+    ssn.addJobDomainsFn(
+        name_, [this, &ssn](const SessionJob& job, framework::DomainRoom room) { return domains(ssn, job, room); });
     ssn.addPredicateFn(name_, [this, &ssn](const SessionTask& task, const SessionNode& node, std::string& reason) {
       return subgroupFits(ssn, task, node, reason);
     });
@@ -179,6 +186,15 @@ class TopologyPlugin final : public framework::Plugin {
     return l;
   }
 
+  /// A fractional pod on one device: its share counts in GPU groups (see PodClass::share).
+  static const api::PodGpuSpec* shareOf(const SessionTask& t) {
+    return t.sharesGpu() && t.info->gpuSpec->numDevices == 1 ? t.info->gpuSpec.get() : nullptr;
+  }
+  static bool sameShare(const api::PodGpuSpec* a, const api::PodGpuSpec* b) {
+    if (!a || !b) return a == b;
+    return a->fractionMilli == b->fractionMilli && a->memoryMiB == b->memoryMiB;
+  }
+
   /// The demand of the job's tasks for which `take` holds.
   template <class Pred>
   static Demand demandOf(const Session& ssn, const SessionJob& job, int64_t minMember, Pred take) {
@@ -192,13 +208,14 @@ class TopologyPlugin final : public framework::Plugin {
       if (t.state == TaskState::Pending) {
         ++d.pending;
         // Gangs are mostly alike: compare with the last class before building a key.
-        if (!d.classes.empty() && d.classes[last].request == t.request()) {
+        const api::PodGpuSpec* share = shareOf(t);
+        if (!d.classes.empty() && d.classes[last].request == t.request() && sameShare(d.classes[last].share, share)) {
           d.classes[last].count++;
           continue;
         }
-        std::string key = topology::requestKey(t.request());
+        std::string key = topology::requestKey(t.request(), share);
         auto [it, fresh] = byKey.try_emplace(key, d.classes.size());
-        if (fresh) d.classes.push_back({t.request(), 0, std::move(key)});
+        if (fresh) d.classes.push_back({t.request(), 0, std::move(key), share});
         last = it->second;
         d.classes[last].count++;
       } else if (t.state == TaskState::Allocated || t.state == TaskState::Pipelined || t.state == TaskState::Bound ||
@@ -220,21 +237,21 @@ class TopologyPlugin final : public framework::Plugin {
   }
 
   /// The room cache that serves `dem`: homogeneous demands without an overlay; else null.
-  static DomainTree::RoomCache* cacheFor(DomainTree& tree, const Demand& dem, const Overlay* overlay) {
-    return dem.classes.size() == 1 && !overlay ? &tree.roomCache(dem.classes.front()) : nullptr;
+  DomainTree::RoomCache* cacheFor(DomainTree& tree, const Demand& dem, const Overlay* overlay) const {
+    return dem.classes.size() == 1 && !overlay ? &tree.roomCache(dem.classes.front(), basis_) : nullptr;
   }
 
-  static Room roomOf(const Session& ssn, DomainTree& tree, DomainTree::RoomCache* cache, int l, int d,
-                     const Demand& dem, const Overlay* overlay) {
-    if (cache) return tree.cachedRoom(*cache, l, d, dem.classes.front(), ssn.nodes());
-    return topology::roomOf(tree.level(l).domains[d].nodes, dem.classes, ssn.nodes(), overlay, nullptr);
+  Room roomOf(const Session& ssn, DomainTree& tree, DomainTree::RoomCache* cache, int l, int d, const Demand& dem,
+              const Overlay* overlay) const {
+    if (cache) return tree.cachedRoom(*cache, l, d, dem.classes.front(), ssn.nodes(), basis_);
+    return topology::roomOf(tree.level(l).domains[d].nodes, dem.classes, ssn.nodes(), overlay, nullptr, basis_);
   }
 
   /// Domains of level `l` inside the scope that can hold `dem`, appended to `out` in the order to
   /// try. Returns false with `why` set when the level cannot be used: the pods already placed are
   /// outside the tree or in more than one of its domains, or no domain holds the demand.
   bool candidatesAt(const Session& ssn, DomainTree& tree, int l, const Demand& dem, int scopeLevel, int scope,
-                    const Overlay* overlay, std::vector<Candidate>& out, std::string& why) {
+                    const Overlay* overlay, int rank, std::vector<Candidate>& out, std::string& why) {
     const topology::Level& level = tree.level(l);
     int pinned = -1;
     for (size_t i = 0; i < dem.placed.size(); ++i) {
@@ -260,7 +277,7 @@ class TopologyPlugin final : public framework::Plugin {
       if (!tree.within(l, d, scopeLevel, scope)) return;
       const Room room = roomOf(ssn, tree, cache, l, d, dem, overlay);
       if (best < 0 || room.pods > bestRoom.pods) best = d, bestRoom = room;  // equal: the lower id (first) stays
-      if (room.pods >= dem.target()) found.push_back({l, d, room, room.pods >= dem.pending});
+      if (room.pods >= dem.target()) found.push_back({l, d, room, room.pods >= dem.pending, rank});
     };
     if (pinned >= 0) {
       consider(pinned);
@@ -299,7 +316,7 @@ class TopologyPlugin final : public framework::Plugin {
     const int last = std::max(lv.required >= 0 ? lv.required : 0, scopeLevel + 1);
     for (int l = first; l >= last; --l) {
       std::string levelWhy;
-      if (!candidatesAt(ssn, tree, l, dem, scopeLevel, scope, overlay, out, levelWhy) && l == lv.required) {
+      if (!candidatesAt(ssn, tree, l, dem, scopeLevel, scope, overlay, first - l, out, levelWhy) && l == lv.required) {
         why = "topology level " + tree.level(l).label + ": " + levelWhy;  // the key users write
         return !out.empty();  // preferred-level domains may still hold it
       }
@@ -307,8 +324,9 @@ class TopologyPlugin final : public framework::Plugin {
     return true;
   }
 
-  std::optional<framework::JobDomains> domains(Session& ssn, const SessionJob& job) {
+  std::optional<framework::JobDomains> domains(Session& ssn, const SessionJob& job, framework::DomainRoom room) {
     plan_ = Plan{};
+    basis_ = room == framework::DomainRoom::Free ? topology::Basis::Free : topology::Basis::Capacity;
     const api::PodGroup* pg = job.info->podGroup.get();
     if (!pg || !constrained(*pg)) return std::nullopt;
     framework::JobDomains out;
@@ -330,7 +348,11 @@ class TopologyPlugin final : public framework::Plugin {
       const Demand dem = demandOf(ssn, job, job.minMember(), [](const SessionTask&) { return true; });
       if (!candidatesFor(ssn, *tree, glv, dem, -1, -1, nullptr, cands, out.reason)) return out;
     }
-    if (glv.required < 0) cands.push_back(Candidate{});  // soft only: in the end, anywhere
+    if (glv.required < 0) {  // soft only: in the end, anywhere
+      Candidate anywhere;
+      anywhere.rank = static_cast<int>(tree->levels().size()) + 1;
+      cands.push_back(anywhere);
+    }
 
     plan_.job = job.index;
     plan_.tree = tree;
@@ -357,6 +379,7 @@ class TopologyPlugin final : public framework::Plugin {
       nd.name = d.id;
       nd.nodes = d.nodes;
     }
+    nd.rank = c.rank;
     return nd;
   }
 
@@ -403,7 +426,7 @@ class TopologyPlugin final : public framework::Plugin {
         const Candidate& pick = inner.front();
         assign[i] = {pick.level, pick.domain};
         topology::roomOf(tree.level(pick.level).domains[pick.domain].nodes, demands[i].classes, ssn.nodes(), &overlay,
-                         &overlay);
+                         &overlay, basis_);
       }
       if (!ok) continue;
       plan_.assign[toNodeDomain(ssn, tree, c).name] = std::move(assign);
@@ -476,6 +499,8 @@ class TopologyPlugin final : public framework::Plugin {
   std::map<std::string, std::unique_ptr<DomainTree>> trees_;
   std::vector<DomainTree*> sessionTrees_;  ///< the trees in use this session
   Plan plan_;
+  /// The room domains are judged by in the current domains() call (DomainRoom).
+  topology::Basis basis_ = topology::Basis::Free;
   std::map<const cache::TaskInfo*, int> lastNode_;  ///< where a task was last placed this session
 };
 

@@ -3,6 +3,7 @@
 // the assumptions it consults; what a relist reconciles against; the dirty sets and copy on write.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -244,6 +245,39 @@ TEST_CASE("cluster state: terminal pods and other schedulers' pods", "[cluster_s
   e.remove(Kind::Pod, foreign);
   CHECK(e.nodeInfo("n1").foreignUsed.isZero());
   CHECK(e.nodeInfo("n1").usedPorts.empty());
+}
+
+TEST_CASE("cluster state: ungrouped pending pods are offered to the pod grouper once per change", "[cluster_state]") {
+  Env e;
+  e.add(Kind::Node, node("n1"));
+  auto names = [&e](const std::vector<std::string>& also = {}) {
+    std::vector<std::string> out;
+    for (const auto& p : e.state.takeUngroupedPods(also)) out.push_back(p->meta.name);
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  e.add(Kind::Pod, pod("bare", {{"cpu", "1"}}));
+  e.add(Kind::Pod, pod("grouped", {{"cpu", "1"}}, inGroup("g")));
+  e.add(Kind::Pod, pod("bound", {{"cpu", "1"}}, running("n1")));
+  e.add(Kind::Pod, pod("other", {{"cpu", "1"}}, {{"spec", {{"schedulerName", "other"}}}}));
+  e.add(Kind::Pod, pod("going", {{"cpu", "1"}}, terminating()));
+  CHECK(names() == std::vector<std::string>{"bare"});
+  CHECK(names().empty());  // nothing changed: nothing to look at
+
+  SECTION("a change offers it again; a retry key too, while it still qualifies") {
+    e.update(Kind::Pod, pod("bare", {{"cpu", "2"}}));
+    CHECK(names() == std::vector<std::string>{"bare"});
+    CHECK(names({"t/bare", "t/grouped", "t/missing"}) == std::vector<std::string>{"bare"});
+  }
+  SECTION("a pod pointed at a group, bound or deleted meanwhile is not offered") {
+    e.add(Kind::Pod, pod("late", {{"cpu", "1"}}));
+    e.add(Kind::Pod, pod("late2", {{"cpu", "1"}}));
+    e.add(Kind::Pod, pod("late3", {{"cpu", "1"}}));
+    e.update(Kind::Pod, pod("late", {{"cpu", "1"}}, inGroup("g")));
+    e.update(Kind::Pod, pod("late2", {{"cpu", "1"}}, running("n1")));
+    e.remove(Kind::Pod, pod("late3", {{"cpu", "1"}}));
+    CHECK(names().empty());
+  }
 }
 
 TEST_CASE("cluster state: PodGroups and Queues resolve a job's queue and gang size", "[cluster_state]") {

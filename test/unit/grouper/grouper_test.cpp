@@ -277,3 +277,57 @@ TEST_CASE("an existing PodGroup of the name is adopted; pods with a group or ano
 }
 
 }  // namespace
+
+TEST_CASE("a pod whose workload is not readable yet is retried, then grouped when it appears") {
+  Fixture f;
+  // The pod names a PyTorchJob that the API server does not hold yet (created after its pods).
+  Json ghost = {{"apiVersion", "kubeflow.org/v1"},
+                {"kind", "PyTorchJob"},
+                {"metadata", {{"name", "late"}, {"uid", "uid-late"}}}};
+  f.pod("late-worker-0", ghost, {{"training.kubeflow.org/replica-type", "worker"}});
+  const auto first = f.grouper.run("tessera");
+  CHECK(first.pods.empty());
+  CHECK(first.retry == std::vector<std::string>{"default/late-worker-0"});
+  CHECK(f.groupOf("late-worker-0").empty());
+
+  f.workload(Kind::PyTorchJob, "kubeflow.org/v1", "late", {{"pytorchReplicaSpecs", {{"Worker", {{"replicas", 2}}}}}});
+  const auto second = f.grouper.run("tessera");
+  CHECK(second.retry.empty());
+  CHECK(second.pods.size() == 1);
+  CHECK(f.groupOf("late-worker-0") == "pg-pytorchjob-late");
+}
+
+TEST_CASE("a pod retried kMaxAttempts times is given up until it changes") {
+  Fixture f;
+  Json ghost = {{"apiVersion", "kubeflow.org/v1"},
+                {"kind", "PyTorchJob"},
+                {"metadata", {{"name", "never"}, {"uid", "uid-never"}}}};
+  f.pod("never-0", ghost);
+  int retried = 0;
+  for (int i = 0; i < Grouper::kMaxAttempts + 3; ++i) retried += f.grouper.run("tessera").retry.empty() ? 0 : 1;
+  CHECK(retried == Grouper::kMaxAttempts - 1);
+}
+
+TEST_CASE("the cache's pods are grouped from their metadata alone") {
+  Fixture f;
+  const Json job = f.workload(Kind::PyTorchJob, "kubeflow.org/v1", "t2", {{"pytorchReplicaSpecs", {{"Worker", {{"replicas", 1}}}}}});
+  tessera::api::Pod pod;
+  pod.meta.name = "t2-worker-0";
+  pod.meta.namespace_ = "default";
+  pod.meta.uid = "uid-pod";
+  pod.meta.labels = {{"training.kubeflow.org/replica-type", "worker"}};
+  pod.meta.ownerReferences.push_back({"kubeflow.org/v1", "PyTorchJob", "t2", job["metadata"]["uid"], true});
+  pod.schedulerName = "tessera";
+  const Json asJson = tessera::grouper::podJson(pod);
+  CHECK(asJson["metadata"]["ownerReferences"][0]["kind"] == "PyTorchJob");
+  CHECK(asJson["metadata"]["labels"]["training.kubeflow.org/replica-type"] == "worker");
+  f.add(Kind::Pod, {{"apiVersion", "v1"},
+                    {"kind", "Pod"},
+                    {"metadata", asJson["metadata"]},
+                    {"spec", {{"schedulerName", "tessera"}, {"containers", {{{"name", "main"}, {"image", "busybox"}}}}}}});
+  const auto report = f.grouper.group(std::vector<std::shared_ptr<const tessera::api::Pod>>{
+      std::make_shared<const tessera::api::Pod>(pod)});
+  CHECK(report.pods.size() == 1);
+  CHECK(f.groupOf("t2-worker-0") == "pg-pytorchjob-t2");
+  CHECK(f.grouper.group(std::vector<tessera::cache::Json>{}).pods.empty());
+}

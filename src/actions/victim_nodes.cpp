@@ -1,0 +1,320 @@
+// The node side of the victim search (victims.h): what a claimant lacks on one node, the minimal
+// set of useful victims there (choose), and the ranking of nodes by their sets (candidates).
+#include <algorithm>
+#include <limits>
+
+#include "victims.h"
+
+namespace tessera::actions {
+
+using framework::SessionJob;
+using framework::SessionNode;
+using framework::SessionTask;
+using framework::TaskState;
+using victims_detail::running;
+using victims_detail::runningCount;
+
+/// The node whose victim set ends earliest in victim order (its latest victim is the most
+/// expendable: the newest, lowest-priority pods go before older ones on another node); then the
+/// fewest victims; then score; then name.
+bool VictimSearch::better(const Candidate& a, const Candidate& b) const {
+  if (a.last.job != b.last.job || a.last.task != b.last.task) {
+    const SessionTask& ta = ssn_.task(a.last.job, a.last.task);
+    const SessionTask& tb = ssn_.task(b.last.job, b.last.task);
+    if (ssn_.victimLess(ta, tb)) return true;
+    if (ssn_.victimLess(tb, ta)) return false;
+  }
+  if (a.count != b.count) return a.count < b.count;
+  if (a.negScore != b.negScore) return a.negScore < b.negScore;
+  return a.node < b.node;
+}
+
+void VictimSearch::resetVerdicts() {
+  for (int j : touched_) verdict_[j] = -1;
+  touched_.clear();
+}
+
+bool VictimSearch::eligibleCached(const SessionJob& job, const Victim& v) {
+  if (verdict_.size() != ssn_.jobs().size()) verdict_.assign(ssn_.jobs().size(), -1);
+  // A releasing pod says nothing about its job: asked of running pods only, so that the verdict
+  // holds for the job.
+  if (!running(ssn_.task(v.job, v.task))) return false;
+  int8_t& e = verdict_[v.job];
+  if (e < 0) {
+    e = eligible(job, ssn_.task(v.job, v.task)) ? 1 : 0;
+    touched_.push_back(v.job);
+  }
+  return e == 1;
+}
+
+namespace {
+
+/// What a claimant still lacks on one node, resource by resource (a positive amount is missing),
+/// and what a set of victims gives back there.
+struct Lack {
+  int64_t cpu = 0, mem = 0, gpu = 0, slots = 0;
+  std::vector<std::pair<std::string, int64_t>> scalars;  ///< the claimant's extended resources
+  /// Fractional claimants (one device): `gpu` is what a whole free GPU lacks, `groups` the units
+  /// each GPU group lacks; one of them reaching 0 is enough.
+  std::vector<int64_t> groups;
+  bool fractional = false;
+  int64_t units = 0;
+  /// Whole-GPU claimants on a node with GPU groups: units each group's staying pods still hold; a
+  /// group whose last pods leave gives back its whole GPU (kNever: it cannot be vacated).
+  std::vector<int64_t> held;
+  static constexpr int64_t kNever = std::numeric_limits<int64_t>::max() / 4;
+
+  bool gpuMet() const {
+    if (!fractional) return gpu <= 0;
+    if (gpu <= 0) return true;  // a whole GPU is free: the claimant opens a group on it
+    return std::any_of(groups.begin(), groups.end(), [](int64_t g) { return g <= 0; });
+  }
+  bool met() const {
+    if (cpu > 0 || mem > 0 || slots > 0 || !gpuMet()) return false;
+    return std::all_of(scalars.begin(), scalars.end(), [](const auto& s) { return s.second <= 0; });
+  }
+};
+
+}  // namespace
+
+/// What one chunk of victims frees on the node (pods elsewhere free nothing here).
+struct VictimFreed {
+  VictimSearchVictim first;  ///< the victim the chunk starts with (its place in victim order)
+  int pods = 0;              ///< pods in the chunk (on any node)
+  int64_t cpu = 0, mem = 0, gpu = 0, slots = 0;
+  std::vector<int64_t> scalars;                     ///< parallel to Lack::scalars
+  std::vector<std::pair<int, int64_t>> groupUnits;  ///< (group, units) of fractional victims
+
+  void applyTo(Lack& l, int sign) const {
+    l.cpu -= sign * cpu, l.mem -= sign * mem, l.gpu -= sign * gpu, l.slots -= sign * slots;
+    for (size_t i = 0; i < scalars.size(); ++i) l.scalars[i].second -= sign * scalars[i];
+    if (l.fractional) {
+      for (const auto& [g, u] : groupUnits) l.groups[g] -= sign * u;
+      return;
+    }
+    for (const auto& [g, u] : groupUnits) {  // a group emptied by the victims frees its GPU
+      int64_t& h = l.held[g];
+      if (h >= Lack::kNever) continue;
+      const bool emptyBefore = h <= 0;
+      h -= sign * u;
+      if (emptyBefore != (h <= 0)) l.gpu -= h <= 0 ? 1000 : -1000;
+    }
+  }
+  /// Whether giving this back reduces anything the claimant still lacks.
+  bool helps(const Lack& l) const {
+    if ((l.cpu > 0 && cpu > 0) || (l.mem > 0 && mem > 0) || (l.slots > 0 && slots > 0)) return true;
+    for (size_t i = 0; i < scalars.size(); ++i)
+      if (l.scalars[i].second > 0 && scalars[i] > 0) return true;
+    if (l.gpuMet()) return false;
+    if (!l.fractional) {
+      if (gpu > 0) return true;
+      for (const auto& [g, u] : groupUnits)  // brings a shared GPU closer to being vacated
+        if (u > 0 && l.held[g] > 0 && l.held[g] < Lack::kNever) return true;
+      return false;
+    }
+    if (gpu > 0) return true;  // frees (part of) a whole GPU the claimant could open a group on
+    for (const auto& [g, u] : groupUnits)
+      if (l.groups[g] > 0 && u > 0) return true;
+    return false;
+  }
+};
+
+// Here, where VictimFreed is complete.
+VictimSearch::VictimSearch(framework::Session& ssn, VictimMode mode, int maxVictims)
+    : ssn_(ssn), mode_(mode), maxVictims_(maxVictims) {}
+
+VictimSearch::~VictimSearch() = default;
+
+std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, const SessionTask& task, int node,
+                                                         bool keepChunks) {
+  const SessionNode& n = ssn_.nodes()[node];
+  if (onNode_[node].empty()) return std::nullopt;
+  const api::Resources& req = task.nodeRequest();
+  const api::Resources& alloc = n.info->allocatable;
+  const api::Resources& foreign = n.info->foreignUsed;
+  // cpu, memory and GPUs in plain integers (no Resources temporaries: this runs for every node).
+  if (req.milliCpu > alloc.milliCpu - foreign.milliCpu || req.memory > alloc.memory - foreign.memory ||
+      req.milliGpu > alloc.milliGpu - foreign.milliGpu)
+    return std::nullopt;
+  if (!req.scalars.empty() && !req.fitsIn(alloc - foreign)) return std::nullopt;
+  const int64_t roomGpu = n.idle.milliGpu + n.releasing.milliGpu - n.pipelined.milliGpu;
+  Lack lack;
+  lack.cpu = req.milliCpu - (n.idle.milliCpu + n.releasing.milliCpu - n.pipelined.milliCpu);
+  lack.mem = req.memory - (n.idle.memory + n.releasing.memory - n.pipelined.memory);
+  lack.gpu = req.milliGpu - roomGpu;
+  if (!req.scalars.empty()) {
+    const api::Resources room = n.futureIdle();
+    for (const auto& [name, amount] : req.scalars) lack.scalars.emplace_back(name, amount - room.get(name));
+  }
+  // Pod slots: pods evicted this cycle still count on the node until they are gone.
+  lack.slots = n.podCount + 1 - n.node().allocatablePods;
+  if (lack.slots > 0)
+    for (const Victim& v : onNode_[node]) lack.slots -= ssn_.task(v.job, v.task).state == TaskState::Releasing ? 1 : 0;
+  if (task.sharesGpu()) {
+    if (task.info->gpuSpec->numDevices != 1) {  // several devices: only a fit without GPU victims
+      if (!ssn_.gpuShareFits(task, n, /*future=*/true)) return std::nullopt;
+    } else {
+      lack.fractional = true;
+      lack.units = cache::gpuUnitsOn(*task.info->gpuSpec, *n.info);
+      if (lack.units <= 0 || lack.units > n.info->gpuUnits()) return std::nullopt;
+      lack.gpu = 1000 - roomGpu;  // what is missing for a whole free GPU
+      for (const framework::SessionGpuGroup& g : n.gpuGroups)
+        lack.groups.push_back(g.capacity > 0 ? lack.units - g.futureFree() : std::numeric_limits<int64_t>::max() / 4);
+    }
+  }
+  if (!task.sharesGpu() && lack.gpu > 0 && !n.gpuGroups.empty()) {
+    lack.held.reserve(n.gpuGroups.size());
+    for (const framework::SessionGpuGroup& g : n.gpuGroups)
+      lack.held.push_back(g.capacity > 0 && g.opened == 0 && g.pipelined == 0 && !g.vacating ? g.used - g.releasing
+                                                                                             : Lack::kNever);
+  }
+  if (lack.met()) return std::nullopt;  // fits without victims: not this search's business
+  Chosen out;
+  std::vector<VictimFreed>& freed = freed_;
+  freed.clear();
+  if (keepChunks) out.chunks.reserve(onNode_[node].size());
+  // Pods of each victim job chosen so far: a job goes surplus pod by surplus pod while above its
+  // minMember, then the rest of it whole (after which it is done).
+  std::vector<std::pair<int, int>>& takenPods = takenPods_;  // (job, pods)
+  std::vector<int>& whole = whole_;
+  takenPods.clear();
+  whole.clear();
+  taken_.clear();
+  for (const Victim& v : onNode_[node]) {
+    if (lack.met()) break;
+    if (!eligibleCached(job, v)) continue;
+    if (std::find(whole.begin(), whole.end(), v.job) != whole.end()) continue;
+    if (!unmovable_.empty() && std::find(unmovable_.begin(), unmovable_.end(), v.job) != unmovable_.end()) continue;
+    const SessionJob& vj = ssn_.jobs()[v.job];
+    auto tp = std::find_if(takenPods.begin(), takenPods.end(), [&](const auto& p) { return p.first == v.job; });
+    const int already = tp == takenPods.end() ? 0 : tp->second;
+    bool surplus = runningCount(vj) - already > vj.minMember();
+    if (surplus && vj.info->podGroup && !vj.info->podGroup->subGroups.empty()) {
+      const Take take = takeOf(v, taken_);
+      if (take == Take::Wait) continue;
+      surplus = take == Take::Surplus;
+    }
+    std::vector<Victim>& chunk = scratch_;
+    chunk.assign(1, v);  // first: it places the chunk in victim order
+    if (!surplus)
+      for (const SessionTask& t : vj.tasks) {
+        if (!running(t) || t.index == v.task) continue;
+        const bool chosen = std::any_of(taken_.begin(), taken_.end(),
+                                        [&](const Victim& x) { return x.job == v.job && x.task == t.index; });
+        if (!chosen) chunk.push_back({v.job, t.index});
+      }
+    VictimFreed f;
+    f.scalars.assign(lack.scalars.size(), 0);
+    f.first = v;
+    f.pods = static_cast<int>(chunk.size());
+    for (const Victim& c : chunk) {
+      const SessionTask& ct = ssn_.task(c.job, c.task);
+      if (ct.node != node || !running(ct)) continue;
+      const api::Resources& cr = ct.nodeRequest();
+      f.cpu += cr.milliCpu, f.mem += cr.memory, f.gpu += cr.milliGpu, ++f.slots;
+      for (size_t i = 0; i < lack.scalars.size(); ++i) f.scalars[i] += cr.get(lack.scalars[i].first);
+      if ((lack.fractional || !lack.held.empty()) && ct.sharesGpu()) {
+        const int64_t u = cache::gpuUnitsOn(*ct.info->gpuSpec, *n.info);
+        for (const std::string& id : ct.info->gpuGroups)
+          for (size_t g = 0; g < n.gpuGroups.size(); ++g)
+            if (n.gpuGroups[g].id == id) f.groupUnits.emplace_back(static_cast<int>(g), u);
+      }
+    }
+    if (!f.helps(lack)) continue;  // a victim that gives back nothing the claimant lacks stays
+    if (surplus) {
+      if (tp == takenPods.end()) takenPods.emplace_back(v.job, 1);
+      else ++tp->second;
+    } else {
+      whole.push_back(v.job);
+    }
+    f.applyTo(lack, +1);
+    freed.push_back(std::move(f));
+    taken_.insert(taken_.end(), chunk.begin(), chunk.end());
+    if (keepChunks) out.chunks.push_back(chunk);
+  }
+  if (freed.empty() || !lack.met()) return std::nullopt;
+  // Minimal: walking back from the last victim taken, drop every chunk the claimant can do without.
+  for (size_t i = freed.size() - 1; i-- > 0;) {
+    // A surplus pod stays taken when the rest of its job goes whole after it.
+    const int j = freed[i].first.job;
+    if (freed[i].pods == 1 && std::find(whole.begin(), whole.end(), j) != whole.end() &&
+        std::any_of(freed.begin() + static_cast<std::ptrdiff_t>(i) + 1, freed.end(),
+                    [&](const VictimFreed& c) { return c.first.job == j; }))
+      continue;
+    freed[i].applyTo(lack, -1);
+    if (lack.met()) {
+      freed.erase(freed.begin() + static_cast<std::ptrdiff_t>(i));
+      if (keepChunks) out.chunks.erase(out.chunks.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      freed[i].applyTo(lack, +1);
+    }
+  }
+  for (const VictimFreed& f : freed) out.slots += f.slots, out.count += f.pods;
+  out.last = freed.back().first;  // chunks follow the node's victim order: the last one's victim
+  return out;
+}
+
+std::optional<VictimSearch::Candidate> VictimSearch::evaluate(const SessionJob& job, const SessionTask& task,
+                                                              int node) {
+  std::optional<Chosen> chosen = choose(job, task, node, /*keepChunks=*/false);
+  if (!chosen) return std::nullopt;
+  // Node checks run with the victims gone, and the pods already leaving: their pod slots are free
+  // again by the time the pod is bound (it is pipelined until then).
+  SessionNode& n = ssn_.nodes()[node];
+  int32_t slots = static_cast<int32_t>(chosen->slots);
+  for (const Victim& v : onNode_[node]) slots += ssn_.task(v.job, v.task).state == TaskState::Releasing ? 1 : 0;
+  n.podCount -= slots;
+  std::string unused;
+  const bool ok = ssn_.predicate(task, n, unused);
+  n.podCount += slots;
+  if (!ok) return std::nullopt;
+  return Candidate{chosen->count, chosen->last, -ssn_.nodeScore(task, n), node, ssn_.nodeChanges().version(node)};
+}
+
+std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTask& task,
+                                          const framework::NodeDomain* domain, size_t max) {
+  std::vector<int> out;
+  // Nothing is evicted while evaluating, so whether a victim job may be taken is asked once per job.
+  if (domain) {
+    std::vector<Candidate> all;
+    for (int ni : domain->nodes)
+      if (auto c = evaluate(job, task, ni)) all.push_back(*c);
+    resetVerdicts();
+    const size_t keep = std::min(all.size(), max);
+    std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(keep), all.end(), Better{this});
+    for (size_t i = 0; i < keep; ++i) out.push_back(all[i].node);
+    return out;
+  }
+  std::string key = ssn_.placementKey(task) + "|" + job.info->queue + "|" + std::to_string(job.priority) + "|" +
+                    (job.preemptible ? "p" : "n");
+  for (int j : excluded_) key += "|x" + std::to_string(j);  // pruning: rankings without those victims
+  // Victims taken for this claimant's earlier pods change the victim order itself (queue shares,
+  // jobs no longer above their minimum): the nodes are ranked afresh for its later pods.
+  if (orderChanged_) {
+    rankings_.erase(key);
+    orderChanged_ = false;
+  }
+  auto [it, fresh] = rankings_.try_emplace(key, Better{this});
+  Ranking& ranking = it->second;
+  const framework::NodeChangeLog& log = ssn_.nodeChanges();
+  if (fresh) {
+    std::vector<Candidate> all;
+    if (mode_ == VictimMode::Preempt) {  // victims live in the claimant's queue: only its nodes
+      if (job.queue >= 0)
+        for (int ni : queueNodes_[job.queue])
+          if (auto c = evaluate(job, task, ni)) all.push_back(*c);
+    } else {
+      for (const auto& n : ssn_.nodes())
+        if (auto c = evaluate(job, task, n.index)) all.push_back(*c);
+    }
+    ranking.assign(std::move(all), log);
+  } else {
+    ranking.refresh(log, [&](int ni) { return evaluate(job, task, ni); });
+  }
+  resetVerdicts();
+  // The best current nodes; they stay ranked, valid until a try changes them.
+  for (const Candidate& c : ranking.best(max, log)) out.push_back(c.node);
+  return out;
+}
+
+}  // namespace tessera::actions
