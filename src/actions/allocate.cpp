@@ -1,11 +1,15 @@
-// allocate: KAI's allocate action. Queues are taken in queue order, and from each queue its jobs in
-// job order, one job at a time (the queue goes back into the heap with its updated share). A job's
-// tasks are placed inside one Statement: the gang's minMember all-or-nothing, pods above minMember
-// where they fit (elastic). If any task of the job only fits on releasing resources the whole job is
-// pipelined: nothing of it is bound this cycle.
+// allocate: KAI's allocate action. Jobs take turns, queue by queue in queue order (re-ranked after
+// every turn: forEachJobTurn), and within a queue in job order. A job's first turn places its gang
+// minimum, all or nothing, chosen per subgroup; each later turn places one pod above minMember and
+// puts the job back into the queue order, so elastic jobs of equal queues share a node instead of
+// the first taking all of it (KAI's one task per turn above the minimum). A pod above minMember
+// that does not fit is not tried again this cycle; the job's other pods still get their turns.
+// If any task of the job only fits on releasing resources, the whole job is pipelined: nothing of
+// it is bound this cycle.
 #include <algorithm>
 #include <climits>
 #include <string>
+#include <vector>
 
 #include "job_placement.h"
 #include "tessera/actions/factories.h"
@@ -24,9 +28,20 @@ class Allocate final : public framework::Action {
   const std::string& name() const override { return name_; }
 
   void execute(Session& ssn) override {
-    forEachPendingJob(
-        ssn, [](const SessionJob&) { return true; }, /*reportInvalid=*/true,
-        [&](SessionJob& job) { allocateJob(ssn, job); });
+    // Per job that took a turn above its minimum, what those turns left behind (created on first
+    // use: most jobs never get there).
+    std::vector<int32_t> slot(ssn.jobs().size(), -1);
+    std::vector<AboveMinimum> above;
+    forEachJobTurn(
+        ssn, [](const SessionJob&) { return true; }, /*reportInvalid=*/true, [&](SessionJob& job) {
+          int32_t& k = slot[static_cast<size_t>(job.index)];
+          if (k < 0 && ssn.jobReady(job)) {
+            k = static_cast<int32_t>(above.size());
+            above.emplace_back();
+          }
+          AboveMinimum none;
+          return turn(ssn, job, k < 0 ? none : above[static_cast<size_t>(k)]);
+        });
   }
 
  private:
@@ -50,20 +65,45 @@ class Allocate final : public framework::Action {
     return true;
   }
 
-  static void allocateJob(Session& ssn, SessionJob& job) {
-    if (cannotFitAnywhere(ssn, job)) return;
+  /// What a job's turns above its minimum left behind: the pods that did not fit (not tried again
+  /// this cycle) and the first reason.
+  struct AboveMinimum {
+    std::vector<int> failed;
+    std::string reason;
+  };
+
+  /// One turn of the job; returns whether it asks for another.
+  static bool turn(Session& ssn, SessionJob& job, AboveMinimum& above) {
+    if (cannotFitAnywhere(ssn, job)) return false;
+    const bool wasReady = ssn.jobReady(job);
     Statement stmt(ssn);
     std::string reason;
     int ready = job.readyCount, failed = 0;
-    if (!placeInDomains(ssn, stmt, job, /*allowPipeline=*/true, reason, ready, failed)) {
+    const bool placed =
+        placeInDomains(ssn, stmt, job, /*allowPipeline=*/true, Turn::Next, &above.failed, reason, ready, failed);
+    if (!placed && !wasReady) {
       failJob(ssn, job, ready, reason);
-      return;
+      return false;
     }
-    // A gang is bound together: if any of it waits for releasing resources, all of it waits.
-    if (job.pipelinedCount > 0) stmt.pipelineAllocated(job.index);
-    stmt.commit();
-    if (failed > 0) ssn.setUnschedulable(job, pods(failed) + " above minMember unschedulable: " + reason);
+    if (placed) {
+      // A gang is bound together: if any of it waits for releasing resources, all of it waits.
+      if (job.pipelinedCount > 0) stmt.pipelineAllocated(job.index);
+      stmt.commit();
+    } else {
+      // The pod tried above the minimum does not fit: the next one gets the next turn.
+      const std::vector<int> order = ssn.pendingTaskOrder(job);
+      for (int ti : order)
+        if (std::find(above.failed.begin(), above.failed.end(), ti) == above.failed.end()) {
+          above.failed.push_back(ti);
+          break;
+        }
+      if (above.reason.empty()) above.reason = reason;
+    }
+    if (!above.failed.empty())
+      ssn.setUnschedulable(job, pods(static_cast<int>(above.failed.size())) + " above minMember unschedulable: " +
+                                    above.reason);
     else ssn.setUnschedulable(job, "");
+    return job.pendingCount > static_cast<int>(above.failed.size());
   }
 
   std::string name_ = "allocate";

@@ -16,7 +16,7 @@ class Backfill final : public framework::Action {
           framework::Statement stmt(ssn);
           std::string reason;
           int ready = 0, failed = 0;
-          if (placeInDomains(ssn, stmt, job, /*allowPipeline=*/false, reason, ready, failed)) {
+          if (placeInDomains(ssn, stmt, job, /*allowPipeline=*/false, Turn::Whole, nullptr, reason, ready, failed)) {
             stmt.commit();
             ssn.setUnschedulable(job, failed > 0 ? pods(failed) + " above minMember unschedulable: " + reason : "");
           }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "tessera/framework/queue_order.h"
+
 namespace tessera::actions {
 
 using framework::Session;
@@ -17,59 +19,84 @@ std::string describeJob(const SessionJob& job) {
 std::string pods(int n) { return std::to_string(n) + (n == 1 ? " pod" : " pods"); }
 
 namespace {
+
 struct QueueJobs {
-  int queue = -1;
-  std::vector<int> jobs;
-  size_t next = 0;
+  std::vector<int> jobs;  ///< in job order
+  size_t next = 0;        ///< the job whose turn it is
 };
+
+/// Each queue's parent in the tree, -1 for a top-level one; a parent cycle is cut where it closes
+/// (every queue on one is invalid anyway: the validation layer says so, and their jobs wait).
+std::vector<int> queueParents(const Session& ssn) {
+  const auto& queues = ssn.queues();
+  std::vector<int> parent(queues.size(), -1);
+  for (const auto& q : queues)
+    if (q.queue && !q.queue->parentQueue.empty())
+      if (int p = ssn.findQueue(q.queue->parentQueue); p >= 0 && queues[static_cast<size_t>(p)].queue)
+        parent[static_cast<size_t>(q.index)] = p;
+  std::vector<int> seen(queues.size(), -1);
+  for (size_t i = 0; i < queues.size(); ++i)
+    for (int c = static_cast<int>(i); c >= 0; c = parent[static_cast<size_t>(c)]) {
+      if (seen[static_cast<size_t>(c)] == static_cast<int>(i)) {
+        parent[static_cast<size_t>(c)] = -1;
+        break;
+      }
+      seen[static_cast<size_t>(c)] = static_cast<int>(i);
+    }
+  return parent;
+}
+
 }  // namespace
 
 void forEachPendingJob(Session& ssn, const std::function<bool(const SessionJob&)>& filter, bool reportInvalid,
                        const std::function<void(SessionJob&)>& fn) {
+  forEachJobTurn(ssn, filter, reportInvalid, [&](SessionJob& job) {
+    fn(job);
+    return false;
+  });
+}
+
+void forEachJobTurn(Session& ssn, const std::function<bool(const SessionJob&)>& filter, bool reportInvalid,
+                    const std::function<bool(SessionJob&)>& fn) {
   std::vector<QueueJobs> perQueue(ssn.queues().size());
-  for (size_t i = 0; i < perQueue.size(); ++i) perQueue[i].queue = static_cast<int>(i);
   for (SessionJob& job : ssn.jobs()) {
     if (job.pendingCount == 0 || !filter(job)) continue;
     if (auto valid = ssn.jobValid(job); !valid.ok()) {
       if (reportInvalid) ssn.setUnschedulable(job, valid.error().message);
       continue;
     }
-    perQueue[job.queue].jobs.push_back(job.index);
+    perQueue[static_cast<size_t>(job.queue)].jobs.push_back(job.index);
   }
   for (QueueJobs& q : perQueue)
     std::sort(q.jobs.begin(), q.jobs.end(), [&](int a, int b) { return ssn.jobLess(ssn.jobs()[a], ssn.jobs()[b]); });
-  // Max-heap on "goes first": `later(a, b)` says b should be tried before a.
-  auto later = [&](int a, int b) {
-    const QueueJobs& qa = perQueue[a];
-    const QueueJobs& qb = perQueue[b];
-    return ssn.queueLess(ssn.queues()[qb.queue], ssn.queues()[qa.queue], &ssn.jobs()[qb.jobs[qb.next]],
-                         &ssn.jobs()[qa.jobs[qa.next]]);
+  // The job each queue would try next, and the queue order over the tree (framework/queue_order.h).
+  auto head = [&](int queue) -> const SessionJob* {
+    if (queue < 0) return nullptr;
+    const QueueJobs& q = perQueue[static_cast<size_t>(queue)];
+    return q.next < q.jobs.size() ? &ssn.jobs()[q.jobs[q.next]] : nullptr;
   };
-  std::vector<int> heap;
+  framework::QueueOrder order(queueParents(ssn), [&](int a, int b) {
+    return ssn.queueLess(ssn.queues()[a], ssn.queues()[b], head(order.best(a)), head(order.best(b)));
+  });
   for (size_t i = 0; i < perQueue.size(); ++i)
-    if (!perQueue[i].jobs.empty()) heap.push_back(static_cast<int>(i));
-  std::make_heap(heap.begin(), heap.end(), later);
-  while (!heap.empty()) {
-    std::pop_heap(heap.begin(), heap.end(), later);
-    const int qi = heap.back();
-    heap.pop_back();
-    QueueJobs& q = perQueue[qi];
-    fn(ssn.jobs()[q.jobs[q.next++]]);
-    if (q.next < q.jobs.size()) {
-      heap.push_back(qi);
-      std::push_heap(heap.begin(), heap.end(), later);
-    }
+    if (!perQueue[i].jobs.empty()) order.activate(static_cast<int>(i));
+  order.fix();
+  (void)ssn.takeChangedQueues();  // what earlier actions changed is already in the order's view
+  for (int leaf = order.next(); leaf >= 0; leaf = order.next()) {
+    QueueJobs& q = perQueue[static_cast<size_t>(leaf)];
+    SessionJob& job = ssn.jobs()[q.jobs[q.next]];
+    // One turn: the job goes back into the order (as the head of its queue) while it asks for
+    // another and still has pending pods.
+    if (!fn(job) || job.pendingCount == 0) ++q.next;
+    if (q.next < q.jobs.size()) order.touch(leaf);
+    else order.deactivate(leaf);
+    // Re-rank every queue whose share changed (victims' queues too), with its ancestors.
+    for (int changed : ssn.takeChangedQueues()) order.touch(changed);
+    order.fix();
   }
 }
 
-std::vector<int> pendingTasks(const Session& ssn, const SessionJob& job) {
-  std::vector<int> out;
-  for (const SessionTask& t : job.tasks)
-    if (t.state == TaskState::Pending) out.push_back(t.index);
-  if (out.size() > 1)
-    std::sort(out.begin(), out.end(), [&](int a, int b) { return ssn.taskLess(job.tasks[a], job.tasks[b]); });
-  return out;
-}
+std::vector<int> pendingTasks(const Session& ssn, const SessionJob& job) { return ssn.pendingTaskOrder(job); }
 
 api::Status taskAllowed(const Session& ssn, const SessionJob& job, const SessionTask& task) {
   TESSERA_TRY(ssn.prePredicate(job, task));
@@ -85,53 +112,128 @@ framework::Placement placeTask(Session& ssn, const SessionJob& job, const Sessio
   return ssn.findPlacement(task, allowPipeline);
 }
 
-bool placePending(Session& ssn, Statement& stmt, SessionJob& job, const framework::NodeDomain* domain,
-                  bool allowPipeline, std::string& reason, int& ready, int& failed) {
-  const auto cp = stmt.checkpoint();
-  ssn.restrictTo(domain);
-  failed = 0;
-  std::string firstReason;
-  bool gangBroken = false;
-  for (int ti : pendingTasks(ssn, job)) {
-    SessionTask& task = job.tasks[ti];
-    framework::Placement p = placeTask(ssn, job, task, allowPipeline);
-    if (p.node < 0) {
-      ++failed;
-      if (firstReason.empty()) firstReason = p.reason;
-      if (!ssn.jobReady(job)) {
-        gangBroken = true;  // the minimum cannot be met: no point placing the rest
-        break;
-      }
-      continue;  // a pod above minMember: place the others that fit
-    }
-    if (p.pipelined) stmt.pipeline(task, p.node);
-    else stmt.allocate(task, p.node);
-  }
-  ssn.restrictTo(nullptr);
-  if (gangBroken || !ssn.jobReady(job)) {
-    ready = job.readyCount;
-    stmt.rollback(cp);
-    reason = firstReason;
+namespace {
+
+/// Places one pending task (allocate or pipeline inside `stmt`); false with `reason` set when it
+/// does not fit.
+bool placeOne(Session& ssn, Statement& stmt, SessionJob& job, SessionTask& task, bool allowPipeline,
+              std::string& reason) {
+  framework::Placement p = placeTask(ssn, job, task, allowPipeline);
+  if (p.node < 0) {
+    reason = std::move(p.reason);
     return false;
   }
-  reason = firstReason;
+  if (p.pipelined) stmt.pipeline(task, p.node);
+  else stmt.allocate(task, p.node);
   return true;
 }
 
-bool placeInDomains(Session& ssn, Statement& stmt, SessionJob& job, bool allowPipeline, std::string& reason,
-                    int& ready, int& failed) {
+/// The gang minimum, as KAI's task selection takes it: each subgroup's missing minMember from its
+/// own pods, then the PodGroup's from any pod, in `order` (Session::pendingTaskOrder). A pod that
+/// does not fit is replaced by the next one of the same subgroup (pods with the placement key of
+/// one that failed are passed over: they would fail alike). Fails when a subgroup, or the gang,
+/// runs out of pods; the reason names the subgroup. `used` marks the positions tried.
+bool placeMinimum(Session& ssn, Statement& stmt, SessionJob& job, const std::vector<int>& order, bool allowPipeline,
+                  std::vector<char>& used, std::string& reason) {
+  std::vector<std::string> failedKeys;
+  int64_t untried = std::count(used.begin(), used.end(), 0);
+  // Takes the next untried pod of `group` (-2: any) and tries it; false when none is left.
+  auto tryNext = [&](int group, size_t& cursor, std::string& why) -> bool {
+    for (; cursor < order.size(); ++cursor) {
+      if (used[cursor]) continue;
+      SessionTask& task = job.tasks[order[cursor]];
+      if (group != -2 && task.subGroup != group) continue;
+      used[cursor] = 1;
+      --untried;
+      if (!failedKeys.empty() &&
+          std::find(failedKeys.begin(), failedKeys.end(), ssn.placementKey(task)) != failedKeys.end())
+        continue;
+      std::string r;
+      if (placeOne(ssn, stmt, job, task, allowPipeline, r)) return true;
+      if (why.empty()) why = std::move(r);
+      failedKeys.push_back(ssn.placementKey(task));
+    }
+    return false;
+  };
+  const std::vector<api::SubGroup>& groups = job.subGroups();
+  for (size_t g = 0; g < groups.size(); ++g) {
+    size_t cursor = 0;
+    std::string why;
+    while (job.subGroupReady[g] < groups[g].minMember) {
+      if (tryNext(static_cast<int>(g), cursor, why)) continue;
+      reason = "subgroup " + groups[g].name + " " + std::to_string(job.subGroupReady[g]) + "/" +
+               std::to_string(groups[g].minMember) + ": " + (why.empty() ? "no more pods to try" : why);
+      return false;
+    }
+  }
+  size_t cursor = 0;
+  std::string why;
+  while (!ssn.jobReady(job)) {
+    // Fewer untried pods left than the gang still needs: it cannot be met.
+    if (untried < job.minMember() - job.readyCount || !tryNext(-2, cursor, why)) {
+      reason = why.empty() ? "no more pods to try" : why;
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+bool placePending(Session& ssn, Statement& stmt, SessionJob& job, const framework::NodeDomain* domain,
+                  bool allowPipeline, Turn turn, const std::vector<int>* skip, std::string& reason, int& ready,
+                  int& failed) {
+  const auto cp = stmt.checkpoint();
+  ssn.restrictTo(domain);
+  failed = 0;
+  reason.clear();
+  const bool wasReady = ssn.jobReady(job);
+  const std::vector<int> order = ssn.pendingTaskOrder(job);
+  std::vector<char> used(order.size(), 0);
+  bool ok = wasReady || placeMinimum(ssn, stmt, job, order, allowPipeline, used, reason);
+  if (ok && turn == Turn::Whole) {
+    // Pods above the minimum: every one that fits.
+    for (size_t i = 0; i < order.size(); ++i) {
+      if (used[i]) continue;
+      std::string r;
+      if (placeOne(ssn, stmt, job, job.tasks[order[i]], allowPipeline, r)) continue;
+      ++failed;
+      if (reason.empty()) reason = std::move(r);
+    }
+  } else if (ok && wasReady) {
+    // A turn above the minimum: the next pod not tried yet.
+    ok = false;
+    for (int ti : order) {
+      if (skip && std::find(skip->begin(), skip->end(), ti) != skip->end()) continue;
+      ok = placeOne(ssn, stmt, job, job.tasks[ti], allowPipeline, reason);
+      if (!ok) failed = 1;
+      break;
+    }
+  }
+  ssn.restrictTo(nullptr);
+  if (!ok) {
+    ready = job.readyCount;
+    stmt.rollback(cp);
+    return false;
+  }
+  return true;
+}
+
+bool placeInDomains(Session& ssn, Statement& stmt, SessionJob& job, bool allowPipeline, Turn turn,
+                    const std::vector<int>* skip, std::string& reason, int& ready, int& failed) {
   ready = job.readyCount;
   auto domains = ssn.jobDomains(job);
-  if (!domains) return placePending(ssn, stmt, job, nullptr, allowPipeline, reason, ready, failed);
+  if (!domains) return placePending(ssn, stmt, job, nullptr, allowPipeline, turn, skip, reason, ready, failed);
   if (domains->domains.empty()) {  // constrained, and no domain can hold it: the plugin said why
     reason = std::move(domains->reason);
+    failed = ssn.jobReady(job) ? 1 : 0;
     return false;
   }
   // Domains in the plugin's order; the first one's failure is the one worth telling.
   std::string firstReason;
   int firstReady = job.readyCount;
   for (const framework::NodeDomain& d : domains->domains) {
-    if (placePending(ssn, stmt, job, &d, allowPipeline, reason, ready, failed)) return true;
+    if (placePending(ssn, stmt, job, &d, allowPipeline, turn, skip, reason, ready, failed)) return true;
     if (firstReason.empty()) firstReason = d.name + ": " + reason, firstReady = ready;
   }
   reason = firstReason;

@@ -16,13 +16,21 @@ std::string describeJob(const framework::SessionJob& job);
 /// "1 pod" / "3 pods".
 std::string pods(int n);
 
-/// Calls `fn` for every valid job with pending pods, queue by queue in queue order (the queue's
-/// order re-evaluated after each job, as its share changes), and within a queue in job order.
-/// `filter` picks the jobs; invalid jobs get their reason when `reportInvalid`.
+/// Gives every valid job with pending pods its turns, queue by queue in queue order, and within a
+/// queue in job order. `fn` takes one turn of the job and returns whether the job asks for another
+/// (allocate: one pod at a time above minMember); the job then stays its queue's next while it has
+/// pending pods. After each turn, every queue whose share changed (the served one, victims' queues)
+/// is re-ranked with its ancestors (framework::QueueOrder), so the order is always what a full
+/// re-sort would give. `filter` picks the jobs; invalid jobs get their reason when `reportInvalid`.
+void forEachJobTurn(framework::Session& ssn, const std::function<bool(const framework::SessionJob&)>& filter,
+                    bool reportInvalid, const std::function<bool(framework::SessionJob&)>& fn);
+
+/// forEachJobTurn with one turn per job (the victim actions, backfill).
 void forEachPendingJob(framework::Session& ssn, const std::function<bool(const framework::SessionJob&)>& filter,
                        bool reportInvalid, const std::function<void(framework::SessionJob&)>& fn);
 
-/// Pending tasks of the job, in task order.
+/// Pending tasks of the job in the order they are tried: each subgroup's missing minimum first,
+/// then the rest in task order (Session::pendingTaskOrder).
 std::vector<int> pendingTasks(const framework::Session& ssn, const framework::SessionJob& job);
 
 /// The checks of a task before any node is considered: the plugins' pre-predicates, then its
@@ -34,17 +42,26 @@ api::Status taskAllowed(const framework::Session& ssn, const framework::SessionJ
 framework::Placement placeTask(framework::Session& ssn, const framework::SessionJob& job,
                                const framework::SessionTask& task, bool allowPipeline);
 
-/// Places the job's pending pods inside `stmt` (inside `domain` when given): the gang's minimum
-/// all-or-nothing, pods above it where they fit. Returns whether the job is then ready; on failure
-/// the statement is rolled back to where it was and `reason`/`ready` say why. `failed` counts pods
-/// above minMember that did not fit.
+/// How much of a job one placement takes.
+enum class Turn {
+  Whole,  ///< the gang minimum (all or nothing), then every pod above it that fits
+  Next,   ///< one turn of allocate (KAI): the gang minimum while below it, else one pod above it
+};
+
+/// Places the job's pending pods inside `stmt` (inside `domain` when given): the gang minimum all
+/// or nothing, chosen per subgroup (each subgroup's minMember from its own pods, a pod that does not
+/// fit replaced by the next of its subgroup), then pods above it as `turn` says (a Next turn above
+/// the minimum tries the first pending pod not in `skip`). Returns whether what the turn had to
+/// place was placed; on failure the statement is rolled back to where it was and `reason`/`ready`
+/// say why. `failed` counts pods above minMember that did not fit.
 bool placePending(framework::Session& ssn, framework::Statement& stmt, framework::SessionJob& job,
-                  const framework::NodeDomain* domain, bool allowPipeline, std::string& reason, int& ready,
-                  int& failed);
+                  const framework::NodeDomain* domain, bool allowPipeline, Turn turn, const std::vector<int>* skip,
+                  std::string& reason, int& ready, int& failed);
 
 /// Like placePending, trying the job's topology domains in turn when a plugin constrains it.
 bool placeInDomains(framework::Session& ssn, framework::Statement& stmt, framework::SessionJob& job,
-                    bool allowPipeline, std::string& reason, int& ready, int& failed);
+                    bool allowPipeline, Turn turn, const std::vector<int>* skip, std::string& reason, int& ready,
+                    int& failed);
 
 /// Records the job's reason: "gang 3/4: 1 pod unschedulable: <reason>" or "pod unschedulable: ...".
 void failJob(framework::Session& ssn, framework::SessionJob& job, int ready, const std::string& reason);

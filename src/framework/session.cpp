@@ -51,6 +51,18 @@ TaskState fromCache(cache::TaskStatus s) {
 
 }  // namespace
 
+const std::vector<api::SubGroup>& SessionJob::subGroups() const {
+  static const std::vector<api::SubGroup> kNone;
+  return info->podGroup ? info->podGroup->subGroups : kNone;
+}
+
+int SessionJob::shortSubGroup() const {
+  const std::vector<api::SubGroup>& groups = subGroups();
+  for (size_t g = 0; g < subGroupReady.size(); ++g)
+    if (subGroupReady[g] < groups[g].minMember) return static_cast<int>(g);
+  return -1;
+}
+
 Session::Session(std::shared_ptr<const cache::Snapshot> snapshot, const Config& config, const api::Clock& clock)
     : snapshot_(std::move(snapshot)), config_(config), clock_(clock), now_(clock.now()) {
   buildState();
@@ -73,6 +85,7 @@ void Session::buildState() {
   buildGpuGroups();
   buildPlacementIndex();
 
+  queueChanged_.assign(s.queues.size(), 0);
   queues_.reserve(s.queues.size());
   for (const auto& [name, q] : s.queues) {
     SessionQueue sq;
@@ -132,13 +145,18 @@ void Session::buildState() {
     }
     j.tasks = std::span<SessionTask>(tasks_.data() + taskOffset, info.tasks.size());
     taskOffset += info.tasks.size();
+    const std::vector<api::SubGroup>& subGroups = j.subGroups();
+    j.subGroupReady.assign(subGroups.size(), 0);
     for (size_t t = 0; t < info.tasks.size(); ++t) {
       SessionTask& st = j.tasks[t];
       st.info = &info.tasks[t];
       st.job = j.index;
       st.index = static_cast<int>(t);
       st.state = fromCache(st.info->status);
-      if (isReadyState(st.state)) j.readyCount++;
+      if (!subGroups.empty() && !st.info->subGroup.empty())
+        for (size_t g = 0; g < subGroups.size(); ++g)
+          if (subGroups[g].name == st.info->subGroup) st.subGroup = static_cast<int32_t>(g);
+      if (isReadyState(st.state)) countReady(j, st, +1);
       if (st.state == TaskState::Pending) j.pendingCount++;
     }
     j.allocated = info.allocated;

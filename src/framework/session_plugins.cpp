@@ -3,6 +3,8 @@
 // that every order is total; checks stop at the first plugin that rejects.
 #include "tessera/framework/session.h"
 
+#include <algorithm>
+
 namespace tessera::framework {
 
 // ---- registration ----
@@ -105,6 +107,43 @@ bool Session::jobReady(const SessionJob& job) const {
   for (const auto& f : jobReady_)
     if (!f.fn(job)) return false;
   return true;
+}
+
+std::vector<int> Session::pendingTaskOrder(const SessionJob& job, int* minimum) const {
+  std::vector<int> order;
+  order.reserve(static_cast<size_t>(job.pendingCount));
+  for (const SessionTask& t : job.tasks)
+    if (t.state == TaskState::Pending) order.push_back(t.index);
+  if (order.size() > 1)
+    std::sort(order.begin(), order.end(), [&](int a, int b) { return taskLess(job.tasks[a], job.tasks[b]); });
+  const bool ready = jobReady(job);
+  if (minimum) *minimum = 0;
+  if (ready || order.empty()) return order;
+  const int gangMissing = std::max(1, job.minMember() - job.readyCount);
+  if (job.subGroupReady.empty()) {
+    if (minimum) *minimum = std::min(gangMissing, static_cast<int>(order.size()));
+    return order;
+  }
+  // Each subgroup's missing minimum first, then the rest in task order; the first of the rest
+  // complete the PodGroup's minMember.
+  const std::vector<api::SubGroup>& groups = job.subGroups();
+  std::vector<int> out;
+  out.reserve(order.size());
+  std::vector<char> taken(order.size(), 0);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    int missing = groups[g].minMember - job.subGroupReady[g];
+    for (size_t i = 0; i < order.size() && missing > 0; ++i)
+      if (!taken[i] && job.tasks[order[i]].subGroup == static_cast<int32_t>(g)) {
+        taken[i] = 1;
+        out.push_back(order[i]);
+        --missing;
+      }
+  }
+  const int picked = static_cast<int>(out.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    if (!taken[i]) out.push_back(order[i]);
+  if (minimum) *minimum = std::min(std::max(picked, gangMissing), static_cast<int>(out.size()));
+  return out;
 }
 
 bool Session::predicate(const SessionTask& task, const SessionNode& node, std::string& reason) const {

@@ -39,6 +39,28 @@ void Session::finishUndo(const Operation& op, SessionTask& task, SessionNode& n,
   task.node = op.previousNode;
 }
 
+void Session::countReady(SessionJob& j, const SessionTask& task, int delta) {
+  j.readyCount += delta;
+  if (task.subGroup >= 0) j.subGroupReady[static_cast<size_t>(task.subGroup)] += delta;
+}
+
+void Session::chargeQueue(const SessionJob& j, const SessionTask& task, int sign) {
+  if (j.queue < 0) return;
+  if (sign > 0) queues_[j.queue].allocated += task.request();
+  else queues_[j.queue].allocated -= task.request();
+  if (!queueChanged_[static_cast<size_t>(j.queue)]) {
+    queueChanged_[static_cast<size_t>(j.queue)] = 1;
+    changedQueues_.push_back(j.queue);
+  }
+}
+
+std::vector<int> Session::takeChangedQueues() {
+  std::vector<int> out;
+  out.swap(changedQueues_);
+  for (int q : out) queueChanged_[static_cast<size_t>(q)] = 0;
+  return out;
+}
+
 // ---- allocate: a Pending task onto idle resources ----
 
 void Statement::allocate(SessionTask& task, int node) {
@@ -58,10 +80,10 @@ void Session::applyAllocate(SessionTask& task, int node) {
   nodeChanged(n);
   task.state = TaskState::Allocated;
   task.node = node;
-  j.readyCount++;
+  countReady(j, task, +1);
   j.pendingCount--;
   j.allocated += task.request();
-  if (j.queue >= 0) queues_[j.queue].allocated += task.request();
+  chargeQueue(j, task, +1);
   notifyAllocate(task);
 }
 
@@ -74,10 +96,10 @@ void Session::undoAllocate(const Operation& op) {
   if (task.sharesGpu()) returnGpus(task, n, /*pipelined=*/false);
   n.podCount--;
   removePorts(n.addedPorts, task.pod().hostPorts);
-  j.readyCount--;
+  countReady(j, task, -1);
   j.pendingCount++;
   j.allocated -= task.request();
-  if (j.queue >= 0) queues_[j.queue].allocated -= task.request();
+  chargeQueue(j, task, -1);
   finishUndo(op, task, n, j);
   notifyDeallocate(task);
 }
@@ -99,11 +121,11 @@ void Session::applyPipeline(SessionTask& task, int node) {
   nodeChanged(n);
   task.state = TaskState::Pipelined;
   task.node = node;
-  j.readyCount++;
+  countReady(j, task, +1);
   j.pendingCount--;
   j.pipelinedCount++;
   j.allocated += task.request();
-  if (j.queue >= 0) queues_[j.queue].allocated += task.request();
+  chargeQueue(j, task, +1);
   notifyAllocate(task);
 }
 
@@ -114,11 +136,11 @@ void Session::undoPipeline(const Operation& op) {
   TESSERA_ASSERT(task.state == TaskState::Pipelined);
   n.pipelined -= task.nodeRequest();
   if (task.sharesGpu()) returnGpus(task, n, /*pipelined=*/true);
-  j.readyCount--;
+  countReady(j, task, -1);
   j.pendingCount++;
   j.pipelinedCount--;
   j.allocated -= task.request();
-  if (j.queue >= 0) queues_[j.queue].allocated -= task.request();
+  chargeQueue(j, task, -1);
   finishUndo(op, task, n, j);
   notifyDeallocate(task);
 }
@@ -142,9 +164,9 @@ void Session::applyEvict(SessionTask& task) {
   if (task.sharesGpu()) releaseGpus(task, n, +1);
   nodeChanged(n);
   task.state = TaskState::Releasing;
-  j.readyCount--;
+  countReady(j, task, -1);
   j.allocated -= task.request();
-  if (j.queue >= 0) queues_[j.queue].allocated -= task.request();
+  chargeQueue(j, task, -1);
   notifyDeallocate(task);
 }
 
@@ -155,9 +177,9 @@ void Session::undoEvict(const Operation& op) {
   TESSERA_ASSERT(task.state == TaskState::Releasing);
   n.releasing -= task.nodeRequest();
   if (task.sharesGpu()) releaseGpus(task, n, -1);
-  j.readyCount++;
+  countReady(j, task, +1);
   j.allocated += task.request();
-  if (j.queue >= 0) queues_[j.queue].allocated += task.request();
+  chargeQueue(j, task, +1);
   finishUndo(op, task, n, j);
   notifyAllocate(task);
 }
@@ -190,11 +212,11 @@ void Session::undoReserve(const Operation& op) {
 // ---- pipelineAllocated: a gang's Allocated tasks turn Pipelined (repipeline) ----
 
 void Statement::pipelineAllocated(int job) {
-  // Appended as operations of their own, so a rollback past this point turns them back.
-  const size_t end = ops_.size();
-  for (size_t i = 0; i < end; ++i) {
-    if (ops_[i].job != job || ops_[i].type != Operation::Type::Allocate) continue;
-    SessionTask& task = session_.task(ops_[i].job, ops_[i].task);
+  // Every Allocated task of the job this cycle, from this statement or an earlier one (allocate
+  // gives an elastic job one pod per turn, each turn a statement of its own). Appended as
+  // operations of their own, so a rollback past this point turns them back; an earlier statement's
+  // Allocate then yields no bind (Session::close reads the tasks' final states).
+  for (SessionTask& task : session_.jobs()[job].tasks) {
     if (task.state != TaskState::Allocated) continue;
     Operation op{Operation::Type::Repipeline, task.job, task.index, task.node, task.state, task.node, {}};
     session_.applyRepipeline(task);

@@ -46,6 +46,9 @@ struct SessionTask {
   int index = -1;  ///< index in the job's tasks
   TaskState state = TaskState::Pending;
   int node = -1;   ///< index in Session::nodes() while on a node (or planned there)
+  /// Index of the task's subgroup in its PodGroup's spec.subGroups; -1 when it has none (or names
+  /// one the PodGroup does not declare).
+  int32_t subGroup = -1;
   /// What the task charges its job and queue (fractional pods: their milli-GPU share).
   const api::Resources& request() const { return info->request; }
   /// What the task takes from its node's idle resources (fractional pods: no whole GPU; their
@@ -101,11 +104,18 @@ struct SessionJob {
   int32_t pipelinedCount = 0;
   api::Resources allocated;    ///< resources of tasks holding node resources
   int32_t minMember_ = 1;      ///< copied from info: read on every readiness check
+  /// Per subgroup of the PodGroup (spec.subGroups order): tasks in a ready state; empty when the
+  /// PodGroup declares no subgroups.
+  std::vector<int32_t> subGroupReady;
   /// Why the job (or some of its pods) could not be placed this cycle: an index into the
   /// session's interned messages (Session::reasonOf); -1 when placed or not tried.
   int32_t reason = -1;
   const std::string& key() const { return info->key; }
   int32_t minMember() const { return minMember_; }
+  /// The PodGroup's subgroups (empty for none), indexed like subGroupReady.
+  const std::vector<api::SubGroup>& subGroups() const;
+  /// The first subgroup below its own minMember, or -1.
+  int shortSubGroup() const;
 };
 
 struct SessionQueue {
@@ -306,6 +316,12 @@ class Session {
   /// Fails when the job cannot be scheduled this cycle: its queue is missing, or a plugin says so.
   api::Status jobValid(const SessionJob& job) const;
   bool jobReady(const SessionJob& job) const;
+  /// The job's pending tasks in the order they are tried (KAI's task selection): while the gang is
+  /// below its minimum, the pods that make up each subgroup's missing minMember first (subgroups in
+  /// spec order, task order within one), then the others in task order. `minimum`, when given, is
+  /// set to how many of the first ones make up the missing gang minimum (each subgroup's, then the
+  /// PodGroup's minMember); 0 when the job is ready.
+  std::vector<int> pendingTaskOrder(const SessionJob& job, int* minimum = nullptr) const;
   api::Status prePredicate(const SessionJob& job, const SessionTask& task) const;
   bool predicate(const SessionTask& task, const SessionNode& node, std::string& reason) const;
   int64_t nodeScore(const SessionTask& task, const SessionNode& node) const;
@@ -385,6 +401,11 @@ class Session {
   /// Operations committed so far this session, in order.
   const std::vector<Operation>& committed() const { return committed_; }
 
+  /// Queues whose allocation changed (allocate, pipeline, evict and their undos) since the last
+  /// call, each once, in the order of their first change; the list is emptied. Queue orders
+  /// re-rank exactly these (and their ancestors) instead of re-sorting every queue.
+  std::vector<int> takeChangedQueues();
+
  private:
   friend class Statement;  // changes the working state through apply* / undo*
 
@@ -405,6 +426,8 @@ class Session {
   std::optional<QueueUsage> queueUsage_;
   bool spreadPlacement_ = false;
   std::vector<SessionResult::QueueReport> queueReports_;
+  std::vector<int> changedQueues_;    ///< see takeChangedQueues
+  std::vector<char> queueChanged_;    ///< per queue: listed in changedQueues_
   std::vector<std::string> reasons_;  ///< interned messages
   std::map<std::string, int32_t, std::less<>> reasonIndex_;
   std::string scratch_;
@@ -530,6 +553,11 @@ class Session {
   /// The common end of undoing an allocate, pipeline or evict: drops the zero entries the undo
   /// left, logs the node's change and puts the task back where `op` found it.
   void finishUndo(const Operation& op, SessionTask& task, SessionNode& node, SessionJob& job);
+  /// A task enters (+1) or leaves (-1) a ready state: the job's and its subgroup's counts.
+  static void countReady(SessionJob& job, const SessionTask& task, int delta);
+  /// The job's queue gets (+1) or gives back (-1) the task's request; the queue is listed as
+  /// changed (takeChangedQueues).
+  void chargeQueue(const SessionJob& job, const SessionTask& task, int sign);
   void commitOperations(std::vector<Operation> ops);
 
   // ---- GPU sharing (session_gpu.cpp) ----

@@ -26,8 +26,8 @@ class Statement {
   void evict(SessionTask& task, std::string reason);
   /// Holds future room on `node` for an evicted task that will come back there (consolidation).
   void reserve(const SessionTask& evicted, int node);
-  /// Turns this statement's Allocated tasks of `job` into Pipelined ones on the same nodes
-  /// (a gang is bound together or not at all).
+  /// Turns the Allocated tasks of `job` (this cycle's, from this statement or an earlier one) into
+  /// Pipelined ones on the same nodes (a gang is bound together or not at all).
   void pipelineAllocated(int job);
 
   using Checkpoint = size_t;

@@ -2,7 +2,8 @@
 /// The fair-share division of the proportion plugin, exposed for tests and the simulator.
 /// KAI-Scheduler's semantics, in exact integer units (milli-GPU, milli-CPU, bytes): per resource,
 /// top-down through the queue tree, each level divides its parent's fair share among the children:
-///   1. deserved pass: min(deserved, requested), requested capped by the limit;
+///   1. deserved pass: min(deserved, requested), requested capped by the limit and by the level's
+///      share; over-committed quotas are scaled down in proportion (never more than the level has);
 ///   2. over-quota pass, highest queue priority first, in rounds among unsatisfied queues
 ///      (requested > share, below limit, weight > 0): remaining × w / Σw each (the whole remaining
 ///      request when smaller); the few milli-units integer division leaves over go one by one to

@@ -1,5 +1,7 @@
-// gang: a job is placed only when at least minMember of its pods can be (KAI's gang plugin).
+// gang: a job is placed only when at least minMember of its pods can be, and each of its subgroups
+// gets its own minMember (KAI's gang plugin).
 #include <string>
+#include <vector>
 
 #include "tessera/framework/session.h"
 #include "tessera/plugins/factories.h"
@@ -28,9 +30,25 @@ class GangPlugin final : public framework::Plugin {
         return api::makeError("gang " + std::to_string(live) + "/" + std::to_string(info.minMember) + ": only " +
                               std::to_string(live) + " pods exist for spec.minMember " +
                               std::to_string(info.minMember));
+      // Every subgroup needs its own minimum too.
+      const std::vector<api::SubGroup>& groups = job.subGroups();
+      for (size_t g = 0; g < groups.size(); ++g) {
+        int32_t liveInGroup = 0;
+        for (const auto& t : job.tasks)
+          if (t.subGroup == static_cast<int32_t>(g) && t.state != framework::TaskState::Failed &&
+              t.state != framework::TaskState::Releasing)
+            ++liveInGroup;
+        if (liveInGroup < groups[g].minMember)
+          return api::makeError("subgroup " + groups[g].name + " " + std::to_string(liveInGroup) + "/" +
+                                std::to_string(groups[g].minMember) + ": only " + std::to_string(liveInGroup) +
+                                " pods exist for its minMember " + std::to_string(groups[g].minMember));
+      }
       return api::Status::success();
     });
-    ssn.addJobReadyFn(name_, [](const framework::SessionJob& job) { return job.readyCount >= job.minMember(); });
+    // Ready: minMember pods in a ready state, and every subgroup at its own minMember.
+    ssn.addJobReadyFn(name_, [](const framework::SessionJob& job) {
+      return job.readyCount >= job.minMember() && (job.subGroupReady.empty() || job.shortSubGroup() < 0);
+    });
   }
 
  private:

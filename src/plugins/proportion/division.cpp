@@ -14,16 +14,49 @@ int64_t capOf(const DivisionQueue& q, int r) {
   return std::max<int64_t>(cap, 0);
 }
 
-/// Divides `share` of resource r among `children` (indices into queues).
-void divideLevel(std::vector<DivisionQueue>& queues, const std::vector<int>& children, int r, int64_t share) {
-  int64_t remaining = share;
-  // 1. Deserved pass.
+/// Over-committed quotas (the deserved pass grants more than the level has): each child keeps
+/// grant × share / Σgrant, the milli-units integer division leaves over dealt one each to the
+/// largest remainders, then by name. The level's share is divided exactly, never exceeded.
+void scaleDown(std::vector<DivisionQueue>& queues, const std::vector<int>& children, int r, int64_t share,
+               i128 granted) {
+  struct Part {
+    int queue;
+    i128 remainder;
+  };
+  std::vector<Part> parts;
+  int64_t given = 0;
   for (int c : children) {
     DivisionQueue& q = queues[c];
-    const int64_t want = capOf(q, r);
-    q.fairShare[r] = q.deserved[r] < 0 ? want : std::min(q.deserved[r], want);
-    remaining -= q.fairShare[r];
+    const i128 num = static_cast<i128>(q.fairShare[r]) * share;
+    q.fairShare[r] = static_cast<int64_t>(num / granted);
+    given += q.fairShare[r];
+    parts.push_back({c, num % granted});
   }
+  std::stable_sort(parts.begin(), parts.end(), [&](const Part& a, const Part& b) {
+    if (a.remainder != b.remainder) return a.remainder > b.remainder;
+    return queues[a.queue].name < queues[b.queue].name;
+  });
+  for (size_t i = 0; given < share && i < parts.size(); ++i, ++given) ++queues[parts[i].queue].fairShare[r];
+}
+
+/// Divides `share` of resource r among `children` (indices into queues).
+void divideLevel(std::vector<DivisionQueue>& queues, const std::vector<int>& children, int r, int64_t share) {
+  share = std::max<int64_t>(share, 0);
+  int64_t remaining = share;
+  // 1. Deserved pass: min(quota, requested), never more than the level has (an unlimited quota
+  // asks for what it requests, which may exceed the cluster).
+  i128 granted = 0;
+  for (int c : children) {
+    DivisionQueue& q = queues[c];
+    const int64_t want = std::min(capOf(q, r), share);
+    q.fairShare[r] = q.deserved[r] < 0 ? want : std::min(q.deserved[r], want);
+    granted += q.fairShare[r];
+  }
+  if (granted > share) {
+    scaleDown(queues, children, r, share, granted);
+    return;
+  }
+  remaining -= static_cast<int64_t>(granted);
   if (remaining <= 0) return;
   // 2. Over-quota pass, by priority, highest first.
   std::map<int32_t, std::vector<int>, std::greater<>> byPriority;

@@ -55,6 +55,9 @@ struct QNode {
   Amounts allocatedNP{0, 0, 0};  ///< the non-preemptible part
   Amounts requested{0, 0, 0};    ///< subtree: allocated + pending
   Amounts fairShare{0, 0, 0};
+  /// What reclaim never takes a queue below: its fair share, or what its quota guarantees
+  /// (min(quota, requested, limit)) when over-committed quotas scaled the fair share under that.
+  Amounts kept{0, 0, 0};
 };
 
 
@@ -93,8 +96,8 @@ class State {
     }
     if (a == b) return 0;
     while (q_[a].parent != q_[b].parent) a = q_[a].parent, b = q_[b].parent;
-    const Amounts lj = lJob ? pendingRequest(*lJob) : Amounts{0, 0, 0};
-    const Amounts rj = rJob ? pendingRequest(*rJob) : Amounts{0, 0, 0};
+    const Amounts lj = lJob ? turnRequest(*lJob) : Amounts{0, 0, 0};
+    const Amounts rj = rJob ? turnRequest(*rJob) : Amounts{0, 0, 0};
     const bool lOver = over(a, lj), rOver = over(b, rj);
     if (lOver != rOver) return lOver ? 1 : -1;
     const bool lStarved = starved(a, lj), rStarved = starved(b, rj);
@@ -133,7 +136,7 @@ class State {
     // The claimant's own queue only: whether its ancestors may grow depends on where the victim is
     // (a reclaim between siblings does not change their parent's allocation); reclaimable() checks
     // the level where the two paths diverge.
-    const Amounts req = minimumRequest(job);
+    const Amounts req = turnRequest(job);
     const QNode& q = q_[job.queue];
     for (int r = 0; r < kResources; ++r)
       if (req[r] > 0 && q.allocated[r] + req[r] > q.fairShare[r])
@@ -153,7 +156,7 @@ class State {
     const SessionJob& vj = ssn_.jobs()[victim.job];
     if (claimant.queue < 0 || vj.queue < 0 || claimant.queue == vj.queue || !vj.preemptible) return false;
     if (protectedByMinRuntime(vj, &api::Queue::reclaimMinRuntime)) return false;
-    const Amounts req = minimumRequest(claimant);
+    const Amounts req = turnRequest(claimant);
     if (!mayTake(claimant.queue, vj.queue, req)) return false;
     // Where the paths diverge.
     std::vector<int> cp, vp;
@@ -352,7 +355,18 @@ class State {
     }
     adjustWeights(dq);
     proportion::divide(dq, capacity);
-    for (size_t k = 0; k < dq.size(); ++k) q_[fromDq[k]].fairShare = dq[k].fairShare;
+    for (size_t k = 0; k < dq.size(); ++k) {
+      QNode& q = q_[fromDq[k]];
+      q.fairShare = dq[k].fairShare;
+      // The division never hands out more than exists, so over-committed quotas are scaled down
+      // (division.cpp); reclaim still honours the quota itself, as KAI does (its fair shares are
+      // never below min(quota, requested)).
+      for (int r = 0; r < kResources; ++r) {
+        int64_t guaranteed = q.deserved[r] < 0 ? 0 : std::min(q.deserved[r], q.requested[r]);
+        if (q.limit[r] >= 0) guaranteed = std::min(guaranteed, q.limit[r]);
+        q.kept[r] = std::max(q.fairShare[r], guaranteed);
+      }
+    }
   }
 
   /// Time-aware fairness: s_i = max(0, w_i + k (w_i - U_i)), w_i the queue's weight normalized
@@ -376,21 +390,53 @@ class State {
     }
   }
 
-  /// The job's pending request as the cycle began (the cache keeps it per job): allocate compares
-  /// a job's queue only before the job is tried, so the opening figure is the one that matters.
-  Amounts pendingRequest(const SessionJob& job) const { return amountsOf(job.info->pendingRequest); }
+  /// What the job asks for in its next turn of allocate, as KAI's queue order adds it
+  /// (GetTasksToAllocateInitResource): its gang minimum while below it, else its next pod. Kept per
+  /// job while its ready and pending counts stay as they were (allocate's queue order asks for it
+  /// on every comparison).
+  Amounts turnRequest(const SessionJob& job) {
+    if (turnCache_.empty()) turnCache_.resize(ssn_.jobs().size());
+    TurnRequest& c = turnCache_[static_cast<size_t>(job.index)];
+    if (c.ready != job.readyCount || c.pending != job.pendingCount) {
+      c.ready = job.readyCount;
+      c.pending = job.pendingCount;
+      c.request = minimumRequest(job);
+    }
+    return c.request;
+  }
 
-  /// What the job needs to start: its first pending pods (task order) up to the gang minimum;
-  /// reclaim and preempt make room for that, not for pods above minMember.
+  /// What the job needs for its next step: its first pending pods up to the gang minimum, each
+  /// subgroup's first (Session::pendingTaskOrder); one pod once the job is ready. Reclaim and
+  /// preempt make room for that, not for every pod above minMember.
   Amounts minimumRequest(const SessionJob& job) const {
-    std::vector<const SessionTask*> pending;
-    for (const SessionTask& t : job.tasks)
-      if (t.state == TaskState::Pending) pending.push_back(&t);
-    std::sort(pending.begin(), pending.end(), [&](const SessionTask* a, const SessionTask* b) { return ssn_.taskLess(*a, *b); });
-    const size_t need = static_cast<size_t>(std::max(1, job.minMember() - job.readyCount));
+    if (job.subGroupReady.empty() && job.pendingCount > 0) {
+      // Without subgroups the pods needed are the first `need` in task order. When that is all of
+      // them, or they all ask alike (gangs mostly do), no order is needed: a sum does.
+      const int need = ssn_.jobReady(job) ? 1 : std::max(1, job.minMember() - job.readyCount);
+      if (need >= job.pendingCount && job.pendingCount == job.info->pendingCount)
+        return amountsOf(job.info->pendingRequest);  // the same pending pods as the snapshot's
+      const api::Resources* first = nullptr;
+      bool alike = true;
+      api::Resources all;
+      for (const SessionTask& t : job.tasks) {
+        if (t.state != TaskState::Pending) continue;
+        if (!first) first = &t.request();
+        else if (alike && !(t.request() == *first)) alike = false;
+        all += t.request();
+      }
+      if (need >= job.pendingCount) return amountsOf(all);
+      if (alike) {
+        Amounts one = amountsOf(*first);
+        for (int r = 0; r < kResources; ++r) one[r] *= need;
+        return one;
+      }
+    }
+    int minimum = 0;
+    const std::vector<int> order = ssn_.pendingTaskOrder(job, &minimum);
+    const size_t need = static_cast<size_t>(std::max(1, minimum));
     Amounts a{0, 0, 0};
-    for (size_t i = 0; i < pending.size() && i < need; ++i) {
-      const Amounts x = amountsOf(pending[i]->request());
+    for (size_t i = 0; i < order.size() && i < need; ++i) {
+      const Amounts x = amountsOf(job.tasks[order[i]].request());
       for (int r = 0; r < kResources; ++r) a[r] += x[r];
     }
     return a;
@@ -435,9 +481,10 @@ class State {
     return l < r ? -1 : (l > r ? 1 : 0);
   }
 
+  /// Above what reclaim must leave it (`kept`: its fair share, or its guaranteed quota).
   bool overFair(int q) const {
     for (int r = 0; r < kResources; ++r)
-      if (q_[q].allocated[r] > q_[q].fairShare[r]) return true;
+      if (q_[q].allocated[r] > q_[q].kept[r]) return true;
     return false;
   }
   bool overDeserved(int q) const {
@@ -480,10 +527,16 @@ class State {
     return started && ssn_.now() - *started < *min;
   }
 
+  struct TurnRequest {
+    int32_t ready = -1, pending = -1;
+    Amounts request{0, 0, 0};
+  };
+
   Session& ssn_;
   ProportionArgs args_;
   std::vector<QNode> q_;
   bool divided_ = false;
+  std::vector<TurnRequest> turnCache_;  ///< per job index (turnRequest)
 };
 
 class ProportionPlugin final : public framework::Plugin {

@@ -309,7 +309,7 @@ class TopologyPlugin final : public framework::Plugin {
 
   /// Candidates for a constraint inside a scope: the preferred level, each level above it, down to
   /// the required one. Levels at or above the scope's are satisfied by the scope itself. Returns
-  /// false with `why` ("topology rack: ...") when the required level cannot be met.
+  /// false with `why` ("topology level topology.example.com/rack: ...") when the required level cannot be met.
   bool candidatesFor(const Session& ssn, DomainTree& tree, const Levels& lv, const Demand& dem, int scopeLevel,
                      int scope, const Overlay* overlay, std::vector<Candidate>& out, std::string& why) {
     const int first = lv.preferred >= 0 ? lv.preferred : lv.required;
@@ -317,7 +317,7 @@ class TopologyPlugin final : public framework::Plugin {
     for (int l = first; l >= last; --l) {
       std::string levelWhy;
       if (!candidatesAt(ssn, tree, l, dem, scopeLevel, scope, overlay, first - l, out, levelWhy) && l == lv.required) {
-        why = "topology " + tree.level(l).shortName + ": " + levelWhy;
+        why = "topology level " + tree.level(l).label + ": " + levelWhy;  // the key users write
         return !out.empty();  // preferred-level domains may still hold it
       }
     }

@@ -480,6 +480,37 @@ TEST_CASE("commit moves the operations, in order, to the session; close reports 
   CHECK(pipelined == std::vector<std::string>{"team/g-0@n1", "team/g-1@n1", "team/g-2@n2"});
 }
 
+TEST_CASE("pipelineAllocated also turns a job's allocations committed by an earlier statement", "[statement]") {
+  // Allocate gives an elastic job one pod per turn, each in a statement of its own: a later pod
+  // that only fits on releasing resources holds back the ones bound by earlier turns.
+  Fixture f;
+  {
+    Statement first(*f.ssn);
+    first.allocate(f.task("g-0"), f.node("n1"));
+    first.allocate(f.task("g-1"), f.node("n1"));
+    first.commit();
+  }
+  const State afterFirst = capture(*f.ssn);
+  Statement second(*f.ssn);
+  second.pipeline(f.task("g-2"), f.node("n2"));
+  second.pipelineAllocated(f.gang().index);
+  CHECK(f.task("g-0").state == TaskState::Pipelined);
+  CHECK(f.task("g-1").state == TaskState::Pipelined);
+  SECTION("rolled back: the earlier statement's allocations stand") {
+    second.discard();
+    CHECK(differences(afterFirst, capture(*f.ssn)) == kNone);
+  }
+  SECTION("committed: nothing of the gang is bound") {
+    second.commit();
+    auto result = f.ssn->close();
+    CHECK(result.binds.empty());
+    std::vector<std::string> pipelined;
+    for (const auto& p : result.pipelined) pipelined.push_back(p.podKey + "@" + p.node);
+    std::sort(pipelined.begin(), pipelined.end());
+    CHECK(pipelined == std::vector<std::string>{"team/g-0@n1", "team/g-1@n1", "team/g-2@n2"});
+  }
+}
+
 TEST_CASE("random operations, pipelineAllocated and checkpoints always roll back exactly", "[statement]") {
   Fixture f;
   std::mt19937 rng(20260101);  // fixed seed: deterministic

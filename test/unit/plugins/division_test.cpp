@@ -54,13 +54,25 @@ TEST_CASE("divide: single level, deserved only", "[division]") {
   CHECK(gpuShares(qs) == std::vector<int64_t>{2000, 4000, 0});
 }
 
-TEST_CASE("divide: over-committed deserved quotas get no over-quota pass", "[division]") {
+TEST_CASE("divide: over-committed deserved quotas are scaled down, no over-quota pass", "[division]") {
   // 4 GPUs, deserved quotas sum to 6 (> capacity). Deserved pass: a min(3000, 3000) = 3000,
-  // b min(3000, 3000) = 3000, c min(0, 2000) = 0. Remaining 4000 - 6000 < 0: no over-quota pass,
-  // so c (weight 1, asking 2 GPUs) gets nothing and the deserved shares are not scaled down.
+  // b min(3000, 3000) = 3000, c min(0, 2000) = 0: 6000 granted > 4000, so each grant is scaled by
+  // 4000 / 6000: a 2000, b 2000, c 0. Nothing remains: c (weight 1, asking 2 GPUs) gets nothing.
   std::vector<DivisionQueue> qs{gpuQueue("a", 3000, 3000), gpuQueue("b", 3000, 3000), gpuQueue("c", 0, 2000)};
   divide(qs, gpuOnly(4000));
-  CHECK(gpuShares(qs) == std::vector<int64_t>{3000, 3000, 0});
+  CHECK(gpuShares(qs) == std::vector<int64_t>{2000, 2000, 0});
+}
+
+TEST_CASE("divide: an unlimited quota gets at most what the level has", "[division]") {
+  // 4 GPUs. a: quota -1 asking 10 -> min(10000, 4000) = 4000; b: quota 1, asking 1 -> 1000.
+  // 5000 granted > 4000: scaled by 4/5: a 3200, b 800. The shares sum to the capacity.
+  std::vector<DivisionQueue> qs{gpuQueue("a", -1, 10000), gpuQueue("b", 1000, 1000)};
+  divide(qs, gpuOnly(4000));
+  CHECK(gpuShares(qs) == std::vector<int64_t>{3200, 800});
+  // Alone, it is capped by the capacity.
+  std::vector<DivisionQueue> one{gpuQueue("a", -1, 10000)};
+  divide(one, gpuOnly(4000));
+  CHECK(gpuShares(one) == std::vector<int64_t>{4000});
 }
 
 TEST_CASE("divide: over-quota weights 1:3 give 1:3 shares", "[division]") {

@@ -155,3 +155,62 @@ TEST_CASE("gang readiness", "[gang]") {
     CHECK(e.ssn->jobReady(e.job("PodGroup/t/won")));
   }
 }
+
+namespace {
+
+/// A PodGroup with subgroups master (minMember 1) and worker (minMember `workers`).
+std::string subGrouped(const std::string& name, int minMember, int workers) {
+  return "apiVersion: scheduling.tessera.dev/v1alpha1\nkind: PodGroup\nmetadata: {name: " + name +
+         ", namespace: t}\nspec:\n  minMember: " + std::to_string(minMember) +
+         "\n  subGroups: [{name: master, minMember: 1}, {name: worker, minMember: " + std::to_string(workers) +
+         "}]\n---\n";
+}
+
+/// A pending pod of group `g` in subgroup `sub`, created at second `second` (task order).
+std::string subMember(const std::string& g, const std::string& name, const std::string& sub, int second) {
+  return "apiVersion: v1\nkind: Pod\nmetadata: {name: " + name + ", namespace: t, creationTimestamp: \"2026-01-01T00:00:" +
+         (second < 10 ? "0" : "") + std::to_string(second) + "Z\", labels: {tessera.dev/subgroup: " + sub +
+         "}, annotations: {pod-group-name: " + g +
+         "}}\nspec:\n  schedulerName: tessera\n  containers: [{name: c, image: busybox, resources: {requests: {cpu: "
+         "100m}}}]\n---\n";
+}
+
+}  // namespace
+
+TEST_CASE("gang with subgroups: ready only when every subgroup has its minMember", "[gang][subgroups]") {
+  Env e;
+  e.start(subGrouped("s", 2, 2) + subMember("s", "m-0", "master", 0) + subMember("s", "m-1", "master", 1) +
+          subMember("s", "w-0", "worker", 2) + subMember("s", "w-1", "worker", 3));
+  SessionJob& s = e.job("PodGroup/t/s");
+  // Each subgroup's missing minimum first (master: m-0; worker: w-0, w-1), then the rest.
+  int minimum = -1;
+  const std::vector<int> order = e.ssn->pendingTaskOrder(s, &minimum);
+  std::vector<std::string> names;
+  for (int ti : order) names.push_back(s.tasks[ti].pod().meta.name);
+  CHECK(names == std::vector<std::string>{"m-0", "w-0", "w-1", "m-1"});
+  CHECK(minimum == 3);
+
+  Statement stmt(*e.ssn);
+  e.allocate(stmt, "s", "m-0");
+  e.allocate(stmt, "s", "m-1");
+  CHECK_FALSE(e.ssn->jobReady(s));  // the PodGroup's minMember 2 is met, the worker subgroup's is not
+  CHECK(s.shortSubGroup() == 1);
+  e.allocate(stmt, "s", "w-0");
+  CHECK_FALSE(e.ssn->jobReady(s));
+  e.allocate(stmt, "s", "w-1");
+  CHECK(e.ssn->jobReady(s));
+  CHECK(s.shortSubGroup() == -1);
+  CHECK(e.ssn->pendingTaskOrder(s, &minimum).empty());
+  stmt.discard();
+  CHECK(s.subGroupReady == std::vector<int32_t>{0, 0});
+}
+
+TEST_CASE("gang with subgroups: a subgroup with fewer pods than its minMember is invalid, named",
+          "[gang][subgroups]") {
+  Env e;
+  e.start(subGrouped("s", 2, 2) + subMember("s", "m-0", "master", 0) + subMember("s", "w-0", "worker", 1) +
+          subMember("s", "m-1", "master", 2));
+  auto r = e.invalid("PodGroup/t/s");
+  REQUIRE(r);
+  CHECK(*r == "subgroup worker 1/2: only 1 pods exist for its minMember 2");
+}

@@ -168,7 +168,7 @@ TEST_CASE("topology: nothing holds the gang: the level and the best domain's cou
   Env e;
   e.start(cluster() + load("a1", 4) + gang("big", 4, 4, "{topology: dc, requiredTopologyLevel: rack}"));
   // r1: a1 holds 1, a2 holds 2 -> 3 of 4; r2 and r3 hold 2.
-  CHECK(e.names("big") == V{"none: topology rack: best domain zone=z1/rack=r1 can hold 3 of 4 pods"});
+  CHECK(e.names("big") == V{"none: topology level rack: best domain zone=z1/rack=r1 can hold 3 of 4 pods"});
 }
 
 TEST_CASE("topology: constraint errors name the PodGroup field", "[topology]") {
@@ -204,8 +204,8 @@ TEST_CASE("topology: running pods pin the domain", "[topology]") {
           member("outside", "outside-1", 1));
   CHECK(e.names("grow") == V{"zone=z1/rack=r2"});
   CHECK(e.names("split") ==
-        V{"none: topology rack: running pods are in more than one domain (zone=z1/rack=r1, zone=z2/rack=r3)"});
-  CHECK(e.names("outside") == V{"none: topology rack: running pod t/outside-0 is on node x1, which is outside "
+        V{"none: topology level rack: running pods are in more than one domain (zone=z1/rack=r1, zone=z2/rack=r3)"});
+  CHECK(e.names("outside") == V{"none: topology level rack: running pod t/outside-0 is on node x1, which is outside "
                                 "Topology dc (a node needs every level's label: zone, rack, kubernetes.io/hostname)"});
 }
 
