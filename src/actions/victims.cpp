@@ -46,9 +46,20 @@ void VictimSearch::indexNodes() {
     });
 }
 
+bool VictimSearch::onSessionNodes(const SessionJob& job) const {
+  if (onSessionNodes_.size() < ssn_.jobs().size()) onSessionNodes_.resize(ssn_.jobs().size(), -1);
+  int8_t& known = onSessionNodes_[job.index];
+  if (known < 0) {
+    known = 1;
+    for (const framework::SessionTask& t : job.tasks)
+      if (running(t) && t.node < 0 && ssn_.findNode(t.info->nodeName) < 0) known = 0;
+  }
+  return known == 1;
+}
+
 bool VictimSearch::eligible(const SessionJob& claimant, const SessionTask& victim) const {
   const SessionJob& vj = ssn_.jobs()[victim.job];
-  if (vj.index == claimant.index || !vj.preemptible || !running(victim)) return false;
+  if (vj.index == claimant.index || !vj.preemptible || !running(victim) || !onSessionNodes(vj)) return false;
   if (!excluded_.empty() && std::find(excluded_.begin(), excluded_.end(), vj.index) != excluded_.end()) return false;
   switch (mode_) {
     case VictimMode::Reclaim: return ssn_.reclaimable(claimant, victim);

@@ -90,6 +90,11 @@ class VictimSearch {
              std::string& reason);
   bool pruning_ = false;
   std::vector<int> excluded_;  ///< victim jobs left alone while pruning
+  /// Per job: 1 when every pod it runs is on a node of the session, 0 when one is not (a node
+  /// gone or invalid: that pod cannot be evicted with its node's accounting, so the job is no
+  /// victim), -1 not known yet.
+  mutable std::vector<int8_t> onSessionNodes_;
+  bool onSessionNodes(const framework::SessionJob& job) const;
   /// Evicts `task` in `stmt`, recording it in evictedNow_.
   void evict(framework::Statement& stmt, framework::SessionTask& task, const std::string& why);
   std::vector<Victim> evictedNow_;  ///< the victims of the current runIn()
