@@ -5,7 +5,10 @@ namespace tessera::app {
 Pipeline::Pipeline(cache::ClusterClient& client, cache::Cache& cache, const api::Clock& clock,
                    const framework::Config& config, PipelineOptions options)
     : cache_(cache), config_(config), synchronous_(options.synchronous) {
-  if (options.groupPods) grouper_ = std::make_unique<grouper::Grouper>(client);
+  if (options.groupPods) {
+    grouper_ = std::make_unique<grouper::Grouper>(client);
+    cache.holdUngroupedPods(true);
+  }
   gpu_ = std::make_unique<binder::GpuBinding>(client, clock, std::move(options.gpu));
   binder::StatusWriterOptions statusOptions;
   statusOptions.schedulerName = config.schedulerName;

@@ -94,6 +94,8 @@ std::vector<std::shared_ptr<const api::Pod>> Cache::takeUngroupedPods(const std:
   return impl_->state.takeUngroupedPods(alsoKeys);
 }
 
+void Cache::holdUngroupedPods(bool on) { impl_->state.holdUngroupedPods(on); }
+
 void Cache::assumeBound(const std::string& podKey, const std::string& node) {
   impl_->report(PodReport::Op::AssumeBound, podKey, node);
 }

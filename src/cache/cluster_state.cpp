@@ -315,11 +315,18 @@ bool ungrouped(const PodEntry& e) {
 std::vector<std::shared_ptr<const api::Pod>> ClusterState::takeUngroupedPods(const std::vector<std::string>& alsoKeys) {
   ungroupedChanged_.insert(alsoKeys.begin(), alsoKeys.end());
   std::vector<std::shared_ptr<const api::Pod>> out;
+  std::vector<std::string> held;
   for (const std::string& key : ungroupedChanged_) {
     auto it = pods_.find(key);
-    if (it != pods_.end() && ungrouped(it->second)) out.push_back(it->second.pod);
+    if (it == pods_.end() || !ungrouped(it->second)) continue;
+    out.push_back(it->second.pod);
+    if (offered_.insert(key).second && holdUngrouped_) held.push_back(key);
   }
   ungroupedChanged_.clear();
+  // Offered now: a pod the grouper leaves alone joins its own job (the grouper's patch, if any,
+  // arrives as a change of the pod).
+  for (const std::string& key : held) refreshPod(key);
+  ungroupedChanged_.clear();  // refreshPod marked them changed again: they were just offered
   return out;
 }
 
@@ -369,6 +376,12 @@ void ClusterState::upsertPod(std::shared_ptr<const api::Pod> pod) {
       e.gpuUnits = gpuUnitsOn(*e.gpuSpec, n);
     }
     addGpuUse(n, e, e.status, +1);
+  }
+  // A workload's pod the pod grouper has not looked at yet waits in no job, so no cycle sees one
+  // pod of a gang as a group of one (takeUngroupedPods releases it).
+  if (e.ours && holdUngrouped_ && !e.pod->meta.ownerReferences.empty() && !offered_.count(key) && ungrouped(e)) {
+    pods_.emplace(key, std::move(e));
+    return;
   }
   if (e.ours) {
     e.jobKey = jobKeyOf(*e.pod);
@@ -420,6 +433,7 @@ void ClusterState::onPod(const WatchEvent& ev, std::optional<api::Result<api::Po
     const std::string key = meta->key();
     assumptions_.podDeleted(key);
     errors_.erase("Pod/" + key);
+    offered_.erase(key);
     removePod(key);
     return;
   }

@@ -107,6 +107,10 @@ class ClusterState {
   /// last call (what the pod grouper must look at), plus those of `alsoKeys` that still qualify.
   /// Each is offered once per version: a pass costs nothing while no such pod changes.
   std::vector<std::shared_ptr<const api::Pod>> takeUngroupedPods(const std::vector<std::string>& alsoKeys = {});
+  /// On (a pod grouper runs before each cycle): such a pod with an ownerReference is in no job
+  /// until takeUngroupedPods has offered it once, so a cycle never sees a workload's pod before
+  /// the grouper has pointed it at its gang. Off by default (nobody would release them).
+  void holdUngroupedPods(bool on) { holdUngrouped_ = on; }
 
  private:
   // Events by kind.
@@ -149,6 +153,8 @@ class ClusterState {
   const api::Isolation isolation_;
   Assumptions assumptions_;
   std::set<std::string> ungroupedChanged_;  ///< pod keys for takeUngroupedPods()
+  std::set<std::string> offered_;           ///< pod keys takeUngroupedPods() has returned
+  bool holdUngrouped_ = false;
 
   std::map<std::string, PodEntry> pods_;
   Nodes nodes_;

@@ -60,6 +60,10 @@ class Cache {
   /// changed since the last call, plus those of `alsoKeys` ("ns/name") that still qualify: the pod
   /// grouper's work, so a pass costs nothing while no such pod changes.
   std::vector<std::shared_ptr<const api::Pod>> takeUngroupedPods(const std::vector<std::string>& alsoKeys = {});
+  /// Called before start() when a pod grouper calls takeUngroupedPods before each cycle: a
+  /// workload's ungrouped pod stays out of every job until it has been taken once, so no cycle
+  /// schedules one pod of a gang as a group of one.
+  void holdUngroupedPods(bool on);
 
   // ---- what the binder reports (thread-safe: queued, applied by the next snapshot() in order
   // ---- with the watch events, so an outcome never overtakes the assumption it follows) ----

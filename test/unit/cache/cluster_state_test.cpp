@@ -280,6 +280,26 @@ TEST_CASE("cluster state: ungrouped pending pods are offered to the pod grouper 
   }
 }
 
+TEST_CASE("cluster state: with a grouper, a workload's pod waits in no job until offered", "[cluster_state]") {
+  Env e;
+  e.state.holdUngroupedPods(true);
+  const Json owned = pod("w-0", {{"cpu", "1"}},
+                         {{"metadata", {{"ownerReferences", {{{"apiVersion", "kubeflow.org/v1"},
+                                                             {"kind", "PyTorchJob"},
+                                                             {"name", "w"},
+                                                             {"uid", "u"},
+                                                             {"controller", true}}}}}}});
+  e.add(Kind::Pod, owned);
+  e.add(Kind::Pod, pod("bare", {{"cpu", "1"}}));
+  CHECK(e.state.findJob("Pod/t/w-0") == nullptr);  // held
+  CHECK(e.state.findJob("Pod/t/bare") != nullptr);  // nothing to group it with
+  CHECK(e.state.takeUngroupedPods().size() == 2);
+  CHECK(e.state.findJob("Pod/t/w-0") != nullptr);  // offered: left alone, it is its own job
+  CHECK(e.state.takeUngroupedPods().empty());
+  e.update(Kind::Pod, owned);  // a later change does not hold it again
+  CHECK(e.state.findJob("Pod/t/w-0") != nullptr);
+}
+
 TEST_CASE("cluster state: PodGroups and Queues resolve a job's queue and gang size", "[cluster_state]") {
   Env e;
   e.add(Kind::Node, node("n1"));
