@@ -27,12 +27,16 @@ const std::string* firstOf(const api::StringMap& m, std::initializer_list<const 
   return nullptr;
 }
 
-std::string jobKeyOf(const api::Pod& pod) {
+/// The PodGroup name the pod names (annotation, Volcano's annotation, scheduler-plugins' label); null: none.
+const std::string* podGroupOf(const api::Pod& pod) {
   if (const auto* pg =
           firstOf(pod.meta.annotations, {api::keys::kPodGroupAnnotation, api::keys::kPodGroupAnnotationVolcano}))
-    return "PodGroup/" + pod.meta.namespace_ + "/" + *pg;
-  if (const auto* pg = firstOf(pod.meta.labels, {api::keys::kPodGroupLabelSchedulerPlugins}))
-    return "PodGroup/" + pod.meta.namespace_ + "/" + *pg;
+    return pg;
+  return firstOf(pod.meta.labels, {api::keys::kPodGroupLabelSchedulerPlugins});
+}
+
+std::string jobKeyOf(const api::Pod& pod) {
+  if (const auto* pg = podGroupOf(pod)) return "PodGroup/" + pod.meta.namespace_ + "/" + *pg;
   return "Pod/" + pod.meta.namespace_ + "/" + pod.meta.name;
 }
 
@@ -308,7 +312,7 @@ namespace {
 /// A pod the pod grouper may give a PodGroup: ours, unbound, not terminating, naming no group.
 bool ungrouped(const PodEntry& e) {
   return e.ours && e.pod->nodeName.empty() && !e.pod->terminating() && !e.pod->terminated() &&
-         jobKeyOf(*e.pod).starts_with("Pod/");
+         podGroupOf(*e.pod) == nullptr;
 }
 }  // namespace
 
