@@ -50,7 +50,7 @@ fi
 T0=$(date +%s)
 echo "==== fuzz: configure and build in $BUILD/ ($JOBS jobs)"
 if ! CC=clang CXX=clang++ cmake -S . -B "$BUILD" "${LAUNCHER[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-       -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
+       -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
        -DCMAKE_C_FLAGS="-fsanitize=fuzzer-no-link" -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link" \
        -DTESSERA_SANITIZE=ON -DTESSERA_FUZZ=ON -DTESSERA_BUILD_TESTS=ON -DTESSERA_BUILD_BENCH=OFF >/dev/null ||
    ! cmake --build "$BUILD" -j "$JOBS" --target tessera_fuzz; then

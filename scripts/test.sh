@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every test, twice, then the fuzzers: installs what is missing, then
 #   1. build/       Release, everything (tessera, unit tests, scenarios, tessera-bench); ctest
-#   2. build-asan/  AddressSanitizer + UndefinedBehaviorSanitizer (-O1 -g, assertions on), no bench; ctest
+#   2. build-asan/  AddressSanitizer + UndefinedBehaviorSanitizer (-O1 -g1 for the code under test, test bodies -O0; assertions on), no bench; ctest
 #   3. build-fuzz/  clang + libFuzzer: every target in test/fuzz for FUZZ_SECONDS (default 60) each
 #                   (scripts/fuzz.sh; any crash, hang or sanitizer report fails)
 # Prints one summary line per build and a closing "total: N passed, M failed" line; exits non-zero if
@@ -121,7 +121,7 @@ run_build "release" build -DCMAKE_BUILD_TYPE=Release \
   -DTESSERA_SANITIZE=OFF -DTESSERA_BUILD_TESTS=ON -DTESSERA_BUILD_BENCH=ON
 run_examples build
 run_build "asan+ubsan" build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
+  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
   -DTESSERA_SANITIZE=ON -DTESSERA_BUILD_TESTS=ON -DTESSERA_BUILD_BENCH=OFF
 run_fuzz "${FUZZ_SECONDS:-60}"
 T1=$(date +%s)

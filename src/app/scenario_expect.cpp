@@ -363,7 +363,9 @@ api::Status checkExpectations(const Json& expect, const std::string& where, cons
                               ScenarioOutcome& outcome) {
   if (!expect.is_object()) return malformed(where, "must be a map");
   Checker checker(observed, outcome);
-  for (const auto& [key, v] : expect.items()) {
+  for (const auto& item : expect.items()) {
+    const std::string& key = item.key();
+    const Json& v = item.value();
     const auto* e = std::find_if(std::begin(kExpectations), std::end(kExpectations),
                                  [&](const Expectation& x) { return key == x.key; });
     if (e == std::end(kExpectations))
