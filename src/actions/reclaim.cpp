@@ -14,11 +14,13 @@ class Reclaim final : public framework::Action {
   const std::string& name() const override { return name_; }
   void execute(framework::Session& ssn) override {
     VictimSearch search(ssn, VictimMode::Reclaim);
-    forEachPendingJob(
-        ssn, [&](const framework::SessionJob& j) { return !ssn.jobReady(j); }, /*reportInvalid=*/false,
+    // Every job with pending pods, in queue order: its gang minimum in one turn, then one pod per
+    // turn above it (KAI), going back into the queue order between pods (issue 15, item 3).
+    forEachJobTurn(
+        ssn, [](const framework::SessionJob&) { return true; }, /*reportInvalid=*/false,
         [&](framework::SessionJob& job) {
           std::string reason;
-          search.run(job, reason);  // on failure allocate's reason stays: it says what does not fit
+          return search.run(job, reason);  // on failure allocate's reason stays: it says what does not fit
         });
   }
 

@@ -372,7 +372,16 @@ bool VictimSearch::freeQueueRoom(Statement& stmt, SessionJob& job, SessionTask& 
   return false;
 }
 
+bool VictimSearch::turnDone(const SessionJob& job) const {
+  return turnTarget_ > 0 ? job.readyCount >= turnTarget_ : ssn_.jobReady(job);
+}
+
+int VictimSearch::turnMissing(const SessionJob& job) const {
+  return turnTarget_ > 0 ? std::max(0, turnTarget_ - job.readyCount) : std::max(0, job.minMember() - job.readyCount);
+}
+
 bool VictimSearch::run(SessionJob& job, std::string& reason) {
+  turnTarget_ = ssn_.jobReady(job) ? job.readyCount + 1 : 0;
   if (mode_ == VictimMode::Reclaim)
     if (auto may = ssn_.canReclaim(job); !may.ok()) {
       // Blocked by a limit on its queue path: victims under it may free room (item 9), unless a
@@ -404,7 +413,7 @@ bool VictimSearch::run(SessionJob& job, std::string& reason) {
     }
     // What the gang's minimum needs (pods above it are not consolidated for).
     api::Resources want;
-    int wanted = std::max(1, job.minMember() - job.readyCount);
+    int wanted = std::max(1, turnMissing(job));
     for (int ti : pendingTasks(ssn_, job)) {
       if (wanted-- <= 0) break;
       const SessionTask& t = job.tasks[ti];
@@ -454,7 +463,7 @@ std::string VictimSearch::signature(const SessionJob& job) const {
       if (!sg.topologyConstraint.empty()) return "";
   }
   sig += job.info->queue + "|" + std::to_string(job.priority) + (job.preemptible ? "|p|" : "|n|") +
-         std::to_string(job.minMember() - job.readyCount);
+         std::to_string(turnMissing(job));
   for (int ti : pendingTasks(ssn_, job)) sig += "|" + ssn_.placementKey(job.tasks[ti]);
   return sig;
 }
@@ -517,7 +526,7 @@ bool VictimSearch::mayHold(const SessionJob& job, const framework::NodeDomain& d
   // its eligible victims hold must cover the pods the gang still needs.
   indexNodes();
   api::Resources want;
-  int needed = std::max(1, job.minMember() - job.readyCount);
+  int needed = std::max(1, turnMissing(job));
   for (int ti : claimantOrder(ssn_, job)) {
     if (needed-- <= 0) break;
     const SessionTask& t = job.tasks[ti];
@@ -597,7 +606,7 @@ bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, s
   const std::vector<int> pending = claimantOrder(ssn_, job);
   // A job that needs one more pod, which fits as things are, needs no victim: asked before any
   // operation, so that no statement is opened and discarded for it.
-  const size_t needed = static_cast<size_t>(std::max(0, job.minMember() - job.readyCount));
+  const size_t needed = static_cast<size_t>(turnMissing(job));
   if (needed == 1 && !pending.empty()) {
     ssn_.restrictTo(domain);
     SessionTask& first = job.tasks[pending.front()];
@@ -613,7 +622,7 @@ bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, s
   bool queueFreed = false;  // victims freed queue room: the pods wait for them to leave
   for (int ti : pending) {
     ssn_.restrictTo(domain);  // replace() below lifts it
-    if (ssn_.jobReady(job)) break;  // evict (or move pods) for the gang's minimum only
+    if (turnDone(job)) break;  // evict (or move pods) for this turn's pods only
     SessionTask& task = job.tasks[ti];
     if (auto allowed = taskAllowed(ssn_, job, task); !allowed.ok()) {
       // Blocked by a queue's limit: victims under that queue free room in it (issue 15, item 9).
@@ -642,11 +651,11 @@ bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, s
     if (!placed) {
       if (reason.empty())
         reason = tryNodes.empty() ? "no eligible victims would make room" : "evicting the eligible victims is not enough";
-      if (!ssn_.jobReady(job)) break;
+      if (!turnDone(job)) break;
     }
   }
   ssn_.restrictTo(nullptr);
-  if (!ssn_.jobReady(job)) {
+  if (!turnDone(job)) {
     if (reason.empty()) reason = "no eligible victims would make room";
     stmt.discard();
     // Consolidation for several pods: the pods that fit as things are may have taken the free room

@@ -53,12 +53,21 @@ class VictimSearch {
   VictimSearch(framework::Session& ssn, VictimMode mode, int maxVictims = 1 << 30);
   ~VictimSearch();
 
-  /// Tries to make room for `job`. On success the evictions and placements are committed and true
-  /// is returned; otherwise nothing changes and `reason` says why.
+  /// Tries to make room for `job`'s turn: its gang minimum while below it, else one more pod (KAI:
+  /// a ready job asks for its next pod through reclaim and preempt too, one pod per turn). On
+  /// success the evictions and placements are committed and true is returned; otherwise nothing
+  /// changes and `reason` says why.
   bool run(framework::SessionJob& job, std::string& reason);
 
  private:
   using Victim = VictimSearchVictim;
+  /// The ready count the current claimant's turn ends at: one pod above what it had when ready at
+  /// the start of run(); 0 while below its gang minimum (the turn ends when the gang is ready).
+  int32_t turnTarget_ = 0;
+  /// Whether the claimant's turn is done (its gang minimum, or its one more pod).
+  bool turnDone(const framework::SessionJob& job) const;
+  /// Pods the claimant still needs in this turn.
+  int turnMissing(const framework::SessionJob& job) const;
   /// run() inside `domain` (null: anywhere). `trial`: on success the victims are left in
   /// evictedNow_ and the statement is discarded.
   /// `victimsFirst` (consolidation, second try): each pod makes room with victims before taking
