@@ -54,6 +54,10 @@ struct E2eOptions {
   std::string debounce = "100ms";  // the daemon's default
   std::string tessera = TESSERA_BINARY;
   bool skipRaw = false;
+  int serverLatencyMs = 0;  ///< per write, on the test server (ApiServerOptions::writeLatencyMs)
+  /// The daemon's client: "default" (its own --kube-api-qps/--kube-api-burst defaults), "unlimited"
+  /// (--kube-api-qps 0), or "both" (one run each).
+  std::string client = "both";
 };
 
 Json nodeJson(int i) {
@@ -158,6 +162,7 @@ struct Server {
                 .value();
     cache::ApiServerOptions so;
     so.threads = o.serverThreads;
+    so.writeLatencyMs = o.serverLatencyMs;
     api = std::make_unique<cache::ApiServer>(cluster, so);
   }
   ~Server() {
@@ -198,16 +203,18 @@ size_t createPods(cache::ClusterClient& c, int n, int threads, Created created) 
   return failures;
 }
 
-/// The daemon as a child process (its output in `log`).
-pid_t spawnDaemon(const E2eOptions& o, const std::string& url, const fs::path& dir) {
+/// The daemon as a child process (its output in `log`); `unlimited`: --kube-api-qps 0, else the
+/// daemon's default client rate limit.
+pid_t spawnDaemon(const E2eOptions& o, const std::string& url, const fs::path& dir, bool unlimited) {
   const fs::path kc = dir / "kubeconfig";
   std::ofstream(kc) << "apiVersion: v1\nkind: Config\ncurrent-context: b\n"
                        "clusters: [{name: b, cluster: {server: \"" << url << "\"}}]\n"
                        "contexts: [{name: b, context: {cluster: b}}]\n";
   const std::string log = (dir / "daemon.log").string();
   std::vector<std::string> args = {o.tessera, "run", "--kubeconfig", kc.string(), "--leader-elect=false",
-                                   "--health-port", "0", "--health-address", "127.0.0.1", "--kube-api-qps", "0",
+                                   "--health-port", "0", "--health-address", "127.0.0.1",
                                    "--bind-workers", std::to_string(o.bindWorkers), "--debounce", o.debounce};
+  if (unlimited) args.insert(args.end(), {"--kube-api-qps", "0"});
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -279,6 +286,37 @@ Json figuresJson(const Tracker::Figures& f) {
   return {{"pods_per_s", f.podsPerSecond}, {"total_s", f.totalSeconds}, {"p50_ms", f.p50Ms}, {"p99_ms", f.p99Ms}};
 }
 
+/// One run of the daemon against a fresh server: creates the pods and waits for their binds.
+bool runScheduler(const E2eOptions& o, const fs::path& dir, bool unlimited, Json& out) {
+  Server server(o);
+  if (auto st = server.api->start(); !st.ok()) {
+    std::fprintf(stderr, "tessera-bench e2e: %s\n", st.error().message.c_str());
+    std::exit(1);
+  }
+  const pid_t pid = spawnDaemon(o, server.api->url(), dir, unlimited);
+  // Ready once its six watches are open.
+  const auto deadline = SteadyClock::now() + std::chrono::seconds(o.timeoutSeconds);
+  while (server.api->openWatches() < 6 && SteadyClock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling the daemon's start
+  auto c = client(server.api->url(), 2);
+  const size_t failed = createPods(*c, o.pods, o.creators, [](int) {});
+  const bool all = failed == 0 && server.tracker.waitAllBound(o.timeoutSeconds);
+  const auto f = server.tracker.figures();
+  const Json cycles = daemonCycles(dir / "daemon.log");
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  out = figuresJson(f);
+  out["client"] = unlimited ? "unlimited" : "default";
+  out["bound"] = server.tracker.boundCount();
+  out["requests"] = server.api->requestCount();
+  out["daemon"] = cycles;
+  std::printf("scheduler (%s client): %zu/%d bound, %.0f pods/s, p50 %.1f ms, p99 %.1f ms (daemon log: %s)\n",
+              unlimited ? "unlimited" : "default", server.tracker.boundCount(), o.pods, f.podsPerSecond, f.p50Ms,
+              f.p99Ms, (dir / "daemon.log").c_str());
+  return all;
+}
+
 }  // namespace
 
 int runE2eBench(int argc, char** argv) {
@@ -311,6 +349,15 @@ int runE2eBench(int argc, char** argv) {
     else if (a == "--debounce") o.debounce = value();
     else if (a == "--tessera") o.tessera = value();
     else if (a == "--skip-raw") o.skipRaw = true;
+    else if (a == "--server-latency") o.serverLatencyMs = number(0);
+    else if (a == "--client") {
+      o.client = value();
+      if (o.client != "default" && o.client != "unlimited" && o.client != "both") {
+        std::fprintf(stderr, "tessera-bench e2e: --client: expected default, unlimited or both, got \"%s\"\n",
+                     o.client.c_str());
+        return 2;
+      }
+    }
     else {
       std::fprintf(stderr, "tessera-bench e2e: unknown argument %s\n", a.c_str());
       return 2;
@@ -318,39 +365,15 @@ int runE2eBench(int argc, char** argv) {
   }
   const fs::path dir = fs::temp_directory_path() / ("tessera-bench-e2e-" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  std::printf("e2e: %d nodes, %d pods, %d creators, %d bind workers, server threads %d\n", o.nodes, o.pods,
-              o.creators, o.bindWorkers, o.serverThreads);
+  std::printf("e2e: %d nodes, %d pods, %d creators, %d bind workers, server threads %d, server latency %d ms a write\n",
+              o.nodes, o.pods, o.creators, o.bindWorkers, o.serverThreads, o.serverLatencyMs);
 
-  // ---- 1. the scheduler end to end ----
-  Json sched;
-  bool schedAll = false;
-  {
-    Server server(o);
-    if (auto st = server.api->start(); !st.ok()) {
-      std::fprintf(stderr, "tessera-bench e2e: %s\n", st.error().message.c_str());
-      return 1;
-    }
-    const pid_t pid = spawnDaemon(o, server.api->url(), dir);
-    // Ready once its six watches are open.
-    const auto deadline = SteadyClock::now() + std::chrono::seconds(o.timeoutSeconds);
-    while (server.api->openWatches() < 6 && SteadyClock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling the daemon's start
-    auto c = client(server.api->url(), 2);
-    const size_t failed = createPods(*c, o.pods, o.creators, [](int) {});
-    schedAll = failed == 0 && server.tracker.waitAllBound(o.timeoutSeconds);
-    const auto f = server.tracker.figures();
-    const Json cycles = daemonCycles(dir / "daemon.log");
-    ::kill(pid, SIGTERM);
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    sched = figuresJson(f);
-    sched["bound"] = server.tracker.boundCount();
-    sched["requests"] = server.api->requestCount();
-    sched["daemon"] = cycles;
-    std::printf("scheduler: %zu/%d bound, %.0f pods/s, p50 %.1f ms, p99 %.1f ms (daemon log: %s)\n",
-                server.tracker.boundCount(), o.pods, f.podsPerSecond, f.p50Ms, f.p99Ms,
-                (dir / "daemon.log").c_str());
-  }
+  // ---- 1. the scheduler end to end, with the daemon's default client and/or an unlimited one ----
+  Json sched, schedUnlimited;
+  bool schedAll = true;
+  if (o.client == "default" || o.client == "both") schedAll = runScheduler(o, dir, /*unlimited=*/false, sched) && schedAll;
+  if (o.client == "unlimited" || o.client == "both")
+    schedAll = runScheduler(o, dir, /*unlimited=*/true, schedUnlimited) && schedAll;
 
   // ---- 2. the server's ceiling: the same creations and binds, no scheduling ----
   Json raw;
@@ -406,16 +429,23 @@ int runE2eBench(int argc, char** argv) {
 
   double load[1] = {0};
   const double rawRate = raw.is_null() ? 0.0 : raw["pods_per_s"].get<double>();
+  auto ratio = [&](const Json& run) -> Json {
+    if (run.is_null() || rawRate <= 0) return nullptr;
+    return run["pods_per_s"].get<double>() / rawRate;
+  };
   Json out = {{"benchmark", "e2e"},
               {"nodes", o.nodes},
               {"pods", o.pods},
               {"creators", o.creators},
               {"bind_workers", o.bindWorkers},
               {"server_threads", o.serverThreads},
+              {"server_latency_ms", o.serverLatencyMs},
               {"all_bound", schedAll && rawAll},
               {"scheduler", sched},
+              {"scheduler_unlimited", schedUnlimited},
               {"raw", raw},
-              {"ratio", rawRate > 0 ? sched["pods_per_s"].get<double>() / rawRate : 0.0},
+              {"ratio", ratio(sched)},
+              {"ratio_unlimited", ratio(schedUnlimited)},
               {"load_average", getloadavg(load, 1) == 1 ? load[0] : -1}};
   std::cout << out.dump() << std::endl;
   return schedAll && rawAll ? 0 : 1;

@@ -14,7 +14,8 @@ Pipeline::Pipeline(cache::ClusterClient& client, cache::Cache& cache, const api:
   statusOptions.schedulerName = config.schedulerName;
   statusOptions.background = !synchronous_;
   statusOptions.mayWrite = std::move(options.statusMayWrite);
-  status_ = std::make_unique<binder::StatusWriter>(client, clock, statusOptions);
+  status_ = std::make_unique<binder::StatusWriter>(options.statusClient ? *options.statusClient : client, clock,
+                                                   statusOptions);
   options.binder.preBind = [gpu = gpu_.get()](const framework::SessionResult::Bind& b) { return gpu->prepare(b); };
   binder_ = std::make_unique<binder::Binder>(client, cache, clock, *status_, std::move(options.binder));
   scheduler_ = std::make_unique<framework::Scheduler>(cache, config, clock, *binder_);

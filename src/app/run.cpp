@@ -34,7 +34,9 @@ struct RunFlags {
   std::string kubeconfig, context, configFile;
   bool inCluster = false;
   std::string schedulerName;  ///< overrides the config's schedulerName when set
-  double qps = 50;
+  /// No client-side rate limit by default: the API server's Priority and Fairness bounds the daemon
+  /// (docs/operations.md#api-budget); in-flight requests are bounded by the bind workers.
+  double qps = 0;
   int burst = 100;
   bool leaderElect = true;
   LeaseOptions lease;
@@ -50,7 +52,7 @@ struct RunFlags {
 
 const char* const kUsage =
     "usage: tessera run (--kubeconfig PATH [--context NAME] | --in-cluster) [--config FILE]\n"
-    "                   [--scheduler-name NAME] [--kube-api-qps 50] [--kube-api-burst 100]\n"
+    "                   [--scheduler-name NAME] [--kube-api-qps 0 (none)] [--kube-api-burst 100]\n"
     "                   [--leader-elect=true|false] [--lease-name tessera] [--lease-namespace kube-system]\n"
     "                   [--lease-duration 15s] [--renew-deadline 10s] [--retry-period 2s] [--identity ID]\n"
     "                   [--health-address 0.0.0.0] [--health-port 10259] [--debounce 100ms]\n"
@@ -257,7 +259,10 @@ class Daemon {
               flags_.leaderElect ? "on (lease " + flags_.lease.namespace_ + "/" + flags_.lease.name + " as " +
                                        flags_.lease.identity + ")"
                                  : std::string("off"),
-              ", kube-api-qps ", static_cast<int64_t>(flags_.qps), ", burst ", flags_.burst, ", bind workers ", flags_.bindWorkers,
+              ", kube-api-qps ",
+              flags_.qps > 0 ? std::to_string(static_cast<int64_t>(flags_.qps)) + ", burst " + std::to_string(flags_.burst)
+                             : std::string("unlimited (API Priority and Fairness)"),
+              ", bind workers ", flags_.bindWorkers,
               ", isolation ", isolation, ", log verbosity ", log::verbosity());
   }
 
@@ -284,6 +289,10 @@ class Daemon {
     };
     auto client = cache::makeHttpClient(*rc, co);
     if (!client.ok()) return log::error(client.error().message), 1;
+    // Conditions and Events go through a client of their own, with the same limits (as
+    // kube-scheduler's event client): binds never wait behind them for the rate limit.
+    auto statusClient = cache::makeHttpClient(*rc, co);
+    if (!statusClient.ok()) return log::error(statusClient.error().message), 1;
 
     // ---- health ----
     cache::HttpServer health(
@@ -336,6 +345,7 @@ class Daemon {
       po.binder.leaderEpoch = [e = elector.get()] { return e->fencingEpoch(); };
       po.statusMayWrite = [e = elector.get()] { return e->fencingEpoch() != 0; };
     }
+    po.statusClient = statusClient->get();
     Pipeline pipeline(**client, cache, clock, config, std::move(po));
     metrics_.observe(&pipeline);
 

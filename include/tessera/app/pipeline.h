@@ -36,6 +36,10 @@ struct PipelineOptions {
   /// Fencing of status writes (StatusWriterOptions::mayWrite); binds and evictions are fenced by
   /// binder.leaderEpoch. Null: never fenced.
   std::function<bool()> statusMayWrite;
+  /// The status writer's own client (the daemon: its own connections and rate limit, as
+  /// kube-scheduler's event client), so that binds never wait behind conditions and Events. Null:
+  /// the pipeline's client.
+  cache::ClusterClient* statusClient = nullptr;
 };
 
 class Pipeline {

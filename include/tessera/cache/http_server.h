@@ -40,6 +40,10 @@ struct ApiServerOptions {
   std::function<void(const ApiRequestRecord&)> onRequest;
   /// Ages the AGE-like cells of Table answers (kubectl get); null: the system clock.
   const api::Clock* clock = nullptr;
+  /// Every write (any method but GET) is answered this many milliseconds late, without holding a
+  /// server thread: a real API server commits each write to etcd, about 1,000 binds/s at 16
+  /// concurrent requests, so ~16 ms a write (tessera-bench e2e --server-latency). 0: none.
+  int64_t writeLatencyMs = 0;
 };
 
 /// Serves `cluster` at http://host:port. REST paths /api/v1/... and /apis/GROUP/VERSION/...:

@@ -1,6 +1,7 @@
 // The test API server (MemoryCluster over HTTP with Kubernetes REST semantics and fault injection)
 // and the daemon's small status server. One HttpConnection type serves both: a request/reply loop, and for
 // watches a chunked stream fed from the cluster's watch callback.
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <mutex>
@@ -107,6 +108,7 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
         return s->reply(code, "application/json", std::move(body), req.keep_alive());
       }
     }
+    if (options.writeLatencyMs > 0 && req.method() != bhttp::verb::get) delay = std::max(delay, options.writeLatencyMs);
     if (delay > 0) {
       auto timer = std::make_shared<net::steady_timer>(s->executor(), std::chrono::milliseconds(delay));
       auto self = shared_from_this();
