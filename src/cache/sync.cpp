@@ -11,6 +11,17 @@ namespace tessera::cache {
 
 using api::Kind;
 
+namespace {
+
+/// Kinds whose CRD a cluster may lack: without it the cache starts and schedules without them
+/// (one warning), and picks them up once the API server serves them.
+bool optionalKind(Kind kind) { return kind == Kind::Topology; }
+
+/// The API server does not serve the kind at all (its CRD is not installed).
+bool notServed(Kind kind, const api::Error& e) { return optionalKind(kind) && e.code == 404; }
+
+}  // namespace
+
 ClusterSync::ClusterSync(ClusterClient& client, Inbox& inbox, const CacheOptions& options)
     : client_(client), inbox_(inbox), options_(options) {}
 
@@ -22,6 +33,14 @@ api::Status ClusterSync::start(ClusterState& state) {
                                       Kind::Node,          Kind::PodGroup, Kind::Pod};
   for (Kind kind : kWatched) {
     auto listed = listAll(kind);
+    if (!listed.ok() && notServed(kind, listed.error())) {
+      log::warning("listing ", api::kindInfo(kind).plural, ": ", listed.error().message, " (is the ",
+                   api::kindInfo(kind).name, " CRD installed?): scheduling without them; they are picked up once the "
+                   "API server serves them");
+      absentReported_.insert(kind);  // before the worker starts (requestRelist); the worker's alone after
+      requestRelist(kind);           // retried quietly with backoff (up to 30 s) until served
+      continue;
+    }
     if (!listed.ok())
       return api::makeError("listing " + std::string(api::kindInfo(kind).plural) + ": " + listed.error().message,
                             listed.error().code);
@@ -137,6 +156,7 @@ void ClusterSync::relistLoop() {
         handle = startWatch(kind, listed->resourceVersion);
       }
       if (handle.ok()) {
+        absentReported_.erase(kind);
         ++relists_;
         log::info("relisted ", api::kindInfo(kind).plural, ": ", count, " objects; watching again");
         if (options_.onEvent) options_.onEvent();
@@ -150,7 +170,13 @@ void ClusterSync::relistLoop() {
         break;
       }
       const api::Error& err = listed.ok() ? handle.error() : listed.error();
-      log::warning("relisting ", api::kindInfo(kind).plural, ": ", err.message, " (retrying)");
+      // A kind not served (its CRD absent) was reported once (start(), or below when it goes away).
+      if (!notServed(kind, err)) log::warning("relisting ", api::kindInfo(kind).plural, ": ", err.message, " (retrying)");
+      else if (!absentReported_.count(kind)) {
+        log::warning("relisting ", api::kindInfo(kind).plural, ": ", err.message, " (the ", api::kindInfo(kind).name,
+                     " CRD was removed?): scheduling without them until the API server serves them again");
+      }
+      if (notServed(kind, err)) absentReported_.insert(kind);
       lock.lock();
       if (relistCv_.wait_for(lock, std::chrono::milliseconds(delay.millis), [&] { return stopping_; })) return;
       lock.unlock();

@@ -22,7 +22,9 @@
 namespace tessera::cache {
 
 /// Lists and watches every kind the cache keeps, feeding the Inbox; relists a kind whose watch
-/// reports an Error event (410 Gone, or any other), retrying failed lists with backoff.
+/// reports an Error event (410 Gone, or any other), retrying failed lists with backoff. An optional
+/// kind the API server does not serve (Topology without its CRD: 404) does not stop the start: it
+/// is logged once and listed again with backoff until it is served.
 ///
 /// Threads and ownership:
 /// - start() and stop() run on the owner's thread (the Cache's); start() applies the initial
@@ -69,6 +71,9 @@ class ClusterSync {
   bool stopping_ = false;
   std::thread worker_;
   std::atomic<uint64_t> relists_{0};
+  /// Optional kinds whose absence (404: CRD not installed) was logged; the relist worker's after
+  /// start().
+  std::set<api::Kind> absentReported_;
   std::atomic<bool> synced_{false};
 };
 

@@ -80,6 +80,10 @@ class ApiServer {
   void dropWatches();
   /// Forgets the watch history (as etcd compaction does): watches from an older RV get 410.
   void compact();
+  /// Whether the resource of `kind` is served (a CRD installed or not): when not, every request
+  /// naming it gets 404 "the server could not find the requested resource", as a real server
+  /// answers for a CRD that is not installed. All kinds are served at start.
+  void setServed(api::Kind kind, bool served);
   /// Open watch streams now.
   size_t openWatches() const;
   /// Requests answered since start (watches counted once).

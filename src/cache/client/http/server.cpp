@@ -81,6 +81,11 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
   int failCode = 500;
   std::string failMethod;
   int64_t delayMs = 0;
+  std::set<api::Kind> notServed;  ///< setServed(kind, false), under mu
+  bool served(api::Kind kind) {
+    std::lock_guard lock(mu);
+    return !notServed.count(kind);
+  }
   std::atomic<uint64_t> requests{0};
 
   /// An open watch: its connection (kept alive here until it closes) and the cluster's handle.
@@ -167,7 +172,8 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
       if (auto doc = http::discoveryDocument(path)) return ok(s, req, 200, *doc);
     }
     auto rp = http::parseResourcePath(path);
-    if (!rp) return error(s, req, 404, "the server could not find the requested resource (" + path + ")");
+    if (!rp || !served(rp->kind))
+      return error(s, req, 404, "the server could not find the requested resource (" + path + ")");
     const api::KindInfo& ki = api::kindInfo(rp->kind);
     auto parsed = parseBody(req);
     if (!parsed.ok()) return error(s, req, parsed.error());
@@ -507,6 +513,12 @@ void ApiServer::failNextRequests(int n, int code, const std::string& method) {
 void ApiServer::delayResponses(int64_t millis) {
   std::lock_guard lock(impl_->mu);
   impl_->delayMs = millis;
+}
+
+void ApiServer::setServed(api::Kind kind, bool served) {
+  std::lock_guard lock(impl_->mu);
+  if (served) impl_->notServed.erase(kind);
+  else impl_->notServed.insert(kind);
 }
 
 void ApiServer::dropWatches() {

@@ -100,3 +100,56 @@ TEST_CASE("cache: an Error event on the embedded cluster's watch relists too") {
   cache.applyEvent(api::Kind::Node, WatchEvent{WatchEventType::Error, Json{{"code", 410}}});
   CHECK(nodeNames(*cache.snapshot()) == std::vector<std::string>{"a", "b"});
 }
+
+TEST_CASE("cache over http: an optional kind the server does not serve (Topology CRD absent) is picked up later") {
+  api::SystemClock clock;
+  MemoryCluster cluster(clock);
+  ApiServer server(cluster);
+  REQUIRE(server.start().ok());
+  server.setServed(api::Kind::Topology, false);  // as a real server without the Topology CRD
+  RestConfig rc;
+  rc.server = server.url();
+  HttpClientOptions o;
+  o.qps = 0;
+  o.retryInitialMs = 1;
+  o.maxRetries = 0;
+  auto client = makeHttpClient(rc, o);
+  REQUIRE(client.ok());
+  REQUIRE(cluster.create(api::Kind::Node, node("a")).ok());
+
+  CacheOptions co;
+  co.relistRetry = api::Duration{1};
+  Cache cache(**client, clock, co);
+  // The cache starts (and the daemon becomes ready) without topologies...
+  REQUIRE(cache.start().ok());
+  CHECK(cache.synced());
+  CHECK(nodeNames(*cache.snapshot()) == std::vector<std::string>{"a"});
+  CHECK(cache.snapshot()->topologies.empty());
+  // ...while a required kind the server does not serve still fails the start.
+  {
+    server.setServed(api::Kind::Queue, false);
+    Cache strict(**client, clock, co);
+    auto st = strict.start();
+    REQUIRE_FALSE(st.ok());
+    CHECK(st.error().message.find("queues") != std::string::npos);
+    server.setServed(api::Kind::Queue, true);
+  }
+  // The CRD is installed and a Topology created: the cache lists and watches it.
+  REQUIRE(cluster.create(api::Kind::Topology,
+                         Json{{"apiVersion", "scheduling.tessera.dev/v1alpha1"},
+                              {"kind", "Topology"},
+                              {"metadata", {{"name", "dc"}}},
+                              {"spec", {{"levels", {{{"nodeLabel", "kubernetes.io/hostname"}}}}}}})
+              .ok());
+  server.setServed(api::Kind::Topology, true);
+  REQUIRE(eventually(cache, [](const Snapshot& s) { return s.topologies.count("dc") == 1; }));
+  // And watched from then on: a second one arrives through the watch.
+  REQUIRE(cluster.create(api::Kind::Topology,
+                         Json{{"apiVersion", "scheduling.tessera.dev/v1alpha1"},
+                              {"kind", "Topology"},
+                              {"metadata", {{"name", "dc2"}}},
+                              {"spec", {{"levels", {{{"nodeLabel", "kubernetes.io/hostname"}}}}}}})
+              .ok());
+  REQUIRE(eventually(cache, [](const Snapshot& s) { return s.topologies.count("dc2") == 1; }));
+  cache.stop();
+}
