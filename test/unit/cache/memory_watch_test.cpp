@@ -108,6 +108,16 @@ TEST_CASE("watch replays from an older resourceVersion, then continues live", "[
   SECTION("a malformed resourceVersion is refused") {
     CHECK_FALSE(cluster.watch(Kind::Pod, "abc", rec.callback()).ok());
   }
+  SECTION("a resourceVersion the store never reached is refused (504, as a real server's watch cache)") {
+    auto listed = cluster.list(Kind::Pod);
+    REQUIRE(listed.ok());
+    const std::string future = std::to_string(std::stoull(listed->resourceVersion) + 1);
+    auto w = cluster.watch(Kind::Pod, future, rec.callback());
+    REQUIRE_FALSE(w.ok());
+    CHECK(w.error().code == 504);
+    CHECK(w.error().message.find("Too large resource version") != std::string::npos);
+    CHECK(cluster.watch(Kind::Pod, listed->resourceVersion, rec.callback()).ok());  // the current one is fine
+  }
 }
 
 TEST_CASE("watching from a resourceVersion outside the window is 410", "[memory][watch]") {

@@ -480,8 +480,11 @@ struct WatchStream : std::enable_shared_from_this<WatchStream> {
       bhttp::async_read(stream, conn->buffer, *parser, [self, code](beast::error_code, size_t) {
         self->observe(code);
         self->conn->close();
-        if (code == 410) {
-          self->gone(statusJson(410, http::messageOf(self->parser->get().body())));
+        const std::string message = http::messageOf(self->parser->get().body());
+        // 410: the version was compacted. 504 "Too large resource version": the server never had
+        // it (it lost its state); waiting would never end. Either way the owner relists.
+        if (code == 410 || (code == 504 && message.find("Too large resource version") != std::string::npos)) {
+          self->gone(statusJson(code, message));
         } else {
           self->retryLater();
         }

@@ -436,6 +436,13 @@ api::Result<std::unique_ptr<WatchHandle>> MemoryCluster::watch(api::Kind kind, c
     return api::makeError("too old resource version: " + resourceVersion + " (" + std::to_string(s.compactedRv) + ")",
                           410);
   }
+  // A version this store never reached (a client of a server that lost its state: restarted
+  // serve-cluster, etcd restored): refused as kube-apiserver's watch cache does once it gave up
+  // waiting for it (504, cause ResourceVersionTooLarge), so the client relists instead of waiting
+  // for events that may never come.
+  if (from > s.rv) {
+    return api::makeError("Too large resource version: " + resourceVersion + ", current: " + std::to_string(s.rv), 504);
+  }
   auto shared = std::make_shared<WatchCallback>(std::move(callback));
   std::vector<std::shared_ptr<const HistoryEntry>> replay;
   for (const auto& e : s.history) {

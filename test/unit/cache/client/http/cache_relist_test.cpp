@@ -153,3 +153,45 @@ TEST_CASE("cache over http: an optional kind the server does not serve (Topology
   REQUIRE(eventually(cache, [](const Snapshot& s) { return s.topologies.count("dc2") == 1; }));
   cache.stop();
 }
+
+TEST_CASE("cache over http: a server restarted without its state (serve-cluster) -> the watches relist") {
+  api::SystemClock clock;
+  auto before = std::make_unique<MemoryCluster>(clock);
+  for (const char* n : {"a", "b", "c", "d", "e"}) REQUIRE(before->create(api::Kind::Node, node(n)).ok());
+  auto server = std::make_unique<ApiServer>(*before);
+  REQUIRE(server->start().ok());
+  const uint16_t port = server->port();
+  RestConfig rc;
+  rc.server = server->url();
+  HttpClientOptions o;
+  o.qps = 0;
+  o.retryInitialMs = 1;
+  o.watchReconnectInitialMs = 1;
+  o.watchReconnectMaxMs = 20;
+  auto client = makeHttpClient(rc, o);
+  REQUIRE(client.ok());
+  CacheOptions co;
+  co.relistRetry = api::Duration{1};
+  Cache cache(**client, clock, co);
+  REQUIRE(cache.start().ok());
+  CHECK(nodeNames(*cache.snapshot()).size() == 5);
+
+  // The server restarts on the same address with a fresh store whose versions are all older than
+  // the ones the cache watches from: a real server answers "Too large resource version"; the cache
+  // relists instead of waiting forever for events.
+  server->stop();
+  server.reset();
+  MemoryCluster after(clock);
+  REQUIRE(after.create(api::Kind::Node, node("x")).ok());
+  ApiServerOptions so;
+  so.port = port;
+  ApiServer restarted(after, so);
+  REQUIRE(restarted.start().ok());
+  REQUIRE(eventually(cache, [](const Snapshot& s) { return nodeNames(s) == std::vector<std::string>{"x"}; }));
+  // Watched again from the new store's versions: a later node arrives.
+  REQUIRE(after.create(api::Kind::Node, node("y")).ok());
+  REQUIRE(eventually(cache, [](const Snapshot& s) { return nodeNames(s) == std::vector<std::string>{"x", "y"}; }));
+  CHECK(cache.relists() >= 1);
+  cache.stop();
+  restarted.stop();
+}
