@@ -2,6 +2,8 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <memory>
+#include <string>
 #include <thread>
 
 #include "tessera/cache/cache.h"
@@ -40,15 +42,10 @@ bool eventually(Cache& cache, Pred want) {
   return false;
 }
 
-}  // namespace
-
-TEST_CASE("cache over http: drop -> resume; compaction -> relist with deletes reconciled") {
-  api::SystemClock clock;
-  MemoryCluster cluster(clock);
-  ApiServer server(cluster);
-  REQUIRE(server.start().ok());
+/// A client of `url` that retries and reconnects at once (no rate limit, 1 ms backoff).
+std::unique_ptr<ClusterClient> fastClient(const std::string& url) {
   RestConfig rc;
-  rc.server = server.url();
+  rc.server = url;
   HttpClientOptions o;
   o.qps = 0;
   o.retryInitialMs = 1;
@@ -56,12 +53,23 @@ TEST_CASE("cache over http: drop -> resume; compaction -> relist with deletes re
   o.watchReconnectMaxMs = 20;
   auto client = makeHttpClient(rc, o);
   REQUIRE(client.ok());
+  return std::move(client).value();
+}
+
+}  // namespace
+
+TEST_CASE("cache over http: drop -> resume; compaction -> relist with deletes reconciled") {
+  api::SystemClock clock;
+  MemoryCluster cluster(clock);
+  ApiServer server(cluster);
+  REQUIRE(server.start().ok());
+  auto client = fastClient(server.url());
   for (const char* n : {"a", "b", "c"}) REQUIRE(cluster.create(api::Kind::Node, node(n)).ok());
 
   CacheOptions co;
   co.listPageSize = 2;  // the initial list takes two pages
   co.relistRetry = api::Duration{1};
-  Cache cache(**client, clock, co);
+  Cache cache(*client, clock, co);
   REQUIRE(cache.start().ok());
   CHECK(cache.synced());
   CHECK(nodeNames(*cache.snapshot()) == std::vector<std::string>{"a", "b", "c"});
@@ -107,19 +115,12 @@ TEST_CASE("cache over http: an optional kind the server does not serve (Topology
   ApiServer server(cluster);
   REQUIRE(server.start().ok());
   server.setServed(api::Kind::Topology, false);  // as a real server without the Topology CRD
-  RestConfig rc;
-  rc.server = server.url();
-  HttpClientOptions o;
-  o.qps = 0;
-  o.retryInitialMs = 1;
-  o.maxRetries = 0;
-  auto client = makeHttpClient(rc, o);
-  REQUIRE(client.ok());
+  auto client = fastClient(server.url());
   REQUIRE(cluster.create(api::Kind::Node, node("a")).ok());
 
   CacheOptions co;
   co.relistRetry = api::Duration{1};
-  Cache cache(**client, clock, co);
+  Cache cache(*client, clock, co);
   // The cache starts (and the daemon becomes ready) without topologies...
   REQUIRE(cache.start().ok());
   CHECK(cache.synced());
@@ -128,7 +129,7 @@ TEST_CASE("cache over http: an optional kind the server does not serve (Topology
   // ...while a required kind the server does not serve still fails the start.
   {
     server.setServed(api::Kind::Queue, false);
-    Cache strict(**client, clock, co);
+    Cache strict(*client, clock, co);
     auto st = strict.start();
     REQUIRE_FALSE(st.ok());
     CHECK(st.error().message.find("queues") != std::string::npos);
@@ -161,18 +162,10 @@ TEST_CASE("cache over http: a server restarted without its state (serve-cluster)
   auto server = std::make_unique<ApiServer>(*before);
   REQUIRE(server->start().ok());
   const uint16_t port = server->port();
-  RestConfig rc;
-  rc.server = server->url();
-  HttpClientOptions o;
-  o.qps = 0;
-  o.retryInitialMs = 1;
-  o.watchReconnectInitialMs = 1;
-  o.watchReconnectMaxMs = 20;
-  auto client = makeHttpClient(rc, o);
-  REQUIRE(client.ok());
+  auto client = fastClient(server->url());
   CacheOptions co;
   co.relistRetry = api::Duration{1};
-  Cache cache(**client, clock, co);
+  Cache cache(*client, clock, co);
   REQUIRE(cache.start().ok());
   CHECK(nodeNames(*cache.snapshot()).size() == 5);
 
