@@ -429,7 +429,11 @@ class Daemon {
 
 }  // namespace
 
-int runCommand(const std::vector<std::string>& args, std::ostream& /*out: the daemon only logs*/, std::ostream& err) {
+int runCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  if (api::helpRequested(args)) {
+    out << kUsage;  // the daemon itself only logs (to err)
+    return 0;
+  }
   auto flags = parseFlags(args);
   if (!flags.ok()) {
     err << "tessera run: " << flags.error().message << "\n" << kUsage;

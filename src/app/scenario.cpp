@@ -12,6 +12,7 @@
 
 #include "scenario_internal.h"
 #include "tessera/api/convert.h"
+#include "tessera/api/flags.h"
 #include "tessera/app/pipeline.h"
 #include "tessera/app/registry.h"
 #include "tessera/framework/config.h"
@@ -356,9 +357,9 @@ std::vector<std::string> collectScenarioFiles(const std::vector<std::string>& ar
 }
 
 int checkCommand(const std::vector<std::string>& args, std::ostream& out) {
-  if (args.empty()) {
+  if (args.empty() || api::helpRequested(args)) {
     out << "usage: tessera check FILE|DIR...\n";
-    return 2;
+    return args.empty() ? 2 : 0;
   }
   std::vector<std::string> errors;
   auto files = collectScenarioFiles(args, errors);
@@ -380,9 +381,9 @@ int checkCommand(const std::vector<std::string>& args, std::ostream& out) {
 }
 
 int simulateCommand(const std::vector<std::string>& args, std::ostream& out) {
-  if (args.size() != 1) {
+  if (args.size() != 1 || api::helpRequested(args)) {
     out << "usage: tessera simulate FILE\n";
-    return 2;
+    return api::helpRequested(args) ? 0 : 2;
   }
   ScenarioOptions opts;
   opts.timeline = &out;

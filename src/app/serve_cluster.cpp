@@ -45,7 +45,16 @@ api::Status loadScenarioObjects(const std::string& path, cache::MemoryCluster& c
   return api::Status::success();
 }
 
+namespace {
+const char* const kServeClusterUsage =
+    "usage: tessera serve-cluster FILE [--address 127.0.0.1] [--port N] [--v 0] [--log-format text|json]\n";
+}  // namespace
+
 int serveClusterCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  if (api::helpRequested(args)) {
+    out << kServeClusterUsage;
+    return 0;
+  }
   std::string file, address = "127.0.0.1";
   int port = 0;
   api::FlagCursor flag(args);
@@ -70,7 +79,7 @@ int serveClusterCommand(const std::vector<std::string>& args, std::ostream& out,
     }
   }
   if (file.empty()) {
-    err << "usage: tessera serve-cluster FILE [--address 127.0.0.1] [--port N] [--v 0] [--log-format text|json]\n";
+    err << kServeClusterUsage;
     return 2;
   }
   api::blockTerminationSignals();

@@ -43,4 +43,12 @@ class FlagCursor {
   bool hasInline_ = false;
 };
 
+/// Whether `--help` or `-h` is among the arguments: the subcommand prints its usage on stdout and
+/// exits 0, whatever else was given (as kubectl and kube-scheduler do).
+inline bool helpRequested(const std::vector<std::string>& args) {
+  for (const std::string& a : args)
+    if (a == "--help" || a == "-h") return true;
+  return false;
+}
+
 }  // namespace tessera::api

@@ -7,11 +7,13 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "tessera/app/run.h"
 #include "tessera/app/scenario.h"
 
 namespace {
@@ -237,4 +239,23 @@ TEST_CASE("simulate prints a timeline", "[scenario]") {
   CHECK_THAT(text, Catch::Contains("complete default/p"));
   CHECK_THAT(text, Catch::Contains("advance 90s"));
   CHECK_THAT(text, Catch::Contains("cycle 2"));
+}
+
+TEST_CASE("every subcommand prints its usage on stdout and exits 0 for --help, wherever it stands") {
+  using Command = std::function<int(const std::vector<std::string>&, std::ostream&, std::ostream&)>;
+  const std::vector<std::pair<std::string, Command>> commands = {
+      {"check", [](const auto& a, std::ostream& o, std::ostream&) { return tessera::app::checkCommand(a, o); }},
+      {"simulate", [](const auto& a, std::ostream& o, std::ostream&) { return tessera::app::simulateCommand(a, o); }},
+      {"serve-cluster", tessera::app::serveClusterCommand},
+      {"run", tessera::app::runCommand},
+  };
+  for (const auto& [name, command] : commands)
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"--help"}, {"-h"}, {"some-file.yaml", "--help"}}) {
+      INFO(name << " " << args.front());
+      std::ostringstream out, err;
+      CHECK(command(args, out, err) == 0);
+      CHECK(out.str().rfind("usage: tessera " + name, 0) == 0);
+      CHECK(err.str().empty());
+    }
 }
