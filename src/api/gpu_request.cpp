@@ -24,6 +24,15 @@ std::optional<int64_t> parsePositiveInt(const std::string& s, int64_t max) {
   return v;
 }
 
+/// What is wrong with `s` when parsePositiveInt(s, max) refused it: a number of digits above `max`
+/// (however long) "is too large: at most MAX"; anything else `otherwise`.
+std::string positiveIntProblem(const std::string& s, int64_t max, const std::string& otherwise) {
+  const bool digitsOnly = !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+  if (digitsOnly && s.find_first_not_of('0') != std::string::npos)
+    return "is too large: at most " + std::to_string(max);
+  return otherwise;
+}
+
 std::vector<std::string> splitList(const std::string& s) {
   std::vector<std::string> out;
   size_t start = 0;
@@ -91,8 +100,10 @@ Result<PodGpuSpec> parsePodGpuSpec(const StringMap& annotations, const Resources
     spec.fractionMilli = *milli;
   }
   if (const std::string* v = get(keys::kGpuMemory)) {
-    auto mib = parsePositiveInt(*v, int64_t{1} << 40);
-    if (!mib) return bad(keys::kGpuMemory, *v, "is not a positive integer number of MiB");
+    constexpr int64_t kMaxMiB = int64_t{1} << 40;
+    auto mib = parsePositiveInt(*v, kMaxMiB);
+    if (!mib)
+      return bad(keys::kGpuMemory, *v, positiveIntProblem(*v, kMaxMiB, "is not a positive integer number of MiB"));
     spec.memoryMiB = *mib;
   }
   if (spec.fractionMilli > 0 && spec.memoryMiB > 0)
@@ -100,8 +111,10 @@ Result<PodGpuSpec> parsePodGpuSpec(const StringMap& annotations, const Resources
                          " are both set: give one of them",
                      422);
   if (const std::string* v = get(keys::kGpuFractionNumDevices)) {
-    auto n = parsePositiveInt(*v, 1024);
-    if (!n) return bad(keys::kGpuFractionNumDevices, *v, "is not an integer of at least 1");
+    constexpr int64_t kMaxDevices = 1024;
+    auto n = parsePositiveInt(*v, kMaxDevices);
+    if (!n)
+      return bad(keys::kGpuFractionNumDevices, *v, positiveIntProblem(*v, kMaxDevices, "is not an integer of at least 1"));
     if (!spec.shared())
       return makeError(std::string("annotation ") + keys::kGpuFractionNumDevices + " needs " + keys::kGpuFraction +
                            " or " + keys::kGpuMemory,
