@@ -381,9 +381,10 @@ int checkCommand(const std::vector<std::string>& args, std::ostream& out) {
 }
 
 int simulateCommand(const std::vector<std::string>& args, std::ostream& out) {
-  if (args.size() != 1 || api::helpRequested(args)) {
+  const bool help = api::helpRequested(args);
+  if (args.size() != 1 || help) {
     out << "usage: tessera simulate FILE\n";
-    return api::helpRequested(args) ? 0 : 2;
+    return help ? 0 : 2;
   }
   ScenarioOptions opts;
   opts.timeline = &out;

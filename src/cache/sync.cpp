@@ -171,12 +171,11 @@ void ClusterSync::relistLoop() {
       }
       const api::Error& err = listed.ok() ? handle.error() : listed.error();
       // A kind not served (its CRD absent) was reported once (start(), or below when it goes away).
-      if (!notServed(kind, err)) log::warning("relisting ", api::kindInfo(kind).plural, ": ", err.message, " (retrying)");
-      else if (!absentReported_.count(kind)) {
+      if (!notServed(kind, err))
+        log::warning("relisting ", api::kindInfo(kind).plural, ": ", err.message, " (retrying)");
+      else if (absentReported_.insert(kind).second)
         log::warning("relisting ", api::kindInfo(kind).plural, ": ", err.message, " (the ", api::kindInfo(kind).name,
                      " CRD was removed?): scheduling without them until the API server serves them again");
-      }
-      if (notServed(kind, err)) absentReported_.insert(kind);
       lock.lock();
       if (relistCv_.wait_for(lock, std::chrono::milliseconds(delay.millis), [&] { return stopping_; })) return;
       lock.unlock();

@@ -24,6 +24,13 @@ Json node(const std::string& name) {
                           {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
 }
 
+Json topology(const std::string& name) {
+  return Json{{"apiVersion", "scheduling.tessera.dev/v1alpha1"},
+              {"kind", "Topology"},
+              {"metadata", {{"name", name}}},
+              {"spec", {{"levels", {{{"nodeLabel", "kubernetes.io/hostname"}}}}}}};
+}
+
 std::vector<std::string> nodeNames(const Snapshot& s) {
   std::vector<std::string> out;
   for (const auto& n : s.nodes) out.push_back(n->name);
@@ -136,21 +143,11 @@ TEST_CASE("cache over http: an optional kind the server does not serve (Topology
     server.setServed(api::Kind::Queue, true);
   }
   // The CRD is installed and a Topology created: the cache lists and watches it.
-  REQUIRE(cluster.create(api::Kind::Topology,
-                         Json{{"apiVersion", "scheduling.tessera.dev/v1alpha1"},
-                              {"kind", "Topology"},
-                              {"metadata", {{"name", "dc"}}},
-                              {"spec", {{"levels", {{{"nodeLabel", "kubernetes.io/hostname"}}}}}}})
-              .ok());
+  REQUIRE(cluster.create(api::Kind::Topology, topology("dc")).ok());
   server.setServed(api::Kind::Topology, true);
   REQUIRE(eventually(cache, [](const Snapshot& s) { return s.topologies.count("dc") == 1; }));
   // And watched from then on: a second one arrives through the watch.
-  REQUIRE(cluster.create(api::Kind::Topology,
-                         Json{{"apiVersion", "scheduling.tessera.dev/v1alpha1"},
-                              {"kind", "Topology"},
-                              {"metadata", {{"name", "dc2"}}},
-                              {"spec", {{"levels", {{{"nodeLabel", "kubernetes.io/hostname"}}}}}}})
-              .ok());
+  REQUIRE(cluster.create(api::Kind::Topology, topology("dc2")).ok());
   REQUIRE(eventually(cache, [](const Snapshot& s) { return s.topologies.count("dc2") == 1; }));
   cache.stop();
 }
