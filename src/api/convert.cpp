@@ -116,6 +116,12 @@ Result<T> convertObject(const json& j, std::string_view kind, Status (*readBody)
 Result<Pod> podFromJson(const json& j) { return convertObject<Pod>(j, "Pod", readPodBody); }
 Result<Node> nodeFromJson(const json& j) { return convertObject<Node>(j, "Node", readNodeBody); }
 Result<PodGroup> podGroupFromJson(const json& j) { return convertObject<PodGroup>(j, "PodGroup", readPodGroupBody); }
+Result<PodGroup> foreignPodGroupFromJson(Kind kind, const json& j) {
+  if (kind == Kind::VolcanoPodGroup) return convertObject<PodGroup>(j, "PodGroup", readVolcanoPodGroupBody);
+  if (kind == Kind::SchedulerPluginsPodGroup)
+    return convertObject<PodGroup>(j, "PodGroup", readSchedulerPluginsPodGroupBody);
+  return podGroupFromJson(j);
+}
 Result<Queue> queueFromJson(const json& j) { return convertObject<Queue>(j, "Queue", readQueueBody); }
 Result<Topology> topologyFromJson(const json& j) { return convertObject<Topology>(j, "Topology", readTopologyBody); }
 Result<PriorityClass> priorityClassFromJson(const json& j) {

@@ -1,4 +1,4 @@
-// Tessera's scheduling kinds from JSON: PodGroup, Queue, Topology. Metadata is read by the entry
+// Tessera's scheduling kinds from JSON: PodGroup (and other schedulers' PodGroups), Queue, Topology. Metadata is read by the entry
 // points in convert.cpp; these read the rest.
 #include <string>
 
@@ -118,6 +118,25 @@ Status readPodGroupBody(const JsonReader& object, PodGroup& pg) {
     TESSERA_TRY(status.read("failed", pg.status.failed));
     TESSERA_TRY(readConditions(status, "conditions", pg.status.conditions));
   }
+  return {};
+}
+
+Status readVolcanoPodGroupBody(const JsonReader& object, PodGroup& pg) {
+  pg.source = PodGroupSource::Volcano;
+  TESSERA_ASSIGN_OR_RETURN(const JsonReader spec, object.object("spec"));
+  if (!spec) return {};
+  TESSERA_TRY(spec.read("minMember", pg.minMember));
+  TESSERA_TRY(spec.read("queue", pg.queue));
+  TESSERA_TRY(spec.read("priorityClassName", pg.priorityClassName));
+  if (pg.minMember == 0) pg.minMember = 1;  // their "no gang"; negatives are left to validation
+  return {};
+}
+
+Status readSchedulerPluginsPodGroupBody(const JsonReader& object, PodGroup& pg) {
+  pg.source = PodGroupSource::SchedulerPlugins;
+  TESSERA_ASSIGN_OR_RETURN(const JsonReader spec, object.object("spec"));
+  if (spec) TESSERA_TRY(spec.read("minMember", pg.minMember));
+  if (pg.minMember == 0) pg.minMember = 1;
   return {};
 }
 

@@ -40,6 +40,9 @@ Status readConfigMapBody(const JsonReader& object, ConfigMap& cm);
 // ---- scheduling kinds (convert_scheduling.cpp): everything after metadata ----
 
 Status readPodGroupBody(const JsonReader& object, PodGroup& pg);
+/// Volcano's PodGroup (spec.minMember, queue, priorityClassName) and scheduler-plugins' (spec.minMember).
+Status readVolcanoPodGroupBody(const JsonReader& object, PodGroup& pg);
+Status readSchedulerPluginsPodGroupBody(const JsonReader& object, PodGroup& pg);
 Status readQueueBody(const JsonReader& object, Queue& queue);
 Status readTopologyBody(const JsonReader& object, Topology& topology);
 

@@ -32,6 +32,8 @@ constexpr KindInfo kKinds[] = {
     {Kind::RayJob, "RayJob", "ray.io", "v1", "rayjobs", true},
     {Kind::RayService, "RayService", "ray.io", "v1", "rayservices", true},
     {Kind::LeaderWorkerSet, "LeaderWorkerSet", "leaderworkerset.x-k8s.io", "v1", "leaderworkersets", true},
+    {Kind::VolcanoPodGroup, "PodGroup", "scheduling.volcano.sh", "v1beta1", "podgroups", true},
+    {Kind::SchedulerPluginsPodGroup, "PodGroup", "scheduling.x-k8s.io", "v1alpha1", "podgroups", true},
 };
 static_assert(std::size(kKinds) == std::size(kAllKinds));
 

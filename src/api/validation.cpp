@@ -163,17 +163,17 @@ std::map<std::string, Problem> validateQueues(const std::vector<const Queue*>& q
 
 std::optional<Problem> validatePodGroup(const PodGroup& pg, const PodGroupRefs& refs) {
   if (pg.minMember < 1)
-    return problemOf(Kind::PodGroup, pg.meta, "spec.minMember",
+    return problemOf(podGroupKind(pg), pg.meta, "spec.minMember",
                      "must be at least 1, got " + std::to_string(pg.minMember));
   std::set<std::string> names;
   for (size_t i = 0; i < pg.subGroups.size(); ++i) {
     const SubGroup& sg = pg.subGroups[i];
     const std::string path = "spec.subGroups[" + std::to_string(i) + "]";
-    if (sg.name.empty()) return problemOf(Kind::PodGroup, pg.meta, path + ".name", "required");
+    if (sg.name.empty()) return problemOf(podGroupKind(pg), pg.meta, path + ".name", "required");
     if (!names.insert(sg.name).second)
-      return problemOf(Kind::PodGroup, pg.meta, path + ".name", quote(sg.name) + " is used by an earlier subgroup");
+      return problemOf(podGroupKind(pg), pg.meta, path + ".name", quote(sg.name) + " is used by an earlier subgroup");
     if (sg.minMember < 1)
-      return problemOf(Kind::PodGroup, pg.meta, path + ".minMember",
+      return problemOf(podGroupKind(pg), pg.meta, path + ".minMember",
                        "must be at least 1, got " + std::to_string(sg.minMember));
   }
   // The queue the PodGroup names: a queue label wins over spec.queue (as the cache resolves it).
@@ -186,10 +186,10 @@ std::optional<Problem> validatePodGroup(const PodGroup& pg, const PodGroupRefs& 
         break;
       }
     if (!queue->empty() && !refs.queueExists(*queue))
-      return problemOf(Kind::PodGroup, pg.meta, field, "Queue " + quote(*queue) + " does not exist");
+      return problemOf(podGroupKind(pg), pg.meta, field, "Queue " + quote(*queue) + " does not exist");
   }
   if (!pg.priorityClassName.empty() && refs.priorityClassExists && !refs.priorityClassExists(pg.priorityClassName))
-    return problemOf(Kind::PodGroup, pg.meta, "spec.priorityClassName",
+    return problemOf(podGroupKind(pg), pg.meta, "spec.priorityClassName",
                      "PriorityClass " + quote(pg.priorityClassName) + " does not exist");
   return validateTopologyConstraints(pg, refs);
 }
@@ -198,15 +198,15 @@ std::optional<Problem> validateTopologyConstraints(const PodGroup& pg, const Pod
   if (!refs.topology) return std::nullopt;
   const TopologyConstraint& gc = pg.topologyConstraint;
   if (auto r = checkConstraint(gc, gc.topology, "spec.topologyConstraint", refs))
-    return problemOf(Kind::PodGroup, pg.meta, r->first, r->second);
+    return problemOf(podGroupKind(pg), pg.meta, r->first, r->second);
   for (size_t i = 0; i < pg.subGroups.size(); ++i) {
     const TopologyConstraint& sc = pg.subGroups[i].topologyConstraint;
     const std::string path = "spec.subGroups[" + std::to_string(i) + "].topologyConstraint";
     if (!sc.topology.empty() && !gc.topology.empty() && sc.topology != gc.topology)
-      return problemOf(Kind::PodGroup, pg.meta, path + ".topology",
+      return problemOf(podGroupKind(pg), pg.meta, path + ".topology",
                        quote(sc.topology) + " differs from spec.topologyConstraint.topology " + quote(gc.topology));
     if (auto r = checkConstraint(sc, sc.topology.empty() ? gc.topology : sc.topology, path, refs))
-      return problemOf(Kind::PodGroup, pg.meta, r->first, r->second);
+      return problemOf(podGroupKind(pg), pg.meta, r->first, r->second);
   }
   return std::nullopt;
 }

@@ -50,6 +50,7 @@ void Pipeline::groupPods() {
     groupRetry_.clear();
     return;
   }
+  grouper_->setDefaultPriorityClasses(config_.podGrouper.defaultPriorityClass);  // the running config's
   grouper::GroupingReport grouped = grouper_->group(pods);
   groupRetry_ = std::move(grouped.retry);
   if (synchronous_ || (grouped.pods.empty() && grouped.podGroups.empty())) return;

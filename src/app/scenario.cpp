@@ -196,6 +196,10 @@ class Runner {
       case Kind::Pod: if (auto r = api::podFromJson(obj); !r.ok()) valid = r.error(); break;
       case Kind::Node: if (auto r = api::nodeFromJson(obj); !r.ok()) valid = r.error(); break;
       case Kind::PodGroup: if (auto r = api::podGroupFromJson(obj); !r.ok()) valid = r.error(); break;
+      case Kind::VolcanoPodGroup:
+      case Kind::SchedulerPluginsPodGroup:
+        if (auto r = api::foreignPodGroupFromJson(*kind, obj); !r.ok()) valid = r.error();
+        break;
       case Kind::Queue: if (auto r = api::queueFromJson(obj); !r.ok()) valid = r.error(); break;
       case Kind::Topology: if (auto r = api::topologyFromJson(obj); !r.ok()) valid = r.error(); break;
       case Kind::PriorityClass: if (auto r = api::priorityClassFromJson(obj); !r.ok()) valid = r.error(); break;

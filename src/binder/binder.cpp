@@ -334,15 +334,17 @@ struct Binder::Impl {
     }
     if (evictions == 0) queueBinds(batch);
     // Status: the pods left pending, coalesced per pod; PodGroup events.
-    std::vector<std::pair<std::string, std::string>> messages;
+    std::vector<UnschedulablePod> messages;
     messages.reserve(result.pods.size());
-    for (const auto& p : result.pods) messages.emplace_back(p.task->key, result.podMessage(p));
+    for (const auto& p : result.pods)
+      messages.push_back({p.task->key, p.task->pod ? p.task->pod->meta.uid : "", result.podMessage(p)});
     if (!messages.empty()) status.podsUnschedulable(std::move(messages));
     for (const auto& j : result.jobs) {
       const std::string& key = j.job->key;
       if (key.rfind("PodGroup/", 0) != 0) continue;  // a group of one: its pod carries the message
       auto [ns, name] = splitKey(key.substr(9));
-      status.event(EventSpec{api::Kind::PodGroup, ns, name, "", "Warning", "Unschedulable", result.message(j)});
+      const api::Kind kind = j.job->podGroup ? api::podGroupKind(*j.job->podGroup) : api::Kind::PodGroup;
+      status.event(EventSpec{kind, ns, name, j.job->uid, "Warning", "Unschedulable", result.message(j)});
     }
     // Release the +1; afterApply must not run on this (the scheduling) thread.
     if (batch->opsLeft.fetch_sub(1) == 1) submit([this, batch] { batchDone(batch); });

@@ -9,6 +9,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -53,9 +54,10 @@ std::string eventKey(const std::string& ref, const std::string& reason) { return
 struct StatusWriter::Impl {
   /// One queued write.
   struct Item {
-    enum class Type { Status, PodCondition, Event } type = Type::Status;
+    enum class Type { Status, PodCondition, Event, EventCount } type = Type::Status;
     api::Kind kind = api::Kind::PodGroup;
-    std::string ns, name;
+    std::string ns, name;  ///< the object written (EventCount: the Event)
+    std::string ref;       ///< the object it is about (Problem::objectRef): what pruning follows
     Json body;           ///< Status: the status object; PodCondition: the condition (stamped when written)
     EventSpec event;     ///< Event: the event; PodCondition: the event that follows it once written
     std::string key;     ///< deduplicated (and, unless an event of a decision, coalesced) on
@@ -67,6 +69,15 @@ struct StatusWriter::Impl {
   struct Mark {
     std::string digest;
     bool desired = false;  ///< queued by update(), which forgets it once it stops wanting it
+    std::string ref;       ///< the object it is about
+  };
+  /// An Event written, and how often it happened since (its series).
+  struct Series {
+    std::string ref, uid, message;  ///< the object (and its UID) and the event's message
+    std::string dedupKey;           ///< the mark that suppresses the repetitions (event or condition)
+    std::string eventNs, eventName;
+    int64_t count = 1, written = 1;  ///< occurrences; occurrences the Event says
+    api::Time lastWrite;
   };
 
   cache::ClusterClient& client;
@@ -79,6 +90,8 @@ struct StatusWriter::Impl {
   std::deque<std::string> order;       ///< queue keys in the order first queued (settled ones are skipped)
   uint64_t sequence = 0;
   std::map<std::string, Mark> written;  ///< key -> last queued (erased when a write fails)
+  std::map<std::string, Series> series;  ///< by seriesKey (the object and the event's reason)
+  std::optional<api::Time> lastPrune;    ///< scheduler thread
   std::string writing;                  ///< key of the write in progress
   StatusWriterStats stats;
   bool stopping = false;
@@ -92,6 +105,7 @@ struct StatusWriter::Impl {
     std::shared_ptr<const cache::JobInfo> job;
     int32_t placed = 0;
     std::string problem, unschedulable;
+    std::string phase;  ///< the phase written from it (not compared)
     bool operator==(const JobMemo& o) const {
       return job == o.job && placed == o.placed && problem == o.problem && unschedulable == o.unschedulable;
     }
@@ -119,8 +133,11 @@ struct StatusWriter::Impl {
   /// the same key still queued is replaced (`coalesce`) or kept before it (events of decisions).
   void enqueue(Item item, bool coalesce, bool desired) {
     auto mark = written.find(item.key);
-    if (mark != written.end() && mark->second.digest == item.digest) return;
-    written.insert_or_assign(item.key, Mark{item.digest, desired});
+    if (mark != written.end() && mark->second.digest == item.digest) {
+      if (item.type == Item::Type::Event || item.type == Item::Type::PodCondition) repeated(item);
+      return;
+    }
+    written.insert_or_assign(item.key, Mark{item.digest, desired, item.ref});
     std::string queueKey = coalesce ? item.key : "#" + std::to_string(sequence++);
     ++stats.queued;
     if (auto it = queued.find(queueKey); it != queued.end()) {
@@ -139,18 +156,61 @@ struct StatusWriter::Impl {
     if (it != written.end() && it->second.digest == digest) written.erase(it);
   }
 
+  static std::string seriesKey(const EventSpec& e) {
+    return eventKey(api::Problem::objectRef(e.kind, e.ns, e.name), e.reason);
+  }
+
+  /// Under mu. `item` (an event, or a condition whose event follows it) repeats what was last
+  /// queued under its key: one more occurrence in the written Event's series; its count is patched
+  /// once eventSeriesInterval has passed since the last write.
+  void repeated(const Item& item) {
+    auto it = series.find(seriesKey(item.event));
+    if (it == series.end() || it->second.message != item.event.message) return;  // not written (yet)
+    Series& sr = it->second;
+    ++sr.count;
+    const api::Time now = clock.now();
+    if (now - sr.lastWrite < options.eventSeriesInterval) return;
+    sr.lastWrite = now;
+    Item bump;
+    bump.type = Item::Type::EventCount;
+    bump.kind = api::Kind::Event;
+    bump.ns = sr.eventNs;
+    bump.name = sr.eventName;
+    bump.ref = sr.ref;
+    bump.key = "series:" + it->first;
+    bump.digest = std::to_string(sr.count);
+    bump.body = Json{{"count", sr.count}, {"lastTimestamp", api::formatTime(now)}};
+    bump.event = item.event;
+    enqueue(std::move(bump), /*coalesce=*/true, /*desired=*/false);
+  }
+
+  /// Under mu. The Event `created` (as the server returned it) starts the series of `e`.
+  void startSeries(const EventSpec& e, const Json& created, const std::string& dedupKey) {
+    const Json meta = created.value("metadata", Json::object());
+    Series sr;
+    sr.ref = api::Problem::objectRef(e.kind, e.ns, e.name);
+    sr.uid = e.uid;
+    sr.message = e.message;
+    sr.dedupKey = dedupKey;
+    sr.eventNs = meta.value("namespace", "");
+    sr.eventName = meta.value("name", "");
+    sr.lastWrite = clock.now();
+    series.insert_or_assign(seriesKey(e), std::move(sr));
+  }
+
   /// PodScheduled=False with `reason`, followed once written by a Warning event `eventReason`.
-  static Item podCondition(const std::string& ns, const std::string& name, const std::string& reason,
-                           const std::string& message, const std::string& eventReason) {
+  static Item podCondition(const std::string& ns, const std::string& name, const std::string& uid,
+                           const std::string& reason, const std::string& message, const std::string& eventReason) {
     Item item;
     item.type = Item::Type::PodCondition;
     item.kind = api::Kind::Pod;
     item.ns = ns;
     item.name = name;
     item.body = condition("PodScheduled", false, reason, message);
-    item.event = EventSpec{api::Kind::Pod, ns, name, "", "Warning", eventReason, message};
-    item.key = conditionKey(api::Problem::objectRef(api::Kind::Pod, ns, name), reason);
-    item.digest = item.body.dump();
+    item.event = EventSpec{api::Kind::Pod, ns, name, uid, "Warning", eventReason, message};
+    item.ref = api::Problem::objectRef(api::Kind::Pod, ns, name);
+    item.key = conditionKey(item.ref, reason);
+    item.digest = item.body.dump() + uid;  // a pod recreated under the same name is a new one
     return item;
   }
 
@@ -160,17 +220,18 @@ struct StatusWriter::Impl {
     item.kind = e.kind;
     item.ns = e.ns;
     item.name = e.name;
-    item.key = eventKey(api::Problem::objectRef(e.kind, e.ns, e.name), e.reason);
-    item.digest = e.message;
+    item.ref = api::Problem::objectRef(e.kind, e.ns, e.name);
+    item.key = eventKey(item.ref, e.reason);
+    item.digest = e.message + e.uid;
     item.event = std::move(e);
     return item;
   }
 
-  void podsUnschedulable(std::vector<std::pair<std::string, std::string>> podMessages) {
+  void podsUnschedulable(std::vector<UnschedulablePod> pods) {
     std::lock_guard lock(mu);
-    for (auto& [podKey, message] : podMessages) {
-      auto [ns, name] = splitKey(podKey);
-      Item item = podCondition(ns, name, "Unschedulable", message, "FailedScheduling");
+    for (auto& pod : pods) {
+      auto [ns, name] = splitKey(pod.key);
+      Item item = podCondition(ns, name, pod.uid, "Unschedulable", pod.message, "FailedScheduling");
       item.dedupeFollow = true;
       enqueue(std::move(item), /*coalesce=*/true, /*desired=*/false);
     }
@@ -224,6 +285,7 @@ struct StatusWriter::Impl {
     item.kind = kind;
     item.ns = ns;
     item.name = name;
+    item.ref = ref;
     item.body = std::move(status);
     item.key = key;
     item.digest = std::move(digest);
@@ -233,7 +295,7 @@ struct StatusWriter::Impl {
 
   /// PodScheduled=False (InvalidSpec) on a pod that could not be converted, with its event.
   void wantInvalidPod(const std::string& ns, const std::string& name, const std::string& message) {
-    Item item = podCondition(ns, name, kInvalidSpec, message, kInvalidSpec);
+    Item item = podCondition(ns, name, "", kInvalidSpec, message, kInvalidSpec);
     item.onlyOurs = true;
     seen.insert(item.key);
     std::lock_guard lock(mu);
@@ -251,6 +313,11 @@ struct StatusWriter::Impl {
   void update(const framework::SessionResult& result, const cache::Snapshot& s) {
     seen.clear();
     compute(result, s);
+    emptied();
+    if (!lastPrune || clock.now() - *lastPrune >= kPruneInterval) {
+      lastPrune = clock.now();
+      prune(s);
+    }
     // Forget objects that are gone (or whose problem went away): the maps stay as large as the
     // cluster, and a problem that comes back is reported again. The binder's keys are its own.
     std::lock_guard lock(mu);
@@ -262,13 +329,69 @@ struct StatusWriter::Impl {
       it = seen.count(statusKey(it->first)) ? std::next(it) : jobMemo.erase(it);
   }
 
+  /// PodGroups whose jobs left the snapshot (every pod deleted) get the counts of no pods, once: a
+  /// PodGroup never keeps `pending: 1` after its pods are gone. (A PodGroup deleted too: the write
+  /// answers 404 and is dropped.)
+  void emptied() {
+    for (auto it = jobMemo.begin(); it != jobMemo.end();) {
+      const cache::JobInfo& job = *it->second.job;
+      const std::string ref = api::Problem::objectRef(api::Kind::PodGroup, job.namespace_, job.name);
+      if (seen.count(statusKey(ref))) {
+        ++it;
+        continue;
+      }
+      const bool ended = it->second.phase == "Succeeded" || it->second.phase == "Failed";
+      wantStatus(api::Kind::PodGroup, job.namespace_, job.name,
+                 Json{{"phase", ended ? it->second.phase : "Pending"},
+                      {"running", 0},
+                      {"pending", 0},
+                      {"succeeded", 0},
+                      {"failed", 0},
+                      {"scheduled", 0},
+                      {"conditions", Json::array({condition("Valid", true, "Valid", ""),
+                                                  condition("Unschedulable", false, "NoPods", "the PodGroup has no pods")})}});
+      it = jobMemo.erase(it);
+    }
+  }
+
+  /// How often update() forgets the binder's marks and the event series of objects gone.
+  static constexpr api::Duration kPruneInterval{60'000};
+
+  /// Forgets what the binder's writes remember about pods, PodGroups, queues, nodes and topologies
+  /// no longer in the snapshot (update() forgets its own keys each cycle).
+  void prune(const cache::Snapshot& s) {
+    std::set<std::string> live;
+    for (const auto& job : s.jobs) {
+      live.insert(job->key);  // "PodGroup/ns/name" (any source) or "Pod/ns/name"
+      for (const auto& t : job->tasks) live.insert("Pod/" + t.key);
+    }
+    for (const auto& [name, q] : s.queues) live.insert("Queue/" + name);
+    for (const auto& n : s.nodes) live.insert("Node/" + n->name);
+    for (const auto& [name, t] : s.topologies) live.insert("Topology/" + name);
+    auto gone = [&live](const std::string& ref) {
+      const std::string kind = ref.substr(0, ref.find('/'));
+      const bool followed = kind == "Pod" || kind == "PodGroup" || kind == "Queue" || kind == "Node" || kind == "Topology";
+      return followed && !live.count(ref);
+    };
+    std::lock_guard lock(mu);
+    std::erase_if(series, [&](const auto& entry) { return gone(entry.second.ref); });
+    std::erase_if(written, [&](const auto& entry) {
+      return !entry.second.desired && !entry.second.ref.empty() && gone(entry.second.ref) && !queued.count(entry.first);
+    });
+  }
+
   void compute(const framework::SessionResult& result, const cache::Snapshot& s) {
     // Problems by object: conversion errors first (the newest version of the object), then the
     // validation layer's.
-    std::map<std::string, std::string> problems;  // ref -> text
+    struct Problem {
+      api::Kind kind;  ///< of the object at fault (another scheduler's PodGroup: its own kind)
+      std::string ns, name, text;
+    };
+    std::map<std::string, Problem> problems;  // by ref ("PodGroup/ns/name": the job's key too)
     for (const auto& e : s.conversionErrors)
-      problems.emplace(api::Problem::objectRef(e.kind, e.namespace_, e.name), e.message);
-    for (const auto& [ref, p] : s.invalid) problems.emplace(ref, p.text());
+      problems.emplace(api::Problem::objectRef(e.kind, e.namespace_, e.name),
+                       Problem{e.kind, e.namespace_, e.name, e.message});
+    for (const auto& [ref, p] : s.invalid) problems.emplace(ref, Problem{p.kind, p.namespace_, p.name, p.text()});
 
     // Jobs with pods this cycle left pending (not merely pipelined), and why.
     std::map<const cache::JobInfo*, const std::string*> unschedulable;
@@ -285,7 +408,7 @@ struct StatusWriter::Impl {
     // PodGroups of jobs.
     for (const auto& jp : s.jobs) {
       const cache::JobInfo& job = *jp;
-      if (job.isSingleton() || !job.podGroup) continue;
+      if (job.isSingleton() || !job.podGroup || job.podGroup->source != api::PodGroupSource::Tessera) continue;
       int32_t running = 0, placed = 0;
       for (const auto& t : job.tasks) {
         running += t.status == cache::TaskStatus::Running ? 1 : 0;
@@ -296,7 +419,7 @@ struct StatusWriter::Impl {
       auto un = unschedulable.find(&job);
       // Unchanged inputs (the snapshot shares an unchanged JobInfo with the last one): the status
       // is the one already queued; skip building it (thousands of PodGroups per cycle).
-      JobMemo memo{jp, placed, prob != problems.end() ? prob->second : "",
+      JobMemo memo{jp, placed, prob != problems.end() ? prob->second.text : "",
                    un != unschedulable.end() ? *un->second : ""};
       const std::string key = statusKey(api::Problem::objectRef(api::Kind::PodGroup, job.namespace_, job.name));
       if (auto m = jobMemo.find(job.key); m != jobMemo.end() && m->second == memo) {
@@ -306,7 +429,6 @@ struct StatusWriter::Impl {
           continue;
         }
       }
-      jobMemo.insert_or_assign(job.key, std::move(memo));
       const int32_t total = static_cast<int32_t>(job.tasks.size());
       std::string phase;
       if (prob != problems.end()) phase = "Unschedulable";
@@ -315,11 +437,14 @@ struct StatusWriter::Impl {
       else if (scheduled + job.succeededCount >= job.minMember) phase = "Running";
       else if (un != unschedulable.end()) phase = "Unschedulable";
       else phase = "Pending";
+      memo.phase = phase;
+      jobMemo.insert_or_assign(job.key, std::move(memo));
       Json conds = Json::array();
-      if (prob != problems.end()) conds.push_back(condition("Valid", false, kInvalidSpec, prob->second));
+      if (prob != problems.end()) conds.push_back(condition("Valid", false, kInvalidSpec, prob->second.text));
       else conds.push_back(condition("Valid", true, "Valid", ""));
       if (un != unschedulable.end()) conds.push_back(condition("Unschedulable", true, "Unschedulable", *un->second));
-      else if (prob != problems.end()) conds.push_back(condition("Unschedulable", true, kInvalidSpec, prob->second));
+      else if (prob != problems.end())
+        conds.push_back(condition("Unschedulable", true, kInvalidSpec, prob->second.text));
       else conds.push_back(condition("Unschedulable", false, "Schedulable", ""));
       Json status = {{"phase", phase},
                      {"running", running},
@@ -347,7 +472,7 @@ struct StatusWriter::Impl {
       } else {
         status["allocated"] = resourceList(qi->allocated);
       }
-      status["conditions"] = Json::array({prob != problems.end() ? condition("Valid", false, kInvalidSpec, prob->second)
+      status["conditions"] = Json::array({prob != problems.end() ? condition("Valid", false, kInvalidSpec, prob->second.text)
                                                                  : condition("Valid", true, "Valid", "")});
       wantStatus(api::Kind::Queue, "", name, std::move(status));
     }
@@ -369,18 +494,8 @@ struct StatusWriter::Impl {
       }
     }
     // Every problem gets one event on its object (deduplicated by message).
-    for (const auto& [ref, text] : problems) {
-      std::vector<std::string> parts;
-      for (size_t b = 0, e; b <= ref.size(); b = e + 1) {
-        e = ref.find('/', b);
-        if (e == std::string::npos) e = ref.size();
-        parts.push_back(ref.substr(b, e - b));
-      }
-      auto kind = api::kindFromName(parts[0]);
-      if (!kind || *kind == api::Kind::Pod || parts.size() < 2) continue;  // pods: with their condition
-      if (parts.size() == 3) wantEvent(*kind, parts[1], parts[2], text);
-      else wantEvent(*kind, "", parts[1], text);
-    }
+    for (const auto& [ref, p] : problems)
+      if (p.kind != api::Kind::Pod) wantEvent(p.kind, p.ns, p.name, p.text);  // pods: with their condition
   }
 
   // ---------------------------------------------------------------- writing (writer thread or drain)
@@ -452,6 +567,7 @@ struct StatusWriter::Impl {
       case Item::Type::Status: return "status of " + object;
       case Item::Type::PodCondition: return "condition PodScheduled of " + object;
       case Item::Type::Event: return "event " + item.event.reason + " on " + object;
+      case Item::Type::EventCount: return "count of event " + item.name + " (" + item.event.reason + ")";
     }
     return object;
   }
@@ -464,9 +580,31 @@ struct StatusWriter::Impl {
         return r.ok() ? api::Status::success() : api::Status(r.error());
       }
       case Item::Type::PodCondition: return writePodCondition(item);
-      case Item::Type::Event: return createEvent(item.event);
+      case Item::Type::Event: {
+        auto created = createEvent(item.event);
+        if (!created.ok()) return api::Status(created.error());
+        std::lock_guard lock(mu);
+        startSeries(item.event, *created, item.key);
+        return api::Status::success();
+      }
+      case Item::Type::EventCount: return bumpEvent(item);
     }
     return api::Status::success();
+  }
+
+  /// The series' count and lastTimestamp on its Event. The Event gone (expired: the API server
+  /// keeps Events an hour): the series ends, and the next repetition is written as a new Event.
+  api::Status bumpEvent(const Item& item) {
+    auto r = client.patch(api::Kind::Event, item.ns, item.name, cache::PatchType::Merge, item.body);
+    if (r.ok()) return api::Status::success();
+    if (r.error().code == 404) {
+      std::lock_guard lock(mu);
+      if (auto it = series.find(seriesKey(item.event)); it != series.end() && it->second.eventName == item.name) {
+        written.erase(it->second.dedupKey);
+        series.erase(it);
+      }
+    }
+    return api::Status(r.error());
   }
 
   /// The condition, then the event that follows it (its failure is its own: the condition stays written).
@@ -493,17 +631,21 @@ struct StatusWriter::Impl {
       std::lock_guard lock(mu);
       auto mark = written.find(follow.key);
       if (mark != written.end() && mark->second.digest == follow.digest) return api::Status::success();
-      written.insert_or_assign(follow.key, Mark{follow.digest, false});
+      written.insert_or_assign(follow.key, Mark{follow.digest, false, follow.ref});
     }
-    done(follow, createEvent(follow.event));  // its failure is its own: the condition is written
+    auto created = createEvent(follow.event);
+    if (created.ok()) {
+      std::lock_guard lock(mu);
+      startSeries(follow.event, *created, item.key);  // repetitions come as the condition's
+    }
+    done(follow, created.ok() ? api::Status::success() : api::Status(created.error()));  // its own failure
     return api::Status::success();
   }
 
-  api::Status createEvent(const EventSpec& e) {
-    if (!options.writeEvents) return api::Status::success();
+  /// Creates the Event; returns it as the server did (its name starts the series).
+  api::Result<Json> createEvent(const EventSpec& e) {
     const Json ev = makeEvent(e.kind, e.ns, e.name, e.uid, e.type, e.reason, e.message, options.component, clock.now());
-    auto r = client.create(api::Kind::Event, ev);
-    return r.ok() ? api::Status::success() : api::Status(r.error());
+    return client.create(api::Kind::Event, ev);
   }
 };
 
@@ -516,15 +658,18 @@ void StatusWriter::update(const framework::SessionResult& result, const cache::S
   impl_->update(result, snapshot);
 }
 
-void StatusWriter::podsUnschedulable(std::vector<std::pair<std::string, std::string>> podMessages) {
-  impl_->podsUnschedulable(std::move(podMessages));
-}
+void StatusWriter::podsUnschedulable(std::vector<UnschedulablePod> pods) { impl_->podsUnschedulable(std::move(pods)); }
 
 void StatusWriter::event(EventSpec e) { impl_->event(std::move(e)); }
 
 void StatusWriter::settle(const std::string& podKey) { impl_->settle(podKey); }
 
 void StatusWriter::drain() { impl_->drain(); }
+
+size_t StatusWriter::remembered() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->written.size() + impl_->series.size();
+}
 
 size_t StatusWriter::backlog() const {
   std::lock_guard lock(impl_->mu);

@@ -53,6 +53,15 @@ int32_t parseTaskPriority(const api::Pod& pod) {
   }
 }
 
+/// errors_'s key: "Kind/ns/name"; other schedulers' kinds are qualified by their group
+/// ("PodGroup.scheduling.volcano.sh/ns/name") so that they never mix with Tessera's.
+std::string errorKey(Kind kind, const std::string& nsName) {
+  const api::KindInfo& info = api::kindInfo(kind);
+  std::string k(info.name);
+  if (kind == Kind::VolcanoPodGroup || kind == Kind::SchedulerPluginsPodGroup) k.append(".").append(info.group);
+  return k.append("/").append(nsName);
+}
+
 /// The GPU a group holds by itself: one, while fractional pods use it and no reservation pod does.
 int64_t groupHold(const GpuGroupInfo& g) { return !g.reserved && g.pods > 0 ? 1000 : 0; }
 
@@ -189,9 +198,8 @@ void ClusterState::deriveJob(JobInfo& job) const {
   job.podGroupMissing = false;
   const api::Pod* first = job.tasks.empty() ? nullptr : job.tasks.front().pod.get();
   if (!job.isSingleton()) {
-    auto it = podGroups_.find(job.namespace_ + "/" + job.name);
-    if (it != podGroups_.end()) job.podGroup = it->second;
-    else job.podGroupMissing = true;
+    job.podGroup = findPodGroup(job.namespace_ + "/" + job.name);
+    job.podGroupMissing = job.podGroup == nullptr;
   }
   const api::PodGroup* pg = job.podGroup.get();
   if (pg) {
@@ -456,7 +464,7 @@ void ClusterState::onPod(const WatchEvent& ev, std::optional<api::Result<api::Po
 void ClusterState::recordError(Kind kind, const Json& obj, const std::string& message) {
   auto meta = api::metaFromJson(obj);
   ConversionError e{kind, meta.ok() ? meta->namespace_ : "", meta.ok() ? meta->name : "", message};
-  errors_[std::string(api::kindInfo(kind).name) + "/" + (e.namespace_.empty() ? "" : e.namespace_ + "/") + e.name] = e;
+  errors_[errorKey(kind, (e.namespace_.empty() ? "" : e.namespace_ + "/") + e.name)] = e;
 }
 
 void ClusterState::onNode(const WatchEvent& ev) {
@@ -494,21 +502,35 @@ void ClusterState::refreshPodGroupJob(const std::string& nsName) {
   if (jobs_.count(key)) withJob(key, [](JobInfo&) {});
 }
 
-void ClusterState::onPodGroup(const WatchEvent& ev) {
+std::map<std::string, std::shared_ptr<const api::PodGroup>>& ClusterState::podGroupTable(Kind kind) {
+  if (kind == Kind::VolcanoPodGroup) return volcanoPodGroups_;
+  if (kind == Kind::SchedulerPluginsPodGroup) return schedulerPluginsPodGroups_;
+  return podGroups_;
+}
+
+std::shared_ptr<const api::PodGroup> ClusterState::findPodGroup(const std::string& nsName) const {
+  for (const auto* table : {&podGroups_, &volcanoPodGroups_, &schedulerPluginsPodGroups_})
+    if (auto it = table->find(nsName); it != table->end()) return it->second;
+  return nullptr;
+}
+
+void ClusterState::onPodGroup(Kind kind, const WatchEvent& ev) {
   auto meta = api::metaFromJson(ev.object);
   if (!meta.ok()) return;
   const std::string k = meta->key();
+  auto& table = podGroupTable(kind);
+  const std::string errKey = errorKey(kind, k);
   if (ev.type == WatchEventType::Deleted) {
-    podGroups_.erase(k);
-    errors_.erase("PodGroup/" + k);
+    table.erase(k);
+    errors_.erase(errKey);
   } else {
-    auto pg = api::podGroupFromJson(ev.object);
+    auto pg = api::foreignPodGroupFromJson(kind, ev.object);
     if (!pg.ok()) {
-      recordError(Kind::PodGroup, ev.object, pg.error().message);
+      recordError(kind, ev.object, pg.error().message);
       return;
     }
-    errors_.erase("PodGroup/" + k);
-    podGroups_[k] = std::make_shared<const api::PodGroup>(std::move(pg).value());
+    errors_.erase(errKey);
+    table[k] = std::make_shared<const api::PodGroup>(std::move(pg).value());
   }
   refreshPodGroupJob(k);
 }
@@ -538,7 +560,7 @@ void ClusterState::onSimple(Kind kind, const WatchEvent& ev, std::map<std::strin
                             Conv conv) {
   auto meta = api::metaFromJson(ev.object);
   if (!meta.ok()) return;
-  const std::string errKey = std::string(api::kindInfo(kind).name) + "/" + meta->key();
+  const std::string errKey = errorKey(kind, meta->key());
   if (ev.type == WatchEventType::Deleted) {
     table.erase(meta->key());
     errors_.erase(errKey);
@@ -558,7 +580,9 @@ void ClusterState::apply(Kind kind, const WatchEvent& ev, std::optional<api::Res
   switch (kind) {
     case Kind::Pod: onPod(ev, converted); break;
     case Kind::Node: onNode(ev); break;
-    case Kind::PodGroup: onPodGroup(ev); break;
+    case Kind::PodGroup:
+    case Kind::VolcanoPodGroup:
+    case Kind::SchedulerPluginsPodGroup: onPodGroup(kind, ev); break;
     case Kind::Queue: onQueue(ev); break;
     case Kind::PriorityClass: onSimple(kind, ev, priorityClasses_, api::priorityClassFromJson); break;
     case Kind::Topology: onSimple(kind, ev, topologies_, api::topologyFromJson); break;
@@ -580,14 +604,16 @@ std::vector<std::string> ClusterState::heldKeys(Kind kind) const {
   switch (kind) {
     case Kind::Pod: addHeld(pods_, any); break;
     case Kind::Node: addHeld(nodes_, [](const auto& n) { return n->node != nullptr; }); break;
-    case Kind::PodGroup: addHeld(podGroups_, any); break;
+    case Kind::PodGroup:
+    case Kind::VolcanoPodGroup:
+    case Kind::SchedulerPluginsPodGroup: addHeld(podGroupTable(kind), any); break;
     case Kind::Queue: addHeld(queues_, [](const auto& q) { return q->queue != nullptr; }); break;
     case Kind::PriorityClass: addHeld(priorityClasses_, any); break;
     case Kind::Topology: addHeld(topologies_, any); break;
     default: break;
   }
   // Objects that failed conversion are only in `errors_`.
-  const std::string prefix = std::string(api::kindInfo(kind).name) + "/";
+  const std::string prefix = errorKey(kind, "");
   for (const auto& [k, e] : errors_)
     if (k.rfind(prefix, 0) == 0) keys.push_back(k.substr(prefix.size()));
   std::sort(keys.begin(), keys.end());
@@ -601,7 +627,7 @@ void ClusterState::remove(Kind kind, const std::string& key) {
                                          : Json{{"namespace", key.substr(0, slash)}, {"name", key.substr(slash + 1)}};
   apply(kind, WatchEvent{WatchEventType::Deleted, Json{{"metadata", std::move(meta)}}});
   // The event's handler forgets the error too, unless the key does not read back as metadata.
-  errors_.erase(std::string(api::kindInfo(kind).name) + "/" + key);
+  errors_.erase(errorKey(kind, key));
 }
 
 // ---- views ----

@@ -116,7 +116,14 @@ class ClusterState {
   // Events by kind.
   void onPod(const WatchEvent& ev, std::optional<api::Result<api::Pod>>* converted);
   void onNode(const WatchEvent& ev);
-  void onPodGroup(const WatchEvent& ev);
+  /// Tessera's PodGroups, and other schedulers' (Kind::VolcanoPodGroup, ...) in tables of their own.
+  void onPodGroup(api::Kind kind, const WatchEvent& ev);
+  std::map<std::string, std::shared_ptr<const api::PodGroup>>& podGroupTable(api::Kind kind);
+  const std::map<std::string, std::shared_ptr<const api::PodGroup>>& podGroupTable(api::Kind kind) const {
+    return const_cast<ClusterState*>(this)->podGroupTable(kind);
+  }
+  /// The PodGroup "ns/name" names: Tessera's, else Volcano's, else scheduler-plugins'; null: none.
+  std::shared_ptr<const api::PodGroup> findPodGroup(const std::string& nsName) const;
   void onQueue(const WatchEvent& ev);
   template <class T, class Conv>
   void onSimple(api::Kind kind, const WatchEvent& ev, std::map<std::string, std::shared_ptr<const T>>& table,
@@ -160,6 +167,7 @@ class ClusterState {
   Nodes nodes_;
   Jobs jobs_;
   std::map<std::string, std::shared_ptr<const api::PodGroup>> podGroups_;  ///< by "ns/name"
+  std::map<std::string, std::shared_ptr<const api::PodGroup>> volcanoPodGroups_, schedulerPluginsPodGroups_;
   Queues queues_;
   std::map<std::string, std::shared_ptr<const api::PriorityClass>> priorityClasses_;
   std::map<std::string, std::shared_ptr<const api::Topology>> topologies_;

@@ -13,6 +13,12 @@ void validateSnapshot(Snapshot& s) {
     api::Problem p{e.kind, e.namespace_, e.name, "", e.message};
     if (e.kind == api::Kind::Queue) badQueues.emplace(e.name, p);
     else if (e.kind == api::Kind::PodGroup || e.kind == api::Kind::Node) s.invalid.emplace(p.ref(), std::move(p));
+    else if (e.kind == api::Kind::VolcanoPodGroup || e.kind == api::Kind::SchedulerPluginsPodGroup) {
+      // Another scheduler's PodGroup stands for the job only where Tessera has none of that name.
+      const JobInfo* job = s.findJob(p.ref());
+      if (!job || !job->podGroup || job->podGroup->source != api::PodGroupSource::Tessera)
+        s.invalid.emplace(p.ref(), std::move(p));
+    }
   }
   std::vector<const api::Queue*> queues;
   queues.reserve(s.queues.size());

@@ -13,9 +13,18 @@ using api::Kind;
 
 namespace {
 
+/// Other schedulers' PodGroups: read where their CRDs are installed; most clusters have neither.
+bool foreignKind(Kind kind) { return kind == Kind::VolcanoPodGroup || kind == Kind::SchedulerPluginsPodGroup; }
+
 /// Kinds whose CRD a cluster may lack: without it the cache starts and schedules without them
-/// (one warning), and picks them up once the API server serves them.
-bool optionalKind(Kind kind) { return kind == Kind::Topology; }
+/// (one warning; one info line for other schedulers' kinds), and picks them up once the API server serves them.
+bool optionalKind(Kind kind) { return kind == Kind::Topology || foreignKind(kind); }
+
+/// "podgroups", or "podgroups.scheduling.volcano.sh" for another scheduler's kind of the same name.
+std::string resource(Kind kind) {
+  const api::KindInfo& info = api::kindInfo(kind);
+  return foreignKind(kind) ? std::string(info.plural) + "." + std::string(info.group) : std::string(info.plural);
+}
 
 /// The API server does not serve the kind at all (its CRD is not installed).
 bool notServed(Kind kind, const api::Error& e) { return optionalKind(kind) && e.code == 404; }
@@ -29,25 +38,29 @@ ClusterSync::~ClusterSync() { stop(); }
 
 api::Status ClusterSync::start(ClusterState& state) {
   // Cluster-wide definitions first so pods resolve against them.
-  static constexpr Kind kWatched[] = {Kind::PriorityClass, Kind::Queue,    Kind::Topology,
-                                      Kind::Node,          Kind::PodGroup, Kind::Pod};
+  static constexpr Kind kWatched[] = {Kind::PriorityClass, Kind::Queue,           Kind::Topology,
+                                      Kind::Node,          Kind::VolcanoPodGroup, Kind::SchedulerPluginsPodGroup,
+                                      Kind::PodGroup,      Kind::Pod};
   for (Kind kind : kWatched) {
     auto listed = listAll(kind);
     if (!listed.ok() && notServed(kind, listed.error())) {
-      log::warning("listing ", api::kindInfo(kind).plural, ": ", listed.error().message, " (is the ",
-                   api::kindInfo(kind).name, " CRD installed?): scheduling without them; they are picked up once the "
-                   "API server serves them");
+      if (foreignKind(kind))
+        log::info("listing ", resource(kind), ": ", listed.error().message, " (CRD not installed): pods naming such "
+                  "PodGroups find them once the API server serves them");
+      else
+        log::warning("listing ", resource(kind), ": ", listed.error().message, " (is the ", api::kindInfo(kind).name,
+                     " CRD installed?): scheduling without them; they are picked up once the API server serves them");
       absentReported_.insert(kind);  // before the worker starts (requestRelist); the worker's alone after
       requestRelist(kind);           // retried quietly with backoff (up to 30 s) until served
       continue;
     }
     if (!listed.ok())
-      return api::makeError("listing " + std::string(api::kindInfo(kind).plural) + ": " + listed.error().message,
+      return api::makeError("listing " + resource(kind) + ": " + listed.error().message,
                             listed.error().code);
     for (const auto& item : listed->items) state.apply(kind, WatchEvent{WatchEventType::Added, item});
     auto handle = startWatch(kind, listed->resourceVersion);
     if (!handle.ok())
-      return api::makeError("watching " + std::string(api::kindInfo(kind).plural) + ": " + handle.error().message,
+      return api::makeError("watching " + resource(kind) + ": " + handle.error().message,
                             handle.error().code);
     std::lock_guard<std::mutex> lock(mu_);
     watches_[kind] = std::move(handle).value();
@@ -113,7 +126,7 @@ api::Result<std::unique_ptr<WatchHandle>> ClusterSync::startWatch(Kind kind, con
     }
     inbox_.push(std::move(item));
     if (ev.type == WatchEventType::Error) {
-      log::info("watch ", api::kindInfo(kind).plural, " ended: ",
+      log::info("watch ", resource(kind), " ended: ",
                 ev.object.is_object() ? ev.object.value("message", std::string("error event")) : std::string("error event"),
                 "; relisting");
       requestRelist(kind);
@@ -158,7 +171,7 @@ void ClusterSync::relistLoop() {
       if (handle.ok()) {
         absentReported_.erase(kind);
         ++relists_;
-        log::info("relisted ", api::kindInfo(kind).plural, ": ", count, " objects; watching again");
+        log::info("relisted ", resource(kind), ": ", count, " objects; watching again");
         if (options_.onEvent) options_.onEvent();
         lock.lock();
         if (stopping_) {
@@ -172,9 +185,9 @@ void ClusterSync::relistLoop() {
       const api::Error& err = listed.ok() ? handle.error() : listed.error();
       // A kind not served (its CRD absent) was reported once (start(), or below when it goes away).
       if (!notServed(kind, err))
-        log::warning("relisting ", api::kindInfo(kind).plural, ": ", err.message, " (retrying)");
+        log::warning("relisting ", resource(kind), ": ", err.message, " (retrying)");
       else if (absentReported_.insert(kind).second)
-        log::warning("relisting ", api::kindInfo(kind).plural, ": ", err.message, " (the ", api::kindInfo(kind).name,
+        log::warning("relisting ", resource(kind), ": ", err.message, " (the ", api::kindInfo(kind).name,
                      " CRD was removed?): scheduling without them until the API server serves them again");
       lock.lock();
       if (relistCv_.wait_for(lock, std::chrono::milliseconds(delay.millis), [&] { return stopping_; })) return;

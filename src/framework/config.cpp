@@ -17,7 +17,8 @@ namespace {
 
 using Json = nlohmann::json;
 
-const char* const kTopLevelKeys[] = {"schedulerName", "schedulePeriod", "actions", "actionArgs", "plugins", "tiers"};
+const char* const kTopLevelKeys[] = {"schedulerName", "schedulePeriod", "actions", "actionArgs",
+                                     "plugins",       "tiers",          "podGrouper"};
 
 api::Result<std::vector<std::string>> stringList(const Json& j, const std::string& where) {
   if (!j.is_array()) return api::makeError(where + ": must be a list of names, got " + j.dump());
@@ -26,6 +27,29 @@ api::Result<std::vector<std::string>> stringList(const Json& j, const std::strin
     if (!j[i].is_string())
       return api::makeError(where + "[" + std::to_string(i) + "]: must be a name, got " + j[i].dump());
     out.push_back(j[i].get<std::string>());
+  }
+  return out;
+}
+
+/// podGrouper: {defaultPriorityClass: {KIND or CATEGORY: PRIORITYCLASS}}.
+api::Result<PodGrouperConfig> podGrouperConfig(const Json& root) {
+  PodGrouperConfig out;
+  if (!root.contains("podGrouper") || root["podGrouper"].is_null()) return out;
+  const Json& g = root["podGrouper"];
+  if (!g.is_object()) return api::makeError("config.podGrouper: must be a map, got " + g.dump());
+  for (const auto& [k, v] : g.items()) {
+    if (k != "defaultPriorityClass")
+      return api::makeError("config.podGrouper: unknown key \"" + k + "\" (valid: defaultPriorityClass)");
+    if (v.is_null()) continue;
+    if (!v.is_object())
+      return api::makeError("config.podGrouper.defaultPriorityClass: must be a map of workload kind or category "
+                            "(training, inference) to a PriorityClass name, got " + v.dump());
+    for (const auto& [kind, name] : v.items()) {
+      if (!name.is_string())
+        return api::makeError("config.podGrouper.defaultPriorityClass." + kind + ": must be a PriorityClass name, got " +
+                              name.dump());
+      if (!name.get<std::string>().empty()) out.defaultPriorityClass[kind] = name.get<std::string>();
+    }
   }
   return out;
 }
@@ -46,6 +70,7 @@ api::Result<Config> build(const Registry& registry, const Json& root) {
   cfg.schedulePeriod = top.getDuration("schedulePeriod", cfg.schedulePeriod);
   if (cfg.schedulerName.empty()) return api::makeError("config.schedulerName: must not be empty");
   if (cfg.schedulePeriod.millis <= 0) return api::makeError("config.schedulePeriod: must be positive");
+  TESSERA_ASSIGN_OR_RETURN(cfg.podGrouper, podGrouperConfig(root));
 
   // Actions.
   const Json empty = Json::object();

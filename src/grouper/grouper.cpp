@@ -76,8 +76,16 @@ Json podJson(const api::Pod& pod) {
                       {"controller", r.controller}});
     meta["ownerReferences"] = std::move(refs);
   }
-  return {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", std::move(meta)},
-          {"spec", {{"schedulerName", pod.schedulerName}}}};
+  Json spec = {{"schedulerName", pod.schedulerName}};
+  if (!pod.priorityClassName.empty()) spec["priorityClassName"] = pod.priorityClassName;
+  return {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", std::move(meta)}, {"spec", std::move(spec)}};
+}
+
+api::Result<Json> Grouper::readOwner(api::Kind kind, const std::string& ns, const std::string& name) {
+  const std::string key = std::string(api::kindInfo(kind).name) + "/" + ns + "/" + name;
+  auto it = owners_.find(key);
+  if (it == owners_.end()) it = owners_.emplace(key, client_.get(kind, ns, name)).first;
+  return it->second;
 }
 
 std::vector<Owner> Grouper::ownersOf(const Json& pod, bool& unresolved) {
@@ -86,7 +94,7 @@ std::vector<Owner> Grouper::ownersOf(const Json& pod, bool& unresolved) {
   auto read = [&](Owner& o) {
     auto kind = workloadKind(o.apiVersion, o.kind);
     if (!kind) return;
-    auto got = client_.get(*kind, ns, o.name);
+    auto got = readOwner(*kind, ns, o.name);
     if (!got.ok()) {
       if (got.error().code != 404)
         log::warning("pod grouper: reading ", o.kind, " ", ns, "/", o.name, ": ", got.error().message);
@@ -171,6 +179,7 @@ GroupingReport Grouper::group(const std::vector<std::shared_ptr<const api::Pod>>
 
 GroupingReport Grouper::group(const std::vector<Json>& pods) {
   GroupingReport report;
+  owners_.clear();  // read afresh each pass: a workload edited since (min-member) is seen
   std::map<std::string, Json> namespaces;  // read once per pass
   std::set<std::string> ensured;           // "ns/name" of PodGroups known to exist
   for (const Json& pod : pods) {
@@ -189,7 +198,7 @@ GroupingReport Grouper::group(const std::vector<Json>& pods) {
     std::optional<PodGroupPlan> plan;
     bool unresolved = false;
     try {
-      plan = planFor(pod, ownersOf(pod, unresolved), namespaces[ns]);
+      plan = planFor(pod, ownersOf(pod, unresolved), namespaces[ns], defaults_);
     } catch (const std::exception& e) {  // a malformed ownerReference or workload spec
       log::warning("pod grouper: pod ", podKey, ": ", e.what(), " (left as it is)");
       ++report.failures;

@@ -180,9 +180,21 @@ const Owner* decidingOwner(const std::vector<Owner>& owners) {
 
 }  // namespace
 
-std::optional<PodGroupPlan> planFor(const Json& pod, const std::vector<Owner>& owners, const Json& namespaceObject) {
+std::string_view workloadCategory(const std::string& kind) {
+  return isAppsKind(kind) || kind == "Pod" || kind == "LeaderWorkerSet" || kind == "RayService" ? "inference"
+                                                                                                : "training";
+}
+
+std::optional<PodGroupPlan> planFor(const Json& pod, const std::vector<Owner>& owners, const Json& namespaceObject,
+                                    const DefaultPriorityClasses& defaults) {
   const auto from = sources(pod, owners);
   if (lower(firstAnnotation(from, keys::kPodGrouping)) == "false") return std::nullopt;
+  // The default priority class of the workload's kind (its top owner's; "Pod" for a bare pod).
+  const std::string topKind = owners.empty() ? "Pod" : owners.back().kind;
+  std::string defaultPriority;
+  if (auto d = defaults.find(topKind); d != defaults.end()) defaultPriority = d->second;
+  else if (auto c = defaults.find(std::string(workloadCategory(topKind))); c != defaults.end())
+    defaultPriority = c->second;
 
   PodGroupPlan plan;
   plan.namespace_ = text(pod, {"metadata", "namespace"});
@@ -198,10 +210,11 @@ std::optional<PodGroupPlan> planFor(const Json& pod, const std::vector<Owner>& o
     plan.name = pgName("Job", plan.owner.name);
   } else if (owners.empty() || isAppsKind(owners.back().kind)) {
     // Services and bare pods are groups of one already. They get a PodGroup of their own (owned
-    // by, and gone with, the pod) only for what a pod cannot say itself: its namespace's queue or
-    // a topology constraint.
+    // by, and gone with, the pod) only for what a pod cannot say itself: its namespace's queue, a
+    // topology constraint, or its kind's default priority class (when it names none itself).
     const bool namespaceQueue = namespaceObject.is_object() && !label(namespaceObject, api::keys::kQueueLabel).empty();
-    if (!namespaceQueue && firstAnnotation(from, keys::kTopology).empty()) return std::nullopt;
+    const bool kindPriority = !defaultPriority.empty() && text(pod, {"spec", "priorityClassName"}).empty();
+    if (!namespaceQueue && !kindPriority && firstAnnotation(from, keys::kTopology).empty()) return std::nullopt;
     plan.owner = Owner{"v1", "Pod", text(pod, {"metadata", "name"}), text(pod, {"metadata", "uid"}), Json()};
     plan.name = pgName("Pod", plan.owner.name);
   } else {
@@ -240,6 +253,7 @@ std::optional<PodGroupPlan> planFor(const Json& pod, const std::vector<Owner>& o
   for (auto it = from.begin(); plan.priorityClassName.empty() && it != from.end(); ++it)
     plan.priorityClassName = label(**it, "priorityClassName");
   if (plan.priorityClassName.empty()) plan.priorityClassName = text(pod, {"spec", "priorityClassName"});
+  if (plan.priorityClassName.empty()) plan.priorityClassName = defaultPriority;  // the kind's default
   return plan;
 }
 

@@ -13,6 +13,7 @@
 // asserts on wall-clock time.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <filesystem>
@@ -390,6 +391,13 @@ std::vector<Call> callsOf(const Install& in) {
     CHECK(seen("list", res));
     CHECK(seen("watch", res));
   }
+  for (const char* group : {"scheduling.volcano.sh", "scheduling.x-k8s.io"}) {  // other schedulers' PodGroups
+    INFO(group);
+    CHECK(std::any_of(calls.begin(), calls.end(), [&](const Call& c) {
+      return c.serviceAccount == schedulerSa && c.req.verb == "watch" && c.req.apiGroup == group &&
+             c.req.resource == "podgroups";
+    }));
+  }
   CHECK(seen("create", "pods", "binding"));
   CHECK(seen("patch", "pods", "status"));
   CHECK(seen("delete", "pods"));
@@ -414,6 +422,8 @@ std::vector<Call> callsOf(const Install& in) {
     add(schedulerSa, {verb, "scheduling.tessera.dev", "queues", "status", "", "q"}, "Queue status writer");
   }
   add(schedulerSa, {"get", "coordination.k8s.io", "leases", "", kSystemNs, leaseName}, "leader election: read");
+  add(schedulerSa, {"patch", "", "events", "", "team-a", "p.1"},
+      "status writer: a repeated event bumps the count of the Event written (at most every 5 minutes)");
   // The pod grouper: the run's pods are bare, so it reads namespaces only (recorded above).
   add(schedulerSa, {"get", "", "namespaces", "", "", "team-a"}, "pod grouper: the namespace's queue label");
   for (const char* verb : {"get", "create"})

@@ -18,6 +18,10 @@ namespace tessera::api {
 Result<Pod> podFromJson(const nlohmann::json& j);
 Result<Node> nodeFromJson(const nlohmann::json& j);
 Result<PodGroup> podGroupFromJson(const nlohmann::json& j);
+/// Another scheduler's PodGroup (Kind::VolcanoPodGroup: scheduling.volcano.sh/v1beta1 minMember,
+/// queue, priorityClassName; Kind::SchedulerPluginsPodGroup: scheduling.x-k8s.io/v1alpha1
+/// minMember) as a PodGroup with its `source` set; other fields of theirs are not read.
+Result<PodGroup> foreignPodGroupFromJson(Kind kind, const nlohmann::json& j);
 Result<Queue> queueFromJson(const nlohmann::json& j);
 Result<Topology> topologyFromJson(const nlohmann::json& j);
 Result<PriorityClass> priorityClassFromJson(const nlohmann::json& j);

@@ -31,6 +31,9 @@ enum class Kind {
   RayJob,
   RayService,
   LeaderWorkerSet,
+  // Other schedulers' PodGroups (read only, optional: watched where their CRDs are installed).
+  VolcanoPodGroup,
+  SchedulerPluginsPodGroup,
 };
 
 struct KindInfo {
@@ -51,7 +54,7 @@ inline constexpr std::string_view kTesseraGroup = "scheduling.tessera.dev";
 const KindInfo& kindInfo(Kind kind);
 /// Looks a kind up by apiVersion and kind name ("v1", "Pod"); nullopt when unknown.
 std::optional<Kind> kindFromApiVersion(std::string_view apiVersion, std::string_view kindName);
-/// Looks a kind up by its name alone ("Pod", "Queue").
+/// Looks a kind up by its name alone ("Pod", "Queue"); "PodGroup" is Tessera's.
 std::optional<Kind> kindFromName(std::string_view kindName);
 /// All kinds, in enum order.
 inline constexpr Kind kAllKinds[] = {Kind::Pod,       Kind::Node,          Kind::PodGroup,  Kind::Queue,
@@ -59,6 +62,7 @@ inline constexpr Kind kAllKinds[] = {Kind::Pod,       Kind::Node,          Kind:
                                      Kind::Event,     Kind::Lease,         Kind::Job,       Kind::JobSet,
                                      Kind::PyTorchJob, Kind::TFJob,        Kind::MPIJob,    Kind::XGBoostJob,
                                      Kind::PaddleJob, Kind::JAXJob,        Kind::TrainJob,  Kind::RayCluster,
-                                     Kind::RayJob,    Kind::RayService,    Kind::LeaderWorkerSet};
+                                     Kind::RayJob,    Kind::RayService,    Kind::LeaderWorkerSet,
+                                     Kind::VolcanoPodGroup, Kind::SchedulerPluginsPodGroup};
 
 }  // namespace tessera::api

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tessera/api/clock.h"
+#include "tessera/api/kinds.h"
 #include "tessera/api/resources.h"
 
 namespace tessera::api {
@@ -178,8 +179,13 @@ struct PodGroupStatus {
   std::vector<Condition> conditions;
 };
 
+/// Where a PodGroup comes from: Tessera's own CRD, or another scheduler's that Tessera reads
+/// (docs/workloads.md#other-schedulers-podgroups); the others are never written to.
+enum class PodGroupSource { Tessera, Volcano, SchedulerPlugins };
+
 struct PodGroup {
   ObjectMeta meta;
+  PodGroupSource source = PodGroupSource::Tessera;
   int32_t minMember = 1;
   std::string queue;
   std::string priorityClassName;
@@ -188,6 +194,17 @@ struct PodGroup {
   std::vector<SubGroup> subGroups;
   PodGroupStatus status;
 };
+
+/// The kind a PodGroup is read from (Kind::PodGroup, Kind::VolcanoPodGroup, ...): events and
+/// problems name that object.
+inline Kind podGroupKind(const PodGroup& pg) {
+  switch (pg.source) {
+    case PodGroupSource::Volcano: return Kind::VolcanoPodGroup;
+    case PodGroupSource::SchedulerPlugins: return Kind::SchedulerPluginsPodGroup;
+    case PodGroupSource::Tessera: break;
+  }
+  return Kind::PodGroup;
+}
 
 /// Quota settings of one resource of a queue, in the resource's fixed units (milli-GPU, milli-CPU,
 /// bytes). -1 means unlimited (quota: no deserved amount declared as unlimited; limit: none).

@@ -24,6 +24,12 @@
 ///  - Coalescing: a status or condition write replaces a queued write of the same key (only the
 ///    latest state is written). Events of decisions (event()) are records: each one not deduplicated
 ///    away is written.
+///  - Event series: an event repeated (same object UID, reason and message) is not written again;
+///    the Event already written gets its `count` and `lastTimestamp` bumped instead (one patch per
+///    `eventSeriesInterval` at most, carrying every repetition since), as client-go's event
+///    correlator does. A pod recreated under the same name (a new UID) gets its own condition and
+///    Event. What the writer remembers about objects (dedup marks, series) is pruned when the
+///    objects leave the snapshot.
 /// Shutdown: the destructor stops after the write in progress; what is still queued is dropped (the
 /// next leader rewrites the desired state).
 #include <functional>
@@ -51,6 +57,9 @@ struct StatusWriterOptions {
   /// Fencing (leader election): asked right before each write; false drops the write (counted in
   /// `dropped`) so that an ex-leader writes nothing once its renew deadline passed. Null: always.
   std::function<bool()> mayWrite;
+  /// A repeated event bumps its Event's count at most this often (the repetitions in between are
+  /// added up).
+  api::Duration eventSeriesInterval{5 * 60'000};
 };
 
 /// Counters, for metrics and tests.
@@ -60,6 +69,11 @@ struct StatusWriterStats {
   uint64_t written = 0;    ///< successful writes
   uint64_t failed = 0;     ///< failed writes (retried when a producer still wants them)
   uint64_t dropped = 0;    ///< writes dropped unsent because mayWrite said no (leadership lost)
+};
+
+/// A pod ("ns/name", uid) a cycle left pending, and why.
+struct UnschedulablePod {
+  std::string key, uid, message;
 };
 
 /// One core/v1 Event about an object (a decision of the binder).
@@ -84,12 +98,13 @@ class StatusWriter {
   /// problems) in memory; no API call.
   void update(const framework::SessionResult& result, const cache::Snapshot& snapshot);
 
-  /// Queues `PodScheduled=False` (reason Unschedulable) with each pod's message, for pods
-  /// ("ns/name") a cycle left pending; once written, a `FailedScheduling` event follows it
-  /// (deduplicated per pod and message). One lock for the whole list.
-  void podsUnschedulable(std::vector<std::pair<std::string, std::string>> podMessages);
+  /// Queues `PodScheduled=False` (reason Unschedulable) with each pod's message, for pods a cycle
+  /// left pending; once written, a `FailedScheduling` event follows it (deduplicated per pod UID
+  /// and message; a repetition counts in the event's series). One lock for the whole list.
+  void podsUnschedulable(std::vector<UnschedulablePod> pods);
 
-  /// Queues an event unless it repeats the last one of its object and reason (no event per cycle).
+  /// Queues an event unless it repeats the last one of its object and reason (no event per cycle:
+  /// a repetition counts in the event's series).
   void event(EventSpec e);
 
   /// The pod ("ns/name") is about to be bound: its queued condition is dropped and forgotten, and
@@ -103,6 +118,8 @@ class StatusWriter {
 
   /// Writes queued and not yet written.
   size_t backlog() const;
+  /// Entries the writer remembers about objects (dedup marks and event series), for tests.
+  size_t remembered() const;
   StatusWriterStats stats() const;
 
  private:

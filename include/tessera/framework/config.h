@@ -18,8 +18,16 @@ class Action;
 class Registry;
 
 /// A validated configuration: actions and plugins instantiated with their typed arguments.
+/// The pod grouper's settings (config key podGrouper; docs/workloads.md#queue-and-priority).
+struct PodGrouperConfig {
+  /// Priority class of a generated PodGroup whose workload and pods name none: by workload kind
+  /// ("PyTorchJob", "Deployment", "Pod"), else by category ("training", "inference").
+  std::map<std::string, std::string> defaultPriorityClass;
+};
+
 struct Config {
   std::string schedulerName = "tessera";
+  PodGrouperConfig podGrouper;
   api::Duration schedulePeriod{1000};
   /// Actions in run order.
   std::vector<std::shared_ptr<Action>> actions;

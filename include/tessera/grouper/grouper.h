@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -68,11 +69,22 @@ struct PodGroupPlan {
   Owner owner;  ///< the workload the PodGroup is owned by (ownerReference, controller)
 };
 
+/// Default priority class names of generated PodGroups whose workload and pods name none: by the
+/// workload's kind ("PyTorchJob", "Deployment", "Pod" for a bare pod), else by its category
+/// ("training" or "inference": workloadCategory). Config key podGrouper.defaultPriorityClass.
+using DefaultPriorityClasses = std::map<std::string, std::string>;
+
+/// "inference" for serving workloads (Deployment, ReplicaSet, StatefulSet, DaemonSet,
+/// ReplicationController, LeaderWorkerSet, RayService) and bare pods ("Pod"); "training" for the
+/// rest (batch Job, JobSet, Kubeflow jobs, TrainJob, RayJob, RayCluster, unknown kinds).
+std::string_view workloadCategory(const std::string& kind);
+
 /// Pure rules: the plan for `pod` given its owner chain (bottom up; empty for a bare pod) and its
 /// Namespace object (null when unreadable). nullopt: nothing to do (grouping turned off for the
 /// workload, or a bare / Deployment / StatefulSet pod that its own labels describe fully).
 /// A malformed override (min-member "abc") is ignored with a warning, never an error.
-std::optional<PodGroupPlan> planFor(const Json& pod, const std::vector<Owner>& owners, const Json& namespaceObject);
+std::optional<PodGroupPlan> planFor(const Json& pod, const std::vector<Owner>& owners, const Json& namespaceObject,
+                                    const DefaultPriorityClasses& defaults = {});
 
 /// The PodGroup manifest for a plan (scheduling.tessera.dev/v1alpha1, ownerReference set).
 Json podGroupObject(const PodGroupPlan& plan);
@@ -100,6 +112,9 @@ class Grouper {
 
   explicit Grouper(cache::ClusterClient& client) : client_(client) {}
 
+  /// The defaults of the next passes (a config reload changes them).
+  void setDefaultPriorityClasses(DefaultPriorityClasses defaults) { defaults_ = std::move(defaults); }
+
   /// One pass over every pending pod of `schedulerName` that carries no PodGroup key (one list).
   GroupingReport run(const std::string& schedulerName);
   /// One pass over the given pods (the cache's ungrouped pods: Cache::takeUngroupedPods); pods that
@@ -114,7 +129,11 @@ class Grouper {
   bool ensurePodGroup(const PodGroupPlan& plan, GroupingReport& report);
   /// Records `key` for another pass, unless it was retried kMaxAttempts times already.
   void retryLater(const Json& pod, const std::string& key, GroupingReport& report, const char* why);
+  /// A workload read through the client, once per pass (the 64 pods of one job read it once).
+  api::Result<Json> readOwner(api::Kind kind, const std::string& ns, const std::string& name);
   cache::ClusterClient& client_;
+  DefaultPriorityClasses defaults_;
+  std::map<std::string, api::Result<Json>> owners_;  ///< this pass's reads, by "Kind/ns/name"
   std::map<std::string, int> attempts_;          ///< pod key -> passes that asked for a retry
   std::map<std::string, std::string> givenUp_;   ///< pod key -> the resourceVersion given up on
 };

@@ -450,3 +450,104 @@ TEST_CASE("fencing: writes are dropped unsent while mayWrite says no, and queued
   CHECK(writer.stats().written == 1);
   CHECK(cluster.list(api::Kind::Event)->items.size() == 1);
 }
+
+namespace {
+
+/// The one event about an object with a reason (null when there is none or more than one).
+Json onlyEvent(Env& env, const std::string& kind, const std::string& name, const std::string& reason) {
+  auto evs = env.cluster.list(api::Kind::Event);
+  REQUIRE(evs.ok());
+  Json found;
+  int n = 0;
+  for (const auto& e : evs->items)
+    if (e["involvedObject"].value("kind", "") == kind && e["involvedObject"].value("name", "") == name &&
+        e.value("reason", "") == reason)
+      found = e, ++n;
+  return n == 1 ? found : Json();
+}
+
+}  // namespace
+
+TEST_CASE("a repeated event bumps the count of the Event written, at most once per interval", "[status][series]") {
+  Env env(groupYaml("big", 5) + "---\n" + podYaml("big-0", "big") + "---\n" + podYaml("big-1", "big"),
+          /*background=*/false, /*shared=*/true);
+  env.cycle();
+  Json pg = onlyEvent(env, "PodGroup", "big", "Unschedulable");
+  Json pod = onlyEvent(env, "Pod", "big-0", "FailedScheduling");
+  REQUIRE(pg.is_object());
+  REQUIRE(pod.is_object());
+  CHECK(pg.value("count", 0) == 1);
+  CHECK_FALSE(pg["involvedObject"].value("uid", "").empty());  // the PodGroup's: a series is per object
+  // Four more cycles within the interval (5 min): counted, not written.
+  for (int i = 0; i < 4; ++i) {
+    env.clock.advance(api::Duration{60'000});
+    env.cycle();
+  }
+  CHECK(onlyEvent(env, "PodGroup", "big", "Unschedulable").value("count", 0) == 1);
+  // Past the interval: one patch carries every repetition (1 + 5).
+  env.clock.advance(api::Duration{60'000});
+  env.cycle();
+  pg = onlyEvent(env, "PodGroup", "big", "Unschedulable");
+  pod = onlyEvent(env, "Pod", "big-0", "FailedScheduling");
+  REQUIRE(pg.is_object());
+  REQUIRE(pod.is_object());
+  CHECK(pg.value("count", 0) == 6);
+  CHECK(pod.value("count", 0) == 6);
+  CHECK(pg.value("lastTimestamp", "") == "2026-01-01T00:05:00Z");
+  CHECK(pg.value("firstTimestamp", "") == "2026-01-01T00:00:00Z");
+  SECTION("a new message is a new Event") {
+    env.add(podYaml("big-2", "big"));
+    env.cycle();
+    CHECK(env.events("PodGroup", "big", "Unschedulable") == 2);
+  }
+  SECTION("the Event expired: the next repetition writes a new one") {
+    REQUIRE(env.cluster.remove(api::Kind::Event, pg["metadata"].value("namespace", ""),
+                               pg["metadata"].value("name", "")).ok());
+    env.clock.advance(api::Duration{5 * 60'000});
+    env.cycle();  // the count patch answers 404: the series ends
+    env.cycle();
+    Json again = onlyEvent(env, "PodGroup", "big", "Unschedulable");
+    REQUIRE(again.is_object());
+    CHECK(again.value("count", 0) == 1);
+  }
+}
+
+TEST_CASE("a pod recreated under the same name gets its own condition and event", "[status][series]") {
+  std::string big = podYaml("p", "");
+  big.replace(big.find("nvidia.com/gpu: '1'"), std::string("nvidia.com/gpu: '1'").size(), "nvidia.com/gpu: '9'");
+  Env env(big, /*background=*/false, /*shared=*/true);
+  env.cycle();
+  Json first = onlyEvent(env, "Pod", "p", "FailedScheduling");
+  REQUIRE(first.is_object());
+  const std::string uid1 = env.get(api::Kind::Pod, "t", "p")["metadata"].value("uid", "");
+  CHECK(first["involvedObject"].value("uid", "") == uid1);
+  REQUIRE(env.cluster.remove(api::Kind::Pod, "t", "p").ok());
+  env.cycle();   // terminating for a cycle; gone at its end
+  env.add(big);  // a controller recreates it: same name, new UID, no condition yet
+  env.cycle();
+  const Json pod = env.get(api::Kind::Pod, "t", "p");
+  CHECK(pod["metadata"].value("uid", "") != uid1);
+  CHECK(Env::conditionOf(pod, "PodScheduled").value("reason", "") == "Unschedulable");
+  CHECK(env.events("Pod", "p", "FailedScheduling") == 2);
+}
+
+TEST_CASE("what the writer remembers about objects goes with them; an emptied PodGroup shows no pods",
+          "[status][series]") {
+  std::string yaml = groupYaml("big", 5);
+  for (int i = 0; i < 4; ++i) yaml += "---\n" + podYaml("big-" + std::to_string(i), "big");
+  Env env(yaml, /*background=*/false, /*shared=*/true);
+  env.cycle();
+  REQUIRE(env.get(api::Kind::PodGroup, "t", "big")["status"].value("pending", -1) == 4);
+  const size_t withPods = env.writer->remembered();
+  for (int i = 0; i < 4; ++i) REQUIRE(env.cluster.remove(api::Kind::Pod, "t", "big-" + std::to_string(i)).ok());
+  env.cycle();  // terminating for a cycle; gone at its end
+  env.clock.advance(api::Duration{2 * 60'000});
+  env.cycle();
+  const Json status = env.get(api::Kind::PodGroup, "t", "big")["status"];
+  CHECK(status.value("pending", -1) == 0);
+  CHECK(status.value("running", -1) == 0);
+  CHECK(status.value("phase", "") == "Pending");
+  CHECK(Env::conditionOf(env.get(api::Kind::PodGroup, "t", "big"), "Unschedulable").value("reason", "") == "NoPods");
+  // Per pod: its condition mark, its event mark and its event series (12), and the PodGroup's event.
+  CHECK(env.writer->remembered() + 12 <= withPods);
+}

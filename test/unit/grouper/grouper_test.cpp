@@ -331,3 +331,98 @@ TEST_CASE("the cache's pods are grouped from their metadata alone") {
   CHECK(f.groupOf("t2-worker-0") == "pg-pytorchjob-t2");
   CHECK(f.grouper.group(std::vector<tessera::cache::Json>{}).pods.empty());
 }
+
+TEST_CASE("default priority classes by workload kind and category (podGrouper.defaultPriorityClass)") {
+  using tessera::grouper::workloadCategory;
+  CHECK(workloadCategory("PyTorchJob") == "training");
+  CHECK(workloadCategory("Job") == "training");
+  CHECK(workloadCategory("RayCluster") == "training");
+  CHECK(workloadCategory("Widget") == "training");
+  CHECK(workloadCategory("Deployment") == "inference");
+  CHECK(workloadCategory("ReplicaSet") == "inference");
+  CHECK(workloadCategory("StatefulSet") == "inference");
+  CHECK(workloadCategory("LeaderWorkerSet") == "inference");
+  CHECK(workloadCategory("RayService") == "inference");
+  CHECK(workloadCategory("Pod") == "inference");
+
+  Fixture f;
+  f.grouper.setDefaultPriorityClasses({{"training", "train"}, {"inference", "serve"}, {"JobSet", "sets"}});
+  const Json plain = f.workload(Kind::PyTorchJob, "kubeflow.org/v1", "plain", {{"pytorchReplicaSpecs", {{"Worker", {{"replicas", 1}}}}}});
+  const Json own = f.workload(Kind::PyTorchJob, "kubeflow.org/v1", "own",
+                              {{"pytorchReplicaSpecs", {{"Worker", {{"replicas", 1}}}}},
+                               {"runPolicy", {{"schedulingPolicy", {{"priorityClass", "urgent"}}}}}});
+  const Json set = f.workload(Kind::JobSet, "jobset.x-k8s.io/v1alpha2", "s",
+                              {{"replicatedJobs", Json::array({{{"name", "w"}, {"replicas", 1}, {"template", Json::object()}}})}});
+  f.pod("plain-worker-0", plain, {{"training.kubeflow.org/replica-type", "worker"}});
+  f.pod("own-worker-0", own, {{"training.kubeflow.org/replica-type", "worker"}});
+  f.pod("s-w-0-0", set, {{"jobset.sigs.k8s.io/replicatedjob-name", "w"}});
+  f.pod("bare", Json());  // a bare pod: inference; names no class -> a PodGroup of its own carries it
+  Json mine = {{"apiVersion", "v1"},
+               {"kind", "Pod"},
+               {"metadata", {{"name", "mine"}}},
+               {"spec", {{"schedulerName", "tessera"}, {"priorityClassName", "low"},
+                         {"containers", {{{"name", "main"}, {"image", "busybox"}}}}}}};
+  f.add(Kind::Pod, mine);
+  f.grouper.run("tessera");
+  CHECK(f.podGroup("pg-pytorchjob-plain")["spec"].value("priorityClassName", "") == "train");
+  CHECK(f.podGroup("pg-pytorchjob-own")["spec"].value("priorityClassName", "") == "urgent");  // the workload's own
+  CHECK(f.podGroup("pg-jobset-s")["spec"].value("priorityClassName", "") == "sets");  // the kind over its category
+  CHECK(f.podGroup("pg-pod-bare")["spec"].value("priorityClassName", "") == "serve");
+  CHECK(f.groupOf("mine").empty());  // names its own class: nothing to carry, no PodGroup
+}
+
+namespace {
+
+/// Forwards to the in-memory cluster and counts the gets by kind.
+class CountingClient final : public tessera::cache::ClusterClient {
+ public:
+  explicit CountingClient(MemoryCluster& c) : c_(c) {}
+  std::map<Kind, int> gets;
+  tessera::api::Result<tessera::cache::ListResult> list(Kind k, const tessera::cache::ListOptions& o) override {
+    return c_.list(k, o);
+  }
+  tessera::api::Result<std::unique_ptr<tessera::cache::WatchHandle>> watch(Kind k, const std::string& rv,
+                                                                          tessera::cache::WatchCallback cb) override {
+    return c_.watch(k, rv, std::move(cb));
+  }
+  tessera::api::Result<Json> get(Kind k, const std::string& ns, const std::string& n) override {
+    ++gets[k];
+    return c_.get(k, ns, n);
+  }
+  tessera::api::Result<Json> create(Kind k, const Json& o) override { return c_.create(k, o); }
+  tessera::api::Result<Json> update(Kind k, const Json& o) override { return c_.update(k, o); }
+  tessera::api::Result<Json> updateStatus(Kind k, const Json& o) override { return c_.updateStatus(k, o); }
+  tessera::api::Result<Json> patch(Kind k, const std::string& ns, const std::string& n, tessera::cache::PatchType t,
+                                   const Json& p, bool status) override {
+    return c_.patch(k, ns, n, t, p, status);
+  }
+  tessera::api::Status remove(Kind k, const std::string& ns, const std::string& n,
+                              const tessera::cache::DeleteOptions& o) override {
+    return c_.remove(k, ns, n, o);
+  }
+  tessera::api::Status bind(const std::string& ns, const std::string& n, const std::string& uid,
+                            const std::string& node) override {
+    return c_.bind(ns, n, uid, node);
+  }
+
+ private:
+  MemoryCluster& c_;
+};
+
+}  // namespace
+
+TEST_CASE("a pass reads each workload once, and reads it afresh the next pass") {
+  Fixture f;
+  CountingClient counting(f.cluster);
+  Grouper grouper(counting);
+  const Json job = f.workload(Kind::PyTorchJob, "kubeflow.org/v1", "big", {{"pytorchReplicaSpecs", {{"Worker", {{"replicas", 8}}}}}});
+  for (int i = 0; i < 8; ++i) f.pod("big-worker-" + std::to_string(i), job, {{"training.kubeflow.org/replica-type", "worker"}});
+  const auto report = grouper.run("tessera");
+  CHECK(report.pods.size() == 8);
+  CHECK(counting.gets[Kind::PyTorchJob] == 1);
+  // A worker added later (elastic): the next pass reads the job again (its min-member may have changed).
+  f.pod("big-worker-8", job, {{"training.kubeflow.org/replica-type", "worker"}});
+  grouper.run("tessera");
+  CHECK(counting.gets[Kind::PyTorchJob] == 2);
+  CHECK(f.groupOf("big-worker-8") == "pg-pytorchjob-big");
+}

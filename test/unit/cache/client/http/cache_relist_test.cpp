@@ -185,3 +185,52 @@ TEST_CASE("cache over http: a server restarted without its state (serve-cluster)
   cache.stop();
   restarted.stop();
 }
+
+TEST_CASE("cache over http: Volcano's PodGroup CRD absent at start -> its PodGroups are read once it is served") {
+  api::SystemClock clock;
+  MemoryCluster cluster(clock);
+  ApiServer server(cluster);
+  REQUIRE(server.start().ok());
+  server.setServed(api::Kind::VolcanoPodGroup, false);            // as most clusters: no Volcano
+  server.setServed(api::Kind::SchedulerPluginsPodGroup, false);   // nor scheduler-plugins
+  auto client = fastClient(server.url());
+  REQUIRE(cluster.create(api::Kind::Node, node("a")).ok());
+  const Json pod = {{"apiVersion", "v1"},
+                    {"kind", "Pod"},
+                    {"metadata",
+                     {{"name", "w-0"}, {"namespace", "ml"}, {"annotations", {{"scheduling.k8s.io/group-name", "vc"}}}}},
+                    {"spec", {{"schedulerName", "tessera"}, {"containers", {{{"name", "c"}, {"image", "x"}}}}}}};
+  REQUIRE(cluster.create(api::Kind::Pod, pod).ok());
+
+  CacheOptions co;
+  co.relistRetry = api::Duration{1};
+  Cache cache(*client, clock, co);
+  REQUIRE(cache.start().ok());  // starts quietly without either kind
+  auto job = [](const Snapshot& s) { return s.findJob("PodGroup/ml/vc"); };
+  REQUIRE(job(*cache.snapshot()) != nullptr);
+  CHECK(job(*cache.snapshot())->podGroupMissing);
+
+  // Volcano is installed and its controller writes the PodGroup: the job takes minMember and queue from it.
+  const Json vc = {{"apiVersion", "scheduling.volcano.sh/v1beta1"},
+                   {"kind", "PodGroup"},
+                   {"metadata", {{"name", "vc"}, {"namespace", "ml"}}},
+                   {"spec", {{"minMember", 3}, {"queue", "research"}, {"minTaskMember", {{"worker", 3}}}}}};
+  REQUIRE(cluster.create(api::Kind::VolcanoPodGroup, vc).ok());
+  server.setServed(api::Kind::VolcanoPodGroup, true);
+  REQUIRE(eventually(cache, [&](const Snapshot& s) { return job(s) && job(s)->podGroup != nullptr; }));
+  const JobInfo* j = job(*cache.snapshot());
+  CHECK(j->minMember == 3);
+  CHECK(j->queue == "research");
+  CHECK(j->podGroup->source == api::PodGroupSource::Volcano);
+  // A Tessera PodGroup of the same name wins over it; deleting that one falls back to Volcano's.
+  const Json own = {{"apiVersion", "scheduling.tessera.dev/v1alpha1"},
+                    {"kind", "PodGroup"},
+                    {"metadata", {{"name", "vc"}, {"namespace", "ml"}}},
+                    {"spec", {{"minMember", 1}}}};
+  REQUIRE(cluster.create(api::Kind::PodGroup, own).ok());
+  REQUIRE(eventually(cache, [&](const Snapshot& s) { return job(s) && job(s)->minMember == 1; }));
+  CHECK(job(*cache.snapshot())->podGroup->source == api::PodGroupSource::Tessera);
+  REQUIRE(cluster.remove(api::Kind::PodGroup, "ml", "vc").ok());
+  REQUIRE(eventually(cache, [&](const Snapshot& s) { return job(s) && job(s)->minMember == 3; }));
+  cache.stop();
+}
