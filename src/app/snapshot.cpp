@@ -225,7 +225,7 @@ Json buildScenario(const std::vector<Json>& objects, const SnapshotOptions& opti
 
   Json doc = Json::object();
   doc["name"] = "snapshot";
-  doc["description"] = "Captured by tessera snapshot" + std::string(options.anonymize ? " (anonymized)" : "") + ": " +
+  doc["description"] = "A live cluster's scheduling inputs" + std::string(options.anonymize ? " (anonymized)" : "") + ": " +
                        std::to_string(nodes) + " nodes, " + std::to_string(pods) + " pods (" +
                        std::to_string(pending) + " pending). Replay it with tessera simulate; add steps and "
                        "expectations to ask what would happen if.";
