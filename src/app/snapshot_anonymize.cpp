@@ -252,6 +252,14 @@ void scrubContainers(Json& spec) {
   }
 }
 
+void keepOnly(Json& j, std::initializer_list<const char*> keys) {
+  if (!j.is_object()) return;
+  Json kept = Json::object();
+  for (const char* k : keys)
+    if (j.contains(k)) kept[k] = j[k];
+  j = std::move(kept);
+}
+
 void dropMessages(Json& status) {
   if (!status.is_object()) return;
   status.erase("message");
@@ -293,9 +301,18 @@ void scrubObject(Json& o) {
   switch (*kind) {
     case api::Kind::Pod:
       if (o.contains("spec")) scrubPodSpec(o["spec"]);
-      if (o.contains("status")) dropMessages(o["status"]);
+      if (o.contains("status")) {
+        keepOnly(o["status"], {"phase", "startTime", "conditions", "reason", "nominatedNodeName"});
+        dropMessages(o["status"]);
+      }
       break;
     case api::Kind::Node:
+      if (o.contains("spec")) keepOnly(o["spec"], {"taints", "unschedulable"});
+      if (o.contains("status")) {
+        keepOnly(o["status"], {"capacity", "allocatable", "conditions", "phase"});
+        dropMessages(o["status"]);
+      }
+      break;
     case api::Kind::PodGroup:
     case api::Kind::Queue:
       if (o.contains("status")) dropMessages(o["status"]);
