@@ -265,8 +265,7 @@ api::Result<Json> captureScenario(cache::ClusterClient& client, const SnapshotOp
       lo.continueToken = page->continueToken;
     }
   };
-  for (Kind k : {Kind::Namespace, Kind::PriorityClass, Kind::Queue, Kind::Topology, Kind::Node, Kind::PodGroup,
-                 Kind::Pod})
+  for (Kind k : {Kind::PriorityClass, Kind::Queue, Kind::Topology, Kind::Node, Kind::PodGroup, Kind::Pod})
     TESSERA_TRY(listAll(k));
   // The owners the pod grouper would read (bottom up), for pending pods it would group.
   std::set<std::tuple<Kind, std::string, std::string>> fetched;
@@ -295,6 +294,19 @@ api::Result<Json> captureScenario(cache::ClusterClient& client, const SnapshotOp
       queue.push_back(w);
       objects.push_back(std::move(w));
     }
+  }
+  // The namespaces in use, one get each (what the pod grouper does, and all the daemon's RBAC
+  // allows on namespaces); one the server will not show is left out.
+  std::set<std::string> namespaces;
+  for (const auto& o : objects)
+    if (const std::string ns = str(o, {"metadata", "namespace"}); !ns.empty()) namespaces.insert(ns);
+  for (const auto& ns : namespaces) {
+    auto got = client.get(Kind::Namespace, "", ns);
+    if (!got.ok()) continue;
+    Json n = std::move(got).value();
+    n["apiVersion"] = "v1";
+    n["kind"] = "Namespace";
+    objects.push_back(std::move(n));
   }
   return buildScenario(objects, options);
 }

@@ -42,7 +42,9 @@ struct SnapshotOptions {
 
 /// Lists the scheduling inputs through `client` (the same ClusterClient seam as the daemon, paged)
 /// and returns the scenario as a JSON document. A kind the server does not serve (a CRD not
-/// installed: 404) is skipped; any other failed list is an error naming the kind.
+/// installed: 404) is skipped; any other failed list is an error naming the kind. Namespaces and
+/// workloads are read one `get` each, as the pod grouper reads them (the daemon's RBAC: get only);
+/// one that cannot be read is left out. Needs no verb the daemon's ClusterRole lacks.
 api::Result<nlohmann::json> captureScenario(cache::ClusterClient& client, const SnapshotOptions& options);
 
 /// Pure part of captureScenario: from everything listed (any kinds, any order) to the scenario
