@@ -1,7 +1,7 @@
 // `tessera run`: the scheduler daemon against a real API server. Wiring only: HTTP client -> cache
 // -> Pipeline (scheduler -> binder -> status writer, pipeline.h), a Lease so only one replica
-// schedules, /healthz /readyz /metrics /debug/snapshot, and SIGTERM. Cycles run every schedulePeriod and early
-// (debounced) when watch events arrive.
+// schedules, /healthz /readyz /metrics /debug/snapshot, and SIGTERM. Cycles run every
+// schedulePeriod and early (debounced) when watch events arrive.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -475,7 +475,7 @@ class Daemon {
   std::atomic<bool> ready_{false}, leading_{false}, reload_{false};
   // ---- /debug/snapshot (health server threads) ----
   std::atomic<cache::ClusterClient*> snapshotClient_{nullptr};
-  std::string server_;  ///< the API server's URL; written before the health server starts
+  std::string server_;     ///< the API server's URL; written before the health server starts
   std::mutex snapshotMu_;  ///< guards the two below (written by the loop, read by the health server)
   nlohmann::json snapshotConfig_;
   std::string snapshotSchedulerName_;

@@ -129,9 +129,8 @@ bool leaf(const Json& v) { return !(v.is_object() || v.is_array()) || v.empty();
 
 /// Keys of a manifest and of the scenario in their usual order; others alphabetically after.
 std::vector<std::string> orderedKeys(const Json& map) {
-  static const char* const kFirst[] = {"name",     "namespace", "description", "source",   "clock",
-                                       "config",   "apiVersion", "kind",       "metadata", "spec",
-                                       "status",   "objects",   "steps"};
+  static const char* const kFirst[] = {"name", "namespace", "description", "source", "clock",   "config", "apiVersion",
+                                       "kind", "metadata",  "spec",        "status", "objects", "steps"};
   std::vector<std::string> keys;
   for (const char* k : kFirst)
     if (map.contains(k)) keys.emplace_back(k);
@@ -225,9 +224,10 @@ Json buildScenario(const std::vector<Json>& objects, const SnapshotOptions& opti
 
   Json doc = Json::object();
   doc["name"] = "snapshot";
-  doc["description"] = "A live cluster's scheduling inputs" + std::string(options.anonymize ? " (anonymized)" : "") + ": " +
-                       std::to_string(nodes) + " nodes, " + std::to_string(pods) + " pods (" +
-                       std::to_string(pending) + " pending). Replay it with tessera simulate; add steps and "
+  doc["description"] = "A live cluster's scheduling inputs" + std::string(options.anonymize ? " (anonymized)" : "") +
+                       ": " + std::to_string(nodes) + " nodes, " + std::to_string(pods) + " pods (" +
+                       std::to_string(pending) +
+                       " pending). Replay it with tessera simulate; add steps and "
                        "expectations to ask what would happen if.";
   if (!options.anonymize && !options.source.empty()) doc["source"] = options.source;
   doc["clock"] = api::formatTime(options.capturedAt);
@@ -271,7 +271,8 @@ api::Result<Json> captureScenario(cache::ClusterClient& client, const SnapshotOp
   std::set<std::tuple<Kind, std::string, std::string>> fetched;
   std::vector<Json> queue;
   for (const auto& o : objects)
-    if (api::kindOf(o).ok() && *api::kindOf(o) == Kind::Pod && grouperReads(o, options.schedulerName)) queue.push_back(o);
+    if (api::kindOf(o).ok() && *api::kindOf(o) == Kind::Pod && grouperReads(o, options.schedulerName))
+      queue.push_back(o);
   while (!queue.empty()) {
     const Json o = std::move(queue.back());
     queue.pop_back();

@@ -4,8 +4,8 @@
 // by name break the same way in the replay).
 #include <algorithm>
 #include <functional>
-#include <optional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -146,7 +146,8 @@ void visitMeta(Json& meta, const Visit& f, bool nodeLabels) {
   if (meta.contains("annotations")) visitAnnotations(meta["annotations"], f);
   if (meta.contains("ownerReferences") && meta["ownerReferences"].is_array())
     for (auto& ref : meta["ownerReferences"])
-      visitString(ref, "name", ref.is_object() && ref.value("kind", "") == "PodGroup" ? Cat::PodGroup : Cat::Workload, f);
+      visitString(ref, "name", ref.is_object() && ref.value("kind", "") == "PodGroup" ? Cat::PodGroup : Cat::Workload,
+                  f);
 }
 
 /// Pod templates and selectors anywhere inside a workload's spec.
@@ -192,7 +193,8 @@ void visitObject(Json& o, const Visit& f) {
       if (!spec) break;
       visitString(*spec, "queue", Cat::Queue, f);
       visitString(*spec, "priorityClassName", Cat::Priority, f);
-      if (spec->contains("topologyConstraint")) visitString((*spec)["topologyConstraint"], "topology", Cat::Topology, f);
+      if (spec->contains("topologyConstraint"))
+        visitString((*spec)["topologyConstraint"], "topology", Cat::Topology, f);
       break;
     case api::Kind::Queue:
       if (spec) visitString(*spec, "parentQueue", Cat::Queue, f);
@@ -269,9 +271,19 @@ void dropMessages(Json& status) {
 }
 
 /// Pod spec fields kept: what scheduling reads.
-const char* const kPodSpecKept[] = {"schedulerName", "nodeName", "priorityClassName", "priority", "preemptionPolicy",
-                                    "nodeSelector", "affinity", "tolerations", "overhead", "restartPolicy",
-                                    "terminationGracePeriodSeconds", "containers", "initContainers"};
+const char* const kPodSpecKept[] = {"schedulerName",
+                                    "nodeName",
+                                    "priorityClassName",
+                                    "priority",
+                                    "preemptionPolicy",
+                                    "nodeSelector",
+                                    "affinity",
+                                    "tolerations",
+                                    "overhead",
+                                    "restartPolicy",
+                                    "terminationGracePeriodSeconds",
+                                    "containers",
+                                    "initContainers"};
 
 void scrubPodSpec(Json& spec) {
   if (!spec.is_object()) return;

@@ -250,7 +250,8 @@ std::string jobPods(const std::string& jobUid) {
   for (const char* name : {"batch-0", "batch-1"})
     pods += std::string("---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: ") + name +
             "\n  namespace: ml\n  labels: {tessera.dev/queue: research}\n"
-            "  ownerReferences: [{apiVersion: batch/v1, kind: Job, name: batch, uid: " + jobUid +
+            "  ownerReferences: [{apiVersion: batch/v1, kind: Job, name: batch, uid: " +
+            jobUid +
             ", controller: true}]\nspec:\n  schedulerName: tessera\n"
             "  containers: [{name: c, image: x, resources: {requests: {cpu: \"4\"}}}]\n";
   return pods;
@@ -278,8 +279,9 @@ TEST_CASE("snapshot: tessera snapshot of serve-cluster replays to the live daemo
   std::ofstream(config) << "schedulePeriod: 200ms\n";  // what DaemonProcess writes: the running config
 
   // ---- 1. Nothing scheduled yet: the replay places what the daemon places.
-  auto [rc1, out1] = runTessera(dir, "snapshot-1", {"snapshot", "--kubeconfig", cluster.kubeconfig, "--config", config,
-                                                 "-o", (dir / "before.yaml").string()});
+  auto [rc1, out1] = runTessera(
+      dir, "snapshot-1",
+      {"snapshot", "--kubeconfig", cluster.kubeconfig, "--config", config, "-o", (dir / "before.yaml").string()});
   INFO(out1);
   REQUIRE(rc1 == 0);
   const std::string before = readFile(dir / "before.yaml");
@@ -300,18 +302,20 @@ TEST_CASE("snapshot: tessera snapshot of serve-cluster replays to the live daemo
       "spec": {"parallelism": 2, "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}})"));
   REQUIRE(job.ok());
   cluster.create(kMorePods + jobPods((*job)["metadata"]["uid"].get<std::string>()));
-  auto [rc2, out2] = runTessera(dir, "snapshot-2", {"snapshot", "--kubeconfig", cluster.kubeconfig, "--config", config,
-                                                 "-o", (dir / "during.yaml").string()});
+  auto [rc2, out2] = runTessera(
+      dir, "snapshot-2",
+      {"snapshot", "--kubeconfig", cluster.kubeconfig, "--config", config, "-o", (dir / "during.yaml").string()});
   INFO(out2);
   REQUIRE(rc2 == 0);
-  auto [rc3, out3] = runTessera(dir, "snapshot-3", {"snapshot", "--kubeconfig", cluster.kubeconfig, "--config", config,
-                                                 "--anonymize", "-o", (dir / "anonymized.yaml").string()});
+  auto [rc3, out3] = runTessera(dir, "snapshot-3",
+                                {"snapshot", "--kubeconfig", cluster.kubeconfig, "--config", config, "--anonymize",
+                                 "-o", (dir / "anonymized.yaml").string()});
   INFO(out3);
   REQUIRE(rc3 == 0);
   const std::string during = readFile(dir / "during.yaml");
   const std::string anonymized = readFile(dir / "anonymized.yaml");
   CHECK(during.find("kind: \"Job\"") != std::string::npos);  // the workload the grouper reads
-  CHECK(during.find("\"foreign\"") != std::string::npos);     // another scheduler's pod holds GPUs
+  CHECK(during.find("\"foreign\"") != std::string::npos);    // another scheduler's pod holds GPUs
   Placements live2;
   {
     testing::DaemonProcess daemon(TESSERA_BINARY, dir, cluster.url, "second");
@@ -367,7 +371,8 @@ TEST_CASE("snapshot: tessera run serves /debug/snapshot on its health port; the 
   CHECK(daemon.kill(SIGTERM) == 0);
 
   testing::DaemonProcess off(TESSERA_BINARY, dir, cluster.url, "off", {"--debug-snapshot=false"});
-  REQUIRE(eventually([&] { return healthPort(off.log()) > 0 && httpGet(healthPort(off.log()), "/healthz") == "ok\n"; }));
+  REQUIRE(
+      eventually([&] { return healthPort(off.log()) > 0 && httpGet(healthPort(off.log()), "/healthz") == "ok\n"; }));
   CHECK(httpGet(healthPort(off.log()), "/debug/snapshot") == "not found\n");
   CHECK(off.kill(SIGTERM) == 0);
 }

@@ -165,9 +165,8 @@ TEST_CASE("anonymize: every name is replaced, references stay consistent, order 
   REQUIRE(out.size() == in.size());
   const std::string text = json(out).dump();
   for (const char* original : {"team-a", "high-prio", "\"org\"", "research", "racks", "gpu-zeta", "gpu-alpha",
-                               "\"train\"", "train-0", "train-1", "trainer", "registry.example.com", "hunter2",
-                               "TOKEN", "10.0.0.9", "10.1.0.4", "secret", "python", "is full"})
-  {
+                               "\"train\"", "train-0", "train-1", "trainer", "registry.example.com", "hunter2", "TOKEN",
+                               "10.0.0.9", "10.1.0.4", "secret", "python", "is full"}) {
     INFO(original);
     CHECK(text.find(original) == std::string::npos);
   }
@@ -340,7 +339,8 @@ TEST_CASE("snapshot: YAML the scenario loader reads back as the same document") 
   CHECK(yaml.rfind("name: \"snapshot\"\n", 0) == 0);  // the scenario's keys in their usual order
 }
 
-TEST_CASE("snapshot: captured through the ClusterClient seam, the file replays; a workload of a pending pod comes along") {
+TEST_CASE(
+    "snapshot: captured through the ClusterClient seam, the file replays; a workload of a pending pod comes along") {
   tessera::api::FakeClock clock(tessera::api::parseTime("2026-01-01T00:00:00Z").value());
   tessera::cache::MemoryCluster cluster(clock);
   for (auto& o : objects(kCluster)) {
@@ -372,7 +372,7 @@ spec: {schedulerName: tessera, containers: [{name: c, image: x, resources: {requ
   auto doc = tessera::app::captureScenario(cluster, options);
   REQUIRE(doc.ok());
   const std::vector<json> out = (*doc)["objects"];
-  CHECK(names(out, "Job") == std::vector<std::string>{"solo"});  // train's pods are grouped already
+  CHECK(names(out, "Job") == std::vector<std::string>{"solo"});                    // train's pods are grouped already
   CHECK(names(out, "Node") == std::vector<std::string>{"gpu-zeta", "gpu-alpha"});  // creation order
 
   std::string dir = (fs::temp_directory_path() / "tessera-snapshot-test-XXXXXX").string();
