@@ -79,11 +79,16 @@ int healthPort(const std::string& log) {
   return std::regex_search(log, m, re) ? std::stoi(m[1]) : 0;
 }
 
-long cycles(int port) {
+/// From one /metrics scrape: cycles run so far (-1 if absent), and binds and evictions in flight
+/// after the last cycle.
+std::pair<long, long> cyclesAndInFlight(int port) {
   const std::string metrics = httpGet(port, "/metrics");
   std::smatch m;
-  static const std::regex re("tessera_cycle_duration_seconds_count\\{phase=\"total\"\\} ([0-9.e+]+)");
-  return std::regex_search(metrics, m, re) ? static_cast<long>(std::stod(m[1])) : -1;
+  static const std::regex cyclesRe("tessera_cycle_duration_seconds_count\\{phase=\"total\"\\} ([0-9.e+]+)");
+  static const std::regex inFlightRe("tessera_binder_queue\\{what=\"in_flight\"\\} ([0-9.e+]+)");
+  const long cycles = std::regex_search(metrics, m, cyclesRe) ? static_cast<long>(std::stod(m[1])) : -1;
+  const long inFlight = std::regex_search(metrics, m, inFlightRe) ? static_cast<long>(std::stod(m[1])) : -1;
+  return {cycles, inFlight};
 }
 
 /// `tessera serve-cluster FILE --port 0` and an HTTP client of the test's own.
@@ -140,7 +145,8 @@ struct ServedCluster {
   }
 };
 
-/// Runs until the daemon has gone three cycles without a placement changing; returns them.
+/// Runs until the daemon has gone three cycles without a placement changing and with nothing in
+/// flight after the last one; returns the placements.
 Placements untilIdle(ServedCluster& cluster, testing::DaemonProcess& daemon) {
   REQUIRE(eventually([&] { return healthPort(daemon.log()) > 0; }));
   const int port = healthPort(daemon.log());
@@ -148,7 +154,7 @@ Placements untilIdle(ServedCluster& cluster, testing::DaemonProcess& daemon) {
   long since = -1;
   const bool idle = eventually(
       [&] {
-        const long now = cycles(port);
+        const auto [now, inFlight] = cyclesAndInFlight(port);
         Placements p = cluster.placements();
         if (now < 1) return false;
         if (since < 0 || p != last) {
@@ -156,7 +162,7 @@ Placements untilIdle(ServedCluster& cluster, testing::DaemonProcess& daemon) {
           since = now;
           return false;
         }
-        return now >= since + 3;
+        return now >= since + 3 && inFlight == 0;
       },
       90, 50);
   INFO(daemon.log());
