@@ -4,10 +4,10 @@
 #include "tessera/app/snapshot.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <map>
+#include <cctype>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "tessera/api/convert.h"
 #include "tessera/api/objects.h"

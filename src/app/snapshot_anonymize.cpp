@@ -3,6 +3,7 @@
 // replaces each with its number in the sorted order of the originals (so ties that a plugin breaks
 // by name break the same way in the replay).
 #include <algorithm>
+#include <cctype>
 #include <functional>
 #include <map>
 #include <optional>

@@ -5,7 +5,6 @@
 
 #include "tessera/api/convert.h"
 #include "tessera/api/flags.h"
-#include "tessera/api/log.h"
 #include "tessera/app/registry.h"
 #include "tessera/app/run.h"
 #include "tessera/app/snapshot.h"
