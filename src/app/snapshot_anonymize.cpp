@@ -116,12 +116,52 @@ void visitNodeTerms(Json& terms, const Visit& f) {
   }
 }
 
+/// Label selectors over pods (pod affinity and anti-affinity: Tessera does not read them, but
+/// their values are the pods' label values): renamed as those are; `namespaces` as namespaces.
+void visitPodSelectors(Json& j, const Visit& f) {
+  if (j.is_array()) {
+    for (auto& x : j) visitPodSelectors(x, f);
+    return;
+  }
+  if (!j.is_object()) return;
+  for (auto& [k, v] : j.items()) {
+    if (k == "matchLabels") {
+      visitLabels(v, f);
+    } else if (k == "matchExpressions" && v.is_array()) {
+      for (auto& req : v) {
+        if (!req.is_object() || !req.contains("values") || !req["values"].is_array()) continue;
+        Json labels = Json::object();  // as labels, so keys Tessera reads keep their meaning
+        const std::string key = req.value("key", "");
+        for (auto& value : req["values"]) {
+          if (!value.is_string()) continue;
+          labels[key] = value;
+          visitLabels(labels, f);
+          value = labels[key];
+        }
+      }
+    } else if (k == "namespaces" && v.is_array()) {
+      for (auto& ns : v)
+        if (ns.is_string()) {
+          std::string name = ns.get<std::string>();
+          f(Cat::Namespace, name);
+          ns = name;
+        }
+    } else if (v.is_object() || v.is_array()) {
+      visitPodSelectors(v, f);
+    }
+  }
+}
+
 void visitPodSpec(Json& spec, const Visit& f) {
   if (!spec.is_object()) return;
   visitString(spec, "nodeName", Cat::Node, f);
   visitString(spec, "priorityClassName", Cat::Priority, f);
   if (spec.contains("nodeSelector") && spec["nodeSelector"].is_object())
     visitString(spec["nodeSelector"], "kubernetes.io/hostname", Cat::Node, f);
+  if (spec.contains("affinity") && spec["affinity"].is_object())
+    for (const char* k : {"podAffinity", "podAntiAffinity"})
+      if (spec["affinity"].contains(k)) visitPodSelectors(spec["affinity"][k], f);
+  if (spec.contains("topologySpreadConstraints")) visitPodSelectors(spec["topologySpreadConstraints"], f);
   if (spec.contains("affinity") && spec["affinity"].is_object() && spec["affinity"].contains("nodeAffinity")) {
     Json& na = spec["affinity"]["nodeAffinity"];
     if (na.is_object()) {

@@ -58,7 +58,7 @@ nlohmann::json buildScenario(const std::vector<nlohmann::json>& objects, const S
 /// node affinity on hostnames, PodGroup annotations and labels, queue labels and spec.queue,
 /// parentQueue, priorityClassName, topology names, ownerReferences, the grouper's workload
 /// annotation. Other label values of pods, PodGroups and workloads are renamed consistently
-/// (`v-<n>`: selectors still match); node labels other than the hostname are kept (nodeSelector,
+/// (`v-<n>`: workload and pod-affinity selectors still match); node labels other than the hostname are kept (nodeSelector,
 /// affinity and topology levels match them). Resource amounts, timestamps and phases are kept.
 std::vector<nlohmann::json> anonymizeObjects(const std::vector<nlohmann::json>& objects);
 

@@ -153,6 +153,13 @@ spec:
       requiredDuringSchedulingIgnoredDuringExecution:
         nodeSelectorTerms:
           - matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [gpu-alpha]}]
+    podAntiAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        - labelSelector:
+            matchLabels: {app: trainer}
+            matchExpressions: [{key: team, operator: In, values: [vision-secret]}]
+          namespaces: [team-a]
+          topologyKey: kubernetes.io/hostname
   containers: [{name: main, image: x, resources: {requests: {nvidia.com/gpu: "2"}}}]
 status:
   phase: Pending
@@ -164,9 +171,10 @@ TEST_CASE("anonymize: every name is replaced, references stay consistent, order 
   const auto out = anonymizeObjects(in);
   REQUIRE(out.size() == in.size());
   const std::string text = json(out).dump();
-  for (const char* original : {"team-a", "high-prio", "\"org\"", "research", "racks", "gpu-zeta", "gpu-alpha",
-                               "\"train\"", "train-0", "train-1", "trainer", "registry.example.com", "hunter2", "TOKEN",
-                               "10.0.0.9", "10.1.0.4", "secret", "python", "is full"}) {
+  for (const char* original : {"team-a",    "high-prio", "\"org\"",  "research", "racks",   "gpu-zeta",
+                               "gpu-alpha", "\"train\"", "train-0",  "train-1",  "trainer", "registry.example.com",
+                               "hunter2",   "TOKEN",     "10.0.0.9", "10.1.0.4", "secret",  "python",
+                               "is full",   "vision"}) {
     INFO(original);
     CHECK(text.find(original) == std::string::npos);
   }
@@ -217,6 +225,10 @@ TEST_CASE("anonymize: every name is replaced, references stay consistent, order 
     CHECK((*p)["metadata"]["annotations"]["pod-group-name"] == "pg-job-wl-1");
     CHECK((*p)["metadata"]["labels"]["app"] == pod0["metadata"]["labels"]["app"]);  // one value, one rename
   }
+  const json& anti = pod1["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0];
+  CHECK(anti["labelSelector"]["matchLabels"]["app"] == pod0["metadata"]["labels"]["app"]);
+  CHECK(anti["namespaces"][0] == ns);
+  CHECK(anti["topologyKey"] == "kubernetes.io/hostname");
   CHECK(pod0["metadata"]["name"] == "pod-1");
   CHECK(pod1["metadata"]["name"] == "pod-2");
   CHECK(pod0["metadata"]["labels"]["tessera.dev/queue"] == "queue-2");
