@@ -4,6 +4,7 @@
 #include <sstream>
 #include <sys/stat.h>
 
+#include "tessera/api/convert.h"
 #include "tessera/app/registry.h"
 
 namespace tessera::app {
@@ -48,6 +49,8 @@ api::Result<framework::Config> ConfigFile::load() {
   auto c = framework::loadConfigYaml(builtinRegistry(), ss.str());
   if (!c.ok()) return api::makeError(path_ + ": " + c.error().message);
   if (!schedulerName_.empty()) c->schedulerName = schedulerName_;
+  auto docs = api::yamlToJson(ss.str());  // parsed already by loadConfigYaml: cannot fail here
+  document_ = docs.ok() && !docs->empty() ? docs->front() : nlohmann::json();
   return c;
 }
 

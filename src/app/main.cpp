@@ -1,6 +1,6 @@
 // tessera: the scheduler's command line. Subcommands: simulate, check (the embedded cluster), run
-// (a real API server), serve-cluster, webhook (admission), reserve (GPU reservation pods), monitor
-// (the node agent of hard isolation).
+// (a real API server), snapshot (a real cluster as a scenario file), serve-cluster, webhook
+// (admission), reserve (GPU reservation pods), monitor (the node agent of hard isolation).
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -9,6 +9,7 @@
 #include "tessera/api/version.h"
 #include "tessera/app/run.h"
 #include "tessera/app/scenario.h"
+#include "tessera/app/snapshot.h"
 #include "tessera/monitor/monitor.h"
 #include "tessera/reserve/reserve.h"
 #include "tessera/webhook/server.h"
@@ -22,6 +23,7 @@ void usage(std::ostream& out) {
          "  simulate FILE        run a scenario on the embedded cluster and print its timeline\n"
          "  check FILE|DIR...    run scenario files and check their expectations\n"
          "  run FLAGS            schedule against a Kubernetes API server (tessera run --help)\n"
+         "  snapshot FLAGS       a cluster's scheduling inputs as a scenario file (tessera snapshot --help)\n"
          "  serve-cluster FILE   serve a scenario's cluster over HTTP (a test API server)\n"
          "  webhook FLAGS        the admission webhook for fractional GPU pods (tessera webhook --help)\n"
          "  reserve [FLAGS]      the process of a GPU reservation pod (tessera reserve --help)\n"
@@ -41,6 +43,7 @@ int main(int argc, char** argv) {
   if (cmd == "simulate") return tessera::app::simulateCommand(args, std::cout);
   if (cmd == "check") return tessera::app::checkCommand(args, std::cout);
   if (cmd == "run") return tessera::app::runCommand(args, std::cout, std::cerr);
+  if (cmd == "snapshot") return tessera::app::snapshotCommand(args, std::cout, std::cerr);
   if (cmd == "serve-cluster") return tessera::app::serveClusterCommand(args, std::cout, std::cerr);
   if (cmd == "webhook") return tessera::webhook::webhookCommand(args, std::cout, std::cerr);
   if (cmd == "reserve") return tessera::reserve::reserveCommand(args, std::cout, std::cerr);

@@ -1,7 +1,7 @@
 // `tessera run`: the scheduler daemon against a real API server. Wiring only: HTTP client -> cache
 // -> Pipeline (scheduler -> binder -> status writer, pipeline.h), a Lease so only one replica
-// schedules, /healthz /readyz /metrics, and SIGTERM. Cycles run every schedulePeriod and early
-// (debounced) when watch events arrive.
+// schedules, /healthz /readyz /metrics /debug/snapshot, and SIGTERM. Cycles run every
+// schedulePeriod and early (debounced) when watch events arrive.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -20,6 +20,7 @@
 #include "tessera/app/pipeline.h"
 #include "tessera/app/registry.h"
 #include "tessera/app/run.h"
+#include "tessera/app/snapshot.h"
 #include "tessera/cache/cache.h"
 #include "tessera/cache/http_client.h"
 #include "tessera/cache/http_server.h"
@@ -42,6 +43,7 @@ struct RunFlags {
   LeaseOptions lease;
   std::string healthAddress = "0.0.0.0";
   int healthPort = 10259;
+  bool debugSnapshot = true;  ///< serve /debug/snapshot on the health port
   api::Duration debounce{100};
   binder::GpuBindingOptions gpu;  ///< --reservation-image, --reservation-timeout, --evict-orphaned-gpu-pods
   int bindWorkers = 16;
@@ -55,7 +57,8 @@ const char* const kUsage =
     "                   [--scheduler-name NAME] [--kube-api-qps 0 (none)] [--kube-api-burst 100]\n"
     "                   [--leader-elect=true|false] [--lease-name tessera] [--lease-namespace kube-system]\n"
     "                   [--lease-duration 15s] [--renew-deadline 10s] [--retry-period 2s] [--identity ID]\n"
-    "                   [--health-address 0.0.0.0] [--health-port 10259] [--debounce 100ms]\n"
+    "                   [--health-address 0.0.0.0] [--health-port 10259] [--debug-snapshot=true|false]\n"
+    "                   [--debounce 100ms]\n"
     "                   [--reservation-image IMAGE (default: this pod's image)] [--reservation-timeout 60s]\n"
     "                   [--evict-orphaned-gpu-pods]\n"
     "                   [--bind-workers 16] [--bind-backoff-initial 1s] [--bind-backoff-max 60s]\n"
@@ -138,6 +141,7 @@ api::Result<RunFlags> parseFlags(const std::vector<std::string>& args) {
     else if (a == "--identity") st = text(f.lease.identity);
     else if (a == "--health-address") st = text(f.healthAddress);
     else if (a == "--health-port") { st = number(n); f.healthPort = static_cast<int>(n); }
+    else if (a == "--debug-snapshot") f.debugSnapshot = flag.boolean();
     else if (a == "--debounce") st = duration(f.debounce);
     else if (a == "--reservation-image") st = text(f.gpu.reservationImage);
     else if (a == "--reservation-timeout") {
@@ -247,6 +251,38 @@ class Daemon {
     }
   }
 
+  /// The running config as a scenario's `config` (the file as loaded, the scheduler name the
+  /// daemon uses), for /debug/snapshot. Called from the loop whenever it takes a config.
+  void setSnapshotConfig(const ConfigFile& file, const framework::Config& config) {
+    std::lock_guard lock(snapshotMu_);
+    snapshotConfig_ = file.document();
+    snapshotSchedulerName_ = config.schedulerName;
+  }
+
+  /// GET /debug/snapshot[/anonymized]: the cluster's scheduling inputs as a scenario file, listed
+  /// through the daemon's client on the health server's thread (the server has two, so /healthz
+  /// answers meanwhile); the scheduling loop is not involved. One capture at a time.
+  cache::HttpReply debugSnapshot(bool anonymize) {
+    std::unique_lock capture(captureMu_, std::try_to_lock);
+    if (!capture.owns_lock()) return {503, "text/plain", "a snapshot is being captured; retry\n"};
+    cache::ClusterClient* client = snapshotClient_.load();
+    if (!client) return {503, "text/plain", "not connected to the API server yet\n"};
+    SnapshotOptions options;
+    {
+      std::lock_guard lock(snapshotMu_);
+      options.config = snapshotConfig_;
+      options.schedulerName = snapshotSchedulerName_;
+    }
+    options.anonymize = anonymize;
+    options.capturedAt = api::SystemClock().now();
+    options.source = "tessera run /debug/snapshot of " + server_ + " at " + api::formatTime(options.capturedAt);
+    auto doc = captureScenario(*client, options);
+    if (!doc.ok()) return {502, "text/plain", "capturing the snapshot: " + doc.error().message + "\n"};
+    return {200, "application/yaml",
+            "# A" + std::string(anonymize ? "n anonymized" : "") +
+                " snapshot of a cluster's scheduling inputs: `tessera simulate FILE` replays it.\n" + toYaml(*doc)};
+  }
+
   /// One line with what this process runs with: an SRE's first question.
   void logStartup(const framework::Config& config, const std::string& configPath, const std::string& server) const {
     const char* isolation = flags_.isolation == api::Isolation::Hard  ? "hard"
@@ -276,11 +312,13 @@ class Daemon {
       if (!c.ok()) return log::error("config: ", c.error().message), 1;
       config = std::move(c).value();
       metrics_.instrument(config);  // also after a reload
+      setSnapshotConfig(configFile, config);
     }
     // ---- client ----
     auto rc = flags_.inCluster ? cache::inClusterConfig() : cache::loadKubeconfig(flags_.kubeconfig, flags_.context);
     if (!rc.ok()) return log::error(rc.error().message), 1;
     logStartup(config, configFile.path(), rc->server);
+    server_ = rc->server;
     cache::HttpClientOptions co;
     co.qps = flags_.qps;
     co.burst = flags_.burst;
@@ -289,6 +327,12 @@ class Daemon {
     };
     auto client = cache::makeHttpClient(*rc, co);
     if (!client.ok()) return log::error(client.error().message), 1;
+    // Cleared before the client goes (the health server stops first: it is declared after).
+    struct ClearOnExit {
+      std::atomic<cache::ClusterClient*>& p;
+      ~ClearOnExit() { p = nullptr; }
+    } clearSnapshotClient{snapshotClient_};
+    if (flags_.debugSnapshot) snapshotClient_ = client->get();
     // Conditions and Events go through a client of their own, with the same limits (as
     // kube-scheduler's event client): binds never wait behind them for the rate limit.
     auto statusClient = cache::makeHttpClient(*rc, co);
@@ -301,11 +345,14 @@ class Daemon {
           if (path == "/readyz") return ready_ ? cache::HttpReply{200, "text/plain", "ok\n"}
                                                : cache::HttpReply{503, "text/plain", "cache not synced\n"};
           if (path == "/metrics") return {200, "text/plain; version=0.0.4", metrics_.text()};
+          if (flags_.debugSnapshot && path == "/debug/snapshot") return debugSnapshot(false);
+          if (flags_.debugSnapshot && path == "/debug/snapshot/anonymized") return debugSnapshot(true);
           return {404, "text/plain", "not found\n"};
         },
-        flags_.healthAddress, static_cast<uint16_t>(flags_.healthPort));
+        flags_.healthAddress, static_cast<uint16_t>(flags_.healthPort), /*threads=*/2);
     if (auto st = health.start(); !st.ok()) return log::error(st.error().message), 1;
-    log::info("health and metrics on ", flags_.healthAddress, ":", health.port(), " (/healthz /readyz /metrics)");
+    log::info("health and metrics on ", flags_.healthAddress, ":", health.port(), " (/healthz /readyz /metrics",
+              flags_.debugSnapshot ? " /debug/snapshot)" : ")");
 
     // ---- cache (retried until it syncs: the API server may be starting too) ----
     api::SystemClock clock;
@@ -396,6 +443,7 @@ class Daemon {
         if (c.ok()) {
           config = std::move(c).value();
           metrics_.instrument(config);
+          setSnapshotConfig(configFile, config);
           log::info("config reloaded from ", configFile.path());
         } else log::error("config reload rejected, keeping the running config: ", c.error().message);
       }
@@ -425,6 +473,13 @@ class Daemon {
   std::condition_variable cv_;
   bool stop_ = false, woken_ = false;
   std::atomic<bool> ready_{false}, leading_{false}, reload_{false};
+  // ---- /debug/snapshot (health server threads) ----
+  std::atomic<cache::ClusterClient*> snapshotClient_{nullptr};
+  std::string server_;     ///< the API server's URL; written before the health server starts
+  std::mutex snapshotMu_;  ///< guards the two below (written by the loop, read by the health server)
+  nlohmann::json snapshotConfig_;
+  std::string snapshotSchedulerName_;
+  std::mutex captureMu_;  ///< held while a capture runs: one at a time
 };
 
 }  // namespace

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "tessera/api/result.h"
 #include "tessera/framework/config.h"
 
@@ -29,11 +31,18 @@ class ConfigFile {
 
   const std::string& path() const { return path_; }
 
+  /// The file as read by the last successful load() (what a scenario's `config` takes: the
+  /// daemon's /debug/snapshot); null with no file. A reload() that fails after reading (a changed
+  /// schedulerName) leaves it holding the rejected file: read it right after a load that the
+  /// caller kept.
+  const nlohmann::json& document() const { return document_; }
+
  private:
   void remember();
 
   std::string path_, schedulerName_;
   int64_t mtimeNs_ = -1, size_ = -1;
+  nlohmann::json document_;
 };
 
 }  // namespace tessera::app

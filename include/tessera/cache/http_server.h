@@ -102,10 +102,11 @@ struct HttpReply {
 /// `method`, `path` (no query) -> reply. Runs on the server's thread; must not block for long.
 using HttpHandler = std::function<HttpReply(const std::string& method, const std::string& path)>;
 
-/// A small HTTP/1.1 server with one I/O thread. Thread-safe start/stop.
+/// A small HTTP/1.1 server with `threads` I/O threads (the handler may run on several at once when
+/// more than one). Thread-safe start/stop.
 class HttpServer {
  public:
-  HttpServer(HttpHandler handler, std::string host = "0.0.0.0", uint16_t port = 0);
+  HttpServer(HttpHandler handler, std::string host = "0.0.0.0", uint16_t port = 0, int threads = 1);
   ~HttpServer();
   api::Status start();
   void stop();

@@ -15,6 +15,7 @@
 
 #include "tessera/app/run.h"
 #include "tessera/app/scenario.h"
+#include "tessera/app/snapshot.h"
 
 namespace {
 
@@ -248,6 +249,7 @@ TEST_CASE("every subcommand prints its usage on stdout and exits 0 for --help, w
       {"simulate", [](const auto& a, std::ostream& o, std::ostream&) { return tessera::app::simulateCommand(a, o); }},
       {"serve-cluster", tessera::app::serveClusterCommand},
       {"run", tessera::app::runCommand},
+      {"snapshot", tessera::app::snapshotCommand},
   };
   for (const auto& [name, command] : commands)
     for (const std::vector<std::string>& args :

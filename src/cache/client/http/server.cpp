@@ -551,10 +551,11 @@ struct HttpServer::Impl {
   std::string host;
   uint16_t port;
   std::unique_ptr<Listener> listener;
+  int threads = 1;
 };
 
-HttpServer::HttpServer(HttpHandler handler, std::string host, uint16_t port)
-    : impl_(std::make_shared<Impl>(Impl{std::move(handler), std::move(host), port, nullptr})) {}
+HttpServer::HttpServer(HttpHandler handler, std::string host, uint16_t port, int threads)
+    : impl_(std::make_shared<Impl>(Impl{std::move(handler), std::move(host), port, nullptr, threads})) {}
 
 HttpServer::~HttpServer() { stop(); }
 
@@ -573,7 +574,7 @@ api::Status HttpServer::start() {
         }
         s->reply(r.code, r.contentType, std::move(r.body), req.keep_alive());
       },
-      1);
+      impl_->threads);
   return impl_->listener->start(impl_->host, impl_->port);
 }
 
