@@ -138,7 +138,12 @@ bool tessera::interposer::sampleSmUtilization(const Uuid& uuid, const int* pids,
   *total = 0;
   *podSeen = false;
   if (gInit == nullptr || gGetHandleByUuid == nullptr || gGetProcessUtilization == nullptr) return false;
-  if (gInit() != NVML_SUCCESS) return false;
+  // Once per process (NVML counts initialisations; the watcher asks ten times a second).
+  static constinit std::atomic<bool> initialised{false};
+  if (!initialised.load(std::memory_order_acquire)) {
+    if (gInit() != NVML_SUCCESS) return false;
+    initialised.store(true, std::memory_order_release);
+  }
   char text[48];
   formatUuid(uuid, text);
   nvmlDevice_t device = nullptr;
