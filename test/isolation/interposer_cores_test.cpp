@@ -151,7 +151,7 @@ TEST_CASE("core controller: burst opens while the GPU is otherwise idle, strict 
   burst.step(1000, measured(50, 100));  // someone else takes half
   CHECK_FALSE(burst.open);
   CHECK(burst.rate == Approx(0.5 * 1000));  // 1000 tokens gave 50%: 25% costs 500
-  burst.step(400, measured(25, 27));  // the other process stopped
+  burst.step(400, measured(25, 27));        // the other process stopped
   CHECK(burst.open);
   CoreSample unknown = measured(100, 100);
   unknown.othersKnown = false;  // NVML cannot tell the pod apart: treated as strict

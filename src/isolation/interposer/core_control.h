@@ -10,8 +10,8 @@
 /// `consumed` tokens per period while NVML saw the pod at `pod` percent, so the share `limit`
 /// costs consumed * limit / pod tokens per period. The controller moves the rate halfway towards
 /// that each period, by at most a factor of 2, so a noisy or lagging NVML sample cannot make it
-/// swing. (No libm: the library links nothing but libc, libdl and libpthread.) Spending measured rather than the rate granted is what keeps an idle or
-/// demand-limited pod from winding the rate up.
+/// swing. Spending measured rather than the rate granted is what keeps an idle or demand-limited
+/// pod from winding the rate up. (No libm: the library links nothing but libc, libdl, libpthread.)
 
 #include "config.h"
 
@@ -19,10 +19,10 @@ namespace tessera::interposer {
 
 /// One NVML reading of a GPU over its recent sample window.
 struct CoreSample {
-  bool valid = false;        ///< false: nothing usable was measured; the controller keeps its state
-  int pod = 0;               ///< SM utilization of this pod's processes, percent of the GPU
-  int total = 0;             ///< SM utilization of every process on the GPU, this pod's included
-  bool othersKnown = true;   ///< false when `pod` could not be told apart from `total` (see core_limit.cpp)
+  bool valid = false;       ///< false: nothing usable was measured; the controller keeps its state
+  int pod = 0;              ///< SM utilization of this pod's processes, percent of the GPU
+  int total = 0;            ///< SM utilization of every process on the GPU, this pod's included
+  bool othersKnown = true;  ///< false when `pod` could not be told apart from `total` (see core_limit.cpp)
 };
 
 /// Below this utilization of other processes the GPU counts as idle for the burst policy.

@@ -33,9 +33,9 @@ constinit int gCoreLimit = 0;
 
 namespace {
 
-constexpr long kRefillNs = 10'000'000;  // 10 ms
-constexpr int kRefillsPerPeriod = 10;   // control period: 100 ms
-constexpr long kWaitStepNs = 1'000'000; // a throttled launch checks the bucket every 1 ms
+constexpr long kRefillNs = 10'000'000;   // 10 ms
+constexpr int kRefillsPerPeriod = 10;    // control period: 100 ms
+constexpr long kWaitStepNs = 1'000'000;  // a throttled launch checks the bucket every 1 ms
 constexpr std::int64_t kOpenLevel = std::int64_t{1} << 60;
 // Periods in a row in which this process spent tokens but NVML listed none of the pod's processes
 // before the whole GPU's utilization is taken as the pod's (see sample()).
@@ -73,8 +73,7 @@ constinit pthread_mutex_t gStartMutex = PTHREAD_MUTEX_INITIALIZER;
 
 void sleepNs(long ns) {
   timespec ts{0, ns};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
 }
 
 void resetWatchState() {
@@ -109,14 +108,15 @@ CoreSample sample(int ordinal, Watch& w) {
   int pod = 0, total = 0;
   bool podSeen = false;
   gInSample.store(true, std::memory_order_seq_cst);
-  const bool ok = !gStop.load(std::memory_order_seq_cst) &&
-                  sampleSmUtilization(w.uuid, pids, count, &pod, &total, &podSeen);
+  const bool ok =
+      !gStop.load(std::memory_order_seq_cst) && sampleSmUtilization(w.uuid, pids, count, &pod, &total, &podSeen);
   gInSample.store(false, std::memory_order_release);
   if (!ok) {
     if (!gUnmeasuredReported.exchange(true, std::memory_order_relaxed)) {
-      logError("GPU_CORE_LIMIT=%d cannot be enforced: NVML does not report per-process SM utilization "
-               "(nvmlDeviceGetProcessUtilization); kernel launches are not throttled",
-               core_detail::gCoreLimit);
+      logError(
+          "GPU_CORE_LIMIT=%d cannot be enforced: NVML does not report per-process SM utilization "
+          "(nvmlDeviceGetProcessUtilization); kernel launches are not throttled",
+          core_detail::gCoreLimit);
     }
     return s;
   }
@@ -135,9 +135,10 @@ CoreSample sample(int ordinal, Watch& w) {
     return s;
   }
   if (!gFallbackReported.exchange(true, std::memory_order_relaxed)) {
-    logError("GPU_CORE_LIMIT: NVML does not list this pod's processes (another pid namespace); the whole GPU's "
-             "utilization is counted as the pod's, so the pod may get less than its %d%% when the GPU is shared",
-             core_detail::gCoreLimit);
+    logError(
+        "GPU_CORE_LIMIT: NVML does not list this pod's processes (another pid namespace); the whole GPU's "
+        "utilization is counted as the pod's, so the pod may get less than its %d%% when the GPU is shared",
+        core_detail::gCoreLimit);
   }
   s.pod = total;
   s.othersKnown = false;
@@ -219,9 +220,10 @@ void startWatcher() {
                     gSingleDevice.load() ? "one GPU" : "several GPUs");
     } else {
       gWatcherState.store(kUnavailable, std::memory_order_release);
-      logError("GPU_CORE_LIMIT=%d cannot be enforced: cannot start the watcher thread (%s); kernel launches are "
-               "not throttled",
-               core_detail::gCoreLimit, std::strerror(rc));
+      logError(
+          "GPU_CORE_LIMIT=%d cannot be enforced: cannot start the watcher thread (%s); kernel launches are "
+          "not throttled",
+          core_detail::gCoreLimit, std::strerror(rc));
     }
   }
   pthread_mutex_unlock(&gStartMutex);
@@ -252,7 +254,8 @@ void throttleLaunch(std::uint64_t blocks) {
   }
   Bucket& bucket = gBuckets[d];
   if (bucket.active.load(std::memory_order_relaxed) == 0) bucket.active.store(1, std::memory_order_relaxed);
-  const std::int64_t cost = blocks > static_cast<std::uint64_t>(kOpenLevel) ? kOpenLevel : static_cast<std::int64_t>(blocks);
+  const std::int64_t cost =
+      blocks > static_cast<std::uint64_t>(kOpenLevel) ? kOpenLevel : static_cast<std::int64_t>(blocks);
   if (bucket.tokens.fetch_sub(cost, std::memory_order_relaxed) > 0) return;
   // The bucket was empty: this launch is paid for (the bucket is in debt) once the watcher has
   // refilled past the debt. Wait for that in short steps.

@@ -9,8 +9,8 @@
 #include "hooks.h"
 #include "runtime.h"
 
-using namespace tessera::cu;           // NOLINT: ABI vocabulary
-using namespace tessera::interposer;   // NOLINT
+using namespace tessera::cu;          // NOLINT: ABI vocabulary
+using namespace tessera::interposer;  // NOLINT
 
 namespace {
 
@@ -20,35 +20,35 @@ inline std::uint64_t gridBlocks(unsigned int x, unsigned int y, unsigned int z) 
 
 }  // namespace
 
-#define TESSERA_LAUNCH_KERNEL(name)                                                                            \
+#define TESSERA_LAUNCH_KERNEL(name)                                                                                \
   CUresult name(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by, \
-                unsigned int bz, unsigned int shared, CUstream stream, void** params, void** extra) {          \
-    TESSERA_REQUIRE_REAL(name);                                                                                \
-    if (coreLimited()) throttleLaunch(gridBlocks(gx, gy, gz));                                                 \
-    return real(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra);                                     \
+                unsigned int bz, unsigned int shared, CUstream stream, void** params, void** extra) {              \
+    TESSERA_REQUIRE_REAL(name);                                                                                    \
+    if (coreLimited()) throttleLaunch(gridBlocks(gx, gy, gz));                                                     \
+    return real(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra);                                         \
   }
 TESSERA_LAUNCH_KERNEL(cuLaunchKernel)
 TESSERA_LAUNCH_KERNEL(cuLaunchKernel_ptsz)
 #undef TESSERA_LAUNCH_KERNEL
 
-#define TESSERA_LAUNCH_COOPERATIVE(name)                                                                       \
+#define TESSERA_LAUNCH_COOPERATIVE(name)                                                                           \
   CUresult name(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by, \
-                unsigned int bz, unsigned int shared, CUstream stream, void** params) {                        \
-    TESSERA_REQUIRE_REAL(name);                                                                                \
-    if (coreLimited()) throttleLaunch(gridBlocks(gx, gy, gz));                                                 \
-    return real(f, gx, gy, gz, bx, by, bz, shared, stream, params);                                            \
+                unsigned int bz, unsigned int shared, CUstream stream, void** params) {                            \
+    TESSERA_REQUIRE_REAL(name);                                                                                    \
+    if (coreLimited()) throttleLaunch(gridBlocks(gx, gy, gz));                                                     \
+    return real(f, gx, gy, gz, bx, by, bz, shared, stream, params);                                                \
   }
 TESSERA_LAUNCH_COOPERATIVE(cuLaunchCooperativeKernel)
 TESSERA_LAUNCH_COOPERATIVE(cuLaunchCooperativeKernel_ptsz)
 #undef TESSERA_LAUNCH_COOPERATIVE
 
-#define TESSERA_LAUNCH_EX(name)                                                                     \
-  CUresult name(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {          \
-    TESSERA_REQUIRE_REAL(name);                                                                     \
-    if (coreLimited() && config != nullptr) {                                                       \
-      throttleLaunch(gridBlocks(config->gridDimX, config->gridDimY, config->gridDimZ));             \
-    }                                                                                               \
-    return real(config, f, params, extra);                                                          \
+#define TESSERA_LAUNCH_EX(name)                                                            \
+  CUresult name(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) { \
+    TESSERA_REQUIRE_REAL(name);                                                            \
+    if (coreLimited() && config != nullptr) {                                              \
+      throttleLaunch(gridBlocks(config->gridDimX, config->gridDimY, config->gridDimZ));    \
+    }                                                                                      \
+    return real(config, f, params, extra);                                                 \
   }
 TESSERA_LAUNCH_EX(cuLaunchKernelEx)
 TESSERA_LAUNCH_EX(cuLaunchKernelEx_ptsz)
