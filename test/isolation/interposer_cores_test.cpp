@@ -9,6 +9,7 @@
 // ~100% alone. (Two threads for the other pod keep it busy while its threads wait to be woken on
 // a loaded machine.)
 
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -131,7 +132,7 @@ TEST_CASE("core controller: calibrates from what was spent and measured, then co
   // A linear plant (utilization = spending / 10): the rate settles where the pod sits at 25%.
   for (int i = 0; i < 40; ++i) {
     const double spent = c.rate;
-    c.step(spent, measured(static_cast<int>(spent / 10 + 0.5), 100));
+    c.step(spent, measured(static_cast<int>(std::lround(spent / 10)), 100));
   }
   CHECK(c.rate == Approx(250).margin(15));
   // Never below the floor, never more than halved or doubled in one period.

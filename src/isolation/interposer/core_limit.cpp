@@ -57,7 +57,10 @@ struct Watch {
   Uuid uuid{};
 };
 
-enum WatcherState : int { kNotStarted = 0, kRunning = 1, kUnavailable = 2 };
+// gWatcherState
+constexpr int kNotStarted = 0;
+constexpr int kRunning = 1;
+constexpr int kUnavailable = 2;  // pthread_create failed: launches are not throttled
 
 constinit CorePolicy gPolicy = CorePolicy::kStrict;
 constinit Bucket gBuckets[kMaxDevices] = {};

@@ -7,7 +7,7 @@
 using namespace tessera;  // NOLINT
 
 namespace {
-api::Result<api::PodGpuSpec> parse(api::StringMap annotations) {
+api::Result<api::PodGpuSpec> parse(const api::StringMap& annotations) {
   return api::parsePodGpuSpec(annotations, api::Resources{});
 }
 }  // namespace
