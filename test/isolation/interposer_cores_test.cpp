@@ -199,6 +199,23 @@ TEST_CASE("GPU_CORE_LIMIT strict: alone on the GPU, the pod still stays near its
   CHECK(l.num("util") <= 45);
 }
 
+TEST_CASE("GPU_CORE_LIMIT is the pod's: two processes of one pod share the 25%", "[isolation][preload][cores]") {
+  Sandbox box;
+  // Two processes naming the same region are one pod. Each steers by the pod's utilization, so
+  // together they hold 25%; limited each on its own, they would take 25% each.
+  const Env env = podEnv(box, "pod.region", "25", "strict");
+  auto first = startLauncher(env, 2);
+  auto second = startLauncher(env, 2);
+  first->closeStdin();
+  second->closeStdin();
+  ProcessResult a = first->wait(), b = second->wait();
+  INFO(describe(a) << describe(b));
+  REQUIRE(a.exitCode == 0);
+  REQUIRE(b.exitCode == 0);
+  CHECK(a.num("util") + b.num("util") >= 10);
+  CHECK(a.num("util") + b.num("util") <= 40);
+}
+
 TEST_CASE("GPU_CORE_LIMIT burst: alone on the GPU the pod runs free", "[isolation][preload][cores]") {
   Sandbox box;
   auto limited = startLauncher(podEnv(box, "limited.region", "25", "burst"), 3);
