@@ -98,27 +98,37 @@ struct Sample {
   std::string error;
 };
 
-Sample runWorker(const Paths& paths, const Options& opt, int threads, bool preload, const std::string& region) {
+// What one worker run measures: alloc+free pairs or kernel launches, with or without the
+// interposer, and any extra environment (a core limit, the fake's GPU count).
+struct Case {
+  const char* mode = "alloc";
+  bool preload = false;
+  std::vector<std::string> env;
+};
+
+Sample runWorker(const Paths& paths, const Options& opt, int threads, const Case& c, const std::string& region) {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     if (std::strncmp(*e, "LD_PRELOAD=", 11) == 0 || std::strncmp(*e, "LD_LIBRARY_PATH=", 16) == 0 ||
-        std::strncmp(*e, "GPU_MEMORY_LIMIT=", 17) == 0 || std::strncmp(*e, "TESSERA_", 8) == 0 ||
-        std::strncmp(*e, "FAKE_CUDA_", 10) == 0) {
+        std::strncmp(*e, "GPU_MEMORY_LIMIT=", 17) == 0 || std::strncmp(*e, "GPU_CORE_LIMIT", 14) == 0 ||
+        std::strncmp(*e, "TESSERA_", 8) == 0 || std::strncmp(*e, "FAKE_CUDA_", 10) == 0) {
       continue;
     }
     env.emplace_back(*e);
   }
   env.push_back("LD_LIBRARY_PATH=" + paths.fakeDriverDir);
-  if (preload) {
+  if (c.preload) {
     env.push_back("LD_PRELOAD=" + paths.interposer);
     env.push_back("GPU_MEMORY_LIMIT=1099511627776");  // 1 TiB: never the limiting factor here
     env.push_back("TESSERA_ISOLATION_REGION=" + region);
   }
+  for (const auto& e : c.env) env.push_back(e);
   std::vector<char*> envp;
   for (auto& s : env) envp.push_back(s.data());
   envp.push_back(nullptr);
-  std::string t = std::to_string(threads), n = std::to_string(opt.iterations), b = std::to_string(kAllocBytes);
-  std::vector<char*> args = {const_cast<char*>(paths.worker.c_str()), t.data(), n.data(), b.data(), nullptr};
+  std::string t = std::to_string(threads), n = std::to_string(opt.iterations), b = std::to_string(kAllocBytes),
+              m = c.mode;
+  std::vector<char*> args = {const_cast<char*>(paths.worker.c_str()), t.data(), n.data(), b.data(), m.data(), nullptr};
 
   Sample sample;
   int out[2];
@@ -163,10 +173,10 @@ Sample runWorker(const Paths& paths, const Options& opt, int threads, bool prelo
 }
 
 // Best of `repeat` runs: the least disturbed by the rest of the machine.
-Sample best(const Paths& paths, const Options& opt, int threads, bool preload, const std::string& region) {
+Sample best(const Paths& paths, const Options& opt, int threads, const Case& c, const std::string& region) {
   Sample result;
   for (int r = 0; r < opt.repeat; ++r) {
-    Sample s = runWorker(paths, opt, threads, preload, region);
+    Sample s = runWorker(paths, opt, threads, c, region);
     if (!s.ok) return s;
     if (!result.ok || s.cpuNs < result.cpuNs) result = s;
   }
@@ -203,8 +213,8 @@ int runInterposerBench(int argc, char** argv) {
   bool ok = true;
   for (std::size_t i = 0; i < opt.threads.size(); ++i) {
     const int threads = opt.threads[i];
-    Sample base = best(paths, opt, threads, false, region);
-    Sample hooked = base.ok ? best(paths, opt, threads, true, region) : Sample{};
+    Sample base = best(paths, opt, threads, Case{"alloc", false, {}}, region);
+    Sample hooked = base.ok ? best(paths, opt, threads, Case{"alloc", true, {}}, region) : Sample{};
     if (!base.ok || !hooked.ok) {
       std::fprintf(stderr, "tessera-bench interposer: %s\n", (!base.ok ? base : hooked).error.c_str());
       ok = false;
@@ -221,6 +231,50 @@ int runInterposerBench(int argc, char** argv) {
                   "\"added_ns_per_pair\":%.1f,\"added_ns_per_hooked_call\":%.1f,"
                   "\"baseline_wall_ns_per_pair\":%.1f,\"interposed_wall_ns_per_pair\":%.1f}",
                   i == 0 ? "" : ",", threads, base.cpuNs, hooked.cpuNs, added, added / 2, base.wallNs, hooked.wallNs);
+    json += entry;
+  }
+  json += "]";
+
+  // Kernel launches: the compute limit's cost. With GPU_CORE_LIMIT set the bucket never runs dry
+  // here (the fake's kernels take no device time, so the pod never shows as busy and the watcher
+  // keeps it open): what is measured is the launch path's fixed cost, one atomic subtraction, plus
+  // cuCtxGetDevice when the process sees more than one GPU.
+  std::printf("\nkernel launches: cuLaunchKernel (128 blocks, no device time), fake driver, %llu per thread, best of %d\n",
+              static_cast<unsigned long long>(opt.iterations), opt.repeat);
+  std::printf("%8s %12s %12s %10s %16s %10s %17s %10s\n", "threads", "baseline ns", "hooked ns", "added ns",
+              "core limit ns", "added ns", "limit, 2 GPUs ns", "added ns");
+  json += ",\"launch_results\":[";
+  for (std::size_t i = 0; ok && i < opt.threads.size(); ++i) {
+    const int threads = opt.threads[i];
+    const Case cases[] = {
+        {"launch", false, {"FAKE_CUDA_DEVICES=1"}},
+        {"launch", true, {"FAKE_CUDA_DEVICES=1"}},
+        {"launch", true, {"FAKE_CUDA_DEVICES=1", "GPU_CORE_LIMIT=50"}},
+        {"launch", true, {"GPU_CORE_LIMIT=50"}},
+    };
+    Sample s[4];
+    for (int k = 0; k < 4; ++k) {
+      s[k] = best(paths, opt, threads, cases[k], region);
+      if (!s[k].ok) {
+        std::fprintf(stderr, "tessera-bench interposer: %s\n", s[k].error.c_str());
+        ok = false;
+        break;
+      }
+    }
+    if (!ok) break;
+    char row[512];
+    std::snprintf(row, sizeof row, "%8d %12.1f %12.1f %10.1f %16.1f %10.1f %17.1f %10.1f\n", threads, s[0].cpuNs,
+                  s[1].cpuNs, s[1].cpuNs - s[0].cpuNs, s[2].cpuNs, s[2].cpuNs - s[0].cpuNs, s[3].cpuNs,
+                  s[3].cpuNs - s[0].cpuNs);
+    std::fputs(row, stdout);
+    char entry[512];
+    std::snprintf(entry, sizeof entry,
+                  "%s{\"threads\":%d,\"baseline_ns_per_launch\":%.1f,\"hooked_ns_per_launch\":%.1f,"
+                  "\"added_ns_per_launch\":%.1f,\"core_limit_ns_per_launch\":%.1f,"
+                  "\"core_limit_added_ns_per_launch\":%.1f,\"core_limit_two_gpus_ns_per_launch\":%.1f,"
+                  "\"core_limit_two_gpus_added_ns_per_launch\":%.1f}",
+                  i == 0 ? "" : ",", threads, s[0].cpuNs, s[1].cpuNs, s[1].cpuNs - s[0].cpuNs, s[2].cpuNs,
+                  s[2].cpuNs - s[0].cpuNs, s[3].cpuNs, s[3].cpuNs - s[0].cpuNs);
     json += entry;
   }
   json += "],\"target_added_ns_per_hooked_call\":100,\"ok\":";

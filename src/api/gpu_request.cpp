@@ -2,6 +2,7 @@
 
 #include "tessera/api/text.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 
@@ -144,6 +145,23 @@ Result<PodGpuSpec> parsePodGpuSpec(const StringMap& annotations, const Resources
     spec.avoidGpuTypes = splitList(*v);
     if (spec.avoidGpuTypes.empty()) return bad(keys::kAvoidGpuType, *v, "names no GPU model");
   }
+  if (const std::string* v = get(keys::kGpuCores)) {
+    auto percent = parsePositiveInt(*v, 100);
+    if (!percent)
+      return bad(keys::kGpuCores, *v,
+                 positiveIntProblem(*v, 100, "is not a whole percent of the GPU's compute from 1 to 100"));
+    spec.corePercent = static_cast<int32_t>(*percent);
+  }
+  if (const std::string* v = get(keys::kGpuCoresPolicy)) {
+    if (*v == "strict") spec.coresPolicy = GpuCoresPolicy::Strict;
+    else if (*v == "burst") spec.coresPolicy = GpuCoresPolicy::Burst;
+    else return bad(keys::kGpuCoresPolicy, *v, "is not a known policy (valid: strict, burst)");
+  }
+  if ((spec.corePercent > 0 || spec.coresPolicy != GpuCoresPolicy::Unset) && !spec.shared())
+    return makeError(std::string("annotation ") + (spec.corePercent > 0 ? keys::kGpuCores : keys::kGpuCoresPolicy) +
+                         " needs " + keys::kGpuFraction + " or " + keys::kGpuMemory +
+                         " (a pod with whole GPUs has all of their compute)",
+                     422);
   if (const std::string* v = get(keys::kIsolation)) {
     if (*v == "hard") spec.isolation = Isolation::Hard;
     else if (*v == "mps") spec.isolation = Isolation::Mps;
@@ -151,6 +169,13 @@ Result<PodGpuSpec> parsePodGpuSpec(const StringMap& annotations, const Resources
     else return bad(keys::kIsolation, *v, "is not a known isolation backend (valid: hard, mps, none)");
   }
   return spec;
+}
+
+int32_t gpuCoreLimitPercent(const PodGpuSpec& spec) {
+  if (!spec.shared()) return 0;
+  int64_t percent = spec.corePercent;
+  if (percent == 0 && spec.fractionMilli > 0) percent = std::max<int64_t>(1, (spec.fractionMilli + 5) / 10);
+  return percent >= 100 ? 0 : static_cast<int32_t>(percent);
 }
 
 Result<std::optional<int64_t>> nodeGpuMemoryMiB(const Node& node) {

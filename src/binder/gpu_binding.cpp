@@ -184,6 +184,21 @@ struct GpuBinding::Impl {
         pinned += (i ? "," : "") + std::to_string(i) + "=" + std::to_string(gpus[i].memoryMiB) + "M";
       data["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = pinned;
     }
+    // The compute limit (docs/isolation.md, "Compute limit"): tessera.dev/gpu-cores, else the
+    // fraction. CUDA_DEVICE_SM_LIMIT is HAMi-core's name for the same percentage.
+    {
+      api::StringMap annotations;
+      if (meta.contains("annotations") && meta["annotations"].is_object())
+        for (const auto& [key, value] : meta["annotations"].items())
+          if (value.is_string()) annotations[key] = value.get<std::string>();
+      auto spec = api::parsePodGpuSpec(annotations, api::Resources{});
+      if (!spec.ok()) return api::makeError("Pod " + podKey + ": " + spec.error().message);
+      if (const int32_t cores = api::gpuCoreLimitPercent(*spec); cores > 0) {
+        data["GPU_CORE_LIMIT"] = std::to_string(cores);
+        data["CUDA_DEVICE_SM_LIMIT"] = std::to_string(cores);
+        data["GPU_CORE_LIMIT_POLICY"] = spec->coresPolicy == api::GpuCoresPolicy::Burst ? "burst" : "strict";
+      }
+    }
     data["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = std::to_string(std::max<int64_t>(1, (gpus.front().portionMilli + 9) / 10));
     data["TESSERA_GPU_GROUPS"] = [&] {
       std::string s;

@@ -24,7 +24,8 @@ constexpr const char* kAdmissionApiVersion = "admission.k8s.io/v1";
 constexpr const char* kGpuKeys[] = {
     api::keys::kGpuFraction,  api::keys::kGpuMemory,  api::keys::kGpuFractionNumDevices,
     api::keys::kGpuPolicy,    api::keys::kNodePolicy, api::keys::kUseGpuType,
-    api::keys::kAvoidGpuType, api::keys::kIsolation,  api::keys::kGpuConfigMapAnnotation};
+    api::keys::kAvoidGpuType, api::keys::kIsolation,  api::keys::kGpuConfigMapAnnotation,
+    api::keys::kGpuCores,     api::keys::kGpuCoresPolicy};
 
 Decision deny(int code, std::string message) {
   Decision d;

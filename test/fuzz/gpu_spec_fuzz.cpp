@@ -1,10 +1,11 @@
 // libFuzzer target: the GPU-sharing annotation parser alone (api::parsePodGpuSpec), fast enough for
 // millions of inputs. The input's lines are the values of gpu-fraction, gpu-memory,
 // gpu-fraction-num-devices, tessera.dev/gpu-policy, tessera.dev/node-policy, use/avoid-gpu-type and
-// tessera.dev/isolation (an empty line leaves the key out); a first byte's low bit adds a whole-GPU
-// request. Checked: no crash, and an accepted spec is in range (fraction 1..999 thousandths, memory
-// > 0, devices >= 1, not both fraction and memory, never with whole GPUs), and the units a node is
-// charged are exact and positive.
+// tessera.dev/isolation, tessera.dev/gpu-cores and tessera.dev/gpu-cores-policy (an empty line
+// leaves the key out); a first byte's low bit adds a whole-GPU request. Checked: no crash, and an
+// accepted spec is in range (fraction 1..999 thousandths, memory > 0, devices >= 1, not both
+// fraction and memory, never with whole GPUs, a compute limit of 0..99 percent and none without a
+// share), and the units a node is charged are exact and positive.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -19,7 +20,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string in(reinterpret_cast<const char*>(data), size);
   const char* const keys[] = {api::keys::kGpuFraction, api::keys::kGpuMemory, api::keys::kGpuFractionNumDevices,
                               api::keys::kGpuPolicy,   api::keys::kNodePolicy, api::keys::kUseGpuType,
-                              api::keys::kAvoidGpuType, api::keys::kIsolation};
+                              api::keys::kAvoidGpuType, api::keys::kIsolation, api::keys::kGpuCores,
+                              api::keys::kGpuCoresPolicy};
   api::StringMap ann;
   size_t start = 0, k = 0;
   while (start <= in.size() && k < std::size(keys)) {
@@ -40,6 +42,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (s.fractionMilli < 0 || s.fractionMilli >= 1000 || s.memoryMiB < 0 || s.numDevices < 1) std::abort();
   if (s.fractionMilli > 0 && s.memoryMiB > 0) std::abort();
   if (s.shared() && req.milliGpu > 0) std::abort();
+  const int32_t cores = api::gpuCoreLimitPercent(s);
+  if (s.corePercent < 0 || s.corePercent > 100 || cores < 0 || cores > 99) std::abort();
+  if (!s.shared() && (cores != 0 || s.corePercent != 0)) std::abort();
+  if (s.fractionMilli > 0 && s.corePercent == 0 && cores == 0 && s.fractionMilli < 995) std::abort();
   if (s.shared()) {
     cache::NodeInfo n;
     for (int64_t mem : {int64_t{0}, int64_t{40960}, int64_t{81920}}) {

@@ -139,6 +139,9 @@ TEST_CASE("gpu: kill -9 between reservation and bind, restart: nothing orphaned,
   CHECK((*cm)["data"].value("GPU_MEMORY_LIMIT", "") == std::to_string(40960LL * 1024 * 1024));
   CHECK((*cm)["data"].value("CUDA_DEVICE_MEMORY_LIMIT", "") == std::to_string(40960LL * 1024 * 1024));
   CHECK((*cm)["data"].value("GPU_PORTION", "") == "0.5");
+  CHECK((*cm)["data"].value("GPU_CORE_LIMIT", "") == "50");  // the fraction: no tessera.dev/gpu-cores
+  CHECK((*cm)["data"].value("CUDA_DEVICE_SM_LIMIT", "") == "50");
+  CHECK((*cm)["data"].value("GPU_CORE_LIMIT_POLICY", "") == "strict");
   CHECK((*cm)["metadata"]["ownerReferences"][0].value("uid", "") == (*pod)["metadata"].value("uid", ""));
   CHECK(configMapCount(cluster) == 1);
 

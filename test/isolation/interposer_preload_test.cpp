@@ -115,6 +115,13 @@ TEST_CASE("cuGetProcAddress_v2 honours version and per-thread-stream flags", "[i
   CHECK(r.value("name_owner") == "libcuda.so.1");  // not hooked: passed through unchanged
   CHECK(r.num("nosuch_rc") == 500);
   CHECK(r.num("nosuch_status") == 1);
+  // Kernel launches (the compute limit), per-thread-stream variants included.
+  CHECK(r.value("launch_12000_symbol") == "cuLaunchKernel");
+  CHECK(r.value("launch_12000_owner") == "libtessera-cuda.so");
+  CHECK(r.value("launch_ptsz_symbol") == "cuLaunchKernel_ptsz");
+  CHECK(r.value("launchex_12000_symbol") == "cuLaunchKernelEx");
+  CHECK(r.value("coop_ptsz_symbol") == "cuLaunchCooperativeKernel_ptsz");
+  CHECK(r.value("coop_ptsz_owner") == "libtessera-cuda.so");
 
   CHECK(r.num("alloc1") == 0);
   CHECK(r.num("alloc2") == kOom);

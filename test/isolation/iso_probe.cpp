@@ -8,6 +8,7 @@
 // run at all.
 
 #include <dlfcn.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "cuda_abi.h"
+#include "fake_state.h"
 
 using namespace tessera::cu;  // NOLINT
 
@@ -56,6 +58,11 @@ CUresult cuGraphDestroyNode(CUgraphNode);
 CUresult cuGraphInstantiateWithFlags(CUgraphExec*, CUgraph, unsigned long long);
 CUresult cuGraphExecDestroy(CUgraphExec);
 CUresult cuGraphLaunch(CUgraphExec, CUstream);
+CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+                        void**, void**);
+CUresult cuLaunchKernelEx(const CUlaunchConfig*, CUfunction, void**, void**);
+CUresult cuLaunchCooperativeKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                   CUstream, void**);
 nvmlReturn_t nvmlInit_v2();
 nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int, nvmlDevice_t*);
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t, nvmlMemory_t*);
@@ -198,6 +205,10 @@ int viaGetProcAddress(int argc, char** argv) {
       {"gpa_12000", "cuGetProcAddress", 12000, CU_GET_PROC_ADDRESS_DEFAULT},
       {"gpa_11030", "cuGetProcAddress", 11030, CU_GET_PROC_ADDRESS_DEFAULT},
       {"name", "cuDeviceGetName", 12000, CU_GET_PROC_ADDRESS_DEFAULT},
+      {"launch_12000", "cuLaunchKernel", 12000, CU_GET_PROC_ADDRESS_DEFAULT},
+      {"launch_ptsz", "cuLaunchKernel", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM},
+      {"launchex_12000", "cuLaunchKernelEx", 12000, CU_GET_PROC_ADDRESS_DEFAULT},
+      {"coop_ptsz", "cuLaunchCooperativeKernel", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM},
       {"nosuch", "cuNoSuchFunction", 12000, CU_GET_PROC_ADDRESS_DEFAULT},
   };
   for (const Query& q : queries) {
@@ -564,10 +575,72 @@ int graphs(int, char**) {
 
 }  // namespace
 
+// launch <threads> <run ms> <warmup ms> <blocks>: after stdin closes (the start signal), each
+// thread launches kernels of <blocks> blocks in a loop for <run ms>, thread i through
+// cuLaunchKernel, cuLaunchKernelEx or cuLaunchCooperativeKernel (i mod 3). Prints the launches and
+// `util`: the percent of the time after <warmup ms> that this process's kernels occupied device 0,
+// read from the fake driver's record (FAKE_CUDA_STATE).
+int launches(int argc, char** argv) {
+  const int threads = static_cast<int>(arg(argc, argv, 2, 1));
+  const std::uint64_t runMs = arg(argc, argv, 3, 2000), warmupMs = arg(argc, argv, 4, 1000);
+  const unsigned blocks = static_cast<unsigned>(arg(argc, argv, 5, 100));
+  tessera::fake::State* state = tessera::fake::mapState(std::getenv("FAKE_CUDA_STATE"));
+  tessera::fake::ProcessState* self = tessera::fake::processEntry(state, static_cast<int>(getpid()));
+  if (self == nullptr) return 2;
+  out("init", cuInit(0));
+  outStr("ready", "1");
+  std::fflush(stdout);
+  char c = 0;
+  while (read(STDIN_FILENO, &c, 1) > 0) {
+  }
+  auto nowNs = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<std::uint64_t>(ts.tv_nsec);
+  };
+  const std::uint64_t start = nowNs(), measureFrom = start + warmupMs * 1000000ULL, end = start + runMs * 1000000ULL;
+  std::atomic<long long> failures{0}, total{0};
+  std::atomic<std::uint64_t> busyAtWarmup{0};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      useDevice(0);
+      CUlaunchConfig config{};
+      config.gridDimX = blocks;
+      config.gridDimY = config.gridDimZ = 1;
+      config.blockDimX = 128;
+      config.blockDimY = config.blockDimZ = 1;
+      while (nowNs() < end) {
+        CUresult rc = 0;
+        switch (t % 3) {
+          case 0: rc = cuLaunchKernel(nullptr, blocks, 1, 1, 128, 1, 1, 0, nullptr, nullptr, nullptr); break;
+          case 1: rc = cuLaunchKernelEx(&config, nullptr, nullptr, nullptr); break;
+          default: rc = cuLaunchCooperativeKernel(nullptr, blocks, 1, 1, 128, 1, 1, 0, nullptr, nullptr); break;
+        }
+        if (rc != 0) failures.fetch_add(1);
+        total.fetch_add(1);
+      }
+    });
+  }
+  // Device time used after the warm-up: the busy counter read at its start and at the end.
+  const std::uint64_t warmupLeft = measureFrom > nowNs() ? measureFrom - nowNs() : 0;
+  timespec wait{static_cast<time_t>(warmupLeft / 1000000000ULL), static_cast<long>(warmupLeft % 1000000000ULL)};
+  nanosleep(&wait, nullptr);
+  const std::uint64_t measuredStart = nowNs();
+  busyAtWarmup.store(self->busyNs[0].load());
+  for (auto& w : workers) w.join();
+  const std::uint64_t measuredNs = nowNs() - measuredStart;
+  const std::uint64_t busy = self->busyNs[0].load() - busyAtWarmup.load();
+  out("launches", total.load());
+  out("failures", failures.load());
+  out("util", static_cast<long long>((busy * 100 + measuredNs / 2) / (measuredNs == 0 ? 1 : measuredNs)));
+  return 0;
+}
+
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   if (argc < 2) {
-    std::fprintf(stderr, "usage: iso_probe <direct|dlsym|gpa|kinds|queries|hammer|hold|failclosed|devices|allocs|graphs> ...\n");
+    std::fprintf(stderr, "usage: iso_probe <direct|dlsym|gpa|kinds|queries|hammer|hold|failclosed|devices|allocs|graphs|launch> ...\n");
     return 2;
   }
   const std::string scenario = argv[1];
@@ -582,6 +655,7 @@ int main(int argc, char** argv) {
   if (scenario == "devices") return devices(argc, argv);
   if (scenario == "allocs") return allocs(argc, argv);
   if (scenario == "graphs") return graphs(argc, argv);
+  if (scenario == "launch") return launches(argc, argv);
   std::fprintf(stderr, "iso_probe: unknown scenario %s\n", argv[1]);
   return 2;
 }

@@ -16,6 +16,8 @@ namespace tessera::api {
 enum class GpuPolicy { Unset, Binpack, Spread };
 /// tessera.dev/isolation: how the GPU memory limit is enforced (docs/isolation.md).
 enum class Isolation { Unset, Hard, Mps, None };
+/// tessera.dev/gpu-cores-policy: strict holds the pod to its compute share; burst lets it use idle compute.
+enum class GpuCoresPolicy { Unset, Strict, Burst };
 
 /// A pod's GPU annotations after validation.
 struct PodGpuSpec {
@@ -30,6 +32,9 @@ struct PodGpuSpec {
   std::vector<std::string> useGpuTypes;     ///< tessera.dev/use-gpu-type (comma list)
   std::vector<std::string> avoidGpuTypes;   ///< tessera.dev/avoid-gpu-type (comma list)
   Isolation isolation = Isolation::Unset;   ///< tessera.dev/isolation
+  /// tessera.dev/gpu-cores: percent of each GPU's compute (1..100); 0 when not given.
+  int32_t corePercent = 0;
+  GpuCoresPolicy coresPolicy = GpuCoresPolicy::Unset;  ///< tessera.dev/gpu-cores-policy
 
   /// The pod asks for part of a GPU (by fraction or by memory).
   bool shared() const { return fractionMilli > 0 || memoryMiB > 0; }
@@ -41,6 +46,12 @@ struct PodGpuSpec {
 /// request together with whole nvidia.com/gpu is an error. Errors read
 /// `annotation gpu-fraction: "1.5" is not a number between 0 and 1 (exclusive)`.
 Result<PodGpuSpec> parsePodGpuSpec(const StringMap& annotations, const Resources& requests);
+
+/// The compute limit the interposer enforces for the pod (GPU_CORE_LIMIT, percent of each of its
+/// GPUs): tessera.dev/gpu-cores when given, else the gpu-fraction in percent (rounded, at least 1);
+/// 0 (no limit) for a pod that does not share a GPU, for a gpu-memory pod without gpu-cores, and
+/// for 100.
+int32_t gpuCoreLimitPercent(const PodGpuSpec& spec);
 
 /// Parses a decimal fraction "0.25" / ".5" into thousandths, rounded to the nearest; nullopt when
 /// the text is not a plain decimal number (no sign, no exponent).

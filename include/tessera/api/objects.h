@@ -33,6 +33,10 @@ inline constexpr const char* kGpuPolicy = "tessera.dev/gpu-policy";
 inline constexpr const char* kUseGpuType = "tessera.dev/use-gpu-type";
 inline constexpr const char* kAvoidGpuType = "tessera.dev/avoid-gpu-type";
 inline constexpr const char* kIsolation = "tessera.dev/isolation";
+/// Compute share of a fractional pod in percent of the GPU's SMs (HAMi's gpucores), and whether it
+/// may use idle compute beyond it (docs/isolation.md, "Compute limit").
+inline constexpr const char* kGpuCores = "tessera.dev/gpu-cores";
+inline constexpr const char* kGpuCoresPolicy = "tessera.dev/gpu-cores-policy";
 /// The env entry the webhook adds to every container of a fractional pod under hard isolation (the
 /// path of its accounting region): its presence is how the scheduler knows the pod was wired.
 inline constexpr const char* kIsolationRegionEnv = "TESSERA_ISOLATION_REGION";

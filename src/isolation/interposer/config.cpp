@@ -142,6 +142,37 @@ void copyIdentity(GetEnvFn getenvFn, const char* name, char* out, std::size_t si
   out[n] = '\0';
 }
 
+// GPU_CORE_LIMIT (percent of the SMs, 0..100; unset, "" , 0 and 100 mean no limit) and
+// GPU_CORE_LIMIT_POLICY (strict | burst; unset or "" = strict).
+bool parseCoreLimit(GetEnvFn getenvFn, Config* cfg) {
+  char quoted[96];
+  if (const char* cores = getenvFn("GPU_CORE_LIMIT"); cores != nullptr && cores[0] != '\0') {
+    std::uint64_t percent = 0;
+    if (!parseDecimalBytes(cores, &percent) || percent > 100) {
+      quoteForMessage(cores, std::strlen(cores), quoted, sizeof quoted);
+      std::snprintf(cfg->error, sizeof cfg->error,
+                    "GPU_CORE_LIMIT='%s' is not a percentage of the GPU's compute (expected an integer from 0 to "
+                    "100, e.g. 25; 0 or 100 = no limit; no sign, '%%', spaces or leading zeros)",
+                    quoted);
+      return false;
+    }
+    cfg->coreLimit = percent == 100 ? 0 : static_cast<int>(percent);
+  }
+  if (const char* policy = getenvFn("GPU_CORE_LIMIT_POLICY"); policy != nullptr && policy[0] != '\0') {
+    if (std::strcmp(policy, "strict") == 0) {
+      cfg->corePolicy = CorePolicy::kStrict;
+    } else if (std::strcmp(policy, "burst") == 0) {
+      cfg->corePolicy = CorePolicy::kBurst;
+    } else {
+      quoteForMessage(policy, std::strlen(policy), quoted, sizeof quoted);
+      std::snprintf(cfg->error, sizeof cfg->error,
+                    "GPU_CORE_LIMIT_POLICY='%s' is not a known policy (valid: strict, burst)", quoted);
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 void loadConfig(GetEnvFn getenvFn, Config* cfg) {
@@ -192,6 +223,7 @@ void loadConfig(GetEnvFn getenvFn, Config* cfg) {
     }
     cfg->contextReserve = mib << 20;
   }
+  if (!parseCoreLimit(getenvFn, cfg)) return;
   cfg->valid = true;
 }
 

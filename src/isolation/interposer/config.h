@@ -47,6 +47,11 @@ struct DeviceLimit {
 
 enum class LogLevel { kInfo, kDebug };
 
+/// GPU_CORE_LIMIT_POLICY (docs/isolation.md, "Compute limit"): kStrict holds the pod to its share
+/// always (HAMi's GPU_CORE_UTILIZATION_POLICY=force); kBurst lets it use the whole GPU while no
+/// other process does (HAMi's default, with contention measured here rather than by a monitor).
+enum class CorePolicy { kStrict, kBurst };
+
 /// Everything the interposer reads from the environment, parsed once.
 struct Config {
   /// False when isolation cannot be enforced as configured; `error` says why. The library then
@@ -60,6 +65,10 @@ struct Config {
   LogLevel logLevel = LogLevel::kInfo;
   /// Bytes charged for this process's context on each GPU it uses when NVML has no figure.
   std::uint64_t contextReserve = kDefaultContextReserveMiB << 20;
+  /// GPU_CORE_LIMIT: the pod's share of each GPU's SMs in percent, 1..99; 0 = no compute limit
+  /// (unset, empty, 0 or 100). Kernel launches are throttled only when this is non-zero.
+  int coreLimit = 0;
+  CorePolicy corePolicy = CorePolicy::kStrict;
   /// The pod and container, from the downward API (the webhook sets them; empty when unset).
   char podUid[48] = {};
   char podNamespace[64] = {};
@@ -74,9 +83,10 @@ struct Config {
 using GetEnvFn = const char* (*)(const char* name);
 
 /// Reads GPU_MEMORY_LIMIT, TESSERA_GPU_MEMORY_LIMITS, TESSERA_ISOLATION_REGION,
-/// TESSERA_CONTEXT_RESERVE_MIB, TESSERA_ISOLATION_LOG and the identity variables TESSERA_POD_UID,
-/// TESSERA_POD_NAMESPACE, TESSERA_POD_NAME, TESSERA_CONTAINER_NAME. Loading the library means
-/// isolation is requested, so a missing or malformed GPU_MEMORY_LIMIT (or context reserve) yields
+/// TESSERA_CONTEXT_RESERVE_MIB, GPU_CORE_LIMIT, GPU_CORE_LIMIT_POLICY, TESSERA_ISOLATION_LOG and the
+/// identity variables TESSERA_POD_UID, TESSERA_POD_NAMESPACE, TESSERA_POD_NAME,
+/// TESSERA_CONTAINER_NAME. Loading the library means isolation is requested, so a missing or
+/// malformed GPU_MEMORY_LIMIT (or context reserve, or a malformed core limit or policy) yields
 /// valid == false.
 void loadConfig(GetEnvFn getenvFn, Config* out);
 

@@ -30,6 +30,8 @@ using CUgraph = struct CUgraph_st*;
 using CUgraphNode = struct CUgraphNode_st*;
 using CUgraphExec = struct CUgraphExec_st*;
 using CUgraphEdgeData = struct CUgraphEdgeData_st;
+using CUfunction = struct CUfunc_st*;
+using CUlaunchAttribute = struct CUlaunchAttribute_st;
 
 inline constexpr CUresult CUDA_SUCCESS = 0;
 inline constexpr CUresult CUDA_ERROR_INVALID_VALUE = 1;
@@ -153,6 +155,20 @@ struct CUDA_ARRAY_MEMORY_REQUIREMENTS {
   unsigned int reserved[4];
 };
 
+/// CUlaunchConfig of cuLaunchKernelEx (only the grid is read).
+struct CUlaunchConfig {
+  unsigned int gridDimX;
+  unsigned int gridDimY;
+  unsigned int gridDimZ;
+  unsigned int blockDimX;
+  unsigned int blockDimY;
+  unsigned int blockDimZ;
+  unsigned int sharedMemBytes;
+  CUstream hStream;
+  CUlaunchAttribute* attrs;
+  unsigned int numAttrs;
+};
+
 inline constexpr unsigned int kArray3DLayered = 0x01;  // CUDA_ARRAY3D_LAYERED
 inline constexpr unsigned int kArray3DCubemap = 0x04;  // CUDA_ARRAY3D_CUBEMAP
 
@@ -162,6 +178,8 @@ using nvmlDevice_t = struct nvmlDevice_st*;
 inline constexpr nvmlReturn_t NVML_SUCCESS = 0;
 inline constexpr nvmlReturn_t NVML_ERROR_UNINITIALIZED = 1;
 inline constexpr nvmlReturn_t NVML_ERROR_INVALID_ARGUMENT = 2;
+inline constexpr nvmlReturn_t NVML_ERROR_NOT_SUPPORTED = 3;
+inline constexpr nvmlReturn_t NVML_ERROR_NOT_FOUND = 6;
 inline constexpr nvmlReturn_t NVML_ERROR_INSUFFICIENT_SIZE = 7;
 inline constexpr nvmlReturn_t NVML_ERROR_FUNCTION_NOT_FOUND = 13;
 inline constexpr nvmlReturn_t NVML_ERROR_UNKNOWN = 999;
@@ -194,6 +212,17 @@ struct nvmlProcessInfo_v1_t {
   unsigned long long usedGpuMemory;
 };
 inline constexpr unsigned long long NVML_VALUE_NOT_AVAILABLE = ~0ULL;
+
+/// nvmlProcessUtilizationSample_t of nvmlDeviceGetProcessUtilization: one per process that used
+/// the GPU in the last sample period; the utilizations are percent of the GPU.
+struct nvmlProcessUtilizationSample_t {
+  unsigned int pid;
+  unsigned long long timeStamp;  ///< CPU timestamp in microseconds
+  unsigned int smUtil;
+  unsigned int memUtil;
+  unsigned int encUtil;
+  unsigned int decUtil;
+};
 
 /// NVML_STRUCT_VERSION(Memory, 2)
 inline constexpr unsigned int nvmlMemory_v2 = static_cast<unsigned int>(sizeof(nvmlMemory_v2_t) | (2U << 24U));

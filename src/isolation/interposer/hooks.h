@@ -52,6 +52,12 @@ TESSERA_HOOK_API TESSERA_ABI::CUresult cuGraphInstantiateWithParams_ptsz(TESSERA
 TESSERA_HOOK_API TESSERA_ABI::CUresult cuGraphExecDestroy(TESSERA_ABI::CUgraphExec exec);
 TESSERA_HOOK_API TESSERA_ABI::CUresult cuGraphLaunch(TESSERA_ABI::CUgraphExec exec, TESSERA_ABI::CUstream stream);
 TESSERA_HOOK_API TESSERA_ABI::CUresult cuGraphLaunch_ptsz(TESSERA_ABI::CUgraphExec exec, TESSERA_ABI::CUstream stream);
+TESSERA_HOOK_API TESSERA_ABI::CUresult cuLaunchKernel(TESSERA_ABI::CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, TESSERA_ABI::CUstream stream, void** kernelParams, void** extra);
+TESSERA_HOOK_API TESSERA_ABI::CUresult cuLaunchKernel_ptsz(TESSERA_ABI::CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, TESSERA_ABI::CUstream stream, void** kernelParams, void** extra);
+TESSERA_HOOK_API TESSERA_ABI::CUresult cuLaunchKernelEx(const TESSERA_ABI::CUlaunchConfig* config, TESSERA_ABI::CUfunction f, void** kernelParams, void** extra);
+TESSERA_HOOK_API TESSERA_ABI::CUresult cuLaunchKernelEx_ptsz(const TESSERA_ABI::CUlaunchConfig* config, TESSERA_ABI::CUfunction f, void** kernelParams, void** extra);
+TESSERA_HOOK_API TESSERA_ABI::CUresult cuLaunchCooperativeKernel(TESSERA_ABI::CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, TESSERA_ABI::CUstream stream, void** kernelParams);
+TESSERA_HOOK_API TESSERA_ABI::CUresult cuLaunchCooperativeKernel_ptsz(TESSERA_ABI::CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, TESSERA_ABI::CUstream stream, void** kernelParams);
 TESSERA_HOOK_API TESSERA_ABI::CUresult cuMemGetInfo(unsigned int* free, unsigned int* total);
 TESSERA_HOOK_API TESSERA_ABI::CUresult cuMemGetInfo_v2(std::size_t* free, std::size_t* total);
 TESSERA_HOOK_API TESSERA_ABI::CUresult cuDeviceTotalMem(unsigned int* bytes, TESSERA_ABI::CUdevice dev);
@@ -66,6 +72,7 @@ TESSERA_HOOK_API void* dlsym(void* handle, const char* name) noexcept;
 namespace tessera::interposer {
 // Signatures of the driver functions we call but do not wrap (TESSERA_REAL in symbols.def).
 using cuCtxGetDevice_t = cu::CUresult (*)(cu::CUdevice*);
+using cuDeviceGetCount_t = cu::CUresult (*)(int*);
 using cuDeviceGetUuid_t = cu::CUresult (*)(cu::CUuuid*, cu::CUdevice);
 using cuDeviceGetUuid_v2_t = cu::CUresult (*)(cu::CUuuid*, cu::CUdevice);
 using cuArrayGetMemoryRequirements_t = cu::CUresult (*)(cu::CUDA_ARRAY_MEMORY_REQUIREMENTS*, cu::CUarray, cu::CUdevice);

@@ -8,6 +8,8 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <time.h>
+
 #include <atomic>
 #include <cstring>
 
@@ -27,6 +29,8 @@ using Init = nvmlReturn_t (*)();
 using GetHandleByUuid = nvmlReturn_t (*)(const char*, nvmlDevice_t*);
 using GetProcesses = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, nvmlProcessInfo_t*);
 using GetProcessesV1 = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, nvmlProcessInfo_v1_t*);
+using GetProcessUtilization = nvmlReturn_t (*)(nvmlDevice_t, nvmlProcessUtilizationSample_t*, unsigned int*,
+                                               unsigned long long);
 
 constinit pthread_once_t gNvmlOnce = PTHREAD_ONCE_INIT;
 constinit GetMemoryInfo gGetMemoryInfo = nullptr;
@@ -36,6 +40,7 @@ constinit Init gInit = nullptr;
 constinit GetHandleByUuid gGetHandleByUuid = nullptr;
 constinit GetProcesses gGetProcesses = nullptr;  // _v3, else _v2 (same struct)
 constinit GetProcessesV1 gGetProcessesV1 = nullptr;
+constinit GetProcessUtilization gGetProcessUtilization = nullptr;  // the compute limit (core_limit.cpp)
 
 void loadNvml() {
   void* nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_NOLOAD);
@@ -57,6 +62,7 @@ void loadNvml() {
     gGetProcesses = reinterpret_cast<GetProcesses>(lookup(nvml, "nvmlDeviceGetComputeRunningProcesses_v2"));
   }
   gGetProcessesV1 = reinterpret_cast<GetProcessesV1>(lookup(nvml, "nvmlDeviceGetComputeRunningProcesses"));
+  gGetProcessUtilization = reinterpret_cast<GetProcessUtilization>(lookup(nvml, "nvmlDeviceGetProcessUtilization"));
 }
 
 // This process's entry in a process list, or NVML_VALUE_NOT_AVAILABLE.
@@ -122,6 +128,51 @@ bool tessera::interposer::measureContextBytes(const Uuid& uuid, std::uint64_t* b
   TESSERA_TRACE("NVML per-process usage of %s for pid %d: %llu", text, static_cast<int>(getpid()), usage);
   if (usage == NVML_VALUE_NOT_AVAILABLE) return false;
   *bytes = usage;
+  return true;
+}
+
+bool tessera::interposer::sampleSmUtilization(const Uuid& uuid, const int* pids, int count, int* pod, int* total,
+                                              bool* podSeen) {
+  initNvml();
+  *pod = 0;
+  *total = 0;
+  *podSeen = false;
+  if (gInit == nullptr || gGetHandleByUuid == nullptr || gGetProcessUtilization == nullptr) return false;
+  // Once per process (NVML counts initialisations; the watcher asks ten times a second).
+  static constinit std::atomic<bool> initialised{false};
+  if (!initialised.load(std::memory_order_acquire)) {
+    if (gInit() != NVML_SUCCESS) return false;
+    initialised.store(true, std::memory_order_release);
+  }
+  char text[48];
+  formatUuid(uuid, text);
+  nvmlDevice_t device = nullptr;
+  if (gGetHandleByUuid(text, &device) != NVML_SUCCESS) return false;
+  // Samples of the last second (NVML keeps one per process that used the GPU in its last period).
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  const unsigned long long since =
+      (static_cast<unsigned long long>(now.tv_sec) - 1) * 1000000ULL + static_cast<unsigned long long>(now.tv_nsec) / 1000;
+  constexpr unsigned int kMaxSamples = 128;
+  nvmlProcessUtilizationSample_t samples[kMaxSamples];
+  unsigned int n = kMaxSamples;
+  const nvmlReturn_t rc = gGetProcessUtilization(device, samples, &n, since);
+  if (rc == NVML_ERROR_NOT_FOUND) return true;  // no process used the GPU lately
+  if (rc != NVML_SUCCESS) return false;
+  if (n > kMaxSamples) n = kMaxSamples;
+  for (unsigned int i = 0; i < n; ++i) {
+    const int util = samples[i].smUtil > 100 ? 100 : static_cast<int>(samples[i].smUtil);
+    *total += util;
+    for (int p = 0; p < count; ++p) {
+      if (static_cast<unsigned int>(pids[p]) == samples[i].pid) {
+        *pod += util;
+        *podSeen = true;
+        break;
+      }
+    }
+  }
+  if (*total > 100) *total = 100;
+  if (*pod > 100) *pod = 100;
   return true;
 }
 

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core_limit.h"
 #include "glibc_compat.h"
 #include "hooks.h"
 #include "region.h"
@@ -72,6 +73,7 @@ void afterForkInChild() {
   for (auto& charged : gContextCharged) charged.store(0, std::memory_order_relaxed);
   pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
   std::memcpy(&gDeviceMutex, &fresh, sizeof fresh);
+  coreLimitAfterFork();
 }
 
 ProcessIdentity identity() {
@@ -93,6 +95,7 @@ void initOnce() {
   loadConfig([](const char* name) -> const char* { return std::getenv(name); }, &gConfig);
   gLogLevel.store(gConfig.logLevel == LogLevel::kDebug ? 1 : 0, std::memory_order_relaxed);
   if (!gConfig.valid) failClosedBecause(gConfig.error);
+  if (gConfig.valid) coreLimitConfigure(gConfig);
 
   // RTLD_NOLOAD first: an application that already loaded a particular libcuda keeps it.
   void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
@@ -360,6 +363,19 @@ cu::CUresult charge(int index, std::uint64_t bytes, const char* api) {
 void credit(int index, std::uint64_t bytes) {
   if (!gAttached.load(std::memory_order_acquire)) return;  // charged by the parent before fork
   gRegion.release(index, bytes);
+}
+
+int podPids(int* out, int max) {
+  int n = 0;
+  const int self = static_cast<int>(getpid());
+  if (n < max) out[n++] = self;
+  const RegionLayout* layout = gRegion.layout();
+  if (layout == nullptr) return n;
+  for (int i = 0; i < kMaxProcs && n < max; ++i) {
+    const int pid = layout->procs[i].pid.load(std::memory_order_relaxed);
+    if (pid != 0 && pid != self) out[n++] = pid;
+  }
+  return n;
 }
 
 std::uint64_t limitOf(int index) { return gLimits[index]; }

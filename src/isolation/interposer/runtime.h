@@ -77,6 +77,17 @@ bool contextReady(int index);
 /// MIG, or a driver that hides per-process usage). Defined in hooks_nvml.cpp.
 bool measureContextBytes(const Uuid& uuid, std::uint64_t* bytes);
 
+/// Most pids podPids() returns.
+inline constexpr int kMaxPodPids = 256;
+/// The pids of this pod's processes as the shared region records them (each in its own pid
+/// namespace), this process first; at most `max`. Returns how many.
+int podPids(int* out, int max);
+/// SM utilization of the GPU `uuid` over NVML's recent sample window, in percent: of the processes
+/// whose pid is in `pids` (`*pod`, `*podSeen` when NVML listed any of them) and of every process
+/// (`*total`). False when NVML cannot say (no library, no per-process utilization). Defined in
+/// hooks_nvml.cpp.
+bool sampleSmUtilization(const Uuid& uuid, const int* pids, int count, int* pod, int* total, bool* podSeen);
+
 /// The container's limit and current usage on device `index`.
 std::uint64_t limitOf(int index);
 std::uint64_t usedOf(int index);

@@ -3,7 +3,9 @@
 // state (fake_state.h). It implements the slice of the driver API the interposer touches, plus
 // cuGetProcAddress(_v2) with the real driver's version and per-thread-stream rules.
 
+#include <errno.h>
 #include <pthread.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -276,7 +278,9 @@ FAKE_API CUresult cuDriverGetVersion(int* v) {
 }
 FAKE_API CUresult cuDeviceGetCount(int* n) {
   if (!n) return CUDA_ERROR_INVALID_VALUE;
-  *n = fake::kDevices;
+  // FAKE_CUDA_DEVICES=1: a container that sees one GPU (the usual fractional pod).
+  const char* env = std::getenv("FAKE_CUDA_DEVICES");
+  *n = env != nullptr && std::atoi(env) >= 1 && std::atoi(env) <= fake::kDevices ? std::atoi(env) : fake::kDevices;
   return CUDA_SUCCESS;
 }
 FAKE_API CUresult cuDeviceGet(CUdevice* d, int ordinal) {
@@ -578,6 +582,74 @@ FAKE_API CUresult cuDeviceTotalMem(unsigned* bytes, CUdevice d) {
   return CUDA_SUCCESS;
 }
 
+// ---- kernel launches ------------------------------------------------------------------------------
+// The device runs one kernel at a time, first launched first run: a launch reserves the next
+// blocks x FAKE_CUDA_NS_PER_BLOCK ns after whatever the device already has queued, records the
+// interval for NVML (fake_nvml.cpp computes utilization from it), and returns when its kernel has
+// finished, like a launch followed by a stream synchronize. So processes that launch at the same
+// time share the device in proportion to how much they launch, and one that is held back leaves
+// the device to the others.
+
+namespace {
+std::uint64_t monotonicNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+CUresult launch(fake::Call call, std::uint64_t blocks) {
+  count(call);
+  if (!driver().initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  const int device = currentDevice();
+  fake::ProcessState* p = self();
+  if (p != nullptr) p->launches.fetch_add(1);
+  const std::uint64_t ns = blocks * fake::nsPerBlock();
+  if (ns == 0 || p == nullptr) return CUDA_SUCCESS;
+  std::atomic<std::uint64_t>& busyUntil = driver().state->devices[device].busyUntil;
+  const std::uint64_t now = monotonicNs();
+  std::uint64_t queued = busyUntil.load(), start = 0, end = 0;
+  do {
+    start = queued > now ? queued : now;
+    end = start + ns;
+  } while (!busyUntil.compare_exchange_weak(queued, end));
+  fake::BusyInterval& slot = p->intervals[p->nextInterval.fetch_add(1) % fake::kIntervals];
+  slot.device.store(device);
+  slot.end.store(0);  // readers skip it while it is rewritten
+  slot.start.store(start);
+  slot.end.store(end);
+  p->busyNs[device].fetch_add(ns);
+  timespec until{static_cast<time_t>(end / 1000000000ULL), static_cast<long>(end % 1000000000ULL)};
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, nullptr) == EINTR) {
+  }
+  return CUDA_SUCCESS;
+}
+}  // namespace
+
+FAKE_API CUresult cuLaunchKernel(CUfunction, unsigned gx, unsigned gy, unsigned gz, unsigned, unsigned, unsigned,
+                                 unsigned, CUstream, void**, void**) {
+  return launch(fake::Call::cuLaunchKernel, std::uint64_t{gx} * gy * gz);
+}
+FAKE_API CUresult cuLaunchKernel_ptsz(CUfunction, unsigned gx, unsigned gy, unsigned gz, unsigned, unsigned, unsigned,
+                                      unsigned, CUstream, void**, void**) {
+  return launch(fake::Call::cuLaunchKernel_ptsz, std::uint64_t{gx} * gy * gz);
+}
+FAKE_API CUresult cuLaunchKernelEx(const CUlaunchConfig* c, CUfunction, void**, void**) {
+  if (!c) return CUDA_ERROR_INVALID_VALUE;
+  return launch(fake::Call::cuLaunchKernelEx, std::uint64_t{c->gridDimX} * c->gridDimY * c->gridDimZ);
+}
+FAKE_API CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* c, CUfunction, void**, void**) {
+  if (!c) return CUDA_ERROR_INVALID_VALUE;
+  return launch(fake::Call::cuLaunchKernelEx_ptsz, std::uint64_t{c->gridDimX} * c->gridDimY * c->gridDimZ);
+}
+FAKE_API CUresult cuLaunchCooperativeKernel(CUfunction, unsigned gx, unsigned gy, unsigned gz, unsigned, unsigned,
+                                            unsigned, unsigned, CUstream, void**) {
+  return launch(fake::Call::cuLaunchCooperativeKernel, std::uint64_t{gx} * gy * gz);
+}
+FAKE_API CUresult cuLaunchCooperativeKernel_ptsz(CUfunction, unsigned gx, unsigned gy, unsigned gz, unsigned,
+                                                 unsigned, unsigned, unsigned, CUstream, void**) {
+  return launch(fake::Call::cuLaunchCooperativeKernel_ptsz, std::uint64_t{gx} * gy * gz);
+}
+
 // ---- cuGetProcAddress ----------------------------------------------------------------------------
 
 FAKE_API CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint64_t flags,
@@ -634,6 +706,9 @@ const ProcVariant kProcs[] = {
     {"cuGraphInstantiateWithFlags", 11040, FN(cuGraphInstantiateWithFlags), nullptr},
     {"cuGraphExecDestroy", 10000, FN(cuGraphExecDestroy), nullptr},
     {"cuGraphLaunch", 10000, FN(cuGraphLaunch), FN(cuGraphLaunch_ptsz)},
+    {"cuLaunchKernel", 4000, FN(cuLaunchKernel), FN(cuLaunchKernel_ptsz)},
+    {"cuLaunchKernelEx", 11060, FN(cuLaunchKernelEx), FN(cuLaunchKernelEx_ptsz)},
+    {"cuLaunchCooperativeKernel", 9000, FN(cuLaunchCooperativeKernel), FN(cuLaunchCooperativeKernel_ptsz)},
     {"cuGraphAddMemAllocNode", 11040, FN(cuGraphAddMemAllocNode), nullptr},
     {"cuGraphAddNode", 12020, FN(cuGraphAddNode), nullptr},
     {"cuGraphAddNode", 12030, FN(cuGraphAddNode_v2), nullptr},

@@ -1,5 +1,7 @@
 // A fake libnvidia-ml.so.1 matching fake_cuda.cpp's devices (same UUIDs, same shared usage).
 
+#include <time.h>
+
 #include <cstdio>
 #include <cstring>
 
@@ -112,4 +114,39 @@ FAKE_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t d, un
 }
 FAKE_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t d, unsigned int* n, nvmlProcessInfo_v1_t* p) {
   return listProcesses(d, n, p);
+}
+
+// Per-process SM utilization over the last FAKE_NVML_UTIL_WINDOW_MS (default 200) ms: the share of
+// that window the process's kernels occupied the device (fake_cuda.cpp, "kernel launches"). One
+// sample per process that used the device; NVML_ERROR_NOT_FOUND when none did, as NVML answers.
+FAKE_API nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d, nvmlProcessUtilizationSample_t* samples,
+                                                      unsigned int* count, unsigned long long /*lastSeen*/) {
+  if (!valid(d) || !count) return NVML_ERROR_INVALID_ARGUMENT;
+  const char* env = std::getenv("FAKE_NVML_UTIL_WINDOW_MS");
+  const std::uint64_t windowNs = (env != nullptr ? std::strtoull(env, nullptr, 10) : 200) * 1000000ULL;
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  const std::uint64_t now = static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<std::uint64_t>(ts.tv_nsec);
+  timespec wall{};
+  clock_gettime(CLOCK_REALTIME, &wall);
+  const unsigned long long stamp = static_cast<unsigned long long>(wall.tv_sec) * 1000000ULL + wall.tv_nsec / 1000;
+  const unsigned int capacity = samples ? *count : 0;
+  unsigned int n = 0;
+  for (const auto& p : state()->processes) {
+    const int pid = p.pid.load();
+    if (pid == 0) continue;
+    const std::uint64_t busy = fake::busyWithin(p, indexOf(d), now - windowNs, now);
+    if (busy == 0) continue;
+    if (n < capacity) {
+      samples[n] = nvmlProcessUtilizationSample_t{};
+      samples[n].pid = static_cast<unsigned int>(pid);
+      samples[n].timeStamp = stamp;
+      samples[n].smUtil = static_cast<unsigned int>((busy * 100 + windowNs / 2) / windowNs);
+    }
+    ++n;
+  }
+  if (n == 0) return NVML_ERROR_NOT_FOUND;
+  const bool tooSmall = n > capacity;
+  *count = n;
+  return tooSmall ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
 }

@@ -23,7 +23,8 @@ inline constexpr std::uint64_t kDefaultDeviceMemory = 8ULL << 30;  // 8 GiB each
   X(cuMemAllocFromPoolAsync_ptsz) X(cuMemFreeAsync) X(cuMemFreeAsync_ptsz) X(cuMemFree_v2) X(cuMemFree)  \
   X(cuMemAllocPitch_v2) X(cuMemAllocManaged) X(cuMemCreate) X(cuMemRelease) X(cuArrayCreate_v2)       \
   X(cuArray3DCreate_v2) X(cuMipmappedArrayCreate) X(cuGraphAddMemAllocNode) X(cuGraphAddNode)         \
-  X(cuGraphAddNode_v2) X(cuGraphLaunch) X(cuGraphLaunch_ptsz)
+  X(cuGraphAddNode_v2) X(cuGraphLaunch) X(cuGraphLaunch_ptsz) X(cuLaunchKernel) X(cuLaunchKernel_ptsz)    \
+  X(cuLaunchKernelEx) X(cuLaunchKernelEx_ptsz) X(cuLaunchCooperativeKernel) X(cuLaunchCooperativeKernel_ptsz)
 
 enum class Call : int {
 #define X(name) name,
@@ -35,12 +36,27 @@ enum class Call : int {
 struct DeviceState {
   std::atomic<std::uint64_t> used;
   std::atomic<std::uint64_t> highWater;
+  /// Compute: the device runs one kernel at a time, in launch order; this is when the last one
+  /// launched ends (CLOCK_MONOTONIC ns). See fake_cuda.cpp, "kernel launches".
+  std::atomic<std::uint64_t> busyUntil;
 };
+
+/// When one kernel of a process occupied a device (CLOCK_MONOTONIC ns, [start, end)).
+struct BusyInterval {
+  std::atomic<std::uint64_t> start;
+  std::atomic<std::uint64_t> end;
+  std::atomic<int> device;
+};
+inline constexpr int kIntervals = 1024;  ///< per process, a ring: enough for NVML's sample window
 
 /// What one process uses on each device, as NVML's per-process list reports it.
 struct ProcessState {
   std::atomic<int> pid;  ///< 0 free
   std::atomic<std::uint64_t> used[kDevices];
+  std::atomic<std::uint64_t> launches;          ///< kernel launches that reached the driver
+  std::atomic<std::uint64_t> busyNs[kDevices];  ///< device time its kernels took, in total
+  std::atomic<std::uint64_t> nextInterval;
+  BusyInterval intervals[kIntervals];
 };
 inline constexpr int kProcesses = 64;
 
@@ -85,6 +101,27 @@ inline State* mapState(const char* path) {
 inline std::uint64_t contextBytes() {
   const char* env = std::getenv("FAKE_CUDA_CONTEXT_BYTES");
   return env != nullptr ? std::strtoull(env, nullptr, 10) : 0;
+}
+
+/// FAKE_CUDA_NS_PER_BLOCK: device time one thread block of a kernel takes (default 0: launches
+/// take no device time and never wait).
+inline std::uint64_t nsPerBlock() {
+  const char* env = std::getenv("FAKE_CUDA_NS_PER_BLOCK");
+  return env != nullptr ? std::strtoull(env, nullptr, 10) : 0;
+}
+
+/// Device time process `p` used on `device` within [from, to) (CLOCK_MONOTONIC ns).
+inline std::uint64_t busyWithin(const ProcessState& p, int device, std::uint64_t from, std::uint64_t to) {
+  std::uint64_t busy = 0;
+  for (const BusyInterval& i : p.intervals) {
+    if (i.device.load() != device) continue;
+    std::uint64_t s = i.start.load(), e = i.end.load();
+    if (e <= from || s >= to || e <= s) continue;
+    if (s < from) s = from;
+    if (e > to) e = to;
+    busy += e - s;
+  }
+  return busy;
 }
 
 inline std::uint64_t deviceMemory() {

@@ -133,6 +133,11 @@ TEST_CASE("webhook: bad GPU annotations are refused with a message naming the ke
       {{{"gpu-memory", "2199023255552"}}, "annotation gpu-memory: \"2199023255552\" is too large: at most 1099511627776"},
       {{{"gpu-fraction", "0.5"}, {"tessera.dev/isolation", "soft"}},
        "annotation tessera.dev/isolation: \"soft\" is not a known isolation backend (valid: hard, mps, none)"},
+      {{{"gpu-fraction", "0.5"}, {"tessera.dev/gpu-cores", "150"}},
+       "annotation tessera.dev/gpu-cores: \"150\" is too large: at most 100"},
+      {{{"tessera.dev/gpu-cores", "50"}},
+       "annotation tessera.dev/gpu-cores needs gpu-fraction or gpu-memory (a pod with whole GPUs has all of their "
+       "compute)"},
       {{{"tessera.dev/gpu-policy", "pack"}},
        "annotation tessera.dev/gpu-policy: \"pack\" is not a known policy (valid: binpack, spread)"},
       {{{"gpu-fraction", "0.5"}, {"tessera.dev/gpu-configmap", "Bad_Name"}},
