@@ -61,7 +61,9 @@ int kindRank(Kind k) {
     case Kind::Queue: return 2;
     case Kind::Topology: return 3;
     case Kind::Node: return 4;
-    case Kind::PodGroup: return 6;
+    case Kind::PodGroup:
+    case Kind::VolcanoPodGroup:
+    case Kind::SchedulerPluginsPodGroup: return 6;
     case Kind::Pod: return 7;
     default: return grouper::isWorkloadKind(k) ? 5 : -1;  // -1: not captured
   }
@@ -265,7 +267,8 @@ api::Result<Json> captureScenario(cache::ClusterClient& client, const SnapshotOp
       lo.continueToken = page->continueToken;
     }
   };
-  for (Kind k : {Kind::PriorityClass, Kind::Queue, Kind::Topology, Kind::Node, Kind::PodGroup, Kind::Pod})
+  for (Kind k : {Kind::PriorityClass, Kind::Queue, Kind::Topology, Kind::Node, Kind::VolcanoPodGroup,
+                 Kind::SchedulerPluginsPodGroup, Kind::PodGroup, Kind::Pod})
     TESSERA_TRY(listAll(k));
   // The owners the pod grouper would read (bottom up), for pending pods it would group.
   std::set<std::tuple<Kind, std::string, std::string>> fetched;

@@ -215,7 +215,9 @@ void visitObject(Json& o, const Visit& f) {
     case api::Kind::Namespace: self = Cat::Namespace; break;
     case api::Kind::Node: self = Cat::Node; break;
     case api::Kind::Pod: self = Cat::Pod; break;
-    case api::Kind::PodGroup: self = Cat::PodGroup; break;
+    case api::Kind::PodGroup:
+    case api::Kind::VolcanoPodGroup:
+    case api::Kind::SchedulerPluginsPodGroup: self = Cat::PodGroup; break;
     case api::Kind::Queue: self = Cat::Queue; break;
     case api::Kind::Topology: self = Cat::Topology; break;
     case api::Kind::PriorityClass: self = Cat::Priority; break;
@@ -231,6 +233,8 @@ void visitObject(Json& o, const Visit& f) {
       if (o.contains("status")) visitString(o["status"], "nominatedNodeName", Cat::Node, f);
       break;
     case api::Kind::PodGroup:
+    case api::Kind::VolcanoPodGroup:
+    case api::Kind::SchedulerPluginsPodGroup:
       if (!spec) break;
       visitString(*spec, "queue", Cat::Queue, f);
       visitString(*spec, "priorityClassName", Cat::Priority, f);
@@ -367,6 +371,8 @@ void scrubObject(Json& o) {
       }
       break;
     case api::Kind::PodGroup:
+    case api::Kind::VolcanoPodGroup:
+    case api::Kind::SchedulerPluginsPodGroup:
     case api::Kind::Queue:
       if (o.contains("status")) dropMessages(o["status"]);
       break;

@@ -379,11 +379,48 @@ spec: {schedulerName: tessera, containers: [{name: c, image: x, resources: {requ
     auto kind = tessera::api::kindOf(o);
     REQUIRE(cluster.create(*kind, o).ok());
   }
+  // A Volcano PodGroup and its pod: captured, and renamed together.
+  for (auto& o : objects(R"(
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: PodGroup
+metadata: {name: vc, namespace: team-a}
+spec: {minMember: 2}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: vc-0, namespace: team-a, annotations: {scheduling.k8s.io/group-name: vc}}
+spec: {schedulerName: tessera, containers: [{name: c, image: x, resources: {requests: {cpu: "1"}}}]}
+)")) {
+    auto kind = tessera::api::kindOf(o);
+    REQUIRE(cluster.create(*kind, o).ok());
+  }
   SnapshotOptions options;
   options.capturedAt = clock.now();
   auto doc = tessera::app::captureScenario(cluster, options);
   REQUIRE(doc.ok());
   const std::vector<json> out = (*doc)["objects"];
+  auto volcano = [](const std::vector<json>& objs) {
+    std::vector<std::string> found;
+    for (const auto& o : objs)
+      if (o.value("apiVersion", "") == "scheduling.volcano.sh/v1beta1") found.push_back(o["metadata"].value("name", ""));
+    return found;
+  };
+  CHECK(volcano(out) == std::vector<std::string>{"vc"});
+  {
+    options.anonymize = true;
+    auto anon = tessera::app::captureScenario(cluster, options);
+    options.anonymize = false;
+    REQUIRE(anon.ok());
+    const std::vector<json> objs = (*anon)["objects"];
+    REQUIRE(volcano(objs).size() == 1);
+    CHECK(volcano(objs)[0] != "vc");
+    bool pointed = false;
+    for (const auto& o : objs)
+      if (o.value("kind", "") == "Pod" && o["metadata"].value("annotations", json::object()).value(
+                                              "scheduling.k8s.io/group-name", "") == volcano(objs)[0])
+        pointed = true;
+    CHECK(pointed);  // the pod names the PodGroup's new name
+  }
   CHECK(names(out, "Job") == std::vector<std::string>{"solo"});                    // train's pods are grouped already
   CHECK(names(out, "Node") == std::vector<std::string>{"gpu-zeta", "gpu-alpha"});  // creation order
 
