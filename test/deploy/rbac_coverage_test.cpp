@@ -413,6 +413,11 @@ std::vector<Call> callsOf(const Install& in) {
     add(schedulerSa, {verb, "scheduling.tessera.dev", "podgroups", "status", "team-a", "pg"}, "PodGroup status writer");
     add(schedulerSa, {verb, "scheduling.tessera.dev", "queues", "status", "", "q"}, "Queue status writer");
   }
+  add(schedulerSa, {"patch", "scheduling.tessera.dev", "podgroups", "", "team-a", "pg"},
+      "stalegangeviction: the tessera.dev/stale-since annotation (status writer)");
+  for (const char* verb : {"get", "create", "update"})
+    add(schedulerSa, {verb, "", "configmaps", "", kSystemNs, "tessera-usage"},
+        "time-aware usage history: restored at start, saved every saveInterval (status writer)");
   add(schedulerSa, {"get", "coordination.k8s.io", "leases", "", kSystemNs, leaseName}, "leader election: read");
   // The pod grouper: the run's pods are bare, so it reads namespaces only (recorded above).
   add(schedulerSa, {"get", "", "namespaces", "", "", "team-a"}, "pod grouper: the namespace's queue label");
