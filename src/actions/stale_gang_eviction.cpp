@@ -39,8 +39,8 @@ class StaleGangEviction final : public framework::Action {
       for (const auto& t : job.tasks)
         runningNow += (t.state == TaskState::Running || t.state == TaskState::Bound) ? 1 : 0;
       // Stale: some pods run, fewer than the minimum, and this cycle placed none to complete it.
-      const bool stale = !job.info->isSingleton() && job.minMember() > 1 && runningNow > 0 &&
-                         job.readyCount < job.minMember();
+      const bool stale =
+          !job.info->isSingleton() && job.minMember() > 1 && runningNow > 0 && job.readyCount < job.minMember();
       if (!stale) {
         if (mark) ssn.annotate(job, key, std::nullopt);  // no longer stale: the timer goes
         continue;

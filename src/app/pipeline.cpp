@@ -104,13 +104,14 @@ void Pipeline::saveState() {
     log::error("time-aware usage history: ", text.size(), " bytes is more than a ConfigMap holds; not saved");
     return;
   }
-  cache::Json cm = {{"apiVersion", "v1"},
-                    {"kind", "ConfigMap"},
-                    {"metadata",
-                     {{"name", usageConfigMap_},
-                      {"namespace", usageNamespace_},
-                      {"labels", {{"app.kubernetes.io/name", "tessera"}, {"app.kubernetes.io/component", "scheduler"}}}}},
-                    {"data", {{kUsageKey, std::move(text)}}}};
+  cache::Json cm = {
+      {"apiVersion", "v1"},
+      {"kind", "ConfigMap"},
+      {"metadata",
+       {{"name", usageConfigMap_},
+        {"namespace", usageNamespace_},
+        {"labels", {{"app.kubernetes.io/name", "tessera"}, {"app.kubernetes.io/component", "scheduler"}}}}},
+      {"data", {{kUsageKey, std::move(text)}}}};
   status_->put(api::Kind::ConfigMap, std::move(cm));
 }
 

@@ -94,7 +94,7 @@ void UsageHistory::record(Sample s, api::Duration window) {
 }
 
 std::map<std::string, UsageHistory::Integrals> UsageHistory::usage(api::Time now, api::Duration window,
-                                                                    api::Duration halfLife) const {
+                                                                   api::Duration halfLife) const {
   const int64_t from = now.unixMillis - window.millis;
   std::map<std::string, Integrals> used;
   Integrals capacity{0, 0, 0};
@@ -130,8 +130,8 @@ Json UsageHistory::toJson() const {
   for (const Bucket& b : buckets_) {
     Json used = Json::object();
     for (const auto& [q, u] : b.used) used[q] = u;
-    buckets.push_back({{"start", b.start}, {"from", b.from}, {"to", b.to}, {"capacity", b.capacity},
-                       {"used", std::move(used)}});
+    buckets.push_back(
+        {{"start", b.start}, {"from", b.from}, {"to", b.to}, {"capacity", b.capacity}, {"used", std::move(used)}});
   }
   j["buckets"] = std::move(buckets);
   return j;

@@ -59,9 +59,10 @@ std::string queueYaml(const std::string& name) {
 }
 
 std::string nodeYaml(const std::string& name, int gpus) {
-  return "apiVersion: v1\nkind: Node\nmetadata: {name: " + name + "}\nstatus:\n  allocatable: {cpu: \"64\", "
-         "memory: 512Gi, pods: \"110\", nvidia.com/gpu: \"" + std::to_string(gpus) +
-         "\"}\n  conditions: [{type: Ready, status: \"True\"}]\n---\n";
+  return "apiVersion: v1\nkind: Node\nmetadata: {name: " + name +
+         "}\nstatus:\n  allocatable: {cpu: \"64\", "
+         "memory: 512Gi, pods: \"110\", nvidia.com/gpu: \"" +
+         std::to_string(gpus) + "\"}\n  conditions: [{type: Ready, status: \"True\"}]\n---\n";
 }
 
 std::string podYaml(const std::string& name, const std::string& ns, const std::string& extraSpec = "",
@@ -135,8 +136,8 @@ TEST_CASE("persistence: kill -9, restart: the time-aware usage history is restor
   // While no scheduler runs, team-a's pods finish and both queues ask for two GPUs (team-a first).
   REQUIRE(cluster.finishPod("team-a", "a-0", true).ok());
   REQUIRE(cluster.finishPod("team-a", "a-1", true).ok());
-  create(cluster, podYaml("a-2", "team-a") + podYaml("a-3", "team-a") + podYaml("b-2", "team-b") +
-                      podYaml("b-3", "team-b"));
+  create(cluster,
+         podYaml("a-2", "team-a") + podYaml("a-3", "team-a") + podYaml("b-2", "team-b") + podYaml("b-3", "team-b"));
   Daemon second(server.url(), "second", config);
   auto boundNew = [&] {
     int n = 0;
@@ -159,7 +160,8 @@ TEST_CASE("persistence: kill -9, restart: the time-aware usage history is restor
   server.stop();
 }
 
-TEST_CASE("persistence: kill -9, restart: a stale gang is evicted by its original stale-since, not grace after the restart") {
+TEST_CASE(
+    "persistence: kill -9, restart: a stale gang is evicted by its original stale-since, not grace after the restart") {
   api::SystemClock clock;
   cache::MemoryCluster cluster(clock);
   create(cluster, nodeYaml("gpu-1", 8) + queueYaml("team") +

@@ -28,8 +28,8 @@ namespace tessera::framework {
 /// oldest bucket counts pro rata, and decay weighs each bucket at the middle of its counted part.
 class UsageHistory {
  public:
-  using Amounts = std::array<int64_t, 3>;     ///< gpu (milli), cpu (milli), memory (bytes)
-  using Integrals = std::array<double, 3>;    ///< amount x milliseconds
+  using Amounts = std::array<int64_t, 3>;   ///< gpu (milli), cpu (milli), memory (bytes)
+  using Integrals = std::array<double, 3>;  ///< amount x milliseconds
   /// What each queue (with its children) held at one time, and what the cluster could hold.
   struct Sample {
     api::Time at;
@@ -38,8 +38,8 @@ class UsageHistory {
     bool operator==(const Sample&) const = default;
   };
   struct Bucket {
-    int64_t start = 0;           ///< unix ms, a multiple of the bucket length
-    int64_t from = 0, to = 0;    ///< the recorded part, [from, to), inside the bucket
+    int64_t start = 0;         ///< unix ms, a multiple of the bucket length
+    int64_t from = 0, to = 0;  ///< the recorded part, [from, to), inside the bucket
     std::map<std::string, Integrals> used;
     Integrals capacity{0, 0, 0};
     bool operator==(const Bucket&) const = default;
@@ -71,7 +71,7 @@ class UsageHistory {
   void fold(int64_t from, int64_t to, const Sample& held);
   void rebucket(int64_t bucketMillis);
 
-  int64_t bucketMillis_ = 0;  ///< 0 until the first record
+  int64_t bucketMillis_ = 0;    ///< 0 until the first record
   std::deque<Bucket> buckets_;  ///< ascending start
   std::optional<Sample> last_;
 };

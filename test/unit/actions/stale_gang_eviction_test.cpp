@@ -23,8 +23,8 @@ namespace {
 using namespace tessera::testing::actions;  // NOLINT(google-build-using-namespace)
 
 using tessera::framework::Config;
-using tessera::framework::Session;
 using tessera::framework::SchedulerState;
+using tessera::framework::Session;
 using tessera::framework::SessionResult;
 using tessera::testing::TestCluster;
 using Json = nlohmann::json;
@@ -43,7 +43,8 @@ struct Stale {
     std::string g = group("g", "q", 3);
     if (!annotation.empty())
       g = "apiVersion: scheduling.tessera.dev/v1alpha1\nkind: PodGroup\nmetadata: {name: g, namespace: t, "
-          "annotations: {" + std::string(kStale) + ": \"" + annotation +
+          "annotations: {" +
+          std::string(kStale) + ": \"" + annotation +
           "\"}}\nspec: {minMember: 3, queue: q, priorityClassName: train}\n---\n";
     std::string y = queue("q", "8") + g;
     for (int i = 0; i < running; ++i) y += pod("g-" + std::to_string(i), "q", 1, "n1", "train", "g");
@@ -62,7 +63,8 @@ struct Stale {
   void write(const SessionResult& r) {
     for (const auto& a : r.annotations) {
       const Json patch = {{"metadata", {{"annotations", {{a.key, a.value ? Json(*a.value) : Json(nullptr)}}}}}};
-      REQUIRE(c.cluster.patch(tessera::api::Kind::PodGroup, a.ns, a.name, tessera::cache::PatchType::Merge, patch).ok());
+      REQUIRE(
+          c.cluster.patch(tessera::api::Kind::PodGroup, a.ns, a.name, tessera::cache::PatchType::Merge, patch).ok());
     }
   }
   /// The PodGroup's stale-since annotation ("" when absent).

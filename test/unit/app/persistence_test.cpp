@@ -124,8 +124,7 @@ std::map<std::string, std::string> timeAware(Interruption interruption) {
   d.interrupt(interruption);
   REQUIRE(d.c.cluster.finishPod("team-a", "a-0", true).ok());
   REQUIRE(d.c.cluster.finishPod("team-a", "a-1", true).ok());
-  d.c.create(podYaml("a-2", "team-a") + podYaml("a-3", "team-a") + podYaml("b-2", "team-b") +
-             podYaml("b-3", "team-b"));
+  d.c.create(podYaml("a-2", "team-a") + podYaml("a-3", "team-a") + podYaml("b-2", "team-b") + podYaml("b-3", "team-b"));
   d.cycle();
   d.cycle();
   auto bound = d.bound();
@@ -135,8 +134,7 @@ std::map<std::string, std::string> timeAware(Interruption interruption) {
 
 }  // namespace
 
-TEST_CASE("time-aware usage survives a config reload and a restart: same decisions as without",
-          "[app][persistence]") {
+TEST_CASE("time-aware usage survives a config reload and a restart: same decisions as without", "[app][persistence]") {
   const auto without = timeAware(Interruption::None);
   // The history decides: team-b, idle for three hours, gets both GPUs.
   CHECK(without.at("team-b/b-2") == "gpu-1");

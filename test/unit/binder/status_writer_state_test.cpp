@@ -64,8 +64,9 @@ TEST_CASE("status writer: PodGroup annotations are merged, deduplicated while as
   CHECK(f.writer->stats().written == written);
   f.cycle(std::nullopt);  // seen: not asked; the key is forgotten
   // Removed by hand, asked again: written again.
-  REQUIRE(f.cluster.patch(api::Kind::PodGroup, "t", "g", cache::PatchType::Merge,
-                          Json{{"metadata", {{"annotations", {{"tessera.dev/stale-since", nullptr}}}}}})
+  REQUIRE(f.cluster
+              .patch(api::Kind::PodGroup, "t", "g", cache::PatchType::Merge,
+                     Json{{"metadata", {{"annotations", {{"tessera.dev/stale-since", nullptr}}}}}})
               .ok());
   f.cycle(std::optional<std::string>("2026-01-01T00:00:00Z"));
   CHECK(f.annotations().value("tessera.dev/stale-since", "") == "2026-01-01T00:00:00Z");
