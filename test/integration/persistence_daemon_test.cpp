@@ -1,8 +1,10 @@
 // `tessera run` (a child process) against the test API server, killed with SIGKILL and started
-// again (issue 17, item 5): what the scheduler remembers across cycles survives.
+// again, or reloaded with SIGHUP (issue 17, item 5): what the scheduler remembers across cycles
+// survives both.
 //  - time-aware usage: the history the first daemon saved to its ConfigMap is restored by the
 //    second, so a queue that held the cluster before the crash gets less after it (the split
-//    without a crash; with an empty history it would be an equal one);
+//    without a crash; with an empty history it would be an equal one); and a SIGHUP reload, which
+//    rebuilds every plugin object, keeps the history;
 //  - the stale-gang timer: the tessera.dev/stale-since annotation the first daemon wrote is the one
 //    the second evicts by (never rewritten, so the deadline is the original one, not gracePeriod
 //    after the restart).
@@ -157,6 +159,69 @@ TEST_CASE("persistence: kill -9, restart: the time-aware usage history is restor
   CHECK(nodeOf(cluster, "team-a", "a-2").empty());
   CHECK(nodeOf(cluster, "team-a", "a-3").empty());
   CHECK(second.kill(SIGTERM) == 0);
+  server.stop();
+}
+
+TEST_CASE("persistence: SIGHUP config reload keeps the time-aware history: same split as without") {
+  api::SystemClock clock;
+  cache::MemoryCluster cluster(clock);
+  create(cluster, nodeYaml("gpu-1", 2) + queueYaml("team-a") + queueYaml("team-b") + podYaml("a-0", "team-a") +
+                      podYaml("a-1", "team-a"));
+  cache::ApiServerOptions so;
+  so.kubeletPeriodMs = 50;
+  cache::ApiServer server(cluster, so);
+  REQUIRE(server.start().ok());
+  // k = 10: team-a, which held the cluster for most of the recorded time, gets no over-quota share
+  // (max(0, 0.5 + 10 (0.5 - U)) = 0 for any U above 0.55).
+  const std::string config =
+      "schedulePeriod: 200ms\nplugins:\n  timeaware: {enabled: true, windowSize: 1h, kValue: 10, saveInterval: 1s}\n";
+  Daemon d(server.url(), "reload", config);
+  REQUIRE(eventually([&] { return running(cluster, "team-a", "a-0") && running(cluster, "team-a", "a-1"); }));
+  // team-a holds both GPUs for a while: until a saved history spans at least 8 s with team-a at 100%.
+  {
+    const bool held = eventually([&] {
+      auto cm = cluster.get(api::Kind::ConfigMap, "default", "tessera-usage");
+      if (!cm.ok()) return false;
+      const Json parsed = Json::parse((*cm)["data"].value("usage.json", ""), nullptr, false);
+      if (parsed.is_discarded()) return false;
+      auto h = framework::UsageHistory::fromJson(parsed);
+      if (!h.ok() || !h->last() || h->buckets().empty()) return false;
+      auto u = h->usage(h->last()->at, api::Duration{3'600'000}, api::Duration{0});
+      return h->last()->at.unixMillis - h->buckets().front().from >= 8000 && u.count("team-a") &&
+             u["team-a"][0] > 0.99;
+    });
+    INFO(d.log());
+    REQUIRE(held);
+  }
+  // team-a's pods finish; the new pods wait for a node label that only comes after the reload.
+  REQUIRE(cluster.finishPod("team-a", "a-0", true).ok());
+  REQUIRE(cluster.finishPod("team-a", "a-1", true).ok());
+  const std::string open = "  nodeSelector: {pool: open}\n";
+  create(cluster, podYaml("a-2", "team-a", open) + podYaml("a-3", "team-a", open) + podYaml("b-2", "team-b", open) +
+                      podYaml("b-3", "team-b", open));
+  // The reload rebuilds every plugin object; the history is the scheduler's and stays.
+  d.signal(SIGHUP);
+  REQUIRE(eventually([&] { return d.log().find("config reloaded") != std::string::npos; }));
+  REQUIRE(cluster
+              .patch(api::Kind::Node, "", "gpu-1", cache::PatchType::Merge,
+                     Json{{"metadata", {{"labels", {{"pool", "open"}}}}}})
+              .ok());
+  auto boundNew = [&] {
+    int n = 0;
+    for (const char* p : {"a-2", "a-3"}) n += !nodeOf(cluster, "team-a", p).empty();
+    for (const char* p : {"b-2", "b-3"}) n += !nodeOf(cluster, "team-b", p).empty();
+    return n;
+  };
+  const bool placed = eventually([&] { return boundNew() == 2; });
+  INFO(d.log());
+  REQUIRE(placed);
+  // As without the reload: team-b gets both GPUs. A history reset by the reload would give each
+  // queue U = 0 and one GPU each.
+  CHECK(nodeOf(cluster, "team-b", "b-2") == "gpu-1");
+  CHECK(nodeOf(cluster, "team-b", "b-3") == "gpu-1");
+  CHECK(nodeOf(cluster, "team-a", "a-2").empty());
+  CHECK(nodeOf(cluster, "team-a", "a-3").empty());
+  CHECK(d.kill(SIGTERM) == 0);
   server.stop();
 }
 
