@@ -159,7 +159,9 @@ api::Result<RunFlags> parseFlags(const std::vector<std::string>& args) {
     else if (a == "--usage-configmap") {
       std::string v;
       st = text(v);
-      if (st.ok() && !v.empty() && (v.find('/') == std::string::npos || v.front() == '/' || v.back() == '/'))
+      const auto slash = v.find('/');
+      if (st.ok() && !v.empty() && (slash == std::string::npos || slash == 0 || slash + 1 == v.size() ||
+                                    v.find('/', slash + 1) != std::string::npos))
         return api::makeError("--usage-configmap: want NAMESPACE/NAME or \"\", got \"" + v + "\"");
       f.usageConfigMap = v;
     }
