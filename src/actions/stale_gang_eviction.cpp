@@ -1,6 +1,10 @@
 // stalegangeviction: a gang that runs with fewer pods than its minMember (a pod failed or was
 // deleted) for longer than gracePeriod is evicted whole, so its resources are not held by a job
-// that cannot make progress. The action remembers, across cycles, since when each gang is stale.
+// that cannot make progress. Since when a gang is stale lives on its PodGroup, as KAI keeps it
+// (kai.scheduler/stale-podgroup-timestamp): annotation tessera.dev/stale-since, written when the
+// gang becomes stale and removed when it stops being so (only on those transitions), so neither a
+// restart nor a config reload restarts the count. Until the annotation is written and seen, the
+// scheduler's state (SchedulerState::staleSince, which a reload keeps) remembers it.
 #include <map>
 
 #include "tessera/actions/factories.h"
@@ -12,26 +16,42 @@ namespace {
 
 using framework::TaskState;
 
+/// The annotation holds whole seconds (RFC 3339): the in-memory time is cut alike, so that the
+/// deadline is the same whichever of the two the action reads.
+api::Time wholeSeconds(api::Time t) {
+  const int64_t r = t.unixMillis % 1000;
+  return api::Time{t.unixMillis - (r < 0 ? r + 1000 : r)};
+}
+
 class StaleGangEviction final : public framework::Action {
  public:
   explicit StaleGangEviction(api::Duration grace) : grace_(grace) {}
   const std::string& name() const override { return name_; }
 
   void execute(framework::Session& ssn) override {
+    const char* key = api::keys::kStaleSinceAnnotation;
+    std::map<std::string, api::Time>& memory = ssn.state().staleSince;
     std::map<std::string, api::Time> stillStale;
     for (framework::SessionJob& job : ssn.jobs()) {
-      if (job.info->isSingleton() || job.minMember() <= 1) continue;
+      const api::PodGroup* pg = job.info->podGroup.get();
+      const std::string* mark = pg ? pg->meta.annotation(key) : nullptr;
       int runningNow = 0;
       for (const auto& t : job.tasks)
         runningNow += (t.state == TaskState::Running || t.state == TaskState::Bound) ? 1 : 0;
       // Stale: some pods run, fewer than the minimum, and this cycle placed none to complete it.
-      if (runningNow == 0 || job.readyCount >= job.minMember()) continue;
-      auto it = staleSince_.find(job.key());
-      const api::Time since = it == staleSince_.end() ? ssn.now() : it->second;
-      if (ssn.now() - since < grace_) {
-        stillStale[job.key()] = since;
+      const bool stale =
+          !job.info->isSingleton() && job.minMember() > 1 && runningNow > 0 && job.readyCount < job.minMember();
+      if (!stale) {
+        if (mark) ssn.annotate(job, key, std::nullopt);  // no longer stale: the timer goes
         continue;
       }
+      api::Time since = wholeSeconds(ssn.now());
+      if (pg && pg->staleSince) since = *pg->staleSince;
+      else if (auto it = memory.find(job.key()); it != memory.end()) since = it->second;
+      stillStale[job.key()] = since;
+      if (const std::string text = api::formatTime(since); pg && (!mark || *mark != text))
+        ssn.annotate(job, key, text);  // became stale (or the annotation is unreadable)
+      if (ssn.now() - since < grace_) continue;
       framework::Statement stmt(ssn);
       const std::string why = "stale gang: " + std::to_string(runningNow) + "/" + std::to_string(job.minMember()) +
                               " pods running for more than " + api::formatDuration(grace_);
@@ -42,13 +62,12 @@ class StaleGangEviction final : public framework::Action {
       }
       stmt.commit();
     }
-    staleSince_ = std::move(stillStale);
+    memory = std::move(stillStale);
   }
 
  private:
   std::string name_ = "stalegangeviction";
   api::Duration grace_;
-  std::map<std::string, api::Time> staleSince_;
 };
 
 }  // namespace

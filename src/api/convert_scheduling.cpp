@@ -90,6 +90,9 @@ Status readQueueResources(const JsonReader& spec, Queue& q) {
 }  // namespace
 
 Status readPodGroupBody(const JsonReader& object, PodGroup& pg) {
+  if (const std::string* since = pg.meta.annotation(keys::kStaleSinceAnnotation)) {
+    if (auto t = parseTime(*since); t.ok()) pg.staleSince = *t;
+  }
   TESSERA_ASSIGN_OR_RETURN(const JsonReader spec, object.object("spec"));
   if (spec) {
     // Kept as given even when < 1: validation (with its own event) happens in the scheduler.

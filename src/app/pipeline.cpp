@@ -1,10 +1,20 @@
 #include "tessera/app/pipeline.h"
 
+#include <nlohmann/json.hpp>
+
+#include "tessera/api/log.h"
+
 namespace tessera::app {
 
 Pipeline::Pipeline(cache::ClusterClient& client, cache::Cache& cache, const api::Clock& clock,
                    const framework::Config& config, PipelineOptions options)
-    : cache_(cache), config_(config), synchronous_(options.synchronous) {
+    : client_(client),
+      cache_(cache),
+      usageNamespace_(std::move(options.usageNamespace)),
+      usageConfigMap_(std::move(options.usageConfigMap)),
+      restorePending_(!usageConfigMap_.empty()),
+      config_(config),
+      synchronous_(options.synchronous) {
   if (options.groupPods) {
     grouper_ = std::make_unique<grouper::Grouper>(client);
     cache.holdUngroupedPods(true);
@@ -27,7 +37,9 @@ Pipeline::~Pipeline() = default;
 
 framework::SessionResult Pipeline::runCycle(framework::CycleStats* stats) {
   if (grouper_) groupPods();
+  if (restorePending_) restorePending_ = !tryRestore();
   framework::SessionResult result = scheduler_->runCycle(stats);
+  saveState();
   if (synchronous_) {
     binder_->waitIdle();  // a cycle's binds, evictions and status writes complete within the cycle
     if (result.snapshot) status_->update(result, *result.snapshot);
@@ -40,6 +52,67 @@ framework::SessionResult Pipeline::runCycle(framework::CycleStats* stats) {
     if (result.snapshot) status_->update(result, *result.snapshot);
   }
   return result;
+}
+
+void Pipeline::restoreState() { restorePending_ = !usageConfigMap_.empty(); }
+
+namespace {
+constexpr const char* kUsageKey = "usage.json";
+/// ConfigMaps hold at most 1 MiB; what is larger is not written (logged), the memory keeps it.
+constexpr size_t kMaxUsageBytes = 900 * 1024;
+}  // namespace
+
+bool Pipeline::tryRestore() {
+  const std::string where = "ConfigMap " + usageNamespace_ + "/" + usageConfigMap_;
+  auto cm = client_.get(api::Kind::ConfigMap, usageNamespace_, usageConfigMap_);
+  if (!cm.ok()) {
+    if (cm.error().code == 404) {
+      log::info("time-aware usage history: ", where, " not found, starting from an empty history");
+      state().usage = {};
+      return true;
+    }
+    log::warning("time-aware usage history: reading ", where, ": ", cm.error().message,
+                 " (retried before the next cycle; not saved meanwhile)");
+    return false;
+  }
+  const cache::Json data = cm->value("data", cache::Json::object());
+  const cache::Json text = data.is_object() ? data.value(kUsageKey, cache::Json()) : cache::Json();
+  api::Result<framework::UsageHistory> history = api::makeError(std::string("data.") + kUsageKey + ": missing");
+  if (text.is_string()) {
+    const cache::Json parsed = cache::Json::parse(text.get<std::string>(), nullptr, /*allow_exceptions=*/false);
+    history = parsed.is_discarded() ? api::makeError(std::string("data.") + kUsageKey + ": not JSON")
+                                    : framework::UsageHistory::fromJson(parsed);
+  }
+  if (!history.ok()) {
+    log::warning("time-aware usage history: ", where, ": ", history.error().message,
+                 "; starting from an empty history (it is overwritten at the next save)");
+    state().usage = {};
+    return true;
+  }
+  state().usage = std::move(history).value();
+  log::info("time-aware usage history restored from ", where, " (", state().usage.buckets().size(), " buckets)");
+  return true;
+}
+
+void Pipeline::saveState() {
+  framework::SchedulerState& s = state();
+  if (!s.usageSaveDue) return;
+  s.usageSaveDue = false;
+  if (usageConfigMap_.empty() || restorePending_) return;
+  std::string text = s.usage.toJson().dump();
+  if (text.size() > kMaxUsageBytes) {
+    log::error("time-aware usage history: ", text.size(), " bytes is more than a ConfigMap holds; not saved");
+    return;
+  }
+  cache::Json cm = {
+      {"apiVersion", "v1"},
+      {"kind", "ConfigMap"},
+      {"metadata",
+       {{"name", usageConfigMap_},
+        {"namespace", usageNamespace_},
+        {"labels", {{"app.kubernetes.io/name", "tessera"}, {"app.kubernetes.io/component", "scheduler"}}}}},
+      {"data", {{kUsageKey, std::move(text)}}}};
+  status_->put(api::Kind::ConfigMap, std::move(cm));
 }
 
 void Pipeline::groupPods() {

@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unistd.h>
 
@@ -50,6 +51,9 @@ struct RunFlags {
   api::Duration bindBackoffInitial{1000}, bindBackoffMax{60'000};
   /// --isolation: the backend the webhook wires fractional pods to; hard: unwired ones are refused.
   api::Isolation isolation = api::Isolation::Unset;
+  /// --usage-configmap NAMESPACE/NAME: where the time-aware usage history is saved; unset: the
+  /// pod's namespace (POD_NAMESPACE, else --lease-namespace) and tessera-usage; "" turns it off.
+  std::optional<std::string> usageConfigMap;
 };
 
 const char* const kUsage =
@@ -63,6 +67,7 @@ const char* const kUsage =
     "                   [--evict-orphaned-gpu-pods]\n"
     "                   [--bind-workers 16] [--bind-backoff-initial 1s] [--bind-backoff-max 60s]\n"
     "                   [--isolation hard|mps|none (the webhook's backend; default: not checked)]\n"
+    "                   [--usage-configmap NAMESPACE/NAME (default: $POD_NAMESPACE/tessera-usage; \"\": off)]\n"
     "                   [--v 0] [--log-format text|json]\n";
 
 }  // namespace
@@ -154,6 +159,15 @@ api::Result<RunFlags> parseFlags(const std::vector<std::string>& args) {
       st = number(n);
       if (st.ok() && (n < 1 || n > 1024)) return api::makeError("--bind-workers: must be 1..1024, got " + std::to_string(n));
       f.bindWorkers = static_cast<int>(n);
+    }
+    else if (a == "--usage-configmap") {
+      std::string v;
+      st = text(v);
+      const auto slash = v.find('/');
+      if (st.ok() && !v.empty() && (slash == std::string::npos || slash == 0 || slash + 1 == v.size() ||
+                                    v.find('/', slash + 1) != std::string::npos))
+        return api::makeError("--usage-configmap: want NAMESPACE/NAME or \"\", got \"" + v + "\"");
+      f.usageConfigMap = v;
     }
     else if (a == "--bind-backoff-initial") st = duration(f.bindBackoffInitial);
     else if (a == "--bind-backoff-max") st = duration(f.bindBackoffMax);
@@ -393,6 +407,17 @@ class Daemon {
       po.statusMayWrite = [e = elector.get()] { return e->fencingEpoch() != 0; };
     }
     po.statusClient = statusClient->get();
+    {
+      const char* podNs = std::getenv("POD_NAMESPACE");
+      std::string where = flags_.usageConfigMap.value_or(
+          std::string(podNs && *podNs ? podNs : flags_.lease.namespace_.c_str()) + "/tessera-usage");
+      if (const auto slash = where.find('/'); slash != std::string::npos) {
+        po.usageNamespace = where.substr(0, slash);
+        po.usageConfigMap = where.substr(slash + 1);
+      }
+      log::info("time-aware usage history: ",
+                po.usageConfigMap.empty() ? std::string("not saved") : "ConfigMap " + where);
+    }
     Pipeline pipeline(**client, cache, clock, config, std::move(po));
     metrics_.observe(&pipeline);
 
@@ -424,6 +449,7 @@ class Daemon {
 
     // ---- the loop ----
     auto nextPeriodic = std::chrono::steady_clock::now();
+    bool leadingCycles = false;
     for (;;) {
       {
         std::unique_lock lock(mu_);
@@ -448,7 +474,13 @@ class Daemon {
         } else log::error("config reload rejected, keeping the running config: ", c.error().message);
       }
       // A leader that could not renew in time stops at once (isLeader() checks the renew deadline).
-      if (!leading_ || (elector && !elector->isLeader())) continue;
+      if (!leading_ || (elector && !elector->isLeader())) {
+        leadingCycles = false;
+        continue;
+      }
+      // First cycle of a term: what the last leader saved may be newer than this replica's memory.
+      if (!leadingCycles) pipeline.restoreState();
+      leadingCycles = true;
       framework::CycleStats stats;
       framework::SessionResult result = pipeline.runCycle(&stats);
       metrics_.afterCycle(stats, result, pipeline);

@@ -54,11 +54,13 @@ std::string eventKey(const std::string& ref, const std::string& reason) { return
 struct StatusWriter::Impl {
   /// One queued write.
   struct Item {
-    enum class Type { Status, PodCondition, Event, EventCount } type = Type::Status;
+    enum class Type { Status, PodCondition, Event, EventCount, Annotation, Put } type = Type::Status;
     api::Kind kind = api::Kind::PodGroup;
     std::string ns, name;  ///< the object written (EventCount: the Event)
     std::string ref;       ///< the object it is about (Problem::objectRef): what pruning follows
-    Json body;           ///< Status: the status object; PodCondition: the condition (stamped when written)
+    /// Status: the status object; PodCondition: the condition (stamped when written); Annotation:
+    /// the merge patch; Put: the object; EventCount: the patch of count and lastTimestamp
+    Json body;
     EventSpec event;     ///< Event: the event; PodCondition: the event that follows it once written
     std::string key;     ///< deduplicated (and, unless an event of a decision, coalesced) on
     std::string digest;  ///< the content deduplicated on (without timestamps)
@@ -314,6 +316,7 @@ struct StatusWriter::Impl {
     seen.clear();
     compute(result, s);
     emptied();
+    wantAnnotations(result);
     if (!lastPrune || clock.now() - *lastPrune >= kPruneInterval) {
       lastPrune = clock.now();
       prune(s);
@@ -498,6 +501,38 @@ struct StatusWriter::Impl {
       if (p.kind != api::Kind::Pod) wantEvent(p.kind, p.ns, p.name, p.text);  // pods: with their condition
   }
 
+  /// PodGroup annotations the session asked for, while it asks (it stops once the watch shows
+  /// them written; the key is then forgotten, so an annotation removed by hand is written again).
+  void wantAnnotations(const framework::SessionResult& result) {
+    for (const auto& a : result.annotations) {
+      Item item;
+      item.type = Item::Type::Annotation;
+      item.kind = api::Kind::PodGroup;
+      item.ns = a.ns;
+      item.name = a.name;
+      item.body = Json{{"metadata", {{"annotations", {{a.key, a.value ? Json(*a.value) : Json(nullptr)}}}}}};
+      item.key = "annotation:" + api::Problem::objectRef(api::Kind::PodGroup, a.ns, a.name) + "/" + a.key;
+      item.digest = item.body.dump();
+      seen.insert(item.key);
+      std::lock_guard lock(mu);
+      enqueue(std::move(item), /*coalesce=*/true, /*desired=*/true);
+    }
+  }
+
+  void put(api::Kind kind, Json object) {
+    Item item;
+    item.type = Item::Type::Put;
+    item.kind = kind;
+    const Json meta = object.value("metadata", Json::object());
+    item.ns = meta.value("namespace", "");
+    item.name = meta.value("name", "");
+    item.key = "put:" + api::Problem::objectRef(kind, item.ns, item.name);
+    item.digest = object.dump();
+    item.body = std::move(object);
+    std::lock_guard lock(mu);
+    enqueue(std::move(item), /*coalesce=*/true, /*desired=*/false);
+  }
+
   // ---------------------------------------------------------------- writing (writer thread or drain)
 
   void run() {
@@ -568,6 +603,8 @@ struct StatusWriter::Impl {
       case Item::Type::PodCondition: return "condition PodScheduled of " + object;
       case Item::Type::Event: return "event " + item.event.reason + " on " + object;
       case Item::Type::EventCount: return "count of event " + item.name + " (" + item.event.reason + ")";
+      case Item::Type::Annotation: return "annotations of " + object;
+      case Item::Type::Put: return object;
     }
     return object;
   }
@@ -588,6 +625,15 @@ struct StatusWriter::Impl {
         return api::Status::success();
       }
       case Item::Type::EventCount: return bumpEvent(item);
+      case Item::Type::Annotation: {
+        auto r = client.patch(item.kind, item.ns, item.name, cache::PatchType::Merge, item.body);
+        return r.ok() ? api::Status::success() : api::Status(r.error());
+      }
+      case Item::Type::Put: {
+        auto r = client.update(item.kind, item.body);
+        if (!r.ok() && r.error().code == 404) r = client.create(item.kind, item.body);
+        return r.ok() ? api::Status::success() : api::Status(r.error());
+      }
     }
     return api::Status::success();
   }
@@ -661,6 +707,8 @@ void StatusWriter::update(const framework::SessionResult& result, const cache::S
 void StatusWriter::podsUnschedulable(std::vector<UnschedulablePod> pods) { impl_->podsUnschedulable(std::move(pods)); }
 
 void StatusWriter::event(EventSpec e) { impl_->event(std::move(e)); }
+
+void StatusWriter::put(api::Kind kind, cache::Json object) { impl_->put(kind, std::move(object)); }
 
 void StatusWriter::settle(const std::string& podKey) { impl_->settle(podKey); }
 

@@ -16,7 +16,7 @@ SessionResult Scheduler::runCycle(CycleStats* stats) {
   const double snapMs = msSince(t0);
 
   const auto t1 = std::chrono::steady_clock::now();
-  Session session(snapshot, config_, clock_);
+  Session session(snapshot, config_, clock_, &state_);
   session.open();
   const double openMs = msSince(t1);
 

@@ -63,8 +63,13 @@ int SessionJob::shortSubGroup() const {
   return -1;
 }
 
-Session::Session(std::shared_ptr<const cache::Snapshot> snapshot, const Config& config, const api::Clock& clock)
-    : snapshot_(std::move(snapshot)), config_(config), clock_(clock), now_(clock.now()) {
+Session::Session(std::shared_ptr<const cache::Snapshot> snapshot, const Config& config, const api::Clock& clock,
+                 SchedulerState* state)
+    : snapshot_(std::move(snapshot)), config_(config), clock_(clock), now_(clock.now()), state_(state) {
+  if (!state_) {
+    ownState_ = std::make_unique<SchedulerState>();
+    state_ = ownState_.get();
+  }
   buildState();
 }
 
@@ -212,6 +217,12 @@ std::string SessionResult::podMessage(const PodStatus& p) const {
   return messages[jobs[p.jobStatus].message];
 }
 
+void Session::annotate(const SessionJob& job, std::string key, std::optional<std::string> value) {
+  // Only Tessera's own PodGroups: another scheduler's (Volcano, scheduler-plugins) is never written.
+  if (!job.info->podGroup || job.info->podGroup->source != api::PodGroupSource::Tessera) return;
+  annotations_.push_back({job.info->namespace_, job.info->name, std::move(key), std::move(value)});
+}
+
 SessionResult Session::close() {
   TESSERA_ASSERT(!closed_);
   closed_ = true;
@@ -264,6 +275,7 @@ SessionResult Session::close() {
   }
   r.queues = std::move(queueReports_);
   r.messages = std::move(reasons_);
+  r.annotations = std::move(annotations_);
   reasonIndex_.clear();
   return r;
 }

@@ -421,6 +421,11 @@ std::vector<Call> callsOf(const Install& in) {
     add(schedulerSa, {verb, "scheduling.tessera.dev", "podgroups", "status", "team-a", "pg"}, "PodGroup status writer");
     add(schedulerSa, {verb, "scheduling.tessera.dev", "queues", "status", "", "q"}, "Queue status writer");
   }
+  add(schedulerSa, {"patch", "scheduling.tessera.dev", "podgroups", "", "team-a", "pg"},
+      "stalegangeviction: the tessera.dev/stale-since annotation (status writer)");
+  for (const char* verb : {"get", "create", "update"})
+    add(schedulerSa, {verb, "", "configmaps", "", kSystemNs, "tessera-usage"},
+        "time-aware usage history: restored at start, saved every saveInterval (status writer)");
   add(schedulerSa, {"get", "coordination.k8s.io", "leases", "", kSystemNs, leaseName}, "leader election: read");
   add(schedulerSa, {"patch", "", "events", "", "team-a", "p.1"},
       "status writer: a repeated event bumps the count of the Event written (at most every 5 minutes)");

@@ -42,6 +42,9 @@ inline constexpr const char* kGpuCoresPolicy = "tessera.dev/gpu-cores-policy";
 inline constexpr const char* kIsolationRegionEnv = "TESSERA_ISOLATION_REGION";
 inline constexpr const char* kGpuGroupLabel = "tessera.dev/gpu-group";
 inline constexpr const char* kGpuUuidAnnotation = "tessera.dev/gpu-uuid";
+/// On a PodGroup, written by the scheduler (stalegangeviction): since when (RFC 3339, seconds) the
+/// gang runs below its minMember; removed once it no longer does. KAI: kai.scheduler/stale-podgroup-timestamp.
+inline constexpr const char* kStaleSinceAnnotation = "tessera.dev/stale-since";
 inline constexpr const char* kNodeGpuMemoryLabel = "nvidia.com/gpu.memory";
 inline constexpr const char* kNodeGpuProductLabel = "nvidia.com/gpu.product";
 inline constexpr const char* kReservationNamespace = "tessera-reservation";
@@ -197,6 +200,9 @@ struct PodGroup {
   TopologyConstraint topologyConstraint;
   std::vector<SubGroup> subGroups;
   PodGroupStatus status;
+  /// Annotation tessera.dev/stale-since; unset when absent or not an RFC 3339 time (the scheduler
+  /// then rewrites it: it is the scheduler's own, so a bad value is no error of the PodGroup).
+  std::optional<Time> staleSince;
 };
 
 /// The kind a PodGroup is read from (Kind::PodGroup, Kind::VolcanoPodGroup, ...): events and

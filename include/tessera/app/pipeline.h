@@ -40,6 +40,11 @@ struct PipelineOptions {
   /// kube-scheduler's event client), so that binds never wait behind conditions and Events. Null:
   /// the pipeline's client.
   cache::ClusterClient* statusClient = nullptr;
+  /// Where the time-aware usage history is saved (docs/operations.md#state): a ConfigMap with the
+  /// JSON under key `usage.json`, written through the status writer whenever the timeaware plugin
+  /// says it is due (its saveInterval), restored before the first cycle (restoreState()). Empty
+  /// name: not saved (the simulator: a scenario starts with an empty history).
+  std::string usageNamespace, usageConfigMap;
 };
 
 class Pipeline {
@@ -57,6 +62,14 @@ class Pipeline {
   /// collected, and the status writer gets the cycle's desired state. Called from one thread.
   framework::SessionResult runCycle(framework::CycleStats* stats = nullptr);
 
+  /// Reads the saved usage history back before the next cycle (the daemon: at start, done by the
+  /// constructor, and on becoming leader again: the ConfigMap may be newer than this replica's
+  /// memory). A read that fails (not a 404) is retried before each cycle; until one succeeds,
+  /// nothing is saved over what may be there. No-op without a ConfigMap name.
+  void restoreState();
+  /// What the scheduler remembers across cycles and config reloads (framework/state.h).
+  framework::SchedulerState& state() { return scheduler_->state(); }
+
   cache::Cache& cache() { return cache_; }
   binder::Binder& binder() { return *binder_; }
   binder::GpuBinding& gpu() { return *gpu_; }
@@ -65,8 +78,15 @@ class Pipeline {
  private:
   /// Runs the pod grouper; in the daemon, applies what it wrote to the cache at once.
   void groupPods();
+  /// The GET behind restoreState(); true once the history is read, absent (404) or unreadable.
+  bool tryRestore();
+  /// Hands the usage history to the status writer when the timeaware plugin says it is due.
+  void saveState();
 
+  cache::ClusterClient& client_;
   cache::Cache& cache_;
+  std::string usageNamespace_, usageConfigMap_;
+  bool restorePending_ = false;
   const framework::Config& config_;
   bool synchronous_;
   std::unique_ptr<grouper::Grouper> grouper_;  ///< null when options.groupPods is false

@@ -8,6 +8,8 @@
 ///      validation problems (Snapshot::invalid) become `Valid=False` (reason `InvalidSpec`) on Queues
 ///      and PodGroups, `PodScheduled=False` (reason `InvalidSpec`) on our unbound pods, and a Warning
 ///      event (reason `InvalidSpec`) on the object (nodes: the event only);
+///    - PodGroup annotations the session asked for (SessionResult::annotations: the stale-gang
+///      timer), as merge patches of metadata.annotations;
 ///  - the binder, as it applies a cycle's decisions: `PodScheduled=False` (reason `Unschedulable`)
 ///    on the pods a cycle left pending, each followed by a `FailedScheduling` event, and the events
 ///    of binds and evictions (Scheduled, FailedBinding, Preempted) and of PodGroups (Unschedulable).
@@ -106,6 +108,11 @@ class StatusWriter {
   /// Queues an event unless it repeats the last one of its object and reason (no event per cycle:
   /// a repetition counts in the event's series).
   void event(EventSpec e);
+
+  /// Queues a write of a whole object: replaced when it exists (PUT without a resourceVersion), else
+  /// created (the pipeline's saved state: the usage history's ConfigMap). Coalesced per object:
+  /// only the latest queued version is written. Any thread.
+  void put(api::Kind kind, cache::Json object);
 
   /// The pod ("ns/name") is about to be bound: its queued condition is dropped and forgotten, and
   /// this waits until no condition write of it is in progress, so that a stale PodScheduled=False

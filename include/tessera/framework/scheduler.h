@@ -8,6 +8,7 @@
 #include "tessera/cache/cache.h"
 #include "tessera/framework/config.h"
 #include "tessera/framework/session.h"
+#include "tessera/framework/state.h"
 
 namespace tessera::framework {
 
@@ -33,12 +34,17 @@ class Scheduler {
   /// Runs one cycle; returns what it decided.
   SessionResult runCycle(CycleStats* stats = nullptr);
 
+  /// What the sessions remember across cycles (state.h): the scheduler's, not the config's, so a
+  /// config reload keeps it. Scheduler thread only.
+  SchedulerState& state() { return state_; }
+
  private:
   cache::Cache& cache_;
   const Config& config_;
   const api::Clock& clock_;
   CommitSink& sink_;
   uint64_t cycles_ = 0;
+  SchedulerState state_;
 };
 
 }  // namespace tessera::framework

@@ -20,6 +20,7 @@
 #include "tessera/cache/snapshot.h"
 #include "tessera/framework/config.h"
 #include "tessera/framework/node_ranking.h"
+#include "tessera/framework/state.h"
 
 namespace tessera::framework {
 
@@ -184,6 +185,14 @@ struct SessionResult {
   std::vector<JobStatus> jobs;  ///< jobs with pending or pipelined pods
   std::vector<PodStatus> pods;  ///< their pending and pipelined pods
   std::vector<std::string> messages;
+  /// Annotations of PodGroups to write (stalegangeviction's tessera.dev/stale-since): the value to
+  /// set, or nullopt to remove the annotation. Asked only while the PodGroup's differs; the status
+  /// writer merges them into metadata.annotations.
+  struct Annotation {
+    std::string ns, name, key;
+    std::optional<std::string> value;
+  };
+  std::vector<Annotation> annotations;
   const std::string& message(const JobStatus& j) const { return messages[j.message]; }
   /// The message a pod shows: its job's reason, or where it is pipelined to.
   std::string podMessage(const PodStatus& p) const;
@@ -260,8 +269,11 @@ class Statement;
 
 class Session {
  public:
-  /// Builds the working state from `snapshot`. Plugins are opened by open().
-  Session(std::shared_ptr<const cache::Snapshot> snapshot, const Config& config, const api::Clock& clock);
+  /// Builds the working state from `snapshot`. Plugins are opened by open(). `state` is what the
+  /// scheduler remembers across cycles (it must outlive the session); null: a state of the
+  /// session's own, forgotten when it closes (tests of one cycle).
+  Session(std::shared_ptr<const cache::Snapshot> snapshot, const Config& config, const api::Clock& clock,
+          SchedulerState* state = nullptr);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -277,6 +289,8 @@ class Session {
   const cache::Snapshot& snapshot() const { return *snapshot_; }
   const Config& config() const { return config_; }
   api::Time now() const { return now_; }
+  /// What plugins and actions remember across cycles and config reloads (state.h).
+  SchedulerState& state() { return *state_; }
 
   std::vector<SessionNode>& nodes() { return nodes_; }
   const std::vector<SessionNode>& nodes() const { return nodes_; }
@@ -398,6 +412,10 @@ class Session {
     return scratch_;
   }
 
+  /// Asks for an annotation of the job's PodGroup to be set (`value`) or removed (nullopt) once the
+  /// session's decisions are applied (SessionResult::annotations). Ignored for a job without one.
+  void annotate(const SessionJob& job, std::string key, std::optional<std::string> value);
+
   /// Operations committed so far this session, in order.
   const std::vector<Operation>& committed() const { return committed_; }
 
@@ -416,6 +434,9 @@ class Session {
   const Config& config_;
   const api::Clock& clock_;
   api::Time now_;
+  std::unique_ptr<SchedulerState> ownState_;  ///< when the caller gave none
+  SchedulerState* state_ = nullptr;
+  std::vector<SessionResult::Annotation> annotations_;
   std::vector<SessionNode> nodes_;
   std::vector<SessionJob> jobs_;
   std::vector<SessionQueue> queues_;

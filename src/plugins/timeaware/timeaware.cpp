@@ -1,15 +1,13 @@
-// timeaware: time-aware fairness without Prometheus. The plugin object lives across sessions and
-// keeps, per queue (subtree totals), what it held over time: a piecewise-constant history sampled
-// at every cycle. Each cycle it integrates the last `windowSize` (decayed with `halfLife` when set),
-// normalizes by the cluster's capacity over the same window, and publishes the usage U_i on the
-// session; the proportion plugin turns it into over-quota weights s_i = max(0, w_i + k (w_i - U_i)).
-// Off unless `enabled: true`. The history is in memory: a restart starts it afresh (persisting it in
-// a ConfigMap is still to do). The integrals use doubles (time x amount overflows nothing there, and
-// the half-life decay is exponential); what leaves the plugin is rounded to integer millionths, so
-// the division and every ordering decision stay in integers.
+// timeaware: time-aware fairness without Prometheus. Each cycle it samples what each queue holds
+// (subtree totals) into the usage history (framework/state.h), which lives in the scheduler's
+// state, not in this object: a config reload, which rebuilds plugins, keeps it, and the pipeline
+// saves it to a ConfigMap every `saveInterval` and restores it at start, so a restart keeps it too.
+// From the history it takes the last `windowSize` (decayed with `halfLife` when set), normalized by
+// the cluster's capacity over the same window, and publishes the usage U_i on the session; the
+// proportion plugin turns it into over-quota weights s_i = max(0, w_i + k (w_i - U_i)). Off unless
+// `enabled: true`. What leaves the plugin is rounded to integer millionths, so the division and
+// every ordering decision stay in integers.
 #include <cmath>
-#include <deque>
-#include <map>
 #include <set>
 #include <string>
 
@@ -19,19 +17,15 @@
 namespace tessera::plugins {
 namespace {
 
-using Amounts = std::array<int64_t, 3>;
+using Amounts = framework::UsageHistory::Amounts;
+using Sample = framework::UsageHistory::Sample;
 
 struct TimeAwareArgs {
   bool enabled = false;
   api::Duration window{3'600'000};
   api::Duration halfLife{0};
   int64_t kMilli = 1000;
-};
-
-struct Sample {
-  api::Time at;
-  std::map<std::string, Amounts> held;  ///< per queue, subtree totals
-  Amounts capacity{0, 0, 0};
+  api::Duration saveInterval{60'000};  ///< 0: never saved
 };
 
 class TimeAwarePlugin final : public framework::Plugin {
@@ -42,37 +36,21 @@ class TimeAwarePlugin final : public framework::Plugin {
   void onSessionOpen(framework::Session& ssn) override {
     if (!args_.enabled) return;
     const api::Time now = ssn.now();
-    Sample current = sample(ssn, now);
+    framework::SchedulerState& state = ssn.state();
+    state.usage.record(sample(ssn, now), args_.window);
     framework::Session::QueueUsage usage;
     usage.kMilli = args_.kMilli;
-    const api::Time from{now.unixMillis - args_.window.millis};
-    std::map<std::string, std::array<double, 3>> used;
-    std::array<double, 3> capacity{0, 0, 0};
-    for (size_t i = 0; i < history_.size(); ++i) {
-      const api::Time start = std::max(history_[i].at, from);
-      const api::Time end = i + 1 < history_.size() ? history_[i + 1].at : now;
-      if (end <= start) continue;
-      const double dt = static_cast<double>(end.unixMillis - start.unixMillis);
-      double weight = 1.0;
-      if (args_.halfLife.millis > 0) {
-        const double mid = (static_cast<double>(start.unixMillis) + static_cast<double>(end.unixMillis)) / 2;
-        weight = std::exp2(-(static_cast<double>(now.unixMillis) - mid) / static_cast<double>(args_.halfLife.millis));
-      }
-      for (int r = 0; r < 3; ++r) capacity[r] += static_cast<double>(history_[i].capacity[r]) * dt * weight;
-      for (const auto& [q, a] : history_[i].held)
-        for (int r = 0; r < 3; ++r) used[q][r] += static_cast<double>(a[r]) * dt * weight;
-    }
-    for (const auto& [q, u] : used) {
+    for (const auto& [q, u] : state.usage.usage(now, args_.window, args_.halfLife)) {
       std::array<int64_t, 3> ppm{0, 0, 0};
-      for (int r = 0; r < 3; ++r)
-        if (capacity[r] > 0) ppm[r] = static_cast<int64_t>(std::llround(u[r] / capacity[r] * 1e6));
+      for (int r = 0; r < 3; ++r) ppm[r] = static_cast<int64_t>(std::llround(u[r] * 1e6));
       usage.usagePpm[q] = ppm;
     }
     ssn.setQueueUsage(std::move(usage));
-    // Keep what the next window still needs: the last sample before it starts, and the rest.
-    history_.push_back(std::move(current));
-    const api::Time nextFrom{now.unixMillis - args_.window.millis};
-    while (history_.size() > 1 && history_[1].at <= nextFrom) history_.pop_front();
+    // Throttled: the pipeline writes the history at most once per saveInterval.
+    if (args_.saveInterval.millis > 0 && now - state.usageSavedAt >= args_.saveInterval) {
+      state.usageSaveDue = true;
+      state.usageSavedAt = now;
+    }
   }
 
  private:
@@ -103,7 +81,6 @@ class TimeAwarePlugin final : public framework::Plugin {
 
   std::string name_ = "timeaware";
   TimeAwareArgs args_;
-  std::deque<Sample> history_;
 };
 
 }  // namespace
@@ -114,7 +91,9 @@ PluginResult makeTimeAware(framework::Args& args) {
   a.window = args.getDuration("windowSize", a.window);
   a.halfLife = args.getDuration("halfLife", a.halfLife);
   a.kMilli = args.getMilli("kValue", 1000, 0, 1'000'000);
+  a.saveInterval = args.getDuration("saveInterval", a.saveInterval);
   if (a.window.millis <= 0) return api::makeError("config.plugins.timeaware.windowSize: must be positive");
+  if (a.saveInterval.millis < 0) return api::makeError("config.plugins.timeaware.saveInterval: must not be negative");
   return std::shared_ptr<framework::Plugin>(std::make_shared<TimeAwarePlugin>(a));
 }
 
