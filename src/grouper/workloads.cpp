@@ -115,18 +115,29 @@ void kubeflow(PodGroupPlan& plan, const Json& pod, const Owner& job) {
   if (auto pc = text(policy, {"priorityClass"}); !pc.empty()) plan.priorityClassName = pc;
 }
 
+/// One gang of all replicated jobs (a subgroup each); with `startupPolicyOrder: InOrder` the jobs
+/// start one after the other, so each replicated job is a gang of its own (as KAI groups it): one
+/// gang of all would wait for pods the JobSet controller creates only once earlier jobs run.
 void jobSet(PodGroupPlan& plan, const Json& pod, const Owner& set) {
+  const std::string mine = label(pod, "jobset.sigs.k8s.io/replicatedjob-name");
+  const bool inOrder = text(set.object, {"spec", "startupPolicy", "startupPolicyOrder"}) == "InOrder";
   int64_t all = 0;
   const Json& jobs = at(set.object, {"spec", "replicatedJobs"});
   if (jobs.is_array()) {
     for (const Json& rj : jobs) {
       const int64_t n = integer(rj, {"replicas"}, 1) * integer(rj, {"template", "spec", "parallelism"}, 1);
+      if (inOrder && !mine.empty() && text(rj, {"name"}) == mine) {
+        plan.name = pgName(set.kind, set.name, "-" + mine);
+        plan.minMember = std::max<int64_t>(n, 1);
+        plan.subGroups.clear();
+        return;
+      }
       all += n;
       plan.subGroups.push_back({text(rj, {"name"}), n});
     }
   }
   plan.minMember = std::max<int64_t>(all, 1);
-  plan.podSubGroup = label(pod, "jobset.sigs.k8s.io/replicatedjob-name");
+  plan.podSubGroup = mine;
 }
 
 void rayCluster(PodGroupPlan& plan, const Json& pod, const Owner& cluster) {

@@ -426,3 +426,22 @@ TEST_CASE("a pass reads each workload once, and reads it afresh the next pass") 
   CHECK(counting.gets[Kind::PyTorchJob] == 2);
   CHECK(f.groupOf("big-worker-8") == "pg-pytorchjob-big");
 }
+
+TEST_CASE("a JobSet that starts its jobs in order is one gang per replicated job") {
+  Fixture f;
+  const Json set = f.workload(
+      Kind::JobSet, "jobset.x-k8s.io/v1alpha2", "ordered",
+      {{"startupPolicy", {{"startupPolicyOrder", "InOrder"}}},
+       {"replicatedJobs", Json::array({{{"name", "driver"}, {"replicas", 1}},
+                                       {{"name", "workers"}, {"replicas", 2}, {"template", {{"spec", {{"parallelism", 2}}}}}}})}});
+  f.pod("ordered-driver-0-0", set, {{"jobset.sigs.k8s.io/replicatedjob-name", "driver"}});
+  f.pod("ordered-workers-0-0", set, {{"jobset.sigs.k8s.io/replicatedjob-name", "workers"}});
+  f.grouper.run("tessera");
+  CHECK(f.groupOf("ordered-driver-0-0") == "pg-jobset-ordered-driver");
+  CHECK(f.groupOf("ordered-workers-0-0") == "pg-jobset-ordered-workers");
+  CHECK(f.podGroup("pg-jobset-ordered-driver")["spec"]["minMember"] == 1);
+  const Json workers = f.podGroup("pg-jobset-ordered-workers");
+  CHECK(workers["spec"]["minMember"] == 4);
+  CHECK_FALSE(workers["spec"].contains("subGroups"));
+  CHECK(f.subGroupOf("ordered-workers-0-0").empty());
+}
