@@ -12,6 +12,7 @@
 #include "tessera/api/convert.h"
 #include "tessera/api/objects.h"
 #include "tessera/grouper/grouper.h"
+#include "snapshot_internal.h"
 
 namespace tessera::app {
 
@@ -69,13 +70,7 @@ int kindRank(Kind k) {
   }
 }
 
-void keepOnly(Json& j, std::initializer_list<const char*> keys) {
-  if (!j.is_object()) return;
-  Json kept = Json::object();
-  for (const char* k : keys)
-    if (j.contains(k)) kept[k] = j[k];
-  j = std::move(kept);
-}
+using snapshot_detail::keepOnly;
 
 /// Drops what the API server manages and what no decision reads.
 void strip(Json& o, Kind kind) {

@@ -15,6 +15,7 @@
 #include "tessera/api/objects.h"
 #include "tessera/app/snapshot.h"
 #include "tessera/grouper/grouper.h"
+#include "snapshot_internal.h"
 
 namespace tessera::app {
 
@@ -299,13 +300,7 @@ void scrubContainers(Json& spec) {
   }
 }
 
-void keepOnly(Json& j, std::initializer_list<const char*> keys) {
-  if (!j.is_object()) return;
-  Json kept = Json::object();
-  for (const char* k : keys)
-    if (j.contains(k)) kept[k] = j[k];
-  j = std::move(kept);
-}
+using snapshot_detail::keepOnly;
 
 void dropMessages(Json& status) {
   if (!status.is_object()) return;

@@ -2,9 +2,6 @@
 // state, and what /metrics serves. Waits poll with generous deadlines as a safety net only.
 #include <catch2/catch.hpp>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,6 +18,7 @@
 
 using namespace tessera;
 using testing::eventually;
+using testing::httpGet;
 
 namespace {
 
@@ -82,27 +80,6 @@ int healthPort(const std::string& log) {
   std::smatch m;
   static const std::regex re("health and metrics on [0-9.]+:([0-9]+)");
   return std::regex_search(log, m, re) ? std::stoi(m[1]) : 0;
-}
-
-/// GET http://127.0.0.1:port/path: the body, or "" when it cannot be read.
-std::string httpGet(int port, const std::string& path) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return "";
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string out;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
-    const std::string req = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-    if (::write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
-      char buf[65536];
-      for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
-    }
-  }
-  ::close(fd);
-  const size_t body = out.find("\r\n\r\n");
-  return body == std::string::npos ? "" : out.substr(body + 4);
 }
 
 /// tessera_cycle_duration_seconds_count{phase="total"} in a scrape (cycles run so far); -1 if absent.

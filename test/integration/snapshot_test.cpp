@@ -7,9 +7,6 @@
 // change in placements.
 #include <catch2/catch.hpp>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,6 +24,7 @@
 using namespace tessera;
 using nlohmann::json;
 using testing::eventually;
+using testing::httpGet;
 
 namespace {
 
@@ -50,27 +48,6 @@ std::pair<int, std::string> runTessera(const fs::path& dir, const std::string& n
   testing::ChildProcess p(args, log.string());
   const int status = p.wait();
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, readFile(log)};
-}
-
-/// GET http://127.0.0.1:port/path: the body, or "" when it cannot be read.
-std::string httpGet(int port, const std::string& path) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return "";
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string out;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
-    const std::string req = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-    if (::write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
-      char buf[65536];
-      for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
-    }
-  }
-  ::close(fd);
-  const size_t body = out.find("\r\n\r\n");
-  return body == std::string::npos ? "" : out.substr(body + 4);
 }
 
 int healthPort(const std::string& log) {
