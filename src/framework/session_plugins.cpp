@@ -73,8 +73,21 @@ bool Session::victimLess(const SessionTask& l, const SessionTask& r) const {
 // ---- checks off the hot path: the first rejection wins ----
 
 api::Status Session::jobValid(const SessionJob& job) const {
-  if (job.queue < 0)
-    return api::makeError("queue \"" + job.info->queue + "\" not found (Queue " + job.info->queue + " does not exist)");
+  const cache::JobInfo& info = *job.info;
+  if (job.queue < 0) {
+    // A Queue that exists but could not be read (a malformed quantity) is invalid, not missing.
+    if (const api::Problem* p = snapshot().findInvalid(api::Problem::objectRef(api::Kind::Queue, "", info.queue)))
+      return api::makeError("queue \"" + info.queue + "\" is invalid: " + p->text());
+    return api::makeError("queue \"" + info.queue + "\" not found (Queue " + info.queue + " does not exist)");
+  }
+  // A pod naming a PriorityClass that does not exist, with no spec.priority set by admission (a
+  // real API server refuses such pods; an embedded cluster or a class deleted before admission
+  // ran may not): not scheduled at a guessed priority. (A PodGroup's class is validated with it.)
+  if (!info.podPriority && !info.priorityClassName.empty() &&
+      !(info.podGroup && !info.podGroup->priorityClassName.empty()) &&
+      !snapshot().priorityClasses.count(info.priorityClassName))
+    return api::makeError("PriorityClass \"" + info.priorityClassName +
+                          "\" not found (named by the pod's spec.priorityClassName)");
   for (const auto& f : jobValid_) TESSERA_TRY(f.fn(job));
   return api::Status::success();
 }

@@ -249,8 +249,12 @@ spec: {parentQueue: loop}
 }
 
 TEST_CASE("objects that fail conversion get their reason", "[status]") {
+  std::string inTypo = podYaml("in-typo", "");
+  inTypo.replace(inTypo.find("tessera.dev/queue: team"), std::string("tessera.dev/queue: team").size(),
+                 "tessera.dev/queue: typo");
   Env env(podYaml("broken", "", "  priority: high\n") + "---\n" +
-          podYaml("bound-broken", "", "  priority: high\n  nodeName: n1\n") + "---\n" +
+          podYaml("bound-broken", "", "  priority: high\n  nodeName: n1\n") + "---\n" + inTypo + "---\n" +
+          podYaml("no-class", "", "  priorityClassName: ghost\n") + "---\n" +
           otherScheduler(podYaml("other-broken", "", "  priority: high\n")) +
           R"(---
 apiVersion: scheduling.tessera.dev/v1alpha1
@@ -280,6 +284,12 @@ status:
   CHECK(Env::conditionOf(env.get(api::Kind::Pod, "t", "bound-broken"), "PodScheduled").is_null());
   CHECK(Env::conditionOf(env.get(api::Kind::Pod, "t", "other-broken"), "PodScheduled").is_null());
 
+  // A pod of the Queue that failed conversion: the queue is invalid (with why), not missing.
+  c = Env::conditionOf(env.get(api::Kind::Pod, "t", "in-typo"), "PodScheduled");
+  CHECK_THAT(c.value("message", ""), Catch::Contains("queue \"typo\" is invalid") && Catch::Contains("spec.resources.gpus"));
+  // A pod naming a PriorityClass that does not exist (no spec.priority): a reason, not priority 0.
+  c = Env::conditionOf(env.get(api::Kind::Pod, "t", "no-class"), "PodScheduled");
+  CHECK_THAT(c.value("message", ""), Catch::Contains("PriorityClass \"ghost\" not found"));
   Json q = env.get(api::Kind::Queue, "", "typo");
   CHECK(Env::conditionOf(q, "Valid").value("reason", "") == "InvalidSpec");
   CHECK_THAT(Env::conditionOf(q, "Valid").value("message", ""), Catch::Contains("spec.resources.gpus"));
