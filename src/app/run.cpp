@@ -46,6 +46,9 @@ struct RunFlags {
   int healthPort = 10259;
   bool debugSnapshot = true;  ///< serve /debug/snapshot on the health port
   api::Duration debounce{100};
+  /// On SIGTERM: how long queued binds, evictions and status writes may still go out; what is
+  /// left then is dropped unsent (counted, logged) and the process exits.
+  api::Duration shutdownGrace{10'000};
   binder::GpuBindingOptions gpu;  ///< --reservation-image, --reservation-timeout, --evict-orphaned-gpu-pods
   int bindWorkers = 16;
   api::Duration bindBackoffInitial{1000}, bindBackoffMax{60'000};
@@ -62,7 +65,7 @@ const char* const kUsage =
     "                   [--leader-elect=true|false] [--lease-name tessera] [--lease-namespace kube-system]\n"
     "                   [--lease-duration 15s] [--renew-deadline 10s] [--retry-period 2s] [--identity ID]\n"
     "                   [--health-address 0.0.0.0] [--health-port 10259] [--debug-snapshot=true|false]\n"
-    "                   [--debounce 100ms]\n"
+    "                   [--debounce 100ms] [--shutdown-grace 10s]\n"
     "                   [--reservation-image IMAGE (default: this pod's image)] [--reservation-timeout 60s]\n"
     "                   [--evict-orphaned-gpu-pods]\n"
     "                   [--bind-workers 16] [--bind-backoff-initial 1s] [--bind-backoff-max 60s]\n"
@@ -148,6 +151,7 @@ api::Result<RunFlags> parseFlags(const std::vector<std::string>& args) {
     else if (a == "--health-port") { st = number(n); f.healthPort = static_cast<int>(n); }
     else if (a == "--debug-snapshot") f.debugSnapshot = flag.boolean();
     else if (a == "--debounce") st = duration(f.debounce);
+    else if (a == "--shutdown-grace") st = duration(f.shutdownGrace);
     else if (a == "--reservation-image") st = text(f.gpu.reservationImage);
     else if (a == "--reservation-timeout") {
       api::Duration d;
@@ -400,12 +404,15 @@ class Daemon {
     log::info("GPU reservation pods run image ", po.gpu.reservationImage);
     // ---- leader election, and the fencing of writes by its epoch ----
     std::unique_ptr<LeaderElector> elector;
-    if (flags_.leaderElect) {
-      elector = std::make_unique<LeaderElector>(**client, clock, flags_.lease);
-      // Right before each bind, eviction and status write: still the term that decided it?
-      po.binder.leaderEpoch = [e = elector.get()] { return e->fencingEpoch(); };
-      po.statusMayWrite = [e = elector.get()] { return e->fencingEpoch() != 0; };
-    }
+    if (flags_.leaderElect) elector = std::make_unique<LeaderElector>(**client, clock, flags_.lease);
+    // Right before each bind, eviction and status write: still the term that decided it, and not
+    // past the shutdown grace? (Without leader election every cycle is of term 1.)
+    std::atomic<bool> closing{false};
+    po.binder.leaderEpoch = [e = elector.get(), &closing]() -> uint64_t {
+      if (closing) return 0;
+      return e ? e->fencingEpoch() : 1;
+    };
+    po.statusMayWrite = [e = elector.get(), &closing] { return !closing && (!e || e->fencingEpoch() != 0); };
     po.statusClient = statusClient->get();
     {
       const char* podNs = std::getenv("POD_NAMESPACE");
@@ -489,7 +496,19 @@ class Daemon {
                   stats.pipelined, " pipelined, ", stats.pendingJobs, " pending jobs, ", stats.totalMs, " ms");
     }
 
-    // ---- shutdown ----
+    // ---- shutdown: what is queued may go out within the grace; the rest is dropped unsent ----
+    const auto graceEnd = std::chrono::steady_clock::now() + std::chrono::milliseconds(flags_.shutdownGrace.millis);
+    while ((pipeline.binder().inFlight() > 0 || pipeline.status().backlog() > 0) &&
+           std::chrono::steady_clock::now() < graceEnd)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    const size_t bindsLeft = pipeline.binder().inFlight(), writesLeft = pipeline.status().backlog();
+    closing = true;                // fences every write not yet sent
+    pipeline.binder().waitIdle();  // requests in flight finish; queued ones are dropped at once
+    pipeline.status().drain();
+    if (bindsLeft + writesLeft > 0)
+      log::warning("shutdown grace (", flags_.shutdownGrace.millis, " ms) over: ", bindsLeft,
+                   " binds and evictions and ", writesLeft,
+                   " status and Event writes still queued were dropped unsent (the next leader decides again)");
     metrics_.observe(nullptr);
     if (electorThread.joinable()) electorThread.join();
     if (elector) elector->release();

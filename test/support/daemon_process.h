@@ -152,8 +152,8 @@ bool eventually(Cond cond, int seconds = 90, int pollMillis = 20) {
   return false;
 }
 
-inline /// GET http://127.0.0.1:port/path: the body, or "" when it cannot be read.
-std::string httpGet(int port, const std::string& path) {
+/// GET http://127.0.0.1:port/path: the body, or "" when it cannot be read.
+inline std::string httpGet(int port, const std::string& path) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return "";
   sockaddr_in addr{};
