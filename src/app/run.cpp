@@ -42,7 +42,9 @@ struct RunFlags {
   int burst = 100;
   bool leaderElect = true;
   LeaseOptions lease;
-  std::string healthAddress = "0.0.0.0";
+  /// Loopback by default: /metrics and /debug/snapshot are not for the network unless asked
+  /// (the manifests listen on the pod IP for probes and the scrape, behind a NetworkPolicy).
+  std::string healthAddress = "127.0.0.1";
   int healthPort = 10259;
   bool debugSnapshot = true;  ///< serve /debug/snapshot on the health port
   api::Duration debounce{100};
@@ -64,7 +66,7 @@ const char* const kUsage =
     "                   [--scheduler-name NAME] [--kube-api-qps 0 (none)] [--kube-api-burst 100]\n"
     "                   [--leader-elect=true|false] [--lease-name tessera] [--lease-namespace kube-system]\n"
     "                   [--lease-duration 15s] [--renew-deadline 10s] [--retry-period 2s] [--identity ID]\n"
-    "                   [--health-address 0.0.0.0] [--health-port 10259] [--debug-snapshot=true|false]\n"
+    "                   [--health-address 127.0.0.1] [--health-port 10259] [--debug-snapshot=true|false]\n"
     "                   [--debounce 100ms] [--shutdown-grace 10s]\n"
     "                   [--reservation-image IMAGE (default: this pod's image)] [--reservation-timeout 60s]\n"
     "                   [--evict-orphaned-gpu-pods]\n"

@@ -203,6 +203,7 @@ ALTERNATIVES = {
     ("webhook", "podDisruptionBudget", "enabled"): (False, {}),
     ("monitoring", "serviceMonitor", "enabled"): (True, {}),
     ("monitoring", "grafanaDashboard", "enabled"): (True, {}),
+    ("monitoring", "networkPolicy", "enabled"): (True, {}),
     ("monitor", "enabled"): (False, {}),  # true is what isolation hard does anyway
 }
 # Keys that only render with others set: the prefix -> those values.
@@ -210,6 +211,7 @@ CONTEXT = {
     ("webhook", "certificate", "certManager"): {"webhook": {"certificate": {"source": "cert-manager"}}},
     ("monitoring", "serviceMonitor"): {"monitoring": {"serviceMonitor": {"enabled": True}}},
     ("monitoring", "grafanaDashboard"): {"monitoring": {"grafanaDashboard": {"enabled": True}}},
+    ("monitoring", "networkPolicy"): {"monitoring": {"networkPolicy": {"enabled": True}}},
 }
 
 
@@ -567,7 +569,8 @@ def check_compare(t):
              ("cert-manager vs deploy/overlays/cert-manager", {"webhook": {"certificate": {"source": "cert-manager"}}},
               ["deploy/overlays/cert-manager"]),
              ("monitoring vs deploy/ + deploy/monitoring",
-              {"monitoring": {"serviceMonitor": {"enabled": True}, "grafanaDashboard": {"enabled": True}}},
+              {"monitoring": {"serviceMonitor": {"enabled": True}, "grafanaDashboard": {"enabled": True},
+                              "networkPolicy": {"enabled": True}}},
               ["deploy", "deploy/monitoring"])]
     for where, values, rels in pairs:
         chart = t.must_template(where, values)
