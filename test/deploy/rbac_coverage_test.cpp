@@ -505,3 +505,64 @@ TEST_CASE("deploy: the RBAC the Helm chart renders covers every API call and gra
     checkCoverage(in, callsOf(in));
   }
 }
+
+namespace {
+
+/// tessera run against a test API server that enforces `in`'s RBAC for the scheduler's service
+/// account: true when it preempts and binds, marks the pods it cannot place and keeps its Lease.
+bool enforcedRunSchedules(const Install& in, std::string& log) {
+  api::SystemClock clock;
+  cache::MemoryCluster cluster(clock);
+  const fs::path scenario = tempDir() / "cluster-enforced.yaml";
+  std::ofstream(scenario) << kCluster;
+  REQUIRE(app::loadScenarioObjects(scenario.string(), cluster, clock.now()).ok());
+  cache::ApiServerOptions so;
+  so.kubeletPeriodMs = 50;
+  so.authorize = [&](const ApiRequestRecord& r) { return in.rbac.allows(in.schedulerSa, r); };
+  cache::ApiServer server(cluster, so);
+  REQUIRE(server.start().ok());
+  DaemonProcess daemon(server.url(), in.leaseName);
+  const bool done = eventually(
+      [&] {
+        auto p = cluster.get(api::Kind::Pod, "team-a", "preemptor");
+        const bool bound = p.ok() && !(*p)["spec"].value("nodeName", "").empty();
+        auto f = cluster.get(api::Kind::Pod, "team-a", "frac");
+        const bool fracBound = f.ok() && !(*f)["spec"].value("nodeName", "").empty();
+        return bound && fracBound && podScheduledFalse(cluster, "team-a", "too-big");
+      },
+      /*seconds=*/20);
+  log = daemon.log();
+  return done;
+}
+
+}  // namespace
+
+TEST_CASE("deploy: tessera run with the RBAC of deploy/rbac enforced schedules; with one verb removed it cannot") {
+  const fs::path deploy = fs::path(TESSERA_SOURCE_DIR) / "deploy";
+  std::vector<Json> docs = loadYaml(deploy / "scheduler" / "deployment.yaml");
+  for (const auto& entry : fs::directory_iterator(deploy / "rbac"))
+    if (entry.path().extension() == ".yaml" && entry.path().filename() != "kustomization.yaml")
+      for (auto& d : loadYaml(entry.path())) docs.push_back(std::move(d));
+  Install in = installOf("deploy/rbac", docs);
+  std::string log;
+  {
+    INFO("the shipped RBAC");
+    const bool ok = enforcedRunSchedules(in, log);
+    INFO(log);
+    CHECK(ok);
+    CHECK(log.find("forbidden") == std::string::npos);
+  }
+  // The same without `create pods/binding`: nothing is bound, and the log says why.
+  size_t removed = 0;
+  for (auto& role : in.rbac.roles)
+    for (auto& rule : role.rules)
+      if (rule.resources.count("pods/binding")) removed += rule.verbs.erase("create");
+  REQUIRE(removed == 1);
+  {
+    INFO("without create pods/binding");
+    const bool ok = enforcedRunSchedules(in, log);
+    INFO(log);
+    CHECK_FALSE(ok);
+    CHECK(log.find("forbidden") != std::string::npos);
+  }
+}

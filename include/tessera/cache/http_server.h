@@ -38,6 +38,9 @@ struct ApiServerOptions {
   /// Optional: called for every request whose path names a known resource, before fault injection,
   /// on a server thread (RBAC coverage tests record what the daemon asks for).
   std::function<void(const ApiRequestRecord&)> onRequest;
+  /// Optional: RBAC as the API server's authorizer applies it; a request it refuses is answered
+  /// 403 Forbidden (as kube-apiserver words it) and not served. Called on a server thread.
+  std::function<bool(const ApiRequestRecord&)> authorize;
   /// Ages the AGE-like cells of Table answers (kubectl get); null: the system clock.
   const api::Clock* clock = nullptr;
   /// Every write (any method but GET) is answered this many milliseconds late, without holding a

@@ -455,8 +455,19 @@ api::Status ApiServer::start() {
       [weak](const std::shared_ptr<HttpConnection>& s, Request&& req) {
         auto impl = weak.lock();
         if (!impl) return s->close();
-        if (impl->options.onRequest)
-          if (auto rec = authorizationRecord(req)) impl->options.onRequest(*rec);
+        if (impl->options.onRequest || impl->options.authorize)
+          if (auto rec = authorizationRecord(req)) {
+            if (impl->options.onRequest) impl->options.onRequest(*rec);
+            // RBAC enforced as the API server's authorizer would: 403 Forbidden before anything else.
+            if (impl->options.authorize && !impl->options.authorize(*rec)) {
+              ++impl->requests;
+              std::string what = rec->resource + (rec->subresource.empty() ? "" : "/" + rec->subresource);
+              return impl->error(s, req, 403,
+                                 what + " \"" + rec->name + "\" is forbidden: cannot " + rec->verb + " resource \"" + what +
+                                     "\" in API group \"" + rec->apiGroup + "\"" +
+                                     (rec->namespace_.empty() ? " at the cluster scope" : " in the namespace \"" + rec->namespace_ + "\""));
+            }
+          }
         // A watch whose RV is gone is answered 410 before any stream starts when so configured.
         if (impl->options.goneAsHttpStatus && req.method() == bhttp::verb::get) {
           const std::string target(req.target());
