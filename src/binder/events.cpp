@@ -1,7 +1,10 @@
 #include "tessera/binder/events.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cstdio>
+#include <cstring>
 
 namespace tessera::binder {
 
@@ -20,10 +23,14 @@ cache::Json makeEvent(api::Kind kind, const std::string& ns, const std::string& 
   std::snprintf(suffix, sizeof suffix, ".%llx.%llx", static_cast<unsigned long long>(now.unixMillis),
                 static_cast<unsigned long long>(++counter));
   const std::string at = api::formatTime(now);
+  // An Event's name is a DNS subdomain of at most 253 characters: a long object name is cut (at an
+  // alphanumeric character) to leave room for the suffix.
+  std::string base = name.substr(0, std::min(name.size(), 253 - std::strlen(suffix)));
+  while (!base.empty() && !std::isalnum(static_cast<unsigned char>(base.back()))) base.pop_back();
   return {
       {"apiVersion", "v1"},
       {"kind", "Event"},
-      {"metadata", {{"name", name + suffix}, {"namespace", ns.empty() ? "default" : ns}}},
+      {"metadata", {{"name", base + suffix}, {"namespace", ns.empty() ? "default" : ns}}},
       {"involvedObject",
        {{"apiVersion", ki.apiVersion()}, {"kind", std::string(ki.name)}, {"namespace", ns}, {"name", name}, {"uid", uid}}},
       {"reason", reason},

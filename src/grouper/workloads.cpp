@@ -1,6 +1,7 @@
 // The per-kind rules of the pod grouper (KAI-Scheduler's PodGrouper plugins, rewritten): which
 // workload a pod belongs to, its gang size, subgroups, queue, priority class and overrides.
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 
 #include "tessera/api/log.h"
@@ -81,6 +82,7 @@ bool isAppsKind(const std::string& kind) {
 std::string pgName(const std::string& kind, const std::string& name, const std::string& suffix = {}) {
   std::string n = "pg-" + lower(kind) + "-" + name + suffix;
   if (n.size() > 253) n.resize(253);
+  while (!n.empty() && !std::isalnum(static_cast<unsigned char>(n.back()))) n.pop_back();  // a DNS subdomain
   return n;
 }
 

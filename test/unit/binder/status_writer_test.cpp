@@ -14,6 +14,7 @@
 #include "tessera/api/log.h"
 #include "tessera/app/registry.h"
 #include "tessera/binder/binder.h"
+#include "tessera/binder/events.h"
 #include "tessera/binder/status_writer.h"
 #include "tessera/cache/cache.h"
 #include "tessera/cache/memory_cluster.h"
@@ -560,4 +561,25 @@ TEST_CASE("what the writer remembers about objects goes with them; an emptied Po
   CHECK(Env::conditionOf(env.get(api::Kind::PodGroup, "t", "big"), "Unschedulable").value("reason", "") == "NoPods");
   // Per pod: its condition mark, its event mark and its event series (12), and the PodGroup's event.
   CHECK(env.writer->remembered() + 12 <= withPods);
+}
+
+TEST_CASE("an Event about an object with a long name still has a valid name (at most 253)", "[status]") {
+  std::string longest;  // a 253-character pod name: four labels of 62 and one of 1
+  for (int i = 0; i < 4; ++i) longest += std::string(62, 'p') + ".";
+  longest += "p";
+  api::FakeClock clock{api::parseTime("2026-01-01T00:00:00Z").value()};
+  cache::MemoryCluster cluster{clock};
+  std::string dotted;  // "a.a.a...a": wherever the cut falls, it may leave a trailing '.'
+  for (int i = 0; i < 126; ++i) dotted += "a.";
+  dotted += "a";
+  for (const std::string& name : {longest, dotted}) {
+    const Json ev = binder::makeEvent(api::Kind::Pod, "t", name, "uid", "Warning", "FailedScheduling", "m", "tessera",
+                                      clock.now());
+    const std::string evName = ev["metadata"].value("name", "");
+    CHECK(evName.size() <= 253);
+    CHECK(ev["involvedObject"].value("name", "") == name);  // the object is named in full
+    auto created = cluster.create(api::Kind::Event, ev);     // validated as kube-apiserver would
+    INFO(evName);
+    CHECK(created.ok());
+  }
 }

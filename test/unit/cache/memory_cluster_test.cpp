@@ -317,13 +317,59 @@ TEST_CASE("patch: merge, JSON patch and strategic merge", "[memory]") {
     REQUIRE(del.ok());
     CHECK(del->at("status")["conditions"].size() == 2);
 
-    auto containers = cluster.patch(
-        Kind::Pod, "ns", "p", PatchType::StrategicMerge,
-        {{"spec", {{"containers", {{{"name", "main"}, {"resources", {{"limits", {{"cpu", "1"}}}}}}}}}}});
+    // Containers merge by name (the image is one of the few fields a pod update may change).
+    const Json before = cluster.get(Kind::Pod, "ns", "p").value()["spec"]["containers"][0];
+    auto containers = cluster.patch(Kind::Pod, "ns", "p", PatchType::StrategicMerge,
+                                    {{"spec", {{"containers", {{{"name", "main"}, {"image", "busybox:2"}}}}}}});
     REQUIRE(containers.ok());
     REQUIRE(containers->at("spec")["containers"].size() == 1);
-    CHECK(containers->at("spec")["containers"][0]["image"] == "busybox");
-    CHECK(containers->at("spec")["containers"][0]["resources"]["limits"]["cpu"] == "1");
+    CHECK(containers->at("spec")["containers"][0]["image"] == "busybox:2");
+    Json rest = containers->at("spec")["containers"][0], was = before;
+    rest.erase("image"), was.erase("image");
+    CHECK(rest == was);
+  }
+  SECTION("a pod's spec is immutable but for images, tolerations and deadlines (422, as kube-apiserver)") {
+    auto resources = cluster.patch(
+        Kind::Pod, "ns", "p", PatchType::StrategicMerge,
+        {{"spec", {{"containers", {{{"name", "main"}, {"resources", {{"limits", {{"cpu", "1"}}}}}}}}}}});
+    REQUIRE_FALSE(resources.ok());
+    CHECK(resources.error().code == 422);
+    CHECK_THAT(resources.error().message, Catch::Contains("pod updates may not change fields"));
+    Json pod = cluster.get(Kind::Pod, "ns", "p").value();
+    pod["spec"]["schedulerName"] = "other";
+    auto update = cluster.update(Kind::Pod, pod);
+    REQUIRE_FALSE(update.ok());
+    CHECK(update.error().code == 422);
+    pod["spec"]["schedulerName"] = cluster.get(Kind::Pod, "ns", "p").value()["spec"].value("schedulerName", "");
+    pod["spec"]["activeDeadlineSeconds"] = 60;
+    CHECK(cluster.update(Kind::Pod, pod).ok());
+  }
+  SECTION("names and labels are validated as kube-apiserver does") {
+    Json bad = {{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", {{"name", "Upper"}, {"namespace", "ns"}}}};
+    auto upper = cluster.create(Kind::ConfigMap, bad);
+    REQUIRE_FALSE(upper.ok());
+    CHECK(upper.error().code == 422);
+    std::string longest;  // 253: four labels of 62 and one of 1, dot-separated
+    for (int i = 0; i < 4; ++i) longest += std::string(62, 'a') + ".";
+    longest += "a";
+    REQUIRE(longest.size() == 253);
+    bad["metadata"]["name"] = longest + "a";
+    CHECK_FALSE(cluster.create(Kind::ConfigMap, bad).ok());
+    bad["metadata"]["name"] = std::string(64, 'a');  // a label of more than 63
+    CHECK_FALSE(cluster.create(Kind::ConfigMap, bad).ok());
+    bad["metadata"]["name"] = longest;
+    CHECK(cluster.create(Kind::ConfigMap, bad).ok());
+    Json ns = {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "a.b"}}}};
+    CHECK_FALSE(cluster.create(Kind::Namespace, ns).ok());  // a label: no dots
+    Json labelled = {{"apiVersion", "v1"},
+                     {"kind", "ConfigMap"},
+                     {"metadata", {{"name", "l"}, {"namespace", "ns"}, {"labels", {{"a", std::string(64, 'v')}}}}}};
+    CHECK_FALSE(cluster.create(Kind::ConfigMap, labelled).ok());
+    labelled["metadata"]["labels"] = {{"example.com/ok-key_1", "v.1-x"}, {"empty", ""}};
+    CHECK(cluster.create(Kind::ConfigMap, labelled).ok());
+    labelled["metadata"]["name"] = "l2";
+    labelled["metadata"]["labels"] = {{"bad key", "v"}};
+    CHECK_FALSE(cluster.create(Kind::ConfigMap, labelled).ok());
   }
   SECTION("strategic merge of a custom resource is 415, as from the API server") {
     REQUIRE(cluster.create(Kind::Queue, makeQueue("q")).ok());

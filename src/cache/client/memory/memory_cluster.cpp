@@ -305,9 +305,90 @@ api::Result<Json> MemoryCluster::Impl::write(api::Kind kind, const Key& key, con
   return modify(kind, key, current, std::move(next));
 }
 
+namespace {
+
+bool alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
+
+/// RFC 1123 label: lower-case alphanumerics and '-', alphanumeric at both ends, at most 63.
+bool dnsLabel(std::string_view s) {
+  if (s.empty() || s.size() > 63 || !alnum(s.front()) || !alnum(s.back())) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) { return alnum(c) || c == '-'; });
+}
+
+/// RFC 1123 subdomain: dot-separated labels, at most 253 in all.
+bool dnsSubdomain(std::string_view s) {
+  if (s.empty() || s.size() > 253) return false;
+  for (size_t b = 0;;) {
+    const size_t e = s.find('.', b);
+    if (!dnsLabel(s.substr(b, e == std::string_view::npos ? std::string_view::npos : e - b))) return false;
+    if (e == std::string_view::npos) return true;
+    b = e + 1;
+  }
+}
+
+/// A label value, or the name part of a label key: at most 63 of [A-Za-z0-9_.-], alphanumeric at
+/// both ends (a value may be empty).
+bool qualifiedPart(std::string_view s, bool mayBeEmpty) {
+  if (s.empty()) return mayBeEmpty;
+  auto an = [](char c) { return alnum(c) || (c >= 'A' && c <= 'Z'); };
+  if (s.size() > 63 || !an(s.front()) || !an(s.back())) return false;
+  return std::all_of(s.begin(), s.end(), [&](char c) { return an(c) || c == '-' || c == '_' || c == '.'; });
+}
+
+/// Pod fields an update may not change: the spec less what kube-apiserver lets change
+/// (container images, activeDeadlineSeconds, tolerations, terminationGracePeriodSeconds,
+/// schedulingGates); nodeName is set by the binding subresource only.
+Json immutablePodSpec(const Json& pod) {
+  Json spec = pod.contains("spec") && pod["spec"].is_object() ? pod["spec"] : Json::object();
+  for (const char* list : {"containers", "initContainers"})
+    if (spec.contains(list) && spec[list].is_array())
+      for (Json& c : spec[list])
+        if (c.is_object()) c.erase("image");
+  for (const char* field : {"activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds", "schedulingGates"})
+    spec.erase(field);
+  return spec;
+}
+
+std::optional<api::Error> podSpecChanged(const std::string& who, const Json& current, const Json& next) {
+  if (immutablePodSpec(current) == immutablePodSpec(next)) return std::nullopt;
+  return api::makeError(who + "is invalid: spec: Forbidden: pod updates may not change fields other than "
+                              "`spec.containers[*].image`, `spec.initContainers[*].image`, "
+                              "`spec.activeDeadlineSeconds`, `spec.tolerations` (only additions to existing "
+                              "tolerations), `spec.terminationGracePeriodSeconds`",
+                        422);
+}
+
+}  // namespace
+
 std::optional<api::Error> MemoryCluster::Impl::validate(api::Kind kind, const Key& key, const Json& object) {
   const std::string who = std::string(api::kindInfo(kind).name) + " " + keyText(key) + ": ";
   const Json& meta = object["metadata"];
+  // Names and labels as kube-apiserver validates them (what Tessera writes must pass a real server).
+  const bool label = kind == api::Kind::Namespace;
+  if (!(label ? dnsLabel(key.second) : dnsSubdomain(key.second)))
+    return api::makeError(who + "metadata.name: Invalid value: \"" + key.second + "\": a lowercase RFC 1123 " +
+                              (label ? "label must be at most 63" : "subdomain must be at most 253") +
+                              " characters of lower case alphanumerics, '-'" + (label ? "" : " or '.'") +
+                              ", and start and end with an alphanumeric character",
+                          422);
+  if (auto labels = meta.find("labels"); labels != meta.end() && labels->is_object())
+    for (auto kv = labels->begin(); kv != labels->end(); ++kv) {
+      const std::string& k = kv.key();
+      const size_t slash = k.find('/');
+      const bool keyOk = slash == std::string::npos
+                             ? qualifiedPart(k, false)
+                             : dnsSubdomain(std::string_view(k).substr(0, slash)) &&
+                                   qualifiedPart(std::string_view(k).substr(slash + 1), false);
+      if (!keyOk)
+        return api::makeError(who + "metadata.labels: Invalid value: \"" + k + "\": not a valid label key " +
+                                  "(an optional DNS subdomain prefix and '/', and a name of at most 63 of [A-Za-z0-9_.-])",
+                              422);
+      if (kv->is_string() && !qualifiedPart(kv->get_ref<const std::string&>(), true))
+        return api::makeError(who + "metadata.labels[" + k + "]: Invalid value: " + kv->dump() +
+                                  ": a label value must be empty or at most 63 of [A-Za-z0-9_.-], alphanumeric at "
+                                  "both ends",
+                              422);
+    }
   for (const char* map : {"labels", "annotations"}) {
     auto it = meta.find(map);
     if (it == meta.end() || it->is_null()) continue;
@@ -492,6 +573,8 @@ api::Result<Json> MemoryCluster::update(api::Kind kind, const Json& object) {
                               describe(kind, key) + " uid " + stringAt(meta, "uid"),
                           409);
   }
+  if (kind == api::Kind::Pod)
+    if (auto e = podSpecChanged(describe(kind, key) + " ", *current, object)) return *e;
   Json next = object;
   Json& nextMeta = next["metadata"];
   if (!api::kindInfo(kind).namespaced) nextMeta.erase("namespace");
@@ -589,6 +672,8 @@ api::Result<Json> MemoryCluster::patch(api::Kind kind, const std::string& ns, co
       next.erase("status");
     }
   } else {
+    if (kind == api::Kind::Pod)
+      if (auto e = podSpecChanged(describe(kind, key) + " ", *current, patched)) return *e;
     next = std::move(patched);
     if (hasStatusSubresource(kind)) {
       if (current->contains("status")) {
