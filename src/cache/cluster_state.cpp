@@ -411,8 +411,9 @@ void ClusterState::parseGpu(PodEntry& e) const {
     e.gpuSpecError = "Pod " + e.pod->meta.key() + ": " + spec.error().message;
     return;
   }
-  const api::PodGpuSpec& g = *spec;
+  api::PodGpuSpec& g = *spec;
   const api::Isolation isolation = g.isolation != api::Isolation::Unset ? g.isolation : isolation_;
+  g.hardIsolation = isolation_ != api::Isolation::Unset && isolation == api::Isolation::Hard;
   if (isolation_ != api::Isolation::Unset && g.shared() && isolation == api::Isolation::Hard &&
       !e.pod->hardIsolationWired && e.pod->nodeName.empty()) {  // a bound pod's GPU use still counts
     // Admitted without the webhook's mutation (webhook down under failurePolicy Ignore, or out of

@@ -35,6 +35,9 @@ struct PodGpuSpec {
   /// tessera.dev/gpu-cores: percent of each GPU's compute (1..100); 0 when not given.
   int32_t corePercent = 0;
   GpuCoresPolicy coresPolicy = GpuCoresPolicy::Unset;  ///< tessera.dev/gpu-cores-policy
+  /// Set by the scheduler's cache, not read from annotations: the pod runs under hard isolation
+  /// (its tessera.dev/isolation, else the cluster's --isolation, when that is set).
+  bool hardIsolation = false;
 
   /// The pod asks for part of a GPU (by fraction or by memory).
   bool shared() const { return fractionMilli > 0 || memoryMiB > 0; }

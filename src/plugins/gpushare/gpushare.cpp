@@ -63,6 +63,13 @@ class GpuSharePlugin final : public framework::Plugin {
           return false;
         }
       }
+      // Under hard isolation the interposer limits a fraction to its share of the GPU's memory,
+      // which only the node label tells (else the binder would have to refuse the bind).
+      if (spec->hardIsolation && node.info->gpuMemoryMiB <= 0) {
+        reason = std::string("no node label ") + api::keys::kNodeGpuMemoryLabel +
+                 " (hard GPU isolation limits a fraction to its share of the GPU's memory)";
+        return false;
+      }
       if (spec->numDevices * int64_t{1000} > node.info->allocatable.milliGpu) {
         reason = std::string("fewer GPUs than ") + api::keys::kGpuFractionNumDevices;
         return false;

@@ -602,7 +602,9 @@ TEST_CASE("cluster state: under hard isolation an unwired fractional pod is refu
   CHECK(task(hard, "unwired").gpuSpec == nullptr);
   CHECK(task(hard, "wired").gpuSpecError.empty());
   CHECK(task(hard, "wired").gpuSpec != nullptr);
+  CHECK(task(hard, "wired").gpuSpec->hardIsolation);  // the gpushare filter needs the node's memory label
   CHECK(task(hard, "soft").gpuSpecError.empty());
+  CHECK_FALSE(task(hard, "soft").gpuSpec->hardIsolation);
   CHECK(task(hard, "bound").gpuSpecError.empty());
   CHECK(task(hard, "bound").gpuSpec != nullptr);
 

@@ -4,7 +4,9 @@
 // eviction makes a share releasing (room for a pipelined pod).
 #include <catch2/catch.hpp>
 
+#include "tessera/framework/args.h"
 #include "tessera/framework/statement.h"
+#include "tessera/plugins/factories.h"
 #include "support/test_cluster.h"
 
 namespace {
@@ -201,4 +203,38 @@ TEST_CASE("cache: an in-flight bind's GPU groups count before the watch shows th
   CHECK(n->gpuGroups[0].pods == 1);
   CHECK_FALSE(n->gpuGroups[0].reserved);
   CHECK(n->used.milliGpu == 1000);  // the new group holds its GPU before its reservation pod exists
+}
+
+TEST_CASE("gpushare: under hard isolation a fraction needs the node's GPU memory label (filtered, with a reason)",
+          "[gpushare]") {
+  const std::string wired =
+      "apiVersion: v1\nkind: Pod\nmetadata: {name: f, namespace: t, annotations: {gpu-fraction: \"0.5\"}}\n"
+      "spec:\n  schedulerName: tessera\n  containers: [{name: c, image: x, resources: {requests: {cpu: \"1\"}},"
+      " env: [{name: TESSERA_ISOLATION_REGION, value: /r/region}]}]\n";
+  for (const api::Isolation isolation : {api::Isolation::Hard, api::Isolation::Unset}) {
+    TestCluster c;
+    c.create(gpuNode("n1", "1"));
+    c.create(testing::nodeYaml("bare", "64", "1"));  // no nvidia.com/gpu.memory label
+    c.create(wired);
+    cache::CacheOptions options;
+    options.isolation = isolation;
+    c.start(options);
+    framework::Args args("plugins.gpushare", nullptr);
+    auto gpushare = plugins::makeGpuShare(args);
+    REQUIRE(gpushare.ok());
+    auto cfg = testing::configWith({std::move(gpushare).value()});
+    framework::Session ssn(c.snapshot(), cfg, c.clock);
+    ssn.open();
+    const auto& task = testing::taskOf(ssn, "Pod/t/f", "t/f");
+    std::string reason;
+    CHECK(ssn.predicate(task, ssn.nodes()[testing::nodeIndex(ssn, "n1")], reason));
+    const bool onBare = ssn.predicate(task, ssn.nodes()[testing::nodeIndex(ssn, "bare")], reason);
+    INFO(reason);
+    if (isolation == api::Isolation::Hard) {
+      CHECK_FALSE(onBare);  // the interposer could not be given the fraction's memory limit
+      CHECK_THAT(reason, Catch::Contains("hard GPU isolation"));
+    } else {
+      CHECK(onBare);  // no backend declared: nothing to enforce
+    }
+  }
 }
