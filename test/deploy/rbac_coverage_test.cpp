@@ -256,6 +256,24 @@ bool podScheduledFalse(cache::MemoryCluster& cluster, const std::string& ns, con
   return false;
 }
 
+/// kCluster, loaded into `cluster` through a scenario file named `file` under tempDir().
+void loadCluster(cache::MemoryCluster& cluster, const api::Clock& clock, const std::string& file) {
+  const fs::path scenario = tempDir() / file;
+  std::ofstream(scenario) << kCluster;
+  REQUIRE(app::loadScenarioObjects(scenario.string(), cluster, clock.now()).ok());
+}
+
+/// What a working daemon has done with kCluster: the preemptor and the fraction bound, the pod too
+/// big for any node marked PodScheduled=False (and the incomplete gang's pod, when `gangToo`).
+bool scheduledAll(cache::MemoryCluster& cluster, bool gangToo) {
+  auto bound = [&](const char* name) {
+    auto p = cluster.get(api::Kind::Pod, "team-a", name);
+    return p.ok() && !(*p)["spec"].value("nodeName", "").empty();
+  };
+  return bound("preemptor") && bound("frac") && podScheduledFalse(cluster, "team-a", "too-big") &&
+         (!gangToo || podScheduledFalse(cluster, "team-a", "gang-0"));
+}
+
 std::string argValue(const Json& args, const std::string& flag) {
   for (const auto& a : args) {
     const std::string s = a.get<std::string>();
@@ -316,9 +334,7 @@ std::vector<Call> callsOf(const Install& in) {
   std::vector<ApiRequestRecord> recorded;
   api::SystemClock clock;
   cache::MemoryCluster cluster(clock);
-  const fs::path scenario = tempDir() / "cluster.yaml";
-  std::ofstream(scenario) << kCluster;
-  REQUIRE(app::loadScenarioObjects(scenario.string(), cluster, clock.now()).ok());
+  loadCluster(cluster, clock, "cluster.yaml");
   cache::ApiServerOptions so;
   so.kubeletPeriodMs = 50;
   so.onRequest = [&](const ApiRequestRecord& r) {
@@ -329,14 +345,7 @@ std::vector<Call> callsOf(const Install& in) {
   REQUIRE(server.start().ok());
   {
     DaemonProcess daemon(server.url(), leaseName);
-    const bool done = eventually([&] {
-      auto p = cluster.get(api::Kind::Pod, "team-a", "preemptor");
-      const bool bound = p.ok() && !(*p)["spec"].value("nodeName", "").empty();
-      auto f = cluster.get(api::Kind::Pod, "team-a", "frac");
-      const bool fracBound = f.ok() && !(*f)["spec"].value("nodeName", "").empty();
-      return bound && fracBound && podScheduledFalse(cluster, "team-a", "too-big") &&
-             podScheduledFalse(cluster, "team-a", "gang-0");
-    });
+    const bool done = eventually([&] { return scheduledAll(cluster, /*gangToo=*/true); });
     INFO(daemon.log());
     REQUIRE(done);
     CHECK(daemon.kill(SIGTERM) == 0);  // gives the Lease up: one more update
@@ -513,24 +522,14 @@ namespace {
 bool enforcedRunSchedules(const Install& in, std::string& log) {
   api::SystemClock clock;
   cache::MemoryCluster cluster(clock);
-  const fs::path scenario = tempDir() / "cluster-enforced.yaml";
-  std::ofstream(scenario) << kCluster;
-  REQUIRE(app::loadScenarioObjects(scenario.string(), cluster, clock.now()).ok());
+  loadCluster(cluster, clock, "cluster-enforced.yaml");
   cache::ApiServerOptions so;
   so.kubeletPeriodMs = 50;
   so.authorize = [&](const ApiRequestRecord& r) { return in.rbac.allows(in.schedulerSa, r); };
   cache::ApiServer server(cluster, so);
   REQUIRE(server.start().ok());
   DaemonProcess daemon(server.url(), in.leaseName);
-  const bool done = eventually(
-      [&] {
-        auto p = cluster.get(api::Kind::Pod, "team-a", "preemptor");
-        const bool bound = p.ok() && !(*p)["spec"].value("nodeName", "").empty();
-        auto f = cluster.get(api::Kind::Pod, "team-a", "frac");
-        const bool fracBound = f.ok() && !(*f)["spec"].value("nodeName", "").empty();
-        return bound && fracBound && podScheduledFalse(cluster, "team-a", "too-big");
-      },
-      /*seconds=*/20);
+  const bool done = eventually([&] { return scheduledAll(cluster, /*gangToo=*/false); }, /*seconds=*/20);
   log = daemon.log();
   return done;
 }
