@@ -117,6 +117,11 @@ def render(repo, rel):
     if r.returncode != 0:
         problem("kubectl kustomize %s failed (exit %d): %s" % (rel, r.returncode, r.stderr.strip()[-2000:]))
         return None
+    # kustomize warns about deprecated fields (bases, patchesJson6902, patchesStrategicMerge, vars,
+    # commonLabels): the manifests use their replacements (resources, patches, labels).
+    for line in r.stderr.splitlines():
+        if "deprecated" in line.lower():
+            problem("kubectl kustomize %s: %s" % (rel, line.strip()))
     try:
         return [d for d in yaml.load_all(r.stdout, Loader=LOADER) if d is not None]
     except yaml.YAMLError as e:
