@@ -6,12 +6,14 @@
 CHECK is one of:
   parse      every YAML and JSON file under deploy/ parses; every manifest has apiVersion, kind, name
              (not deploy/helm/: its templates are not YAML until helm renders them; check_helm.py)
-  kustomize  `kubectl kustomize` renders deploy/ and every overlay (kubectl must be installed:
+  kustomize  `kubectl kustomize` renders deploy/ and every overlay with no deprecation warning (kubectl must be installed:
              scripts/install-deps.sh installs Debian's kubernetes-client; a missing kubectl fails)
   schemas    the CRDs are structural; their openAPIV3Schema (converted to JSON Schema, unknown
              fields rejected as `kubectl apply --validate=strict` does) accepts every PodGroup, Queue
              and Topology of config/examples/, deploy/examples/ and the shared scenarios, rejects the
              shared scenarios' deliberately bad ones and a list of bad objects
+  rbactable  the RBAC table of docs/install.md lists, per ServiceAccount and role, exactly what
+             deploy/rbac, deploy/monitor and deploy/certs/selfsigned grant (`--print` prints the rows)
   monitoring every metric the daemon registers (src/app/run.cpp) and the planned binder, action and
              plugin histograms are on the Grafana dashboard and in docs/metrics.md; the dashboard
              queries no metric that does not exist
@@ -707,6 +709,80 @@ def check_monitoring(repo):
           % (len(registered), len(PLANNED_METRICS), len(used)))
 
 
+# ---------------------------------------------------------------------------------------------
+# the RBAC table of docs/install.md
+
+RBAC_FILES = ["deploy/rbac/*.yaml", "deploy/monitor/rbac.yaml", "deploy/certs/selfsigned/certgen.yaml"]
+RBAC_SECTION = "### RBAC: what each component may do"
+
+
+def rule_text(rule):
+    """One rule as the table writes it: `resources (group): verbs`, resourceNames after each resource."""
+    names = rule.get("resourceNames") or []
+    res = ", ".join("%s %s" % (r, " ".join("`%s`" % n for n in names)) if names else r
+                    for r in rule.get("resources") or [])
+    groups = [g for g in rule.get("apiGroups") or [] if g]
+    return "%s%s: %s" % (res, " (%s)" % ", ".join(groups) if groups else "", ", ".join(rule.get("verbs") or []))
+
+
+def rbac_rows(repo):
+    """(who, may) for each ServiceAccount and the role it is bound to, in file order; "nothing"
+    for a ServiceAccount bound to none."""
+    docs = []
+    for pattern in RBAC_FILES:
+        for path in sorted(glob.glob(os.path.join(repo, pattern))):
+            if os.path.basename(path) != "kustomization.yaml":
+                docs += [d for d in load_all(path) if isinstance(d, dict)]
+    roles = {(d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"]): d
+             for d in docs if d.get("kind") in ("Role", "ClusterRole")}
+    rows = []
+    for sa in (d for d in docs if d.get("kind") == "ServiceAccount"):
+        who = "%s/%s" % (sa["metadata"].get("namespace", ""), sa["metadata"]["name"])
+        bound = False
+        for b in (d for d in docs if d.get("kind") in ("RoleBinding", "ClusterRoleBinding")):
+            if not any(s.get("kind") == "ServiceAccount" and "%s/%s" % (s.get("namespace", ""), s.get("name")) == who
+                       for s in b.get("subjects") or []):
+                continue
+            ref = b["roleRef"]
+            ns = b["metadata"].get("namespace", "") if ref["kind"] == "Role" else ""
+            role = roles.get((ref["kind"], ns, ref["name"]))
+            if role is None:
+                problem("%s binds %s to %s %s, which deploy/ does not define" % (b["metadata"]["name"], who,
+                                                                                  ref["kind"], ref["name"]))
+                continue
+            where = " in `%s`" % ns if ns else ""
+            rows.append(("`%s`, %s `%s`%s" % (who, ref["kind"], ref["name"], where),
+                         "; ".join(rule_text(r) for r in role.get("rules") or [])))
+            bound = True
+        if not bound:
+            rows.append(("`%s`" % who, "nothing"))
+    return rows
+
+
+def check_rbac_table(repo, show=False):
+    rows = rbac_rows(repo)
+    if show:
+        for who, may in rows:
+            print("| %s | %s | ... |" % (who, may))
+        return
+    with open(os.path.join(repo, "docs", "install.md"), encoding="utf-8") as f:
+        text = f.read()
+    if RBAC_SECTION not in text:
+        problem("docs/install.md has no section %r" % RBAC_SECTION)
+        return
+    section = text.split(RBAC_SECTION, 1)[1].split("\n### ", 1)[0]
+    table = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| ServiceAccount")]
+    documented = [tuple(c.strip() for c in line.strip("|").split(" | ")[:2]) for line in table]
+    for want in rows:
+        if want not in documented:
+            problem("docs/install.md's RBAC table lacks the row %s | %s (deploy/ grants it; "
+                    "check_deploy.py REPO rbactable --print prints the rows)" % want)
+    for have in documented:
+        if have not in rows:
+            problem("docs/install.md's RBAC table has a row deploy/ does not grant: %s | %s" % have)
+    print("rbactable: %d rows, each as deploy/ grants it" % len(rows))
+
+
 def main():
     if len(sys.argv) < 3:
         print(__doc__)
@@ -717,7 +793,8 @@ def main():
      "kustomize": lambda: check_kustomize(repo),
      "schemas": lambda: check_schemas(repo, shared),
      "workloads": lambda: check_workloads(repo),
-     "monitoring": lambda: check_monitoring(repo)}[check]()
+     "monitoring": lambda: check_monitoring(repo),
+     "rbactable": lambda: check_rbac_table(repo, show="--print" in sys.argv)}[check]()
     for p in PROBLEMS:
         print("FAIL: " + p)
     return 1 if PROBLEMS else 0
