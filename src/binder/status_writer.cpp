@@ -338,8 +338,7 @@ struct StatusWriter::Impl {
   void emptied() {
     for (auto it = jobMemo.begin(); it != jobMemo.end();) {
       const cache::JobInfo& job = *it->second.job;
-      const std::string ref = api::Problem::objectRef(api::Kind::PodGroup, job.namespace_, job.name);
-      if (seen.count(statusKey(ref))) {
+      if (seen.count(statusKey(it->first))) {  // the job's key is the PodGroup's ref
         ++it;
         continue;
       }

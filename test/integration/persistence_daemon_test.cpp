@@ -100,6 +100,40 @@ bool running(cache::MemoryCluster& cluster, const std::string& ns, const std::st
   return p.ok() && (*p).value("status", Json::object()).value("phase", "") == "Running";
 }
 
+/// The time-aware history the daemon last saved (ConfigMap default/tessera-usage); nullopt before
+/// the first save or when it does not read back.
+std::optional<framework::UsageHistory> savedHistory(cache::MemoryCluster& cluster) {
+  auto cm = cluster.get(api::Kind::ConfigMap, "default", "tessera-usage");
+  if (!cm.ok()) return std::nullopt;
+  const Json parsed = Json::parse((*cm)["data"].value("usage.json", ""), nullptr, false);
+  if (parsed.is_discarded()) return std::nullopt;
+  auto h = framework::UsageHistory::fromJson(parsed);
+  if (!h.ok() || !h->last()) return std::nullopt;
+  return std::move(h).value();
+}
+
+/// team-a's usage of the GPUs in a saved history, up to its last sample (window 1 h, no decay).
+double usageOfA(framework::UsageHistory& h) {
+  auto u = h.usage(h.last()->at, api::Duration{3'600'000}, api::Duration{0});
+  return u.count("team-a") ? u["team-a"][0] : 0;
+}
+
+/// Of the new pods a-2, a-3 (team-a) and b-2, b-3 (team-b): how many are bound.
+int boundNew(cache::MemoryCluster& cluster) {
+  int n = 0;
+  for (const char* p : {"a-2", "a-3"}) n += !nodeOf(cluster, "team-a", p).empty();
+  for (const char* p : {"b-2", "b-3"}) n += !nodeOf(cluster, "team-b", p).empty();
+  return n;
+}
+
+/// The decision of a scheduler that kept team-a's history: team-b gets both GPUs, team-a none.
+void checkTeamBGetsBoth(cache::MemoryCluster& cluster) {
+  CHECK(nodeOf(cluster, "team-b", "b-2") == "gpu-1");
+  CHECK(nodeOf(cluster, "team-b", "b-3") == "gpu-1");
+  CHECK(nodeOf(cluster, "team-a", "a-2").empty());
+  CHECK(nodeOf(cluster, "team-a", "a-3").empty());
+}
+
 }  // namespace
 
 TEST_CASE("persistence: kill -9, restart: the time-aware usage history is restored, same split as without") {
@@ -117,18 +151,11 @@ TEST_CASE("persistence: kill -9, restart: the time-aware usage history is restor
   auto first = std::make_unique<Daemon>(server.url(), "first", config);
   REQUIRE(eventually([&] { return running(cluster, "team-a", "a-0") && running(cluster, "team-a", "a-1"); }));
   // Wait for a save that shows team-a holding the whole cluster (its usage 1.0 of the GPUs).
-  auto savedUsageOfA = [&]() -> double {
-    auto cm = cluster.get(api::Kind::ConfigMap, "default", "tessera-usage");
-    if (!cm.ok()) return 0;
-    const Json parsed = Json::parse((*cm)["data"].value("usage.json", ""), nullptr, false);
-    if (parsed.is_discarded()) return 0;
-    auto h = framework::UsageHistory::fromJson(parsed);
-    if (!h.ok() || !h->last()) return 0;
-    auto u = h->usage(h->last()->at, api::Duration{3'600'000}, api::Duration{0});
-    return u.count("team-a") ? u["team-a"][0] : 0;
-  };
   {
-    const bool saved = eventually([&] { return savedUsageOfA() > 0.99; });
+    const bool saved = eventually([&] {
+      auto h = savedHistory(cluster);
+      return h && usageOfA(*h) > 0.99;
+    });
     INFO(first->log());
     REQUIRE(saved);
   }
@@ -141,23 +168,14 @@ TEST_CASE("persistence: kill -9, restart: the time-aware usage history is restor
   create(cluster,
          podYaml("a-2", "team-a") + podYaml("a-3", "team-a") + podYaml("b-2", "team-b") + podYaml("b-3", "team-b"));
   Daemon second(server.url(), "second", config);
-  auto boundNew = [&] {
-    int n = 0;
-    for (const char* p : {"a-2", "a-3"}) n += !nodeOf(cluster, "team-a", p).empty();
-    for (const char* p : {"b-2", "b-3"}) n += !nodeOf(cluster, "team-b", p).empty();
-    return n;
-  };
-  const bool placed = eventually([&] { return boundNew() == 2; });
+  const bool placed = eventually([&] { return boundNew(cluster) == 2; });
   INFO(second.log());
   REQUIRE(placed);
   CHECK(second.log().find("time-aware usage history restored") != std::string::npos);
   // With the history, team-a (usage 1.0, over-quota weight max(0, 0.5 + (0.5 - 1.0)) = 0) gets
   // nothing and team-b both GPUs: what a scheduler that never restarted decides (the shared
   // scenario timeaware/idle-queue-first). An empty history would split them one each.
-  CHECK(nodeOf(cluster, "team-b", "b-2") == "gpu-1");
-  CHECK(nodeOf(cluster, "team-b", "b-3") == "gpu-1");
-  CHECK(nodeOf(cluster, "team-a", "a-2").empty());
-  CHECK(nodeOf(cluster, "team-a", "a-3").empty());
+  checkTeamBGetsBoth(cluster);
   CHECK(second.kill(SIGTERM) == 0);
   server.stop();
 }
@@ -180,15 +198,9 @@ TEST_CASE("persistence: SIGHUP config reload keeps the time-aware history: same 
   // team-a holds both GPUs for a while: until a saved history spans at least 8 s with team-a at 100%.
   {
     const bool held = eventually([&] {
-      auto cm = cluster.get(api::Kind::ConfigMap, "default", "tessera-usage");
-      if (!cm.ok()) return false;
-      const Json parsed = Json::parse((*cm)["data"].value("usage.json", ""), nullptr, false);
-      if (parsed.is_discarded()) return false;
-      auto h = framework::UsageHistory::fromJson(parsed);
-      if (!h.ok() || !h->last() || h->buckets().empty()) return false;
-      auto u = h->usage(h->last()->at, api::Duration{3'600'000}, api::Duration{0});
-      return h->last()->at.unixMillis - h->buckets().front().from >= 8000 && u.count("team-a") &&
-             u["team-a"][0] > 0.99;
+      auto h = savedHistory(cluster);
+      return h && !h->buckets().empty() && h->last()->at.unixMillis - h->buckets().front().from >= 8000 &&
+             usageOfA(*h) > 0.99;
     });
     INFO(d.log());
     REQUIRE(held);
@@ -206,21 +218,12 @@ TEST_CASE("persistence: SIGHUP config reload keeps the time-aware history: same 
               .patch(api::Kind::Node, "", "gpu-1", cache::PatchType::Merge,
                      Json{{"metadata", {{"labels", {{"pool", "open"}}}}}})
               .ok());
-  auto boundNew = [&] {
-    int n = 0;
-    for (const char* p : {"a-2", "a-3"}) n += !nodeOf(cluster, "team-a", p).empty();
-    for (const char* p : {"b-2", "b-3"}) n += !nodeOf(cluster, "team-b", p).empty();
-    return n;
-  };
-  const bool placed = eventually([&] { return boundNew() == 2; });
+  const bool placed = eventually([&] { return boundNew(cluster) == 2; });
   INFO(d.log());
   REQUIRE(placed);
   // As without the reload: team-b gets both GPUs. A history reset by the reload would give each
   // queue U = 0 and one GPU each.
-  CHECK(nodeOf(cluster, "team-b", "b-2") == "gpu-1");
-  CHECK(nodeOf(cluster, "team-b", "b-3") == "gpu-1");
-  CHECK(nodeOf(cluster, "team-a", "a-2").empty());
-  CHECK(nodeOf(cluster, "team-a", "a-3").empty());
+  checkTeamBGetsBoth(cluster);
   CHECK(d.kill(SIGTERM) == 0);
   server.stop();
 }
