@@ -89,7 +89,7 @@ for t in "${TARGETS[@]}"; do
     rm -f "$findings/log"
   else
     STATUS=1
-    artifact=$(ls "$findings" | grep -E '^(crash|timeout|leak|oom|slow-unit)-' | head -1)
+    artifact=$(ls "$findings" | grep -E "^(crash|timeout|leak|oom|slow-unit)-" | sed -n 1p)
     LINES+=("fuzz_$t: FAILED (exit $rc) after ${runs:-?} executions: $findings/${artifact:-log}")
     grep -E 'ERROR: (libFuzzer|AddressSanitizer|LeakSanitizer)|runtime error|SUMMARY' "$findings/log" | head -5
   fi

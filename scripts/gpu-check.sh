@@ -130,7 +130,7 @@ under() {  # under <region> <command...>: run with the interposer and the limit
   shift
   env LD_PRELOAD="$LIB" GPU_MEMORY_LIMIT="$LIMIT" TESSERA_ISOLATION_REGION="$region" "$@"
 }
-value() { sed -n "s/.*$1=\([-0-9]*\).*/\1/p" | head -n1; }
+value() { sed -n "s/.*$1=\([-0-9]*\).*/\1/p" | sed -n 1p; }
 
 # ---- 1 and 2: the limit holds and queries report it ----------------------------------------------
 OUT=$(under "$REGION" "$WORK/probe" fill 2>&1) || true
@@ -148,7 +148,7 @@ else
   fail "allocated ${ALLOCATED:-?} bytes: want between half the limit and the limit"
 fi
 expect "$(echo "$OUT" | value after_free_rc)" 0 "memory freed is available again"
-NVSMI=$(under "$WORK/smi.region" nvidia-smi --id="$GPU" --query-gpu=memory.total --format=csv,noheader,nounits 2>&1 | head -n1 | tr -d ' ')
+NVSMI=$(under "$WORK/smi.region" nvidia-smi --id="$GPU" --query-gpu=memory.total --format=csv,noheader,nounits 2>&1 | sed -n 1p | tr -d ' ')
 expect "$NVSMI" "$LIMIT_MIB" "nvidia-smi (NVML) under the interposer reports the limit as memory.total (MiB)"
 
 # ---- 3: two processes, one limit -------------------------------------------------------------------

