@@ -156,10 +156,13 @@ std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, 
     } else {
       lack.fractional = true;
       lack.units = cache::gpuUnitsOn(*task.info->gpuSpec, *n.info);
-      if (lack.units <= 0 || lack.units > n.info->gpuUnits()) return std::nullopt;
+      if (lack.units <= 0 || lack.units > n.gpuCapacity) return std::nullopt;
       lack.gpu = 1000 - roomGpu;  // what is missing for a whole free GPU
+      // A group at the node's split count is not counted on (a victim there frees units, and a
+      // slot only if it leaves; kept simple: such a group never takes the share).
       for (const framework::SessionGpuGroup& g : n.gpuGroups)
-        lack.groups.push_back(g.capacity > 0 ? lack.units - g.futureFree() : std::numeric_limits<int64_t>::max() / 4);
+        lack.groups.push_back(g.capacity > 0 && g.tasks < n.gpuSplitCount ? lack.units - g.futureFree()
+                                                                           : std::numeric_limits<int64_t>::max() / 4);
     }
   }
   if (!task.sharesGpu() && lack.gpu > 0 && !n.gpuGroups.empty()) {

@@ -189,6 +189,47 @@ Result<std::optional<int64_t>> nodeGpuMemoryMiB(const Node& node) {
   return std::optional<int64_t>{*mib};
 }
 
+NodeGpuSettings nodeGpuSettings(const Node& node) {
+  NodeGpuSettings out;
+  auto get = [&](const char* key) -> std::pair<const std::string*, const char*> {
+    if (const std::string* v = node.meta.label(key)) return {v, "metadata.labels["};
+    return {node.meta.annotation(key), "metadata.annotations["};
+  };
+  auto fail = [&](const char* where, const char* key, const std::string& value, const std::string& what) {
+    out.errors.push_back({std::string(where) + key + "]", quoted(value) + " " + what + " (the cluster's setting applies)"});
+  };
+  if (auto [v, where] = get(keys::kNodeGpuSplitCount); v) {
+    if (auto n = parsePositiveInt(*v, kMaxGpuSplitCount)) out.splitCount = static_cast<int32_t>(*n);
+    else fail(where, keys::kNodeGpuSplitCount, *v,
+              positiveIntProblem(*v, kMaxGpuSplitCount, "is not a whole number of pods per GPU of at least 1"));
+  }
+  if (auto [v, where] = get(keys::kNodeGpuMemoryScaling); v) {
+    auto milli = parseDecimalMilli(*v);
+    if (milli && *milli > 0 && *milli <= kMaxGpuMemoryScalingMilli) out.memoryScalingMilli = *milli;
+    else fail(where, keys::kNodeGpuMemoryScaling, *v, "is not a decimal factor above 0 and at most 100 (like 1.5)");
+  }
+  if (auto [v, where] = get(keys::kNodeGpuExclude); v) {
+    std::vector<std::string> uuids;
+    std::vector<int32_t> indexes;
+    bool ok = true;
+    for (const std::string& item : splitList(*v)) {
+      if (item.rfind("GPU-", 0) == 0 || item.rfind("MIG-", 0) == 0) {
+        if (std::find(uuids.begin(), uuids.end(), item) == uuids.end()) uuids.push_back(item);
+      } else if (item == "0" || parsePositiveInt(item, 1023)) {
+        const auto i = static_cast<int32_t>(item == "0" ? 0 : *parsePositiveInt(item, 1023));
+        if (std::find(indexes.begin(), indexes.end(), i) == indexes.end()) indexes.push_back(i);
+      } else {
+        fail(where, keys::kNodeGpuExclude, *v,
+             "has " + quoted(item) + ", neither a GPU UUID (GPU-...) nor a device index (0..1023)");
+        ok = false;
+        break;
+      }
+    }
+    if (ok) out.excludedUuids = std::move(uuids), out.excludedIndexes = std::move(indexes);
+  }
+  return out;
+}
+
 std::string gpuConfigMapName(const ObjectMeta& pod) {
   if (const std::string* v = pod.annotation(keys::kGpuConfigMapAnnotation); v && !v->empty()) return *v;
   return pod.name + "-tessera-gpu";

@@ -220,6 +220,12 @@ std::optional<Problem> validateNode(const Node& node) {
     return problemOf(Kind::Node, node.meta, std::string("metadata.labels[") + keys::kNodeGpuMemoryLabel + "]",
                      quote(v ? *v : "") + " is not a positive integer number of MiB");
   }
+  // The node's GPU-sharing settings: an invalid one is ignored (the cluster's applies), and said.
+  if (NodeGpuSettings g = nodeGpuSettings(node); !g.errors.empty()) {
+    Problem p = problemOf(Kind::Node, node.meta, g.errors.front().field, g.errors.front().message);
+    p.ignored = true;
+    return p;
+  }
   return std::nullopt;
 }
 

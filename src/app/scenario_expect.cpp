@@ -220,7 +220,9 @@ class Checker {
       std::vector<std::string> messages;
       const std::vector<std::string> parts = splitRef(ref);
       std::vector<Json> events;
-      if (parts.size() == 2 && parts[0] != "Queue") {
+      if (parts.size() == 2 && parts[0] == "Node") {  // no namespace is "Node" (DNS labels are lower case)
+        events = eventsFor("Node", "", parts[1]);
+      } else if (parts.size() == 2 && parts[0] != "Queue") {
         messages.push_back(latestPodMessage(ref));
         events = eventsFor("Pod", parts[0], parts[1]);
       } else if (parts.size() == 2) {
@@ -230,7 +232,7 @@ class Checker {
         events = eventsFor("PodGroup", parts[1], parts[2]);
         conditionMessages(seen_.cluster.get(Kind::PodGroup, parts[1], parts[2]), messages);
       } else {
-        return malformed(w, "bad reference \"" + ref + "\" (ns/pod, Queue/name or PodGroup/ns/name)");
+        return malformed(w, "bad reference \"" + ref + "\" (ns/pod, Queue/name, Node/name or PodGroup/ns/name)");
       }
       // The latest scheduling event (a Warning) counts, as does the current condition.
       for (auto it = events.rbegin(); it != events.rend(); ++it)

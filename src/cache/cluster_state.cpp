@@ -494,6 +494,13 @@ void ClusterState::onNode(const WatchEvent& ev) {
   auto mem = api::nodeGpuMemoryMiB(*node);
   if (!mem.ok()) n.gpuLabelError = mem.error().message;
   else if (*mem) n.gpuMemoryMiB = **mem, maxGpuMemoryMiB_ = std::max(maxGpuMemoryMiB_, **mem);
+  // Per-node GPU-sharing settings; an invalid one is the validation layer's to report (an Event).
+  api::NodeGpuSettings g = api::nodeGpuSettings(*node);
+  n.gpuSplitCount = g.splitCount;
+  n.gpuMemoryScalingMilli = g.memoryScalingMilli;
+  n.gpusExcluded = static_cast<int32_t>(std::min<int64_t>(g.excludedCount(), n.allocatable.milliGpu / 1000));
+  n.allocatable.milliGpu -= int64_t{1000} * n.gpusExcluded;
+  n.excludedGpuUuids = std::move(g.excludedUuids);
   n.node = std::make_shared<const api::Node>(std::move(node).value());
 }
 

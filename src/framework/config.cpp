@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tessera/api/convert.h"
+#include "tessera/api/gpu_request.h"
 #include "tessera/framework/action.h"
 #include "tessera/framework/args.h"
 #include "tessera/framework/plugin.h"
@@ -18,7 +19,8 @@ namespace {
 using Json = nlohmann::json;
 
 const char* const kTopLevelKeys[] = {"schedulerName", "schedulePeriod", "actions", "actionArgs",
-                                     "plugins",       "tiers",          "podGrouper"};
+                                     "plugins",       "tiers",          "podGrouper",
+                                     "gpuSharing"};
 
 api::Result<std::vector<std::string>> stringList(const Json& j, const std::string& where) {
   if (!j.is_array()) return api::makeError(where + ": must be a list of names, got " + j.dump());
@@ -71,6 +73,16 @@ api::Result<Config> build(const Registry& registry, const Json& root) {
   if (cfg.schedulerName.empty()) return api::makeError("config.schedulerName: must not be empty");
   if (cfg.schedulePeriod.millis <= 0) return api::makeError("config.schedulePeriod: must be positive");
   TESSERA_ASSIGN_OR_RETURN(cfg.podGrouper, podGrouperConfig(root));
+  {
+    const Json* g = root.contains("gpuSharing") && !root["gpuSharing"].is_null() ? &root["gpuSharing"] : nullptr;
+    if (g && !g->is_object()) return api::makeError("config.gpuSharing: must be a map, got " + g->dump());
+    Args gs("config.gpuSharing", g);
+    cfg.gpuSharing.splitCount =
+        static_cast<int32_t>(gs.getInt("splitCount", cfg.gpuSharing.splitCount, 1, api::kMaxGpuSplitCount));
+    cfg.gpuSharing.memoryScalingMilli =
+        gs.getMilli("memoryScaling", cfg.gpuSharing.memoryScalingMilli, 1, api::kMaxGpuMemoryScalingMilli);
+    TESSERA_TRY(gs.finish());
+  }
 
   // Actions.
   const Json empty = Json::object();

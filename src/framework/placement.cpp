@@ -229,9 +229,17 @@ Session::NodeFit Session::judgeNode(const SessionTask& task, const SessionNode& 
   if (fitsFuture && allowPipeline) return NodeFit::Later;
   std::vector<std::string> short_;
   task.nodeRequest().insufficient(allowPipeline ? n.futureIdle() : n.idle, short_);
-  if (short_.empty() && task.sharesGpu() && !gpuShareFits(task, n, allowPipeline))
-    short_.push_back(task.info->gpuSpec->numDevices > 1 ? "GPUs with room for the pod's GPU share"
-                                                        : "GPU with room for the pod's GPU share");
+  if (short_.empty() && task.sharesGpu() && !gpuShareFits(task, n, allowPipeline)) {
+    std::string what = task.info->gpuSpec->numDevices > 1 ? "GPUs with room for the pod's GPU share"
+                                                          : "GPU with room for the pod's GPU share";
+    // Room in memory is not enough when the GPU already holds its split count of pods: say so.
+    const int64_t units = cache::gpuUnitsOn(*task.info->gpuSpec, *n.info);
+    if (std::any_of(n.gpuGroups.begin(), n.gpuGroups.end(), [&](const SessionGpuGroup& g) {
+          return g.capacity > 0 && g.tasks >= n.gpuSplitCount && (allowPipeline ? g.futureFree() : g.free()) >= units;
+        }))
+      what += " (GPUs at their split count of " + std::to_string(n.gpuSplitCount) + " pods)";
+    short_.push_back(std::move(what));
+  }
   if (short_.empty()) short_.push_back("resources promised to pipelined pods");
   for (const auto& r : short_) why.push_back("insufficient " + r);
   return NodeFit::No;

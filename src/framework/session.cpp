@@ -86,6 +86,10 @@ void Session::buildState() {
     n.idle = info.allocatable - info.used;
     n.releasing = info.releasing;
     n.podCount = info.podCount;
+    const GpuSharingConfig& gs = config_.gpuSharing;
+    const int64_t scaling = info.gpuMemoryScalingMilli > 0 ? info.gpuMemoryScalingMilli : gs.memoryScalingMilli;
+    n.gpuCapacity = info.gpuUnits() * scaling / 1000;
+    n.gpuSplitCount = info.gpuSplitCount > 0 ? info.gpuSplitCount : gs.splitCount;
   }
   buildGpuGroups();
   buildPlacementIndex();
@@ -243,7 +247,8 @@ SessionResult Session::close() {
               SessionResult::GpuAssignment a;
               a.group = g.id;
               a.newGroup = g.info == nullptr;
-              a.portionMilli = g.capacity > 0 ? units * 1000 / g.capacity : 0;
+              // The share of the physical GPU (memory scaling widens the group, not the pod's share).
+              a.portionMilli = std::min<int64_t>(1000, units * 1000 / n.info->gpuUnits());
               a.memoryMiB = n.info->gpuMemoryMiB > 0 ? units / 1000 : 0;
               r.binds.back().gpus.push_back(std::move(a));
             }

@@ -29,11 +29,12 @@ int64_t unitsOf(const SessionTask& task, const SessionNode& node) {
   return cache::gpuUnitsOn(*task.info->gpuSpec, *node.info);
 }
 
-/// Whether a fractional pod may take units of group `g`. A vacating group's GPU counts as a whole
-/// releasing GPU; the group is joined (and keeps its GPU) only while no promise on the node relies
-/// on that release.
+/// Whether a fractional pod may take units of group `g`: it is open (not an excluded GPU, not a
+/// closed slot) and holds fewer pods than the node's split count. A vacating group's GPU counts as
+/// a whole releasing GPU; the group is joined (and keeps its GPU) only while no promise on the node
+/// relies on that release.
 bool joinable(const SessionGpuGroup& g, const SessionNode& node) {
-  if (g.capacity <= 0) return false;
+  if (g.capacity <= 0 || g.tasks >= node.gpuSplitCount) return false;
   return !g.vacating || node.pipelined.milliGpu + 1000 <= node.idle.milliGpu + node.releasing.milliGpu;
 }
 
@@ -47,7 +48,12 @@ void Session::buildGpuGroups() {
       SessionGpuGroup sg;
       sg.info = &g;
       sg.id = g.id;
-      sg.capacity = n.info->gpuUnits();
+      // A group on a GPU the node excludes (tessera.dev/gpu-exclude) keeps its pods, takes no more.
+      const bool excluded = !g.uuid.empty() && std::find(n.info->excludedGpuUuids.begin(),
+                                                         n.info->excludedGpuUuids.end(), g.uuid) != n.info->excludedGpuUuids.end();
+      sg.capacity = excluded ? 0 : n.gpuCapacity;
+      // Its GPU is both out of allocatable (excluded) and held (used): counted once.
+      if (excluded) n.idle.milliGpu += 1000;
       sg.used = g.used;
       sg.releasing = g.releasing;
       sg.tasks = g.pods;
@@ -59,8 +65,7 @@ void Session::buildGpuGroups() {
 
 bool Session::gpuShareFits(const SessionTask& task, const SessionNode& node, bool future) const {
   const int64_t units = unitsOf(task, node);
-  const int64_t capacity = node.info->gpuUnits();
-  if (units <= 0 || units > capacity) return false;
+  if (units <= 0 || units > node.gpuCapacity || node.gpuSplitCount < 1) return false;
   int64_t count = 0, vacating = 0;
   const int32_t want = task.info->gpuSpec->numDevices;
   for (const SessionGpuGroup& g : node.gpuGroups)
@@ -141,7 +146,7 @@ void Session::takeGpus(SessionTask& task, SessionNode& node, bool pipelined) {
     if (gi < 0) {
       SessionGpuGroup g;
       g.id = newGroupId(task, node, static_cast<size_t>(k));
-      g.capacity = node.info->gpuUnits();
+      g.capacity = node.gpuCapacity;
       g.opened = pipelined ? 2 : 1;
       if (pipelined) node.pipelined.milliGpu += 1000;
       else node.idle.milliGpu -= 1000;

@@ -64,6 +64,30 @@ std::optional<int64_t> parseDecimalMilli(const std::string& text);
 /// node and the label when it is not a positive integer.
 Result<std::optional<int64_t>> nodeGpuMemoryMiB(const Node& node);
 
+/// A node's own GPU-sharing settings (docs/gpu-sharing.md, "Per-node settings"), from its labels or
+/// annotations (a label wins over an annotation of the same key). An unset or invalid setting is 0 /
+/// empty: the node takes the cluster's (config gpuSharing); `errors` has each invalid one (the
+/// validation layer reports the first as the node's problem: an Event on the node).
+struct NodeGpuSettings {
+  int32_t splitCount = 0;          ///< tessera.dev/gpu-split-count: fractional pods per GPU (1..1000)
+  int64_t memoryScalingMilli = 0;  ///< tessera.dev/gpu-memory-scaling in thousandths (0.001..100)
+  /// tessera.dev/gpu-exclude: GPUs out of scheduling, by UUID ("GPU-..." / "MIG-...") or by index.
+  std::vector<std::string> excludedUuids;
+  std::vector<int32_t> excludedIndexes;
+  struct Invalid {
+    std::string field;    ///< "metadata.labels[tessera.dev/gpu-split-count]"
+    std::string message;  ///< "\"ten\" is not a whole number ... (the cluster's setting applies)"
+  };
+  std::vector<Invalid> errors;
+  /// Distinct GPUs excluded (a UUID and an index naming the same GPU count twice: use one form).
+  int32_t excludedCount() const { return static_cast<int32_t>(excludedUuids.size() + excludedIndexes.size()); }
+};
+NodeGpuSettings nodeGpuSettings(const Node& node);
+
+/// The largest values nodeGpuSettings and the config's gpuSharing accept.
+inline constexpr int32_t kMaxGpuSplitCount = 1000;
+inline constexpr int64_t kMaxGpuMemoryScalingMilli = 100'000;
+
 /// Name of the ConfigMap holding a fractional pod's GPU environment: the annotation
 /// tessera.dev/gpu-configmap when the webhook set it, else "<pod name>-tessera-gpu".
 std::string gpuConfigMapName(const ObjectMeta& pod);

@@ -47,6 +47,11 @@ inline constexpr const char* kGpuUuidAnnotation = "tessera.dev/gpu-uuid";
 inline constexpr const char* kStaleSinceAnnotation = "tessera.dev/stale-since";
 inline constexpr const char* kNodeGpuMemoryLabel = "nvidia.com/gpu.memory";
 inline constexpr const char* kNodeGpuProductLabel = "nvidia.com/gpu.product";
+/// A node's GPU-sharing settings (labels or annotations set by the platform team; docs/gpu-sharing.md,
+/// "Per-node settings"): pods per GPU, memory oversubscription, GPUs taken out of scheduling.
+inline constexpr const char* kNodeGpuSplitCount = "tessera.dev/gpu-split-count";
+inline constexpr const char* kNodeGpuMemoryScaling = "tessera.dev/gpu-memory-scaling";
+inline constexpr const char* kNodeGpuExclude = "tessera.dev/gpu-exclude";
 inline constexpr const char* kReservationNamespace = "tessera-reservation";
 inline constexpr const char* kDefaultQueue = "default";
 inline constexpr const char* kDefaultSchedulerName = "tessera";

@@ -26,6 +26,9 @@ struct Problem {
   /// error text that already names the object and the field (a conversion error).
   std::string field;
   std::string message;  ///< what is wrong, with the bad value: "must be at least 1, got 0"
+  /// The object stays in use (the bad setting is ignored and said in an event): a node's invalid
+  /// GPU-sharing label falls back to the cluster's value instead of closing the node.
+  bool ignored = false;
 
   /// "spec.minMember: must be at least 1, got 0"
   std::string detail() const { return field.empty() ? message : field + ": " + message; }

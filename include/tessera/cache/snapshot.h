@@ -113,6 +113,12 @@ struct NodeInfo {
   /// Label nvidia.com/gpu.memory (MiB per GPU); 0 when absent or invalid (`gpuLabelError`).
   int64_t gpuMemoryMiB = 0;
   std::string gpuLabelError;
+  /// The node's own GPU-sharing settings (api::nodeGpuSettings; 0: the cluster's). GPUs it excludes
+  /// (tessera.dev/gpu-exclude) are already taken out of `allocatable`.
+  int32_t gpuSplitCount = 0;
+  int64_t gpuMemoryScalingMilli = 0;
+  int32_t gpusExcluded = 0;
+  std::vector<std::string> excludedGpuUuids;
   /// Capacity of one GPU in group units (see GpuGroupInfo).
   int64_t gpuUnits() const { return gpuMemoryMiB > 0 ? gpuMemoryMiB * 1000 : 1000; }
   const GpuGroupInfo* findGpuGroup(const std::string& id) const;

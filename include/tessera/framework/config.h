@@ -25,9 +25,17 @@ struct PodGrouperConfig {
   std::map<std::string, std::string> defaultPriorityClass;
 };
 
+/// The cluster's GPU-sharing settings (config key gpuSharing; docs/gpu-sharing.md, "Per-node
+/// settings"); a node's labels or annotations override them for that node.
+struct GpuSharingConfig {
+  int32_t splitCount = 10;             ///< fractional pods on one GPU at most (HAMi deviceSplitCount)
+  int64_t memoryScalingMilli = 1000;   ///< a GPU's memory counts this many thousandths times (HAMi deviceMemoryScaling)
+};
+
 struct Config {
   std::string schedulerName = "tessera";
   PodGrouperConfig podGrouper;
+  GpuSharingConfig gpuSharing;
   api::Duration schedulePeriod{1000};
   /// Actions in run order.
   std::vector<std::shared_ptr<Action>> actions;

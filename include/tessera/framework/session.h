@@ -87,6 +87,11 @@ struct SessionNode {
   int32_t podCount = 0;
   std::vector<api::HostPort> addedPorts;  ///< host ports of tasks placed this cycle
   std::vector<SessionGpuGroup> gpuGroups; ///< the cache's groups (same order), then opened ones
+  /// One GPU's capacity in group units: cache::NodeInfo::gpuUnits() times the memory scaling (the
+  /// node's tessera.dev/gpu-memory-scaling, else config gpuSharing.memoryScaling).
+  int64_t gpuCapacity = 0;
+  /// Fractional pods one GPU takes at most (tessera.dev/gpu-split-count, else gpuSharing.splitCount).
+  int32_t gpuSplitCount = 0;
   const api::Node& node() const { return *info->node; }
   const std::string& name() const { return info->name; }
   /// Resources free once releasing pods are gone, minus what pipelined tasks were promised.

@@ -58,7 +58,7 @@ class GpuSharePlugin final : public framework::Plugin {
                    api::keys::kGpuMemory + " requests)";
           return false;
         }
-        if (spec->memoryMiB > node.info->gpuMemoryMiB) {
+        if (spec->memoryMiB * 1000 > node.gpuCapacity) {  // the GPU's memory times its memory scaling
           reason = std::string("GPU memory smaller than the ") + api::keys::kGpuMemory + " request";
           return false;
         }

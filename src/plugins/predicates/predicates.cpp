@@ -83,11 +83,13 @@ class PredicatesPlugin final : public framework::Plugin {
   void onSessionOpen(framework::Session& ssn) override {
     // Nodes whose labels break a rule of api/validation.h take no new pods (their pods still
     // count); the node's own event carries the details. Looked up once per session, not per check.
+    // A problem the node lives with (an ignored GPU-sharing setting) does not close it.
     std::vector<std::string> invalid;
     if (!ssn.snapshot().invalid.empty())
       for (const auto& sn : ssn.nodes())
         if (const api::Problem* p =
-                ssn.snapshot().findInvalid(api::Problem::objectRef(api::Kind::Node, "", sn.name()))) {
+                ssn.snapshot().findInvalid(api::Problem::objectRef(api::Kind::Node, "", sn.name()));
+            p && !p->ignored) {
           invalid.resize(ssn.nodes().size());
           std::string what = p->field;  // "metadata.labels[nvidia.com/gpu.memory]" -> "label nvidia.com/gpu.memory"
           if (what.rfind("metadata.labels[", 0) == 0 && what.back() == ']')

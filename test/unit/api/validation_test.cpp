@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tessera/api/convert.h"
+#include "tessera/api/gpu_request.h"
 #include "tessera/api/validation.h"
 
 namespace {
@@ -218,3 +219,71 @@ TEST_CASE("validateNode: nvidia.com/gpu.memory must be a positive integer") {
                            "\" is not a positive integer number of MiB");
   }
 }
+
+TEST_CASE("validateNode: an invalid GPU-sharing setting is named and ignored, not fatal") {
+  Node n;
+  n.meta.name = "gpu-1";
+  n.meta.annotations["tessera.dev/gpu-split-count"] = "many";
+  auto p = validateNode(n);
+  REQUIRE(p);
+  CHECK(p->ignored);  // the node keeps scheduling with the cluster's value
+  CHECK(p->text() ==
+        "Node gpu-1: metadata.annotations[tessera.dev/gpu-split-count]: \"many\" is not a whole number of pods per "
+        "GPU of at least 1 (the cluster's setting applies)");
+  // A broken memory label is said first, and it closes the node.
+  n.meta.labels["nvidia.com/gpu.memory"] = "80GB";
+  p = validateNode(n);
+  REQUIRE(p);
+  CHECK_FALSE(p->ignored);
+  CHECK(p->field == "metadata.labels[nvidia.com/gpu.memory]");
+}
+
+TEST_CASE("nodeGpuSettings: labels win over annotations; each bad value is named") {
+  Node n;
+  n.meta.name = "gpu-1";
+  auto none = nodeGpuSettings(n);
+  CHECK(none.splitCount == 0);
+  CHECK(none.memoryScalingMilli == 0);
+  CHECK(none.excludedCount() == 0);
+  CHECK(none.errors.empty());
+
+  n.meta.annotations["tessera.dev/gpu-split-count"] = "3";
+  n.meta.labels["tessera.dev/gpu-split-count"] = "5";
+  n.meta.annotations["tessera.dev/gpu-memory-scaling"] = "1.5";
+  n.meta.annotations["tessera.dev/gpu-exclude"] = "GPU-aaaa, 2,0 ,GPU-aaaa,2";
+  auto g = nodeGpuSettings(n);
+  CHECK(g.errors.empty());
+  CHECK(g.splitCount == 5);
+  CHECK(g.memoryScalingMilli == 1500);
+  CHECK(g.excludedUuids == std::vector<std::string>{"GPU-aaaa"});
+  CHECK(g.excludedIndexes == std::vector<int32_t>{2, 0});
+  CHECK(g.excludedCount() == 3);
+
+  struct Bad {
+    const char* key;
+    const char* value;
+    const char* want;
+  };
+  for (const Bad& b : {Bad{"tessera.dev/gpu-split-count", "0", "is not a whole number of pods per GPU"},
+                       Bad{"tessera.dev/gpu-split-count", "1001", "is too large: at most 1000"},
+                       Bad{"tessera.dev/gpu-split-count", "2.5", "is not a whole number"},
+                       Bad{"tessera.dev/gpu-memory-scaling", "0", "is not a decimal factor above 0"},
+                       Bad{"tessera.dev/gpu-memory-scaling", "-1", "is not a decimal factor"},
+                       Bad{"tessera.dev/gpu-memory-scaling", "100.5", "at most 100"},
+                       Bad{"tessera.dev/gpu-memory-scaling", "2x", "is not a decimal factor"},
+                       Bad{"tessera.dev/gpu-exclude", "GPU-1,gpu0", "has \"gpu0\", neither a GPU UUID"},
+                       Bad{"tessera.dev/gpu-exclude", "1024", "neither a GPU UUID (GPU-...) nor a device index"}}) {
+    Node m;
+    m.meta.name = "gpu-2";
+    m.meta.labels[b.key] = b.value;
+    INFO(b.key << "=" << b.value);
+    auto r = nodeGpuSettings(m);
+    REQUIRE(r.errors.size() == 1);
+    CHECK(r.errors[0].field == std::string("metadata.labels[") + b.key + "]");
+    CHECK_THAT(r.errors[0].message, Catch::Contains(b.want) && Catch::Contains(std::string("\"") + b.value + "\""));
+    CHECK(r.splitCount == 0);  // the bad value is not used
+    CHECK(r.memoryScalingMilli == 0);
+    CHECK(r.excludedCount() == 0);
+  }
+}
+

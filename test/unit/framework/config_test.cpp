@@ -177,6 +177,12 @@ TEST_CASE("config errors name the field", "[config]") {
       {"schedulePeriod: 0s", {"config.schedulePeriod: must be positive"}},
       {"schedulerName: \"\"", {"config.schedulerName: must not be empty"}},
       {"schedulerName: 7", {"config.schedulerName: must be a string"}},
+      {"gpuSharing: 2", {"config.gpuSharing: must be a map, got 2"}},
+      {"gpuSharing: {splitCount: 0}", {"config.gpuSharing.splitCount", "0"}},
+      {"gpuSharing: {splitCount: 1001}", {"config.gpuSharing.splitCount", "1001"}},
+      {"gpuSharing: {memoryScaling: 0}", {"config.gpuSharing.memoryScaling"}},
+      {"gpuSharing: {memoryScaling: 101}", {"config.gpuSharing.memoryScaling"}},
+      {"gpuSharing: {splitcount: 2}", {"config.gpuSharing: unknown", "splitcount", "memoryScaling", "splitCount"}},
   };
   for (const auto& c : cases) {
     DYNAMIC_SECTION(c.yaml) {
@@ -184,6 +190,21 @@ TEST_CASE("config errors name the field", "[config]") {
       for (const auto& w : c.want) CHECK_THAT(msg, Catch::Contains(w));
     }
   }
+}
+
+TEST_CASE("gpuSharing: HAMi's defaults, overridden by the config", "[config]") {
+  auto d = loadConfig(testRegistry(), nullptr);
+  REQUIRE(d.ok());
+  CHECK(d->gpuSharing.splitCount == 10);
+  CHECK(d->gpuSharing.memoryScalingMilli == 1000);
+  auto c = load("gpuSharing: {splitCount: 4, memoryScaling: 1.5}");
+  REQUIRE(c.ok());
+  CHECK(c->gpuSharing.splitCount == 4);
+  CHECK(c->gpuSharing.memoryScalingMilli == 1500);
+  auto one = load("gpuSharing: {memoryScaling: 2}");  // the other key keeps its default
+  REQUIRE(one.ok());
+  CHECK(one->gpuSharing.splitCount == 10);
+  CHECK(one->gpuSharing.memoryScalingMilli == 2000);
 }
 
 TEST_CASE("config file errors", "[config]") {
