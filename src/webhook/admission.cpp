@@ -386,7 +386,8 @@ Decision reviewImpl(const std::string& operation, const Json& pod, const Json* o
   // Last, so that the operations above still address the containers by their original index.
   if (copyInterposer && !hasCopier) {
     const Json* inits = member(*spec, "initContainers");
-    if (!inits || !inits->is_array()) patch.add("/spec/initContainers", Json::array({interposerInitContainer(options)}));
+    if (!inits || !inits->is_array())
+      patch.add("/spec/initContainers", Json::array({interposerInitContainer(options)}));
     else patch.add("/spec/initContainers/0", interposerInitContainer(options));
   }
   Decision d;

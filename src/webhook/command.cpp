@@ -46,7 +46,8 @@ api::Result<ServerOptions> parseFlags(const std::vector<std::string>& args) {
     } else if (a == "--interposer-source") {
       if (v == "init-container") o.admission.interposerSource = InterposerSource::InitContainer;
       else if (v == "host-path") o.admission.interposerSource = InterposerSource::HostPath;
-      else return api::makeError("--interposer-source: \"" + v + "\" is not a source (valid: init-container, host-path)");
+      else
+        return api::makeError("--interposer-source: \"" + v + "\" is not a source (valid: init-container, host-path)");
     } else if (a == "--interposer-image") {
       if (v.empty() || v.find_first_of(" \t\n") != std::string::npos)
         return api::makeError("--interposer-image: \"" + v + "\" is not an image reference");

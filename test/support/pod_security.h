@@ -46,13 +46,13 @@ inline std::vector<std::pair<std::string, const Json*>> containersOf(const Json&
 /// type/user/role, procMount, seccomp Unconfined, unsafe sysctls.
 inline std::vector<std::string> baselineViolations(const nlohmann::json& pod) {
   using namespace pss_detail;
-  static const std::set<std::string> kAllowedCaps = {"AUDIT_WRITE", "CHOWN",      "DAC_OVERRIDE", "FOWNER", "FSETID",
-                                                     "KILL",        "MKNOD",      "NET_BIND_SERVICE", "SETFCAP",
-                                                     "SETGID",      "SETPCAP",    "SETUID",       "SYS_CHROOT"};
+  static const std::set<std::string> kAllowedCaps = {"AUDIT_WRITE", "CHOWN",  "DAC_OVERRIDE",     "FOWNER",  "FSETID",
+                                                     "KILL",        "MKNOD",  "NET_BIND_SERVICE", "SETFCAP", "SETGID",
+                                                     "SETPCAP",     "SETUID", "SYS_CHROOT"};
   static const std::set<std::string> kSafeSysctls = {
-      "kernel.shm_rmid_forced",      "net.ipv4.ip_local_port_range", "net.ipv4.ip_unprivileged_port_start",
-      "net.ipv4.tcp_syncookies",     "net.ipv4.ping_group_range",    "net.ipv4.ip_local_reserved_ports",
-      "net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout",     "net.ipv4.tcp_keepalive_intvl",
+      "kernel.shm_rmid_forced",       "net.ipv4.ip_local_port_range", "net.ipv4.ip_unprivileged_port_start",
+      "net.ipv4.tcp_syncookies",      "net.ipv4.ping_group_range",    "net.ipv4.ip_local_reserved_ports",
+      "net.ipv4.tcp_keepalive_time",  "net.ipv4.tcp_fin_timeout",     "net.ipv4.tcp_keepalive_intvl",
       "net.ipv4.tcp_keepalive_probes"};
   static const std::set<std::string> kSeLinuxTypes = {"", "container_t", "container_init_t", "container_kvm_t",
                                                       "container_engine_t"};
@@ -101,10 +101,10 @@ inline std::vector<std::string> baselineViolations(const nlohmann::json& pod) {
     if (at(sc, "privileged") == true) out.push_back("privileged: " + where + " securityContext.privileged is true");
     const Json& add = at(at(sc, "capabilities"), "add");
     for (size_t i = 0; add.is_array() && i < add.size(); ++i)
-      if (!kAllowedCaps.count(str(add[i])))
-        out.push_back("capabilities: " + where + " adds " + str(add[i]));
+      if (!kAllowedCaps.count(str(add[i]))) out.push_back("capabilities: " + where + " adds " + str(add[i]));
     const std::string proc = str(at(sc, "procMount"));
-    if (!proc.empty() && proc != "Default") out.push_back("procMount: " + where + " securityContext.procMount is " + proc);
+    if (!proc.empty() && proc != "Default")
+      out.push_back("procMount: " + where + " securityContext.procMount is " + proc);
     const Json& ports = at(*c, "ports");
     for (size_t i = 0; ports.is_array() && i < ports.size(); ++i)
       if (at(ports[i], "hostPort").is_number() && at(ports[i], "hostPort").get<int64_t>() != 0)
@@ -120,8 +120,8 @@ inline std::vector<std::string> baselineViolations(const nlohmann::json& pod) {
 /// NET_BIND_SERVICE.
 inline std::vector<std::string> restrictedViolations(const nlohmann::json& pod) {
   using namespace pss_detail;
-  static const std::set<std::string> kVolumeTypes = {"configMap", "csi",       "downwardAPI", "emptyDir",
-                                                     "ephemeral", "persistentVolumeClaim", "projected", "secret"};
+  static const std::set<std::string> kVolumeTypes = {
+      "configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret"};
   std::vector<std::string> out = baselineViolations(pod);
   const Json& spec = at(pod, "spec");
   const Json& psc = at(spec, "securityContext");

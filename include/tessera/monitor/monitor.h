@@ -111,7 +111,8 @@ class Cleaner {
   std::map<std::string, int64_t> missingSince_;
 };
 
-/// `tessera monitor [--kubelet-pods-dir DIR] [--region-dir DIR] [--address A] [--port 9402] [--in-cluster | --kubeconfig PATH
+/// `tessera monitor [--kubelet-pods-dir DIR] [--region-dir DIR] [--address A] [--port 9402] [--in-cluster |
+/// --kubeconfig PATH
 /// [--context NAME]] [--node-name NAME] [--cleanup-interval 60] [--stale-grace 300]`.
 /// Serves /metrics and /healthz until SIGTERM. Without API access it never removes anything.
 int monitorCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);

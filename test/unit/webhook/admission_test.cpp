@@ -242,8 +242,8 @@ TEST_CASE("webhook: hard isolation wiring, ConfigMap envFrom in every container,
   CHECK(bareOut["spec"]["initContainers"][0]["image"] == "registry.example/tessera-interposer:0.2.0");
   CHECK(reviewPod("CREATE", bareOut, nullptr, true, o, fixedSuffix()).patch == "[]");
   // Not for mps or none.
-  CHECK(mutated(gpuPod({{"gpu-fraction", "0.5"}, {"tessera.dev/isolation", "none"}}))["spec"]["initContainers"].size() ==
-        1);
+  json none = mutated(gpuPod({{"gpu-fraction", "0.5"}, {"tessera.dev/isolation", "none"}}));
+  CHECK(none["spec"]["initContainers"].size() == 1);
 }
 
 TEST_CASE("webhook: hard isolation with --interposer-source host-path: the node folders, as before") {
@@ -255,8 +255,8 @@ TEST_CASE("webhook: hard isolation with --interposer-source host-path: the node 
   REQUIRE(vols.size() == 3);
   CHECK(vols[1] == json{{"name", "tessera-interposer"},
                         {"hostPath", {{"path", "/usr/local/tessera/lib"}, {"type", "Directory"}}}});
-  CHECK(vols[2] == json{{"name", "tessera-regions"},
-                        {"hostPath", {{"path", "/var/lib/tessera/regions"}, {"type", "Directory"}}}});
+  CHECK(vols[2] ==
+        json{{"name", "tessera-regions"}, {"hostPath", {{"path", "/var/lib/tessera/regions"}, {"type", "Directory"}}}});
   for (const auto& c : out["spec"]["containers"])
     for (const auto& m : c["volumeMounts"])
       if (m["name"] == "tessera-regions") CHECK(m["subPathExpr"] == "$(TESSERA_POD_UID)");

@@ -102,13 +102,21 @@ TEST_CASE("pod security: the checker finds each baseline rule") {
       {"host namespaces", [](json& p) { p["spec"]["hostNetwork"] = true; }},
       {"host namespaces", [](json& p) { p["spec"]["hostPID"] = true; }},
       {"host namespaces", [](json& p) { p["spec"]["hostIPC"] = true; }},
-      {"hostPath volumes", [](json& p) { p["spec"]["volumes"].push_back({{"name", "h"}, {"hostPath", {{"path", "/"}}}}); }},
+      {"hostPath volumes",
+       [](json& p) {
+         p["spec"]["volumes"].push_back({{"name", "h"}, {"hostPath", {{"path", "/"}}}});
+       }},
       {"privileged", [](json& p) { p["spec"]["containers"][1]["securityContext"]["privileged"] = true; }},
       {"capabilities",
        [](json& p) { p["spec"]["initContainers"][0]["securityContext"]["capabilities"]["add"] = {"SYS_ADMIN"}; }},
-      {"hostPorts", [](json& p) { p["spec"]["containers"][0]["ports"] = {{{"containerPort", 80}, {"hostPort", 80}}}; }},
+      {"hostPorts",
+       [](json& p) {
+         p["spec"]["containers"][0]["ports"] = {{{"containerPort", 80}, {"hostPort", 80}}};
+       }},
       {"sysctls",
-       [](json& p) { p["spec"]["securityContext"]["sysctls"] = {{{"name", "kernel.msgmax"}, {"value", "1"}}}; }},
+       [](json& p) {
+         p["spec"]["securityContext"]["sysctls"] = {{{"name", "kernel.msgmax"}, {"value", "1"}}};
+       }},
       {"seccomp", [](json& p) { p["spec"]["securityContext"]["seccompProfile"]["type"] = "Unconfined"; }},
       {"seccomp",
        [](json& p) { p["spec"]["containers"][0]["securityContext"]["seccompProfile"]["type"] = "Unconfined"; }},
@@ -121,8 +129,7 @@ TEST_CASE("pod security: the checker finds each baseline rule") {
        }},
       {"SELinux", [](json& p) { p["spec"]["securityContext"]["seLinuxOptions"]["type"] = "spc_t"; }},
       {"SELinux", [](json& p) { p["spec"]["containers"][0]["securityContext"]["seLinuxOptions"]["user"] = "root"; }},
-      {"hostProcess",
-       [](json& p) { p["spec"]["securityContext"]["windowsOptions"]["hostProcess"] = true; }},
+      {"hostProcess", [](json& p) { p["spec"]["securityContext"]["windowsOptions"]["hostProcess"] = true; }},
   };
   for (const auto& c : cases) {
     json bad = good;
@@ -150,7 +157,10 @@ TEST_CASE("pod security: the checker finds each rule restricted adds") {
     std::function<void(json&)> breakIt;
   };
   const Case cases[] = {
-      {"volume types", [](json& p) { p["spec"]["volumes"].push_back({{"name", "n"}, {"nfs", {{"server", "x"}}}}); }},
+      {"volume types",
+       [](json& p) {
+         p["spec"]["volumes"].push_back({{"name", "n"}, {"nfs", {{"server", "x"}}}});
+       }},
       {"allowPrivilegeEscalation",
        [](json& p) { p["spec"]["containers"][1]["securityContext"].erase("allowPrivilegeEscalation"); }},
       {"runAsNonRoot", [](json& p) { p["spec"]["securityContext"].erase("runAsNonRoot"); }},
@@ -224,7 +234,8 @@ TEST_CASE("pod security: what does not pass baseline, and fails the check") {
   wh::Options mps;
   mps.isolation = tessera::api::Isolation::Mps;
   for (const char* ann : {"gpu-fraction", "gpu-memory"}) {
-    const auto m = baselineViolations(mutated(plainPod({{ann, std::string(ann) == "gpu-memory" ? "2048" : "0.5"}}), mps));
+    const auto m =
+        baselineViolations(mutated(plainPod({{ann, std::string(ann) == "gpu-memory" ? "2048" : "0.5"}}), mps));
     INFO(joined(m));
     CHECK(m == std::vector<std::string>{"hostPath volumes: spec.volumes[1] tessera-mps-pipe"});
   }
