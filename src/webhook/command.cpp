@@ -1,6 +1,7 @@
 // `tessera webhook`: flags -> Server, then wait for SIGTERM/SIGINT (sigwait on a blocked set: no
 // signal handler, no Asio signal_set needed).
 #include <csignal>
+#include <cstdlib>
 #include <iostream>
 #include <pthread.h>
 
@@ -17,10 +18,15 @@ const char* const kUsage =
     "                       [--isolation hard|mps|none] [--interposer-path /usr/local/tessera/lib]\n"
     "                       [--interposer-source init-container|host-path]\n"
     "                       [--interposer-image ghcr.io/tessera-sched/tessera-interposer:latest]\n"
+    "  --interposer-image defaults to $TESSERA_INTERPOSER_IMAGE when set.\n"
     "                       [--scheduler-name tessera] [--mps-pipe-directory /tmp/nvidia-mps]\n";
 
 api::Result<ServerOptions> parseFlags(const std::vector<std::string>& args) {
   ServerOptions o;
+  // The default of --interposer-image: deploy/ sets it from the interposer DaemonSet's image
+  // (kustomize replacements select an env entry by name, not a flag by position).
+  if (const char* image = std::getenv("TESSERA_INTERPOSER_IMAGE"); image != nullptr && *image != '\0')
+    o.admission.interposerImage = image;
   api::FlagCursor flag(args);
   while (flag.next()) {
     const std::string& a = flag.name();

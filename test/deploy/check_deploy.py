@@ -30,6 +30,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import jsonschema
 import yaml
@@ -608,9 +609,11 @@ def check_rendered(repo, rel, objs, backend, expect=None):
                         "it needs nothing of it" % (where, paths))
             check_pod_security(where + " interposer", dpod)
             image = dpod["containers"][0]["image"]
-            if flag(wargs, "--interposer-image") != image:
-                problem("%s: webhook --interposer-image=%s, want the interposer DaemonSet's image %s"
-                        % (where, flag(wargs, "--interposer-image"), image))
+            wenv = {e["name"]: e.get("value") for e in wpod["containers"][0].get("env", [])}
+            given = flag(wargs, "--interposer-image") or wenv.get("TESSERA_INTERPOSER_IMAGE")
+            if given != image:
+                problem("%s: the webhook's interposer image (--interposer-image, else $TESSERA_INTERPOSER_IMAGE) is %s, "
+                        "want the interposer DaemonSet's image %s" % (where, given, image))
 
     check_monitor(where, objs, backend, expect)
 
@@ -691,6 +694,35 @@ def check_monitor(where, objs, backend, expect):
             problem("%s: the ServiceMonitor tessera-monitor must honor the monitor's pod/namespace labels" % where)
 
 
+def check_hostpath_patch(repo):
+    """docs/install.md, "Interposer from the node": its patches, added to a copy of overlays/hard,
+    render the hostPath layout (--interposer-source=host-path, the library installed onto the node,
+    the monitor's root init container) and nothing else differs from what the checks expect."""
+    with open(os.path.join(repo, "docs", "install.md"), encoding="utf-8") as f:
+        doc = f.read()
+    start = doc.find("### Interposer from the node")
+    block = doc.find("```yaml\n", start)
+    end = doc.find("```", block + 8)
+    if start < 0 or block < 0 or end < 0:
+        return problem("docs/install.md: no ```yaml block under \"### Interposer from the node\"")
+    patches = doc[block + 8:end]
+    tmp = tempfile.mkdtemp(prefix="tessera-hostpath-")
+    try:
+        shutil.copytree(os.path.join(repo, "deploy"), os.path.join(tmp, "deploy"))
+        path = os.path.join(tmp, "deploy", "overlays", "hard", "kustomization.yaml")
+        text = read(path)
+        if "\npatches:\n" not in text:
+            return problem("deploy/overlays/hard/kustomization.yaml: no patches: list to add the docs' patches to")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text.replace("\npatches:\n", "\npatches:\n" + patches, 1))
+        objs = render(tmp, "deploy/overlays/hard")
+        if objs is not None:
+            check_rendered(repo, "deploy/overlays/hard + docs/install.md's hostPath patches", objs, "hard",
+                           Expect(interposer_source="host-path"))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def check_workloads(repo):
     for rel, backend in (("deploy", "hard"), ("deploy/overlays/hard", "hard"), ("deploy/overlays/mps", "mps"),
                          ("deploy/overlays/none", "none"), ("deploy/overlays/cert-manager", "hard")):
@@ -698,6 +730,7 @@ def check_workloads(repo):
         if objs is None:
             continue
         check_rendered(repo, rel, objs, backend)
+    check_hostpath_patch(repo)
     cm = render(repo, "deploy/overlays/cert-manager")
     if cm is not None:
         if find(cm, "Job", "tessera-certgen-create") or find(cm, "ClusterRole", "tessera-certgen"):
