@@ -2,8 +2,9 @@
 # Tessera images (docs/install.md):
 #   docker build -t REGISTRY/tessera:TAG .                                  the daemon, the webhook and
 #                                                                            the GPU reservation pods
-#   docker build --target interposer -t REGISTRY/tessera-interposer:TAG .   the DaemonSet installing
-#                                                                            libtessera-cuda.so on GPU nodes
+#   docker build --target interposer -t REGISTRY/tessera-interposer:TAG .   libtessera-cuda.so: the
+#                                                                            init container the webhook
+#                                                                            adds to hard pods copies it
 
 # ---- build: Debian 12 with the build dependencies of scripts/install-deps.sh (no test tools) ----
 FROM debian:12 AS build
@@ -21,11 +22,14 @@ RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release -DTESSERA_BUILD_TESTS=OFF -D
  && install -D -m 0644 "$(find /build/src/isolation -name libtessera-cuda.so -type f | head -n1)" \
       /out/opt/tessera/lib/libtessera-cuda.so
 
-# ---- interposer: copies the library onto the node (deploy/interposer/daemonset.yaml) ----
-# Needs only sh, cp, mv and sleep; the library itself depends on libc alone.
+# ---- interposer: the library at /opt/tessera/lib, copied into hard pods by the init container the
+# webhook adds (`cp`, as uid 65532), kept on GPU nodes by deploy/interposer/daemonset.yaml (sh, test
+# and sleep), or installed onto the node by it with --interposer-source=host-path (cp, chmod, mv, as
+# root there). The library itself depends on libc alone. A numeric non-root user: runAsNonRoot can
+# verify it.
 FROM debian:12-slim AS interposer
 COPY --from=build /out/opt/tessera/lib/libtessera-cuda.so /opt/tessera/lib/libtessera-cuda.so
-USER 0
+USER 65532:65532
 CMD ["/bin/sh", "-c", "ls -l /opt/tessera/lib"]
 
 # ---- tessera: the default (last) stage ----

@@ -70,36 +70,6 @@ struct GpuBinding::Impl {
     return l;
   }
 
-  cache::Json reservationPod(const std::string& group, const std::string& node) const {
-    cache::Json env = cache::Json::array();
-    env.push_back({{"name", "POD_NAME"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.name"}}}}}});
-    env.push_back({{"name", "POD_NAMESPACE"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.namespace"}}}}}});
-    return {
-        {"apiVersion", "v1"},
-        {"kind", "Pod"},
-        {"metadata",
-         {{"name", reservationPodName(group)},
-          {"namespace", options.reservationNamespace},
-          {"labels",
-           {{api::keys::kGpuGroupLabel, group},
-            {"app.kubernetes.io/name", "tessera-reservation"},
-            {"app.kubernetes.io/managed-by", options.component}}}}},
-        {"spec",
-         {{"nodeName", node},
-          {"serviceAccountName", options.reservationServiceAccount},
-          {"terminationGracePeriodSeconds", 5},
-          {"tolerations", cache::Json::array({{{"operator", "Exists"}}})},
-          {"containers",
-           cache::Json::array({{{"name", "reserve"},
-                                {"image", options.reservationImage},
-                                {"args", cache::Json::array({"reserve"})},
-                                {"env", env},
-                                {"resources",
-                                 {{"requests", {{"nvidia.com/gpu", "1"}, {"cpu", "1m"}, {"memory", "16Mi"}}},
-                                  {"limits", {{"nvidia.com/gpu", "1"}, {"cpu", "100m"}, {"memory", "64Mi"}}}}}}})}}},
-    };
-  }
-
   /// The group's reservation pod exists on `node` and has reported its GPU: returns the UUID.
   /// Under hard isolation, a fraction on a node without nvidia.com/gpu.memory (memoryMiB 0: the
   /// placement knew no memory size) would run with no memory limit the interposer can enforce.
@@ -130,7 +100,7 @@ struct GpuBinding::Impl {
         return api::makeError("GPU group " + group + ": reservation pod " + ns + "/" + name + " is on node " + on +
                               ", not " + node);
     } else if (existing.error().code == 404) {
-      auto created = client.create(api::Kind::Pod, reservationPod(group, node));
+      auto created = client.create(api::Kind::Pod, GpuBinding::reservationPod(options, group, node));
       if (!created.ok() && created.error().code != 409)
         return api::makeError("GPU group " + group + ": creating reservation pod " + ns + "/" + name + ": " +
                               created.error().message);
@@ -259,6 +229,48 @@ GpuBinding::GpuBinding(cache::ClusterClient& client, const api::Clock& clock, Gp
 GpuBinding::~GpuBinding() = default;
 
 std::string GpuBinding::reservationPodName(const std::string& group) { return "gpu-reservation-" + group; }
+
+cache::Json GpuBinding::reservationPod(const GpuBindingOptions& options, const std::string& group,
+                                       const std::string& node) {
+  cache::Json env = cache::Json::array();
+  env.push_back({{"name", "POD_NAME"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.name"}}}}}});
+  env.push_back({{"name", "POD_NAMESPACE"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.namespace"}}}}}});
+  return {
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata",
+       {{"name", reservationPodName(group)},
+        {"namespace", options.reservationNamespace},
+        {"labels",
+         {{api::keys::kGpuGroupLabel, group},
+          {"app.kubernetes.io/name", "tessera-reservation"},
+          {"app.kubernetes.io/managed-by", options.component}}}}},
+      {"spec",
+       {{"nodeName", node},
+        {"serviceAccountName", options.reservationServiceAccount},
+        {"terminationGracePeriodSeconds", 5},
+        {"tolerations", cache::Json::array({{{"operator", "Exists"}}})},
+        // PodSecurity `restricted`: the namespace tessera-reservation can enforce it. The uid is
+        // the tessera image's own numeric user (so runAsNonRoot needs no passwd lookup).
+        {"securityContext",
+         {{"runAsNonRoot", true},
+          {"runAsUser", 65532},
+          {"runAsGroup", 65532},
+          {"seccompProfile", {{"type", "RuntimeDefault"}}}}},
+        {"containers",
+         cache::Json::array({{{"name", "reserve"},
+                              {"image", options.reservationImage},
+                              {"args", cache::Json::array({"reserve"})},
+                              {"env", env},
+                              {"securityContext",
+                               {{"allowPrivilegeEscalation", false},
+                                {"readOnlyRootFilesystem", true},
+                                {"capabilities", {{"drop", cache::Json::array({"ALL"})}}}}},
+                              {"resources",
+                               {{"requests", {{"nvidia.com/gpu", "1"}, {"cpu", "1m"}, {"memory", "16Mi"}}},
+                                {"limits", {{"nvidia.com/gpu", "1"}, {"cpu", "100m"}, {"memory", "64Mi"}}}}}}})}}},
+  };
+}
 
 api::Status GpuBinding::prepare(const framework::SessionResult::Bind& b) {
   if (b.gpus.empty()) return {};

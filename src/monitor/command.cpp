@@ -15,14 +15,18 @@ namespace tessera::monitor {
 namespace {
 
 const char* const kUsage =
-    "usage: tessera monitor [--region-dir /var/lib/tessera/regions] [--address 0.0.0.0] [--port 9402]\n"
+    "usage: tessera monitor [--kubelet-pods-dir /var/lib/kubelet/pods] [--region-dir /var/lib/tessera/regions]\n"
+    "                       [--address 0.0.0.0] [--port 9402]\n"
     "                       [--in-cluster | --kubeconfig PATH [--context NAME]] [--node-name NAME]\n"
     "                       [--cleanup-interval 60] [--stale-grace 300]\n"
-    "  Serves the GPU memory each pod uses against its limit on /metrics (docs/metrics.md).\n"
-    "  With API access (pods get/list), removes the region folders of pods gone from this node\n"
+    "  Serves the GPU memory each pod uses against its limit on /metrics (docs/metrics.md), read\n"
+    "  from the pods' tessera-regions emptyDirs under --kubelet-pods-dir and from the hostPath\n"
+    "  layout under --region-dir (an empty value skips either).\n"
+    "  With API access (pods get/list), removes the --region-dir folders of pods gone from this node\n"
     "  (--node-name, default $NODE_NAME) for --stale-grace seconds.\n";
 
 struct Flags {
+  std::string podsDir = "/var/lib/kubelet/pods";
   std::string regionDir = "/var/lib/tessera/regions";
   std::string address = "0.0.0.0";
   int port = 9402;
@@ -57,6 +61,7 @@ api::Result<Flags> parseFlags(const std::vector<std::string>& args) {
     }
     TESSERA_ASSIGN_OR_RETURN(const std::string v, flag.value());
     if (a == "--region-dir") f.regionDir = v;
+    else if (a == "--kubelet-pods-dir") f.podsDir = v;
     else if (a == "--address") f.address = v;
     else if (a == "--kubeconfig") f.kubeconfig = v;
     else if (a == "--context") f.context = v;
@@ -72,7 +77,10 @@ api::Result<Flags> parseFlags(const std::vector<std::string>& args) {
       return api::makeError("unknown flag " + a);
     }
   }
-  if (f.regionDir.empty() || f.regionDir[0] != '/') return api::makeError("--region-dir must be an absolute path");
+  if (!f.regionDir.empty() && f.regionDir[0] != '/') return api::makeError("--region-dir must be an absolute path");
+  if (!f.podsDir.empty() && f.podsDir[0] != '/') return api::makeError("--kubelet-pods-dir must be an absolute path");
+  if (f.regionDir.empty() && f.podsDir.empty())
+    return api::makeError("--kubelet-pods-dir and --region-dir are both empty: there is nothing to read");
   if ((f.inCluster || !f.kubeconfig.empty()) && f.nodeName.empty())
     return api::makeError(
         "cleaning up needs the node's name: set NODE_NAME (downward API spec.nodeName) or --node-name");
@@ -99,12 +107,12 @@ api::Result<std::set<std::string>> podsOnNode(cache::ClusterClient& client, cons
 
 }  // namespace
 
-Reply handleRequest(const std::string& regionDir, const std::string& method, const std::string& path) {
+Reply handleRequest(const RegionSources& sources, const std::string& method, const std::string& path) {
   if (method != "GET" && method != "HEAD") return {405, "text/plain", "use GET\n"};
   if (path == "/healthz") return {200, "text/plain", "ok\n"};
   if (path != "/metrics") return {404, "text/plain", "not found (paths: /metrics, /healthz)\n"};
   std::vector<std::string> problems;
-  auto regions = scanRegions(regionDir, &problems);
+  auto regions = scanAll(sources, &problems);
   for (const auto& p : problems) log::warning("monitor: ", p);
   return {200, "text/plain; version=0.0.4", renderMetrics(regions)};
 }
@@ -144,10 +152,10 @@ int monitorCommand(const std::vector<std::string>& args, std::ostream& out, std:
     log::info("monitor: no API access (--in-cluster or --kubeconfig): region folders of gone pods are kept");
   }
 
-  const std::string dir = f.regionDir;
+  const RegionSources sources{f.podsDir, f.regionDir};
   cache::HttpServer server(
-      [dir](const std::string& method, const std::string& path) {
-        Reply r = handleRequest(dir, method, path);
+      [sources](const std::string& method, const std::string& path) {
+        Reply r = handleRequest(sources, method, path);
         return cache::HttpReply{r.code, r.contentType, r.body};
       },
       f.address, static_cast<uint16_t>(f.port));
@@ -155,12 +163,13 @@ int monitorCommand(const std::vector<std::string>& args, std::ostream& out, std:
     err << "tessera monitor: " << st.error().message << "\n";
     return 1;
   }
-  log::info("monitor: regions in ", dir, "; metrics on ", f.address, ":", server.port(),
-            " (/metrics /healthz)");
+  log::info("monitor: regions in ", f.podsDir.empty() ? "" : podVolumeRegionDir(f.podsDir, "*"),
+            f.podsDir.empty() || f.regionDir.empty() ? "" : " and ", f.regionDir, "; metrics on ", f.address, ":",
+            server.port(), " (/metrics /healthz)");
 
-  Cleaner cleaner(dir, f.staleGrace);
+  Cleaner cleaner(f.regionDir, f.staleGrace);
   while (true) {
-    if (client) {
+    if (client && !f.regionDir.empty()) {
       // Folders first, pods second: a folder listed before the pods belongs to a listed pod
       // unless that pod is gone (the API object exists before the kubelet makes the folder).
       const std::vector<std::string> folders = cleaner.folders();

@@ -178,6 +178,36 @@ std::vector<PodRegion> scanRegions(const std::string& dir, std::vector<std::stri
   return out;
 }
 
+std::string podVolumeRegionDir(const std::string& podsDir, const std::string& podUid) {
+  return podsDir + "/" + podUid + "/volumes/kubernetes.io~empty-dir/" + iso::kRegionVolumeName;
+}
+
+std::vector<PodRegion> scanPodVolumes(const std::string& podsDir, std::vector<std::string>* problems) {
+  std::vector<PodRegion> out;
+  for (const std::string& uid : subfolders(podsDir)) {
+    const std::string path = podVolumeRegionDir(podsDir, uid) + "/" + iso::kRegionFileName;
+    if (access(path.c_str(), F_OK) != 0) continue;  // not a hard pod, or no CUDA process yet
+    auto region = readRegion(path);
+    if (!region.ok()) {
+      if (problems != nullptr) problems->push_back(region.error().message);
+      continue;
+    }
+    region->dirName = uid;
+    out.push_back(std::move(*region));
+  }
+  return out;
+}
+
+std::vector<PodRegion> scanAll(const RegionSources& sources, std::vector<std::string>* problems) {
+  std::vector<PodRegion> out;
+  if (!sources.podsDir.empty()) out = scanPodVolumes(sources.podsDir, problems);
+  if (!sources.regionDir.empty())
+    for (auto& r : scanRegions(sources.regionDir, problems)) out.push_back(std::move(r));
+  std::stable_sort(out.begin(), out.end(),
+                   [](const PodRegion& a, const PodRegion& b) { return a.dirName < b.dirName; });
+  return out;
+}
+
 std::vector<std::string> Cleaner::folders() const { return subfolders(dir_); }
 
 std::vector<std::string> Cleaner::sweep(const std::vector<std::string>& folders,

@@ -212,24 +212,65 @@ api::Status wireContainer(const Json& c, const std::string& base, const Wiring& 
   return api::Status::success();
 }
 
-/// Hard isolation: the interposer (read-only hostPath, LD_PRELOAD) and the pod's accounting region
-/// (docs/isolation.md, "Pod-level accounting"): every container mounts the same per-pod directory
-/// of the node, <regionHostDir>/<pod UID>, through subPathExpr on the pod UID from the downward
-/// API, and names the same file in it. Returns the pod volumes to add.
-std::vector<Json> wireHard(const Options& options, Wiring& w) {
-  std::string dir = options.interposerDir;
+std::string withoutTrailingSlash(std::string dir) {
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-  std::string regions = options.regionHostDir;
-  while (regions.size() > 1 && regions.back() == '/') regions.pop_back();
+  return dir;
+}
+
+/// Hard isolation: the interposer (mounted read-only, LD_PRELOAD) and the pod's accounting region
+/// (docs/isolation.md, "Pod-level accounting"): every container mounts the same per-pod folder and
+/// names the same file in it. By default both are emptyDirs, so the pod needs no hostPath
+/// (PodSecurity `baseline`): the library is copied in by the init container
+/// interposerInitContainer() adds, and the monitor reads the region on the node under the kubelet's
+/// pod folder. With InterposerSource::HostPath, the node folders the DaemonSets prepare, the
+/// region folder through subPathExpr on the pod UID from the downward API. Returns the pod volumes
+/// to add.
+std::vector<Json> wireHard(const Options& options, Wiring& w) {
+  const std::string dir = withoutTrailingSlash(options.interposerDir);
+  const bool hostPath = options.interposerSource == InterposerSource::HostPath;
   w.ldPreload = dir + "/" + kInterposerLibrary;
   w.mounts.push_back({kInterposerVolume, dir, true, ""});
-  w.mounts.push_back({kRegionVolume, kRegionMountPath, false, std::string("$(") + kPodUidEnv + ")"});
+  w.mounts.push_back(
+      {kRegionVolume, kRegionMountPath, false, hostPath ? std::string("$(") + kPodUidEnv + ")" : std::string()});
   w.env.push_back(envField(kPodUidEnv, "metadata.uid"));
   w.env.push_back(envField("TESSERA_POD_NAMESPACE", "metadata.namespace"));
   w.env.push_back(envField("TESSERA_POD_NAME", "metadata.name"));
   w.env.push_back(envValue(api::keys::kIsolationRegionEnv, std::string(kRegionMountPath) + "/" + isolation::kRegionFileName));
-  return {{{"name", kInterposerVolume}, {"hostPath", {{"path", dir}, {"type", "Directory"}}}},
-          {{"name", kRegionVolume}, {"hostPath", {{"path", regions}, {"type", "Directory"}}}}};
+  if (hostPath)
+    return {{{"name", kInterposerVolume}, {"hostPath", {{"path", dir}, {"type", "Directory"}}}},
+            {{"name", kRegionVolume},
+             {"hostPath", {{"path", withoutTrailingSlash(options.regionHostDir)}, {"type", "Directory"}}}}};
+  // On the node's disk (no medium: Memory): a tmpfs would be a mount of its own, which the
+  // monitor's view of the kubelet's folder does not see without mount propagation.
+  return {{{"name", kInterposerVolume}, {"emptyDir", Json::object()}},
+          {{"name", kRegionVolume}, {"emptyDir", Json::object()}}};
+}
+
+/// The init container that copies the library from the interposer image into the emptyDir. It
+/// runs before the pod's own init containers (they are preloaded too), needs no shell (`cp` of the
+/// image), and passes the PodSecurity `restricted` level itself: uid 65532 (the emptyDir is mode
+/// 0777; the copy is 0644, readable by containers of any uid), no privilege escalation, no
+/// capabilities, RuntimeDefault seccomp, read-only root filesystem. Small fixed resources, with
+/// limits, so that namespaces whose LimitRange or ResourceQuota demands them admit it.
+Json interposerInitContainer(const Options& options) {
+  return {
+      {"name", kInterposerInitContainer},
+      {"image", options.interposerImage},
+      {"imagePullPolicy", "IfNotPresent"},
+      {"command", Json::array({"cp", options.interposerImageLibrary,
+                               std::string(kInterposerCopyPath) + "/" + kInterposerLibrary})},
+      {"securityContext",
+       {{"runAsNonRoot", true},
+        {"runAsUser", 65532},
+        {"runAsGroup", 65532},
+        {"allowPrivilegeEscalation", false},
+        {"readOnlyRootFilesystem", true},
+        {"capabilities", {{"drop", Json::array({"ALL"})}}},
+        {"seccompProfile", {{"type", "RuntimeDefault"}}}}},
+      {"resources",
+       {{"requests", {{"cpu", "10m"}, {"memory", "16Mi"}}}, {"limits", {{"cpu", "100m"}, {"memory", "32Mi"}}}}},
+      {"volumeMounts", Json::array({{{"name", kInterposerVolume}, {"mountPath", kInterposerCopyPath}}})},
+  };
 }
 
 Decision reviewImpl(const std::string& operation, const Json& pod, const Json* oldPod, bool mutate,
@@ -321,11 +362,19 @@ Decision reviewImpl(const std::string& operation, const Json& pod, const Json* o
       for (auto& v : volumesToAdd) patch.add("/spec/volumes/-", std::move(v));
     }
   }
+  const bool copyInterposer =
+      w.isolation == api::Isolation::Hard && options.interposerSource == InterposerSource::InitContainer;
+  bool hasCopier = false;
   for (const char* list : {"initContainers", "containers"}) {
     const Json* cs = member(*spec, list);
     if (!cs || !cs->is_array()) continue;
     for (size_t i = 0; i < cs->size(); ++i) {
       if (!(*cs)[i].is_object()) continue;  // podFromJson refused such a pod already; never patch into it
+      if (copyInterposer && std::string_view(list) == "initContainers" &&
+          stringAt((*cs)[i], "name") == kInterposerInitContainer) {
+        hasCopier = true;  // ours, from a first mutation: it runs before the library exists
+        continue;
+      }
       Wiring cw = w;
       // The container's name labels its processes in the pod's region (tessera monitor).
       if (w.isolation == api::Isolation::Hard)
@@ -333,6 +382,13 @@ Decision reviewImpl(const std::string& operation, const Json& pod, const Json* o
       auto st = wireContainer((*cs)[i], std::string("/spec/") + list + "/" + std::to_string(i), cw, patch);
       if (!st.ok()) return deny(st.error().code, st.error().message);
     }
+  }
+  // Last, so that the operations above still address the containers by their original index.
+  if (copyInterposer && !hasCopier) {
+    const Json* inits = member(*spec, "initContainers");
+    if (!inits || !inits->is_array())
+      patch.add("/spec/initContainers", Json::array({interposerInitContainer(options)}));
+    else patch.add("/spec/initContainers/0", interposerInitContainer(options));
   }
   Decision d;
   d.patch = patch.dump();

@@ -1,6 +1,7 @@
 // `tessera webhook`: flags -> Server, then wait for SIGTERM/SIGINT (sigwait on a blocked set: no
 // signal handler, no Asio signal_set needed).
 #include <csignal>
+#include <cstdlib>
 #include <iostream>
 #include <pthread.h>
 
@@ -15,10 +16,17 @@ namespace {
 const char* const kUsage =
     "usage: tessera webhook --tls-cert-file FILE --tls-key-file FILE [--port 9443] [--address 0.0.0.0]\n"
     "                       [--isolation hard|mps|none] [--interposer-path /usr/local/tessera/lib]\n"
+    "                       [--interposer-source init-container|host-path]\n"
+    "                       [--interposer-image ghcr.io/tessera-sched/tessera-interposer:latest]\n"
+    "  --interposer-image defaults to $TESSERA_INTERPOSER_IMAGE when set.\n"
     "                       [--scheduler-name tessera] [--mps-pipe-directory /tmp/nvidia-mps]\n";
 
 api::Result<ServerOptions> parseFlags(const std::vector<std::string>& args) {
   ServerOptions o;
+  // The default of --interposer-image: deploy/ sets it from the interposer DaemonSet's image
+  // (kustomize replacements select an env entry by name, not a flag by position).
+  if (const char* image = std::getenv("TESSERA_INTERPOSER_IMAGE"); image != nullptr && *image != '\0')
+    o.admission.interposerImage = image;
   api::FlagCursor flag(args);
   while (flag.next()) {
     const std::string& a = flag.name();
@@ -41,6 +49,15 @@ api::Result<ServerOptions> parseFlags(const std::vector<std::string>& args) {
     } else if (a == "--interposer-path") {
       if (v.empty() || v[0] != '/') return api::makeError("--interposer-path: \"" + v + "\" must be an absolute path");
       o.admission.interposerDir = v;
+    } else if (a == "--interposer-source") {
+      if (v == "init-container") o.admission.interposerSource = InterposerSource::InitContainer;
+      else if (v == "host-path") o.admission.interposerSource = InterposerSource::HostPath;
+      else
+        return api::makeError("--interposer-source: \"" + v + "\" is not a source (valid: init-container, host-path)");
+    } else if (a == "--interposer-image") {
+      if (v.empty() || v.find_first_of(" \t\n") != std::string::npos)
+        return api::makeError("--interposer-image: \"" + v + "\" is not an image reference");
+      o.admission.interposerImage = v;
     } else if (a == "--mps-pipe-directory") {
       if (v.empty() || v[0] != '/')
         return api::makeError("--mps-pipe-directory: \"" + v + "\" must be an absolute path");
@@ -84,6 +101,10 @@ int webhookCommand(const std::vector<std::string>& args, std::ostream& out, std:
                                                                              : "none";
   out << "tessera webhook: serving https://" << options.address << ":" << *port
       << " (/mutate, /validate, /healthz); scheduler " << options.admission.schedulerName << ", isolation " << backend
+      << (options.admission.isolation != api::Isolation::Hard ? ""
+          : options.admission.interposerSource == InterposerSource::HostPath
+              ? " (interposer from the node's " + options.admission.interposerDir + ")"
+              : " (interposer copied from " + options.admission.interposerImage + ")")
       << "\n"
       << std::flush;
   const int sig = api::waitForTerminationSignal();

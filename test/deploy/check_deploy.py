@@ -30,6 +30,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import jsonschema
 import yaml
@@ -474,6 +475,10 @@ class Expect:
         # config/tessera.yaml, byte for byte.
         self.config = lambda text, repo: text == read(os.path.join(repo, "config", "tessera.yaml"))
         self.config_wanted = "config/tessera.yaml (copy it to deploy/scheduler/config/tessera.yaml)"
+        # hard: where pods get the interposer (the webhook's --interposer-source; the chart's
+        # interposer.source), and the kubelet's pods folder the monitor reads their regions in.
+        self.interposer_source = "init-container"
+        self.kubelet_pods_dir = "/var/lib/kubelet/pods"
         for k, v in kw.items():
             if not hasattr(self, k):
                 raise TypeError("Expect: no field %s" % k)
@@ -581,16 +586,36 @@ def check_rendered(repo, rel, objs, backend, expect=None):
         problem("%s: the hard backend needs the interposer DaemonSet" % where)
     if backend != "hard" and ds:
         problem("%s: backend %s should not install the interposer" % (where, backend))
+    host_path = expect.interposer_source == "host-path"
+    if backend == "hard" and flag(wargs, "--interposer-source") not in ((None, "init-container") if not host_path
+                                                                        else ("host-path",)):
+        problem("%s: webhook --interposer-source=%s, want %s" % (where, flag(wargs, "--interposer-source"),
+                                                                  expect.interposer_source))
     if ds:
         dpod = ds["spec"]["template"]["spec"]
         if (dpod.get("nodeSelector") or {}).get("nvidia.com/gpu.present") != "true":
             problem("%s: interposer DaemonSet must select nvidia.com/gpu.present=true nodes" % where)
         paths = [v["hostPath"]["path"] for v in dpod.get("volumes", []) if "hostPath" in v]
-        if paths != ["/usr/local/tessera/lib"]:
-            problem("%s: interposer hostPath %s, want /usr/local/tessera/lib" % (where, paths))
-        check_pod_security(where + " interposer", dpod, allow_root=True)
+        if host_path:
+            # The layout before issue 18, item 7: it installs the library onto the node, as root.
+            if paths != ["/usr/local/tessera/lib"]:
+                problem("%s: interposer hostPath %s, want /usr/local/tessera/lib" % (where, paths))
+            check_pod_security(where + " interposer", dpod, allow_root=True)
+        else:
+            # It only keeps the image on the node: non-root, nothing of the node mounted; and the
+            # webhook's init container copies the library from this very image.
+            if paths:
+                problem("%s: interposer DaemonSet mounts %s of the node: with --interposer-source=init-container "
+                        "it needs nothing of it" % (where, paths))
+            check_pod_security(where + " interposer", dpod)
+            image = dpod["containers"][0]["image"]
+            wenv = {e["name"]: e.get("value") for e in wpod["containers"][0].get("env", [])}
+            given = flag(wargs, "--interposer-image") or wenv.get("TESSERA_INTERPOSER_IMAGE")
+            if given != image:
+                problem("%s: the webhook's interposer image (--interposer-image, else $TESSERA_INTERPOSER_IMAGE) is %s, "
+                        "want the interposer DaemonSet's image %s" % (where, given, image))
 
-    check_monitor(where, objs, backend)
+    check_monitor(where, objs, backend, expect)
 
     for o in objs:
         pod = o.get("spec", {}).get("template", {}).get("spec", {}) or {}
@@ -610,9 +635,10 @@ def check_rendered(repo, rel, objs, backend, expect=None):
                 problem("%s: Service %s selects no workload" % (where, o["metadata"]["name"]))
 
 
-def check_monitor(where, objs, backend):
-    """tessera monitor (deploy/monitor): with the hard backend only; non-root but for the init
-    container preparing /var/lib/tessera/regions; its RBAC, probes, Service and ServiceMonitor."""
+def check_monitor(where, objs, backend, expect):
+    """tessera monitor (deploy/monitor): with the hard backend only; non-root (but, with
+    --interposer-source=host-path, for the init container preparing /var/lib/tessera/regions); the
+    kubelet's pods folder read-only; its RBAC, probes, Service and ServiceMonitor."""
     ds = find(objs, "DaemonSet", "tessera-monitor")
     if backend == "hard" and not ds:
         return problem("%s: the hard backend needs the tessera-monitor DaemonSet (it prepares the regions' folder)" % where)
@@ -623,15 +649,28 @@ def check_monitor(where, objs, backend):
     pod = ds["spec"]["template"]["spec"]
     if (pod.get("nodeSelector") or {}).get("nvidia.com/gpu.present") != "true":
         problem("%s: tessera-monitor must select nvidia.com/gpu.present=true nodes" % where)
-    paths = [v["hostPath"]["path"] for v in pod.get("volumes", []) if "hostPath" in v]
-    if paths != ["/var/lib/tessera/regions"]:
-        problem("%s: tessera-monitor hostPath %s, want /var/lib/tessera/regions" % (where, paths))
+    vols = {v["name"]: v["hostPath"]["path"] for v in pod.get("volumes", []) if "hostPath" in v}
+    want = {"pods": expect.kubelet_pods_dir, "regions": "/var/lib/tessera/regions"}
+    if vols != want:
+        problem("%s: tessera-monitor hostPaths %s, want %s" % (where, vols, want))
+    host_path = backend == "hard" and expect.interposer_source == "host-path"
+    init = [c["name"] for c in pod.get("initContainers", [])]
+    if init != (["prepare-regions"] if host_path else []):
+        problem("%s: tessera-monitor init containers %s: prepare-regions (root) with --interposer-source=host-path "
+                "only" % (where, init))
     check_pod_security(where + " monitor", pod, root_init=("prepare-regions",))
     c = pod["containers"][0]
     args = c.get("args", [])
     port = int(flag(args, "--port") or 9402)
-    if args[:1] != ["monitor"] or flag(args, "--region-dir") != "/var/lib/tessera/regions":
-        problem("%s: monitor args must be `monitor --region-dir=/var/lib/tessera/regions ...`: %s" % (where, args))
+    if (args[:1] != ["monitor"] or flag(args, "--region-dir") != "/var/lib/tessera/regions"
+            or flag(args, "--kubelet-pods-dir") != expect.kubelet_pods_dir):
+        problem("%s: monitor args must be `monitor --kubelet-pods-dir=%s --region-dir=/var/lib/tessera/regions ...`: %s"
+                % (where, expect.kubelet_pods_dir, args))
+    mounts = {m["name"]: m for m in c.get("volumeMounts", [])}
+    if not (mounts.get("pods") or {}).get("readOnly") or (mounts.get("pods") or {}).get("mountPath") != expect.kubelet_pods_dir:
+        problem("%s: the monitor must mount the kubelet's pods folder read-only at %s" % (where, expect.kubelet_pods_dir))
+    if 0 not in ((pod.get("securityContext") or {}).get("supplementalGroups") or []):
+        problem("%s: the monitor needs group 0 (supplementalGroups) to read the kubelet's 0750 pod folders" % where)
     for probe in ("livenessProbe", "readinessProbe"):
         p = (c.get(probe) or {}).get("httpGet")
         if not p or p.get("path") != "/healthz" or port_number(c, p.get("port")) != port:
@@ -655,6 +694,35 @@ def check_monitor(where, objs, backend):
             problem("%s: the ServiceMonitor tessera-monitor must honor the monitor's pod/namespace labels" % where)
 
 
+def check_hostpath_patch(repo):
+    """docs/install.md, "Interposer from the node": its patches, added to a copy of overlays/hard,
+    render the hostPath layout (--interposer-source=host-path, the library installed onto the node,
+    the monitor's root init container) and nothing else differs from what the checks expect."""
+    with open(os.path.join(repo, "docs", "install.md"), encoding="utf-8") as f:
+        doc = f.read()
+    start = doc.find("### Interposer from the node")
+    block = doc.find("```yaml\n", start)
+    end = doc.find("```", block + 8)
+    if start < 0 or block < 0 or end < 0:
+        return problem("docs/install.md: no ```yaml block under \"### Interposer from the node\"")
+    patches = doc[block + 8:end]
+    tmp = tempfile.mkdtemp(prefix="tessera-hostpath-")
+    try:
+        shutil.copytree(os.path.join(repo, "deploy"), os.path.join(tmp, "deploy"))
+        path = os.path.join(tmp, "deploy", "overlays", "hard", "kustomization.yaml")
+        text = read(path)
+        if "\npatches:\n" not in text:
+            return problem("deploy/overlays/hard/kustomization.yaml: no patches: list to add the docs' patches to")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text.replace("\npatches:\n", "\npatches:\n" + patches, 1))
+        objs = render(tmp, "deploy/overlays/hard")
+        if objs is not None:
+            check_rendered(repo, "deploy/overlays/hard + docs/install.md's hostPath patches", objs, "hard",
+                           Expect(interposer_source="host-path"))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def check_workloads(repo):
     for rel, backend in (("deploy", "hard"), ("deploy/overlays/hard", "hard"), ("deploy/overlays/mps", "mps"),
                          ("deploy/overlays/none", "none"), ("deploy/overlays/cert-manager", "hard")):
@@ -662,6 +730,7 @@ def check_workloads(repo):
         if objs is None:
             continue
         check_rendered(repo, rel, objs, backend)
+    check_hostpath_patch(repo)
     cm = render(repo, "deploy/overlays/cert-manager")
     if cm is not None:
         if find(cm, "Job", "tessera-certgen-create") or find(cm, "ClusterRole", "tessera-certgen"):

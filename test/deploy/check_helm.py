@@ -351,6 +351,9 @@ BAD_VALUES = [
     ("a bad toleration operator", {"interposer": {"tolerations": [{"key": "k", "operator": "exists"}]}},
      ["tolerations", "operator"]),
     ("a monitor enabled as text", {"monitor": {"enabled": "yes"}}, ["monitor", "enabled"]),
+    ("an unknown interposer source", {"interposer": {"source": "host-path"}}, ["interposer", "source"]),
+    ("a relative kubelet pods folder", {"monitor": {"kubeletPodsDir": "var/lib/kubelet/pods"}},
+     ["monitor", "kubeletPodsDir"]),
     ("a misspelt monitor key", {"monitor": {"cleanupIntervall": 30}}, ["monitor", "cleanupIntervall"]),
     ("a monitor port out of range", {"monitor": {"port": 70000}}, ["monitor", "port"]),
     ("a zero cleanup interval", {"monitor": {"cleanupInterval": 0}}, ["monitor", "cleanupInterval"]),
@@ -390,7 +393,11 @@ def check_workloads(t, shared):
     renders = [("helm (default values)", {}, [], "hard", default),
                ("helm (isolation mps)", {"isolation": "mps"}, [], "mps", default),
                ("helm (isolation none)", {"isolation": "none"}, [], "none", default),
-               ("helm (cert-manager)", {"webhook": {"certificate": {"source": "cert-manager"}}}, [], "hard", default)]
+               ("helm (cert-manager)", {"webhook": {"certificate": {"source": "cert-manager"}}}, [], "hard", default),
+               ("helm (interposer.source hostPath)", {"interposer": {"source": "hostPath"}}, [], "hard",
+                check_deploy.Expect(config=config_equal_to_defaults,
+                                    config_wanted="config/tessera.yaml (scheduler.config in values.yaml)",
+                                    interposer_source="host-path"))]
     full = full_values(t.repo)
     sched_name = full["schedulerName"]
     full_expect = check_deploy.Expect(
@@ -400,7 +407,9 @@ def check_workloads(t, shared):
                           "ValidatingWebhookConfiguration": full["webhook"]["validatingFailurePolicy"]},
         excluded_namespaces=tuple(full["webhook"]["excludedNamespaces"]) + (NAMESPACE, "tessera-reservation"),
         config=lambda text, repo: (yaml.safe_load(text) or {}).get("schedulerName") == sched_name,
-        config_wanted="a configuration with schedulerName %s" % sched_name)
+        config_wanted="a configuration with schedulerName %s" % sched_name,
+        interposer_source={"initContainer": "init-container", "hostPath": "host-path"}[full["interposer"]["source"]],
+        kubelet_pods_dir=full["monitor"]["kubeletPodsDir"])
     renders.append(("helm (values-full.yaml)", {}, [os.path.join(t.repo, FULL_VALUES)], full["isolation"], full_expect))
     for where, values, files, backend, expect in renders:
         objs = t.must_template(where, values, files)

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 
 #include "support/daemon_process.h"
+#include "support/pod_security.h"
 #include "tessera/cache/http_server.h"
 #include "tessera/cache/memory_cluster.h"
 #include "tessera/webhook/server.h"
@@ -88,6 +89,8 @@ TEST_CASE("end to end: webhook mutation -> scheduling -> reservation pod -> UUID
   const std::string cmName = annotationOf(admitted, "tessera.dev/gpu-configmap");
   REQUIRE(cmName.rfind("nb-", 0) == 0);
   REQUIRE(cmName.size() == std::string("nb-xxxxx-tessera-gpu").size());
+  // PodSecurity (issue 18, item 7): the admitted pod passes `baseline`.
+  CHECK(testing::baselineViolations(admitted).empty());
   Json toCreate = admitted;
   toCreate["metadata"]["namespace"] = "ml";
   auto created = cluster.create(api::Kind::Pod, toCreate);
@@ -117,6 +120,8 @@ TEST_CASE("end to end: webhook mutation -> scheduling -> reservation pod -> UUID
   CHECK(r["metadata"]["labels"].contains("tessera.dev/gpu-group"));
   const std::string uuid = annotationOf(r, "tessera.dev/gpu-uuid");
   CHECK(uuid.rfind("GPU-", 0) == 0);
+  // As the daemon created it, it passes `restricted` (the namespace enforces it in deploy/).
+  CHECK(testing::restrictedViolations(r).empty());
 
   // The ConfigMap, under the webhook's name, owned by the pod, with the GPU environment.
   auto cm = cluster.get(api::Kind::ConfigMap, "ml", cmName);

@@ -91,7 +91,8 @@ TEST_CASE("webhook over HTTPS: mutate and validate with a client that trusts onl
     json pod = fractionPod("0.5").patch(json::parse(base64Decode(res["patch"])));
     CHECK(pod["metadata"]["annotations"]["tessera.dev/gpu-configmap"] == "nb-abcde-tessera-gpu");
     CHECK(pod["spec"]["containers"][0]["envFrom"][0]["configMapRef"]["name"] == "nb-abcde-tessera-gpu");
-    CHECK(pod["spec"]["volumes"][0]["hostPath"]["path"] == "/usr/local/tessera/lib");
+    CHECK(pod["spec"]["volumes"][0] == json{{"name", "tessera-interposer"}, {"emptyDir", json::object()}});
+    CHECK(pod["spec"]["initContainers"][0]["name"] == "tessera-interposer");
     {
       std::lock_guard lock(logMu);
       REQUIRE_FALSE(logLines.empty());

@@ -66,6 +66,12 @@ class GpuBinding {
 
   /// Name of the reservation pod of a GPU group.
   static std::string reservationPodName(const std::string& group);
+  /// The reservation pod of `group` on `node` as the binder creates it. It passes the PodSecurity
+  /// `restricted` level (runs as uid 65532, no privilege escalation, no capabilities, RuntimeDefault
+  /// seccomp): `tessera reserve` only reads NVML (the GPU's device nodes and driver library come
+  /// from the NVIDIA runtime, as for any nvidia.com/gpu container) and calls the API server.
+  static cache::Json reservationPod(const GpuBindingOptions& options, const std::string& group,
+                                    const std::string& node);
 
   /// Reservation pods deleted / orphaned pods reported since start (metrics, tests).
   uint64_t deletedReservations() const;

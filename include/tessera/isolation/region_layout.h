@@ -34,6 +34,9 @@ inline constexpr int kMaxContainers = 32;
 inline constexpr int kMaxProcs = 1024;
 /// The region's file name inside a pod's directory (`<region dir>/<pod UID>/gpu.region` on the node).
 inline constexpr const char kRegionFileName[] = "gpu.region";
+/// The name of the pod volume holding the region (the webhook's emptyDir): the node monitor finds
+/// it at `<kubelet root>/pods/<pod UID>/volumes/kubernetes.io~empty-dir/tessera-regions/gpu.region`.
+inline constexpr const char kRegionVolumeName[] = "tessera-regions";
 
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free, "shared atomics must be address-free");
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free, "shared atomics must be address-free");

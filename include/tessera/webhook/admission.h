@@ -8,9 +8,12 @@
 ///  - mutation (CREATE of a pod asking for a fraction or memory of a GPU): the GPU ConfigMap name
 ///    (annotation tessera.dev/gpu-configmap, generated when the pod has only generateName), envFrom of
 ///    that ConfigMap in every container and init container (not optional: the kubelet cannot start
-///    a container before the binder wrote it), and the isolation backend's wiring (hard: interposer
-///    hostPath + LD_PRELOAD, and the pod's one accounting region shared by all its containers;
-///    mps: the MPS pipe directory + CUDA_MPS_* env; none: nothing more).
+///    a container before the binder wrote it), and the isolation backend's wiring (hard: the
+///    interposer, copied by an init container into an emptyDir (or, with InterposerSource::HostPath,
+///    a hostPath) + LD_PRELOAD, and the pod's one accounting region shared by all its containers,
+///    an emptyDir; mps: the MPS pipe directory + CUDA_MPS_* env; none: nothing more). The default
+///    hard wiring adds no hostPath, so the pod passes the PodSecurity `baseline` level
+///    (docs/isolation.md, "PodSecurity").
 /// Every other pod is allowed without a patch. Mutating twice adds nothing the second time.
 #include <cstdint>
 #include <functional>
@@ -19,27 +22,57 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "tessera/api/gpu_request.h"
+#include "tessera/isolation/region_layout.h"
 
 namespace tessera::webhook {
 
+/// hard: where a pod's interposer library and accounting region come from.
+enum class InterposerSource {
+  /// The default. An init container (the interposer image) copies the library into an emptyDir
+  /// that every container mounts read-only; the region lives in an emptyDir too, which the
+  /// tessera-monitor DaemonSet finds under the kubelet's pod folder. No hostPath: the pod passes
+  /// the PodSecurity `baseline` level.
+  InitContainer,
+  /// The layout before issue 18, item 7: hostPath volumes on the node folders the
+  /// tessera-interposer DaemonSet (library) and tessera-monitor (regions, mode 0777) prepare.
+  /// Pods so wired are refused by namespaces that enforce `baseline` or `restricted`.
+  HostPath,
+};
+
 /// The webhook's settings (flags of `tessera webhook`).
 struct Options {
-  api::Isolation isolation = api::Isolation::Hard;       ///< default backend; the pod annotation overrides
-  std::string interposerDir = "/usr/local/tessera/lib";  ///< host folder holding libtessera-cuda.so
+  api::Isolation isolation = api::Isolation::Hard;  ///< default backend; the pod annotation overrides
+  InterposerSource interposerSource = InterposerSource::InitContainer;
+  /// Where every container sees libtessera-cuda.so (LD_PRELOAD=<dir>/libtessera-cuda.so); with
+  /// InterposerSource::HostPath also the node folder it is mounted from.
+  std::string interposerDir = "/usr/local/tessera/lib";
+  /// InitContainer: the image the init container copies the library from (the Dockerfile's
+  /// `interposer` stage; pulled IfNotPresent) and the library's path inside it.
+  std::string interposerImage = "ghcr.io/tessera-sched/tessera-interposer:latest";
+  std::string interposerImageLibrary = "/opt/tessera/lib/libtessera-cuda.so";
   std::string schedulerName = "tessera";
   std::string mpsPipeDir = "/tmp/nvidia-mps";  ///< the MPS control daemon's pipe directory
-  /// hard: the node folder holding one sub-folder per pod (named by its UID) with the pod's
-  /// accounting region; mode 0777, prepared by the tessera-monitor DaemonSet (docs/isolation.md).
+  /// hard with InterposerSource::HostPath: the node folder holding one sub-folder per pod (named by
+  /// its UID) with the pod's accounting region; mode 0777, prepared by the tessera-monitor
+  /// DaemonSet (docs/isolation.md).
   std::string regionHostDir = "/var/lib/tessera/regions";
 };
 
 /// Names used in the patches (stable: they make the mutation idempotent).
 inline constexpr const char* kInterposerVolume = "tessera-interposer";
+/// hard, InterposerSource::InitContainer: the init container, put first in spec.initContainers,
+/// that copies the library into the kInterposerVolume emptyDir (mounted at kInterposerCopyPath in
+/// it). It runs as uid 65532 with a `restricted` securityContext and is not wired itself.
+inline constexpr const char* kInterposerInitContainer = "tessera-interposer";
+inline constexpr const char* kInterposerCopyPath = "/tessera-interposer";
 inline constexpr const char* kInterposerLibrary = "libtessera-cuda.so";
 inline constexpr const char* kMpsVolume = "tessera-mps-pipe";
-/// hard: the per-pod region folder, mounted in every container at kRegionMountPath with
-/// subPathExpr $(TESSERA_POD_UID); the file is isolation::kRegionFileName in it.
-inline constexpr const char* kRegionVolume = "tessera-regions";
+/// hard: the pod's region folder, mounted in every container at kRegionMountPath; the file is
+/// isolation::kRegionFileName in it. An emptyDir (the monitor reads it on the node at
+/// <kubelet root>/pods/<pod UID>/volumes/kubernetes.io~empty-dir/tessera-regions/), or with
+/// InterposerSource::HostPath the node folder regionHostDir mounted with subPathExpr
+/// $(TESSERA_POD_UID).
+inline constexpr const char* kRegionVolume = isolation::kRegionVolumeName;
 inline constexpr const char* kRegionMountPath = "/run/tessera";
 inline constexpr const char* kPodUidEnv = "TESSERA_POD_UID";
 

@@ -57,8 +57,9 @@ class Server {
 };
 
 /// `tessera webhook --tls-cert-file F --tls-key-file F [--port 9443] [--address 0.0.0.0]
-/// [--isolation hard|mps|none] [--interposer-path DIR] [--scheduler-name tessera]
-/// [--mps-pipe-directory DIR]`: serves until SIGTERM/SIGINT. Returns the exit code.
+/// [--isolation hard|mps|none] [--interposer-path DIR] [--interposer-source init-container|host-path]
+/// [--interposer-image IMAGE] [--scheduler-name tessera] [--mps-pipe-directory DIR]`: serves until SIGTERM/SIGINT.
+/// Returns the exit code.
 int webhookCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 }  // namespace tessera::webhook

@@ -215,10 +215,10 @@ TEST_CASE("monitor: /metrics over HTTP on 127.0.0.1, from a region a test proces
   TempDir dir;
   Writer writer(podFolder(dir, "9f00-uid") + "/gpu.region",
                 {"main", 123 * kMiB, 2, 1ULL << 30, "9f00-uid", "team-a", "job-7"});
-  const std::string regionDir = dir.path;
+  const monitor::RegionSources sources{"", dir.path};
   cache::HttpServer server(
-      [regionDir](const std::string& method, const std::string& path) {
-        monitor::Reply r = monitor::handleRequest(regionDir, method, path);
+      [sources](const std::string& method, const std::string& path) {
+        monitor::Reply r = monitor::handleRequest(sources, method, path);
         return cache::HttpReply{r.code, r.contentType, r.body};
       },
       "127.0.0.1", 0);
@@ -240,6 +240,42 @@ TEST_CASE("monitor: /metrics over HTTP on 127.0.0.1, from a region a test proces
   const std::string after = httpGet(server.port(), "/metrics");
   CHECK(sample(after.substr(after.find("\r\n\r\n") + 4), "tessera_gpu_memory_used_bytes", labels) == 0);
   server.stop();
+}
+
+TEST_CASE("monitor: regions in the pods' emptyDirs under the kubelet's folder, and in the hostPath layout") {
+  // The kubelet's layout: <pods>/<uid>/volumes/kubernetes.io~empty-dir/<volume>/ (the webhook's
+  // default), beside a pod of the older hostPath layout admitted before the upgrade.
+  TempDir pods, legacy;
+  const std::string a = monitor::podVolumeRegionDir(pods.path, "aaaa-uid");
+  CHECK(a == pods.path + "/aaaa-uid/volumes/kubernetes.io~empty-dir/tessera-regions");
+  std::filesystem::create_directories(a);
+  std::filesystem::create_directories(pods.path + "/cccc-uid/volumes/kubernetes.io~empty-dir/cache");  // not ours
+  std::filesystem::create_directories(pods.path + "/dddd-uid/volumes/kubernetes.io~empty-dir/tessera-regions");
+  Writer inPod(a + "/gpu.region", {"main", 5 * kMiB, 0, 1ULL << 30, "aaaa-uid", "ml", "nb-0"});
+  Writer inLegacy(podFolder(legacy, "bbbb-uid") + "/gpu.region",
+                  {"main", 7 * kMiB, 0, 1ULL << 30, "bbbb-uid", "ml", "old-0"});
+
+  auto fromPods = monitor::scanPodVolumes(pods.path);
+  REQUIRE(fromPods.size() == 1);
+  CHECK(fromPods[0].dirName == "aaaa-uid");
+  CHECK(fromPods[0].name == "nb-0");
+
+  std::vector<std::string> problems;
+  auto all = monitor::scanAll({pods.path, legacy.path}, &problems);
+  CHECK(problems.empty());
+  REQUIRE(all.size() == 2);
+  CHECK(all[0].dirName == "aaaa-uid");
+  CHECK(all[1].dirName == "bbbb-uid");
+  CHECK(all[1].name == "old-0");
+  CHECK(monitor::scanAll({"", legacy.path}).size() == 1);
+  CHECK(monitor::scanAll({pods.path, ""}).size() == 1);
+
+  monitor::Reply r = monitor::handleRequest({pods.path, legacy.path}, "GET", "/metrics");
+  CHECK(r.code == 200);
+  CHECK(sample(r.body, "tessera_gpu_memory_used_bytes",
+               {{"namespace", "ml"}, {"pod", "nb-0"}, {"container", "main"}, {"uuid", kUuid}}) == 5.0 * kMiB);
+  CHECK(sample(r.body, "tessera_gpu_memory_used_bytes",
+               {{"namespace", "ml"}, {"pod", "old-0"}, {"container", "main"}, {"uuid", kUuid}}) == 7.0 * kMiB);
 }
 
 TEST_CASE("monitor: folders of gone pods are removed after the grace, never while a process holds them") {

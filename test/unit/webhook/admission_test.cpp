@@ -173,8 +173,24 @@ TEST_CASE("webhook: hard isolation wiring, ConfigMap envFrom in every container,
   json out = mutated(pod);
   // No generated name: the pod has a name, the binder uses <name>-tessera-gpu.
   CHECK_FALSE(out["metadata"]["annotations"].contains("tessera.dev/gpu-configmap"));
+  // The library comes from an init container, first, before the pod's own (they are preloaded too).
+  const json& inits = out["spec"]["initContainers"];
+  REQUIRE(inits.size() == 2);
+  const json& copier = inits[0];
+  CHECK(copier["name"] == "tessera-interposer");
+  CHECK(copier["image"] == "ghcr.io/tessera-sched/tessera-interposer:latest");
+  CHECK(copier["imagePullPolicy"] == "IfNotPresent");
+  CHECK(copier["command"] ==
+        json::array({"cp", "/opt/tessera/lib/libtessera-cuda.so", "/tessera-interposer/libtessera-cuda.so"}));
+  CHECK(copier["volumeMounts"] ==
+        json::array({{{"name", "tessera-interposer"}, {"mountPath", "/tessera-interposer"}}}));
+  CHECK(copier["securityContext"]["runAsUser"] == 65532);
+  CHECK_FALSE(copier.contains("env"));  // not wired: the library does not exist yet when it runs
+  CHECK_FALSE(copier.contains("envFrom"));
+  CHECK(inits[1]["name"] == "setup");
   for (const char* list : {"initContainers", "containers"}) {
     for (const auto& c : out["spec"][list]) {
+      if (c["name"] == "tessera-interposer") continue;
       INFO(c["name"]);
       REQUIRE(c.contains("envFrom"));
       CHECK(c["envFrom"] == json::array({{{"configMapRef", {{"name", "train-tessera-gpu"}}}}}));
@@ -197,7 +213,7 @@ TEST_CASE("webhook: hard isolation wiring, ConfigMap envFrom in every container,
         } else if (m["name"] == "tessera-regions") {
           ++mounted;
           CHECK(m["mountPath"] == "/run/tessera");
-          CHECK(m["subPathExpr"] == "$(TESSERA_POD_UID)");
+          CHECK_FALSE(m.contains("subPathExpr"));  // the emptyDir is the pod's own
           CHECK(m["readOnly"] == false);
         }
       }
@@ -207,29 +223,66 @@ TEST_CASE("webhook: hard isolation wiring, ConfigMap envFrom in every container,
   // The user's env and mounts are kept.
   CHECK((*envVar(out["spec"]["containers"][0], "A"))["value"] == "1");
   CHECK(out["spec"]["containers"][1]["volumeMounts"][0]["name"] == "data");
+  // emptyDirs, no hostPath (PodSecurity baseline; pod_security_test.cpp).
   const json& vols = out["spec"]["volumes"];
   REQUIRE(vols.size() == 3);
-  CHECK(vols[1] == json{{"name", "tessera-interposer"},
-                        {"hostPath", {{"path", "/usr/local/tessera/lib"}, {"type", "Directory"}}}});
-  CHECK(vols[2] == json{{"name", "tessera-regions"},
-                        {"hostPath", {{"path", "/var/lib/tessera/regions"}, {"type", "Directory"}}}});
+  CHECK(vols[1] == json{{"name", "tessera-interposer"}, {"emptyDir", json::object()}});
+  CHECK(vols[2] == json{{"name", "tessera-regions"}, {"emptyDir", json::object()}});
   // A second pass adds nothing.
   Decision again = reviewPod("CREATE", out, nullptr, true, {}, fixedSuffix());
   CHECK(again.allowed);
   CHECK(again.patch == "[]");
+  // A pod without init containers gets the list; the image follows --interposer-image.
+  json bare = gpuPod({{"gpu-fraction", "0.25"}});
+  bare["spec"].erase("initContainers");
+  Options o;
+  o.interposerImage = "registry.example/tessera-interposer:0.2.0";
+  json bareOut = mutated(bare, o);
+  REQUIRE(bareOut["spec"]["initContainers"].size() == 1);
+  CHECK(bareOut["spec"]["initContainers"][0]["image"] == "registry.example/tessera-interposer:0.2.0");
+  CHECK(reviewPod("CREATE", bareOut, nullptr, true, o, fixedSuffix()).patch == "[]");
+  // Not for mps or none.
+  json none = mutated(gpuPod({{"gpu-fraction", "0.5"}, {"tessera.dev/isolation", "none"}}));
+  CHECK(none["spec"]["initContainers"].size() == 1);
 }
 
-TEST_CASE("webhook: hard isolation: the region folder follows --region-dir; a pod without volumes gets both") {
+TEST_CASE("webhook: hard isolation with --interposer-source host-path: the node folders, as before") {
+  Options o;
+  o.interposerSource = InterposerSource::HostPath;
+  json out = mutated(gpuPod({{"gpu-fraction", "0.25"}}), o);
+  REQUIRE(out["spec"]["initContainers"].size() == 1);  // no copier: the DaemonSet installed the library
+  const json& vols = out["spec"]["volumes"];
+  REQUIRE(vols.size() == 3);
+  CHECK(vols[1] == json{{"name", "tessera-interposer"},
+                        {"hostPath", {{"path", "/usr/local/tessera/lib"}, {"type", "Directory"}}}});
+  CHECK(vols[2] ==
+        json{{"name", "tessera-regions"}, {"hostPath", {{"path", "/var/lib/tessera/regions"}, {"type", "Directory"}}}});
+  for (const auto& c : out["spec"]["containers"])
+    for (const auto& m : c["volumeMounts"])
+      if (m["name"] == "tessera-regions") CHECK(m["subPathExpr"] == "$(TESSERA_POD_UID)");
+  CHECK(reviewPod("CREATE", out, nullptr, true, o, fixedSuffix()).patch == "[]");
+
+  // The region folder follows --region-dir; a pod without volumes gets both.
   json pod = gpuPod({{"gpu-fraction", "0.5"}});
   pod["spec"].erase("volumes");
   pod["spec"]["containers"][1].erase("volumeMounts");
-  Options o;
   o.regionHostDir = "/srv/tessera/regions/";
-  json out = mutated(pod, o);
+  json out2 = mutated(pod, o);
+  REQUIRE(out2["spec"]["volumes"].size() == 2);
+  CHECK(out2["spec"]["volumes"][1]["hostPath"]["path"] == "/srv/tessera/regions");
+  CHECK(out2["spec"]["containers"][1]["volumeMounts"].size() == 2);
+  CHECK(reviewPod("CREATE", out2, nullptr, true, o, fixedSuffix()).patch == "[]");
+}
+
+TEST_CASE("webhook: hard isolation: a pod without volumes gets both; a clash at /run/tessera is refused") {
+  json pod = gpuPod({{"gpu-fraction", "0.5"}});
+  pod["spec"].erase("volumes");
+  pod["spec"]["containers"][1].erase("volumeMounts");
+  json out = mutated(pod);
   REQUIRE(out["spec"]["volumes"].size() == 2);
-  CHECK(out["spec"]["volumes"][1]["hostPath"]["path"] == "/srv/tessera/regions");
+  CHECK(out["spec"]["volumes"][1]["emptyDir"] == json::object());
   CHECK(out["spec"]["containers"][1]["volumeMounts"].size() == 2);
-  CHECK(reviewPod("CREATE", out, nullptr, true, o, fixedSuffix()).patch == "[]");
+  CHECK(reviewPod("CREATE", out, nullptr, true, {}, fixedSuffix()).patch == "[]");
   // A mount of the user's where the region folder goes is refused with a message.
   json clash = gpuPod({{"gpu-fraction", "0.5"}});
   clash["spec"]["containers"][0]["volumeMounts"] = {{{"name", "run"}, {"mountPath", "/run/tessera"}}};

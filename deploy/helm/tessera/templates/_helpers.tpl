@@ -106,7 +106,8 @@ seccompProfile: {type: RuntimeDefault}
 
 {{/*
 "true" when the chart installs tessera monitor: monitor.enabled when set (true or false), else
-whenever the isolation backend is hard (the monitor prepares the folder its pods' regions live in).
+whenever the isolation backend is hard (it exports the pods' regions; with interposer.source hostPath
+it also prepares the folder they live in).
 */}}
 {{- define "tessera.monitorEnabled" -}}
 {{- if kindIs "bool" .Values.monitor.enabled }}{{ .Values.monitor.enabled }}{{ else }}{{ eq .Values.isolation "hard" }}{{ end }}
