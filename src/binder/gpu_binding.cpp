@@ -58,7 +58,8 @@ struct GpuBinding::Impl {
   std::set<std::string> reportedOrphans;  ///< pod keys already told
   uint64_t deleted = 0, orphans = 0;
 
-  Impl(cache::ClusterClient& c, const api::Clock& k, GpuBindingOptions o) : client(c), clock(k), options(std::move(o)) {}
+  Impl(cache::ClusterClient& c, const api::Clock& k, GpuBindingOptions o)
+      : client(c), clock(k), options(std::move(o)) {}
 
   std::shared_ptr<std::mutex> lockOf(const std::string& group) {
     std::lock_guard<std::mutex> g(mu);

@@ -679,7 +679,8 @@ TEST_CASE("a reservation pod that never reports: the parked bind fails at uuidTi
   CHECK(failedBinding == 1);
 }
 
-TEST_CASE("fencing: a parked bind is dropped unsent at its next look once leadership is lost", "[binder][parked][fencing]") {
+TEST_CASE("fencing: a parked bind is dropped unsent at its next look once leadership is lost",
+          "[binder][parked][fencing]") {
   Env e;
   REQUIRE(e.cluster.create(Kind::Node, node("n1", "8", "1")).ok());
   REQUIRE(e.cluster.create(Kind::Pod, fractionalPod("frac")).ok());
