@@ -103,7 +103,7 @@ struct DaemonMetrics::Families {
       .Name("tessera_bind_duration_seconds").Help("One bind (preBind + POST binding) or eviction (DisruptionTarget + DELETE), by kind")
       .Register(*registry);
   prometheus::Family<prometheus::Gauge>& binder = prometheus::BuildGauge()
-      .Name("tessera_binder_queue").Help("Binder work now: in_flight binds and evictions, status writes waiting, pods in bind backoff")
+      .Name("tessera_binder_queue").Help("Binder work now: in_flight binds and evictions, of which parked binds waiting for a GPU UUID, status writes waiting, pods in bind backoff")
       .Register(*registry);
   prometheus::Family<prometheus::Counter>& fenced = prometheus::BuildCounter()
       .Name("tessera_writes_dropped_total")
@@ -133,7 +133,7 @@ DaemonMetrics::DaemonMetrics() : f_(std::make_unique<Families>()) {
     f_->evictions.Add({{"result", result}});
   }
   for (const char* kind : {"bind", "evict"}) f_->bindLatency.Add({{"kind", kind}}, b);
-  for (const char* what : {"in_flight", "status_backlog", "backoff"}) f_->binder.Add({{"what", what}});
+  for (const char* what : {"in_flight", "parked", "status_backlog", "backoff"}) f_->binder.Add({{"what", what}});
   for (const char* what : {"bind", "evict", "status"}) f_->fenced.Add({{"what", what}});
   f_->relists.Add({});
   f_->expired.Add({});
@@ -240,6 +240,7 @@ void DaemonMetrics::afterCycle(const framework::CycleStats& stats, const framewo
     if (n > 0) pendingQueues_.push_back(q);
   }
   f_->binder.Add({{"what", "in_flight"}}).Set(static_cast<double>(pipeline.binder().inFlight()));
+  f_->binder.Add({{"what", "parked"}}).Set(static_cast<double>(pipeline.binder().parked()));
   f_->binder.Add({{"what", "status_backlog"}}).Set(static_cast<double>(pipeline.status().backlog()));
   f_->binder.Add({{"what", "backoff"}}).Set(static_cast<double>(pipeline.binder().backingOff()));
   if (auto r = pipeline.cache().relists(); r > relistsSeen_) {

@@ -26,7 +26,9 @@ Pipeline::Pipeline(cache::ClusterClient& client, cache::Cache& cache, const api:
   statusOptions.mayWrite = std::move(options.statusMayWrite);
   status_ = std::make_unique<binder::StatusWriter>(options.statusClient ? *options.statusClient : client, clock,
                                                    statusOptions);
-  options.binder.preBind = [gpu = gpu_.get()](const framework::SessionResult::Bind& b) { return gpu->prepare(b); };
+  options.binder.preBind = [gpu = gpu_.get()](const framework::SessionResult::Bind& b, api::Time since) {
+    return gpu->prepare(b, since);
+  };
   binder_ = std::make_unique<binder::Binder>(client, cache, clock, *status_, std::move(options.binder));
   scheduler_ = std::make_unique<framework::Scheduler>(cache, config, clock, *binder_);
 }

@@ -1,5 +1,6 @@
-// The binder (binder.h): a pool of workers runs a cycle's evictions, then its binds; what users
-// read about them goes to the status writer, which owns every status write and its thread.
+// The binder (binder.h): a pool of workers runs a cycle's evictions, then its binds; a bind whose
+// GPUs are not ready yet is parked (no worker held) and queued again when its retry is due; what
+// users read about them goes to the status writer, which owns every status write and its thread.
 #include "tessera/binder/binder.h"
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -39,6 +41,13 @@ struct Batch {
   uint64_t epoch = 0;  ///< leadership epoch of the cycle that decided it (BinderOptions::leaderEpoch)
 };
 
+/// When a bind first started: kept across its parkings, for the record's duration and preBind's
+/// timeout.
+struct BindStart {
+  std::chrono::steady_clock::time_point t0;
+  api::Time since;  ///< the binder's clock
+};
+
 struct Binder::Impl {
   cache::ClusterClient& client;
   cache::Cache& cache;
@@ -50,9 +59,13 @@ struct Binder::Impl {
   mutable std::mutex mu;  ///< guards everything below
   std::condition_variable workCv, idleCv;
   std::deque<std::function<void()>> queue;
+  /// Binds whose preBind said "not ready", by when to ask again (then parking order). A worker
+  /// moves those due to the back of `queue`; none waits for them meanwhile.
+  std::multimap<std::chrono::steady_clock::time_point, std::function<void()>> parkedBinds;
+  size_t waiting = 0;  ///< binds parked at least once and not done: in parkedBinds, queued again or running
   size_t running = 0;
   bool stopping = false;
-  std::set<std::string> inFlight;  ///< pods with a bind or eviction queued or running
+  std::set<std::string> inFlight;  ///< pods with a bind or eviction queued, running or parked
   struct Failures {
     std::string uid;  ///< a new pod of the same name starts afresh
     int count = 0;
@@ -84,18 +97,39 @@ struct Binder::Impl {
   ~Impl() {
     {
       std::unique_lock lock(mu);
-      idleCv.wait(lock, [&] { return queue.empty() && running == 0; });  // binds already started finish
+      idleCv.wait(lock, [&] { return idle(); });  // binds already started or parked finish
       stopping = true;
       workCv.notify_all();
     }
     for (auto& t : threads) t.join();
   }
 
+  /// Under mu. Nothing queued, running or parked.
+  bool idle() const { return queue.empty() && running == 0 && parkedBinds.empty(); }
+
+  /// Under mu. Parked binds whose retry is due go to the back of the queue: a retry waits its turn
+  /// behind binds queued meanwhile, and never jumps ahead of them.
+  void releaseDue() {
+    const auto now = std::chrono::steady_clock::now();
+    size_t released = 0;
+    for (auto it = parkedBinds.begin(); it != parkedBinds.end() && it->first <= now; it = parkedBinds.erase(it)) {
+      queue.push_back(std::move(it->second));
+      ++released;
+    }
+    if (released > 1) workCv.notify_all();  // this worker takes one; idle ones the others
+  }
+
   void work() {
     std::unique_lock lock(mu);
     for (;;) {
-      workCv.wait(lock, [&] { return stopping || !queue.empty(); });
-      if (queue.empty()) return;  // stopping
+      releaseDue();
+      if (queue.empty()) {
+        // stopping is set only once idle(): nothing parked is left behind.
+        if (stopping) return;
+        if (parkedBinds.empty()) workCv.wait(lock);
+        else workCv.wait_until(lock, parkedBinds.begin()->first);
+        continue;
+      }
       auto task = std::move(queue.front());
       queue.pop_front();
       ++running;
@@ -103,8 +137,20 @@ struct Binder::Impl {
       task();
       lock.lock();
       --running;
-      if (queue.empty() && running == 0) idleCv.notify_all();
+      if (idle()) idleCv.notify_all();
     }
+  }
+
+  /// The bind's preBind is not ready: the bind leaves its worker and is queued again after `after`.
+  /// It stays in inFlight (its pod assumed bound) and keeps its batch's opsLeft.
+  void park(const std::shared_ptr<Batch>& batch, size_t i, BindStart start, std::chrono::milliseconds after,
+            bool resumed) {
+    if (log::v(4))
+      log::info("bind of pod ", batch->binds[i].podKey, " parked for ", after.count(), " ms: its GPUs are not ready");
+    std::lock_guard lock(mu);
+    if (!resumed) ++waiting;
+    parkedBinds.emplace(std::chrono::steady_clock::now() + after, [this, batch, i, start] { bind(batch, i, start); });
+    workCv.notify_all();  // workers waiting with no deadline, or a later one, take this one's
   }
 
   /// Under mu.
@@ -207,21 +253,24 @@ struct Binder::Impl {
   void queueBinds(const std::shared_ptr<Batch>& batch) {
     std::lock_guard lock(mu);
     for (size_t i = 0; i < batch->binds.size(); ++i)
-      if (batch->bindQueued[i]) enqueue([this, batch, i] { bind(batch, i); });
+      if (batch->bindQueued[i]) enqueue([this, batch, i] { bind(batch, i, std::nullopt); });
   }
 
-  void bind(const std::shared_ptr<Batch>& batch, size_t i) {
+  /// One attempt at the bind: `resumed` is set when it comes back from being parked.
+  void bind(const std::shared_ptr<Batch>& batch, size_t i, std::optional<BindStart> resumed) {
     const auto& b = batch->binds[i];
     const size_t slot = batch->evictions.size() + i;
-    const auto t0 = std::chrono::steady_clock::now();
+    const BindStart start = resumed ? *resumed : BindStart{std::chrono::steady_clock::now(), clock.now()};
+    const auto t0 = start.t0;
     auto [ns, name] = splitKey(b.podKey);
     bool ok = true;
     std::string error;
-    if (fenced(*batch)) {  // leadership lost since the cycle: nothing reaches the API server
+    if (fenced(*batch)) {  // leadership lost since the cycle (or since it was parked): nothing is sent
       {
         std::lock_guard lock(mu);
         inFlight.erase(b.podKey);
         ++dropped.binds;
+        if (resumed) --waiting;
       }
       cache.bindingFailed(b.podKey, clock.now());  // no backoff: the next leader places it afresh
       record(*batch, slot, BindRecord{BindRecord::Kind::Bind, b.podKey, b.node, false, kNotLeading, 0});
@@ -229,10 +278,14 @@ struct Binder::Impl {
       return;
     }
     if (options.preBind && !b.gpus.empty()) {
-      auto prep = options.preBind(b);
-      if (!prep.ok()) {
+      auto prep = options.preBind(b, start.since);
+      if (prep.status.ok() && prep.retryAfter) {  // e.g. a GPU UUID not reported yet: free the worker
+        park(batch, i, start, *prep.retryAfter, resumed.has_value());
+        return;
+      }
+      if (!prep.status.ok()) {
         ok = false;
-        error = prep.error().message;
+        error = prep.status.error().message;
         log::error("preparing GPUs of pod ", b.podKey, " on ", b.node, ": ", error);
       }
     }
@@ -251,6 +304,7 @@ struct Binder::Impl {
     {
       std::lock_guard lock(mu);
       inFlight.erase(b.podKey);
+      if (resumed) --waiting;
       if (ok) {
         failures.erase(b.podKey);
       } else {
@@ -366,12 +420,12 @@ void Binder::waitIdle() {
   for (;;) {
     {
       std::unique_lock lock(impl_->mu);
-      impl_->idleCv.wait(lock, [&] { return impl_->queue.empty() && impl_->running == 0; });
+      impl_->idleCv.wait(lock, [&] { return impl_->idle(); });
     }
     impl_->status.drain();
     // A status write never queues binds, but a finishing bind queues status: check both again.
     std::lock_guard lock(impl_->mu);
-    if (impl_->queue.empty() && impl_->running == 0 && impl_->status.backlog() == 0) return;
+    if (impl_->idle() && impl_->status.backlog() == 0) return;
   }
 }
 
@@ -389,6 +443,11 @@ FencingDrops Binder::droppedByFencing() const {
 size_t Binder::inFlight() const {
   std::lock_guard lock(impl_->mu);
   return impl_->inFlight.size();
+}
+
+size_t Binder::parked() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->waiting;
 }
 
 size_t Binder::backingOff() const {

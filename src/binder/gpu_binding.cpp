@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <thread>
 #include <vector>
 
 #include "tessera/api/gpu_request.h"
@@ -59,9 +58,8 @@ struct GpuBinding::Impl {
   std::set<std::string> reportedOrphans;  ///< pod keys already told
   uint64_t deleted = 0, orphans = 0;
 
-  Impl(cache::ClusterClient& c, const api::Clock& k, GpuBindingOptions o) : client(c), clock(k), options(std::move(o)) {
-    if (!options.sleep) options.sleep = [](std::chrono::milliseconds d) { std::this_thread::sleep_for(d); };
-  }
+  Impl(cache::ClusterClient& c, const api::Clock& k, GpuBindingOptions o)
+      : client(c), clock(k), options(std::move(o)) {}
 
   std::shared_ptr<std::mutex> lockOf(const std::string& group) {
     std::lock_guard<std::mutex> g(mu);
@@ -88,45 +86,48 @@ struct GpuBinding::Impl {
                           ": hard GPU isolation cannot limit the memory of a fraction there");
   }
 
-  api::Result<std::string> ensureReservation(const std::string& group, const std::string& node) {
+  /// One look at the group's reservation pod, created when missing (then looked at again at once:
+  /// the kubelet may have started it already). Returns its GPU UUID, or "" while it has not
+  /// reported one; `refused`: the kubelet failed it (no free GPU), no point in waiting. An error:
+  /// it is terminating, on another node, or the API failed.
+  api::Result<std::string> lookAtReservation(const std::string& group, const std::string& node, bool& refused) {
     const std::string& ns = options.reservationNamespace;
     const std::string name = reservationPodName(group);
-    auto existing = client.get(api::Kind::Pod, ns, name);
-    if (existing.ok() && terminating(*existing))
-      return api::makeError("GPU group " + group + ": reservation pod " + ns + "/" + name + " is terminating");
-    if (existing.ok()) {
-      const std::string on = (*existing)["spec"].value("nodeName", "");
-      if (on != node)
-        return api::makeError("GPU group " + group + ": reservation pod " + ns + "/" + name + " is on node " + on +
-                              ", not " + node);
-    } else if (existing.error().code == 404) {
+    auto pod = client.get(api::Kind::Pod, ns, name);
+    if (!pod.ok() && pod.error().code == 404) {
       auto created = client.create(api::Kind::Pod, GpuBinding::reservationPod(options, group, node));
       if (!created.ok() && created.error().code != 409)
         return api::makeError("GPU group " + group + ": creating reservation pod " + ns + "/" + name + ": " +
                               created.error().message);
-    } else {
+      pod = client.get(api::Kind::Pod, ns, name);
+    }
+    if (!pod.ok())
       return api::makeError("GPU group " + group + ": reading reservation pod " + ns + "/" + name + ": " +
-                            existing.error().message);
-    }
-    // Wait for `tessera reserve` (the device plugin gave it a GPU) to report the UUID.
-    const auto deadline = std::chrono::steady_clock::now() + options.uuidTimeout;
-    for (;;) {
-      auto pod = client.get(api::Kind::Pod, ns, name);
-      if (pod.ok()) {
-        const std::string uuid = annotationOf(*pod, api::keys::kGpuUuidAnnotation);
-        if (!uuid.empty()) return uuid;
-        if (pod->contains("status") && (*pod)["status"].value("phase", "") == "Failed")
-          break;  // the kubelet refused it (no free GPU): no point in waiting
-      }
-      if (std::chrono::steady_clock::now() >= deadline) break;
-      options.sleep(options.uuidPoll);
-    }
+                            pod.error().message);
+    if (terminating(*pod))
+      return api::makeError("GPU group " + group + ": reservation pod " + ns + "/" + name + " is terminating");
+    const std::string on = (*pod)["spec"].value("nodeName", "");
+    if (on != node)
+      return api::makeError("GPU group " + group + ": reservation pod " + ns + "/" + name + " is on node " + on +
+                            ", not " + node);
+    // `tessera reserve` (the device plugin gave it a GPU) reports the UUID.
+    const std::string uuid = annotationOf(*pod, api::keys::kGpuUuidAnnotation);
+    refused = uuid.empty() && pod->contains("status") && (*pod)["status"].is_object() &&
+              (*pod)["status"].value("phase", "") == "Failed";
+    return uuid;
+  }
+
+  /// Gives up on a reservation pod that did not report its UUID in time (or was refused): deletes
+  /// it, so that the next attempt starts afresh, and says why.
+  api::Error giveUp(const std::string& group, const std::string& node) {
+    const std::string& ns = options.reservationNamespace;
+    const std::string name = reservationPodName(group);
     cache::DeleteOptions del;
     del.gracePeriodSeconds = 0;
     (void)client.remove(api::Kind::Pod, ns, name, del);
-    return api::makeError("GPU group " + group + ": reservation pod " + ns + "/" + name + " on node " + node +
-                          " did not report its GPU UUID (annotation " + api::keys::kGpuUuidAnnotation + ") within " +
-                          api::formatDuration(api::Duration{options.uuidTimeout.count()}) + "; deleted it");
+    return api::Error{"GPU group " + group + ": reservation pod " + ns + "/" + name + " on node " + node +
+                      " did not report its GPU UUID (annotation " + api::keys::kGpuUuidAnnotation + ") within " +
+                      api::formatDuration(api::Duration{options.uuidTimeout.count()}) + "; deleted it"};
   }
 
   api::Status writeConfigMap(const cache::Json& pod, const std::string& podKey,
@@ -272,27 +273,49 @@ cache::Json GpuBinding::reservationPod(const GpuBindingOptions& options, const s
   };
 }
 
-api::Status GpuBinding::prepare(const framework::SessionResult::Bind& b) {
-  if (b.gpus.empty()) return {};
+PreBindOutcome GpuBinding::prepare(const framework::SessionResult::Bind& b, api::Time since) {
+  if (b.gpus.empty()) return PreBindOutcome::done();
   auto [ns, name] = splitKey(b.podKey);
-  TESSERA_TRY(impl_->checkHardIsolation(b, ns, name));
+  if (auto st = impl_->checkHardIsolation(b, ns, name); !st.ok()) return PreBindOutcome::done(st);
+  const api::Time now = impl_->clock.now();
   {
+    // Renewed at each look: a group stays spared by garbage collection while a bind waits on it.
     std::lock_guard<std::mutex> g(impl_->mu);
-    for (const auto& a : b.gpus) impl_->inflight[a.group] = Impl::Inflight{impl_->clock.now(), b.podKey, b.jobKey};
+    for (const auto& a : b.gpus) impl_->inflight[a.group] = Impl::Inflight{now, b.podKey, b.jobKey};
   }
-  std::vector<std::string> uuids;
+  // Every group is looked at (its reservation pod created when missing) before any wait, so a pod
+  // on several GPUs waits for their UUIDs together.
+  const bool late = now - since >= api::Duration{impl_->options.uuidTimeout.count()};
+  std::vector<std::string> uuids, unreported;
+  bool refused = false;
   for (const auto& a : b.gpus) {
     auto lock = impl_->lockOf(a.group);
     std::lock_guard<std::mutex> g(*lock);  // one group at a time: one reservation pod per group
-    auto uuid = impl_->ensureReservation(a.group, b.node);
-    if (!uuid.ok()) return api::makeError("Pod " + b.podKey + ": " + uuid.error().message);
+    bool groupRefused = false;
+    auto uuid = impl_->lookAtReservation(a.group, b.node, groupRefused);
+    if (!uuid.ok()) return PreBindOutcome::done(api::makeError("Pod " + b.podKey + ": " + uuid.error().message));
+    if (uuid->empty()) unreported.push_back(a.group);
+    refused = refused || groupRefused;
     uuids.push_back(*uuid);
   }
+  if (!unreported.empty()) {
+    if (!refused && !late) return PreBindOutcome::waitFor(impl_->options.uuidPoll);  // parked meanwhile
+    api::Error first{""};
+    for (size_t i = 0; i < unreported.size(); ++i) {
+      auto lock = impl_->lockOf(unreported[i]);
+      std::lock_guard<std::mutex> g(*lock);
+      api::Error e = impl_->giveUp(unreported[i], b.node);
+      if (i == 0) first = std::move(e);
+    }
+    return PreBindOutcome::done(api::makeError("Pod " + b.podKey + ": " + first.message));
+  }
   auto pod = impl_->client.get(api::Kind::Pod, ns, name);
-  if (!pod.ok()) return api::makeError("Pod " + b.podKey + ": reading it before binding: " + pod.error().message);
+  if (!pod.ok())
+    return PreBindOutcome::done(
+        api::makeError("Pod " + b.podKey + ": reading it before binding: " + pod.error().message));
   if (!b.podUid.empty() && (*pod)["metadata"].value("uid", "") != b.podUid)
-    return api::makeError("Pod " + b.podKey + ": replaced (uid changed) before binding", 409);
-  if (auto st = impl_->writeConfigMap(*pod, b.podKey, b.gpus, uuids); !st.ok()) return st;
+    return PreBindOutcome::done(api::makeError("Pod " + b.podKey + ": replaced (uid changed) before binding", 409));
+  if (auto st = impl_->writeConfigMap(*pod, b.podKey, b.gpus, uuids); !st.ok()) return PreBindOutcome::done(st);
   // Label last: a pod labelled with a group is one the group's garbage collection accounts for.
   std::string groups;
   for (const auto& a : b.gpus) groups += (groups.empty() ? "" : ",") + a.group;
@@ -304,9 +327,9 @@ api::Status GpuBinding::prepare(const framework::SessionResult::Bind& b) {
                           {{api::keys::kGpuGroupsAnnotation, groups}, {api::keys::kGpuUuidAnnotation, uuidList}}}}}};
   auto patched = impl_->client.patch(api::Kind::Pod, ns, name, cache::PatchType::Merge, patch);
   if (!patched.ok())
-    return api::makeError("Pod " + b.podKey + ": labelling it with GPU group " + b.gpus.front().group + ": " +
-                          patched.error().message);
-  return {};
+    return PreBindOutcome::done(api::makeError("Pod " + b.podKey + ": labelling it with GPU group " +
+                                               b.gpus.front().group + ": " + patched.error().message));
+  return PreBindOutcome::done();
 }
 
 void GpuBinding::collectGarbage(const cache::Snapshot& snap, const framework::SessionResult* decisions) {

@@ -182,6 +182,31 @@ TEST_CASE("gpu: a reservation pod that never reports its GPU fails the bind with
   server.stop();
 }
 
+TEST_CASE("gpu: with one bind worker, a bind waiting for its GPU UUID does not hold up a CPU pod's bind") {
+  Env env("cluster-parked.yaml");
+  auto& cluster = env.cluster;
+  auto& server = env.server;
+  cluster.holdReservations(true);  // a slow device plugin
+  auto d = daemon(server.url(), "parked", {"--bind-workers", "1", "--reservation-timeout", "10m"});
+  REQUIRE(eventually([&] { return !reservationPods(cluster).empty(); }));  // frac's bind waits for the UUID
+  // A CPU pod arrives: the one worker is free for it (issue 18, item 8; before, it sat in frac's wait).
+  Json cpu = {{"apiVersion", "v1"},
+              {"kind", "Pod"},
+              {"metadata", {{"name", "cpu"}, {"namespace", "team-a"}}},
+              {"spec",
+               {{"schedulerName", "tessera"},
+                {"containers", {{{"name", "c"}, {"image", "x"}, {"resources", {{"requests", {{"cpu", "1"}}}}}}}}}}};
+  REQUIRE(cluster.create(api::Kind::Pod, cpu).ok());
+  const bool cpuBound = eventually([&] { return !nodeOf(cluster, "team-a", "cpu").empty(); }, 30);
+  INFO(d.log());
+  REQUIRE(cpuBound);
+  CHECK(nodeOf(cluster, "team-a", "frac").empty());  // still waiting for its GPU
+  cluster.holdReservations(false);                   // the device plugin catches up: frac goes on
+  REQUIRE(eventually([&] { return nodeOf(cluster, "team-a", "frac") == "gpu-1"; }));
+  CHECK(d.kill(SIGTERM) == 0);
+  server.stop();
+}
+
 TEST_CASE("gpu: under hard isolation a fractional pod the webhook did not wire stays pending with a reason") {
   Env env("cluster-unwired.yaml");
   auto& cluster = env.cluster;

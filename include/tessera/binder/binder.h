@@ -6,10 +6,15 @@
 /// Nothing of that runs on the scheduling thread. apply() only records the decisions in the cache
 /// as assumptions (so the next cycle neither places a pod whose bind is in flight nor counts the
 /// resources of a pod being evicted as free) and queues the work:
-///  - binds and evictions go to a pool of `workers` threads (bounded concurrency; a preBind that
-///    blocks for seconds holds one worker, not the cycle). An apply's binds start once its
-///    evictions are done. Outcomes go back to the cache (bindingDone / bindingFailed /
-///    evictionFailed); the watch then confirms, or the assumption expires (Cache::assumeTtl).
+///  - binds and evictions go to a pool of `workers` threads (bounded concurrency; a slow preBind
+///    holds one worker, not the cycle). An apply's binds start once its evictions are done.
+///    Outcomes go back to the cache (bindingDone / bindingFailed / evictionFailed); the watch then
+///    confirms, or the assumption expires (Cache::assumeTtl).
+///  - a bind whose preBind is not ready (a GPU reservation pod that has not reported its GPU UUID:
+///    PreBindOutcome::retryAfter) is parked: it holds no worker while it waits, and goes back to
+///    the end of the queue once its retryAfter has passed, so other binds and evictions keep
+///    flowing past it (issue 18, item 8). It stays in flight (its pod assumed bound) until preBind
+///    finishes, which a preBind's own timeout bounds; fencing is checked again at each retry.
 ///  - a pod whose bind fails is left out of the snapshots for a per-pod exponential backoff
 ///    (backoffInitial, doubled per consecutive failure up to backoffMax), so a pod that keeps
 ///    failing cannot take the room of the others cycle after cycle.
@@ -17,8 +22,9 @@
 ///    unschedulable PodGroups) goes to the StatusWriter (status_writer.h): its one queue
 ///    coalesces and deduplicates, and its thread (or drain()) writes. Before a pod is bound its
 ///    pending condition is settled, so a stale PodScheduled=False cannot land after the bind.
-/// waitIdle() waits until everything queued so far is done, status writes included (the simulator
-/// calls it at the end of every cycle, so a cycle's work completes within the cycle).
+/// waitIdle() waits until everything queued so far is done, parked binds and status writes
+/// included (the simulator calls it at the end of every cycle, so a cycle's work completes within
+/// the cycle).
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -26,6 +32,7 @@
 #include <vector>
 
 #include "tessera/api/clock.h"
+#include "tessera/binder/pre_bind.h"
 #include "tessera/binder/status_writer.h"
 #include "tessera/cache/cache.h"
 #include "tessera/cache/cluster_client.h"
@@ -33,10 +40,6 @@
 
 namespace tessera::binder {
 
-/// Work that must be done before a pod is bound (GPU reservation pod, GPU ConfigMap, group label):
-/// an error fails that bind with its message. Called from binder threads concurrently for
-/// different pods; the callee serializes what must be serialized (one GPU group at a time).
-using PreBindFn = std::function<api::Status(const framework::SessionResult::Bind&)>;
 /// Runs on a binder thread once every bind and eviction of that apply() is done (GPU reservation
 /// garbage collection). Calls are never concurrent with each other and come in apply order; binds
 /// of later applies may be in flight meanwhile.
@@ -49,11 +52,11 @@ struct BindRecord {
   std::string podKey, node;
   bool ok = true;
   std::string error;
-  double seconds = 0;  ///< wall time of the requests (preBind included)
+  double seconds = 0;  ///< wall time of the requests (preBind included, time parked too)
 };
 
 struct BinderOptions {
-  PreBindFn preBind;        ///< optional; called before each bind that has GPU assignments
+  PreBindFn preBind;        ///< optional; called before each bind that has GPU assignments (pre_bind.h)
   AfterApplyFn afterApply;  ///< optional
   int workers = 16;         ///< binds and evictions in flight at most (>= 1)
   api::Duration backoffInitial{1000};  ///< first backoff of a pod whose bind failed
@@ -81,8 +84,9 @@ class Binder final : public framework::CommitSink {
   /// A binder with a status writer of its own (default options, background thread): for tests and
   /// tools that write no desired state.
   Binder(cache::ClusterClient& client, cache::Cache& cache, const api::Clock& clock, BinderOptions options = {});
-  /// Waits for the work queued so far, then stops the threads. Status writes still queued stay
-  /// with the status writer (its destructor decides what happens to them).
+  /// Waits for the work queued so far (parked binds included: they finish, or are dropped by
+  /// fencing at their next retry), then stops the threads. Status writes still queued stay with
+  /// the status writer (its destructor decides what happens to them).
   ~Binder() override;
   Binder(const Binder&) = delete;
   Binder& operator=(const Binder&) = delete;
@@ -91,15 +95,20 @@ class Binder final : public framework::CommitSink {
   /// Called from the scheduling thread.
   void apply(const framework::SessionResult& result, const cache::Snapshot& snapshot) override;
 
-  /// Blocks until every bind, eviction, afterApply and status write queued so far is done.
+  /// Blocks until every bind (parked ones included), eviction, afterApply and status write queued
+  /// so far is done.
   void waitIdle();
 
   /// Records of the last apply(), in its order (evictions first, then binds). Complete only after
   /// waitIdle(); read it from the thread that calls apply().
   const std::vector<BindRecord>& lastRecords() const;
 
-  /// Binds and evictions queued or running now (status writes waiting: StatusWriter::backlog()).
+  /// Binds and evictions queued, running or parked now (status writes waiting:
+  /// StatusWriter::backlog()).
   size_t inFlight() const;
+  /// Of those, binds parked until their preBind is ready (waiting for a GPU UUID), counted from
+  /// their first parking until they are done (while one is being looked at again too).
+  size_t parked() const;
   /// Binds and evictions dropped unsent because leadership was lost (BinderOptions::leaderEpoch).
   FencingDrops droppedByFencing() const;
   /// Pods whose last bind failed and that are still backing off (at `now`).

@@ -3,7 +3,9 @@
 /// before a fractional pod is bound, each of its GPU groups gets a reservation pod on the node
 /// (namespace tessera-reservation, `tessera reserve`, nvidia.com/gpu: 1) whose reported GPU UUID
 /// goes into the pod's GPU ConfigMap (NVIDIA_VISIBLE_DEVICES, GPU_MEMORY_LIMIT,
-/// CUDA_DEVICE_MEMORY_LIMIT, GPU_PORTION), and the pod is labelled with its group. After each
+/// CUDA_DEVICE_MEMORY_LIMIT, GPU_PORTION), and the pod is labelled with its group. Waiting for a
+/// UUID holds no binder worker: prepare() answers "ask again after uuidPoll" and the binder parks
+/// the bind (pre_bind.h), so a slow device plugin delays only the binds on its GPUs. After each
 /// cycle, reservation pods no fractional pod uses any more are deleted, and fractional pods whose
 /// reservation pod vanished are reported (and evicted, if configured).
 #include <chrono>
@@ -17,6 +19,7 @@
 #include "tessera/api/clock.h"
 #include "tessera/api/gpu_request.h"
 #include "tessera/api/result.h"
+#include "tessera/binder/pre_bind.h"
 #include "tessera/cache/cluster_client.h"
 #include "tessera/cache/snapshot.h"
 #include "tessera/framework/session.h"
@@ -29,9 +32,10 @@ struct GpuBindingOptions {
   /// `tessera run` uses its own pod's image unless --reservation-image says otherwise.
   std::string reservationImage = "ghcr.io/tessera-sched/tessera:latest";
   std::string reservationServiceAccount = "tessera-reservation";
-  /// How long to wait for a reservation pod to report its GPU UUID before giving up on the bind.
+  /// How long a bind waits for its reservation pods to report their GPU UUIDs before it gives up
+  /// (deletes those that did not report and fails), from its first attempt, on the clock.
   std::chrono::milliseconds uuidTimeout{60'000};
-  /// How often to look for the UUID while waiting.
+  /// How often to look for the UUID while waiting (real time; the bind is parked in between).
   std::chrono::milliseconds uuidPoll{250};
   /// A group prepared for a bind is not garbage-collected for this long unless the cache shows
   /// a pod in it (informer lag must not cost a reservation pod: KAI lost pods there).
@@ -43,20 +47,23 @@ struct GpuBindingOptions {
   /// memory); the pod's own tessera.dev/isolation annotation wins. Unset: not checked.
   api::Isolation isolation = api::Isolation::Unset;
   std::string component = "tessera";
-  /// Waits (real time) between UUID polls; replaceable in tests.
-  std::function<void(std::chrono::milliseconds)> sleep;
 };
 
 /// Thread-safe: prepare() may run concurrently for different pods; work on one GPU group is
-/// serialized. collectGarbage() is called from one thread at a time.
+/// serialized (one look at a time, never held while waiting). collectGarbage() is called from one
+/// thread at a time.
 class GpuBinding {
  public:
   GpuBinding(cache::ClusterClient& client, const api::Clock& clock, GpuBindingOptions options = {});
   ~GpuBinding();
 
   /// Reservation pods (created when missing), UUIDs, ConfigMap, group labels: everything a
-  /// fractional pod needs before its bind. An error names the pod, the group and what failed.
-  api::Status prepare(const framework::SessionResult::Bind& bind);
+  /// fractional pod needs before its bind (a PreBindFn). One look, no waiting: while a reservation
+  /// pod has not reported its UUID, answers retryAfter = uuidPoll; once uuidTimeout has passed
+  /// since `since` (or the kubelet refused the pod), deletes the reservation pods that did not
+  /// report and fails. Binds waiting on the same group each look for themselves, so all of them
+  /// go on once its UUID is there. An error names the pod, the group and what failed.
+  PreBindOutcome prepare(const framework::SessionResult::Bind& bind, api::Time since);
 
   /// Deletes reservation pods of groups no fractional pod holds (except groups with a bind in
   /// flight), and reports fractional pods whose group lost its reservation pod. `snapshot` must be

@@ -1,16 +1,20 @@
 // The asynchronous binder: binds and evictions off the scheduling thread, in-flight binds counted
 // as bound, per-pod exponential backoff after failed binds (a failing pod cannot starve the
-// others), expiry of assumed binds the watch never confirms, and the coalescing status queue.
+// others), expiry of assumed binds the watch never confirms, the coalescing status queue, and
+// binds parked while their GPU reservation pod has not reported its GPU (issue 18, item 8).
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include <catch2/catch.hpp>
 
 #include "tessera/app/registry.h"
 #include "tessera/binder/binder.h"
+#include "tessera/binder/gpu_binding.h"
 #include "tessera/cache/cache.h"
 #include "tessera/cache/memory_cluster.h"
 #include "tessera/framework/config.h"
@@ -118,12 +122,12 @@ class FlakyClient final : public cache::ClusterClient {
   std::atomic<int> binds_{0};
 };
 
-Json node(const std::string& name, const std::string& cpu) {
+Json node(const std::string& name, const std::string& cpu, const std::string& gpus = "0") {
   return {{"apiVersion", "v1"},
           {"kind", "Node"},
           {"metadata", {{"name", name}}},
           {"status",
-           {{"allocatable", {{"cpu", cpu}, {"memory", "64Gi"}, {"pods", "110"}}},
+           {{"allocatable", {{"cpu", cpu}, {"memory", "64Gi"}, {"pods", "110"}, {"nvidia.com/gpu", gpus}}},
             {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
 }
 
@@ -136,11 +140,58 @@ Json pod(const std::string& name, const std::string& cpu = "1") {
             {"containers", {{{"name", "main"}, {"image", "busybox"}, {"resources", {{"requests", {{"cpu", cpu}}}}}}}}}}};
 }
 
+Json fractionalPod(const std::string& name) {
+  Json p = pod(name);
+  p["metadata"]["annotations"] = {{api::keys::kGpuFraction, "0.5"}};
+  return p;
+}
+
+/// What reached the binder's callbacks: preBind calls and records, by pod key. Tests wait for them
+/// with a generous bound, so that a binder that stalls fails the test instead of hanging it.
+class Seen {
+ public:
+  void call(const std::string& podKey) { add("call " + podKey, std::nullopt); }
+  void record(const binder::BindRecord& r) { add(r.podKey, r); }
+  int calls(const std::string& podKey) { return count("call " + podKey); }
+  std::optional<binder::BindRecord> recordOf(const std::string& podKey) {
+    std::lock_guard l(mu_);
+    auto it = records_.find(podKey);
+    return it == records_.end() ? std::nullopt : std::optional(it->second);
+  }
+  /// Waits until each pod has a record (or, for "call <pod>", `n` preBind calls); false after 30 s.
+  bool await(const std::vector<std::string>& keys, int n = 1) {
+    std::unique_lock l(mu_);
+    return cv_.wait_for(l, std::chrono::seconds(30), [&] {
+      for (const auto& k : keys)
+        if (counts_[k] < n) return false;
+      return true;
+    });
+  }
+
+ private:
+  void add(const std::string& key, std::optional<binder::BindRecord> r) {
+    std::lock_guard l(mu_);
+    ++counts_[key];
+    if (r) records_[key] = std::move(*r);
+    cv_.notify_all();
+  }
+  int count(const std::string& key) {
+    std::lock_guard l(mu_);
+    return counts_[key];
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, int> counts_;
+  std::map<std::string, binder::BindRecord> records_;
+};
+
 struct Env {
   SharedClock clock{api::parseTime("2026-01-01T00:00:00Z").value()};
   cache::MemoryCluster cluster{clock};
   FlakyClient client{cluster};
   std::unique_ptr<cache::Cache> cache;
+  Seen seen;
+  std::unique_ptr<binder::GpuBinding> gpu;
   std::unique_ptr<binder::Binder> binder;
 
   void start(binder::BinderOptions bo = {}, cache::CacheOptions co = {}) {
@@ -148,10 +199,38 @@ struct Env {
     REQUIRE(cache->start().ok());
     binder = std::make_unique<binder::Binder>(client, *cache, clock, std::move(bo));
   }
+  /// With the real GpuBinding as preBind (reservation pods on the memory cluster), every preBind
+  /// call and every record noted in `seen`.
+  void startGpu(binder::BinderOptions bo, binder::GpuBindingOptions go) {
+    gpu = std::make_unique<binder::GpuBinding>(client, clock, go);
+    bo.preBind = [this](const framework::SessionResult::Bind& b, api::Time since) {
+      auto out = gpu->prepare(b, since);
+      seen.call(b.podKey);
+      return out;
+    };
+    bo.onRecord = [this](const binder::BindRecord& r) { seen.record(r); };
+    start(std::move(bo));
+    (void)cache->snapshot();
+  }
   ~Env() {
     client.patchGate.open();
     client.bindGate.open();
+    cluster.holdReservations(false);  // a test that failed with binds parked: they finish
     binder.reset();
+  }
+  /// The GPU reservation pod of `group`, if it exists.
+  std::optional<Json> reservation(const std::string& group) {
+    auto p = cluster.get(Kind::Pod, api::keys::kReservationNamespace, binder::GpuBinding::reservationPodName(group));
+    return p.ok() ? std::optional(*p) : std::nullopt;
+  }
+  /// The reservation pod of `group` exists and is not being deleted.
+  bool reservationLive(const std::string& group) {
+    auto p = reservation(group);
+    return p && !(*p)["metadata"].contains("deletionTimestamp");
+  }
+  std::string visibleDevices(const std::string& name) {
+    auto cm = cluster.get(Kind::ConfigMap, "t", name + "-tessera-gpu");
+    return cm.ok() ? (*cm)["data"].value("NVIDIA_VISIBLE_DEVICES", "") : "";
   }
   std::string uid(const std::string& name) {
     auto p = cluster.get(Kind::Pod, "t", name);
@@ -229,9 +308,9 @@ TEST_CASE("a bind in flight counts as bound and does not expire; the cycle does 
   Gate gate;
   gate.close();
   binder::BinderOptions bo;
-  bo.preBind = [&](const framework::SessionResult::Bind&) {
-    gate.wait();  // a GPU reservation that takes its time
-    return api::Status::success();
+  bo.preBind = [&](const framework::SessionResult::Bind&, api::Time) {
+    gate.wait();  // a preBind that takes its time
+    return binder::PreBindOutcome::done();
   };
   cache::CacheOptions co;
   co.assumeTtl = Duration{5'000};
@@ -464,4 +543,166 @@ TEST_CASE("fencing: a batch decided while not leading writes nothing", "[binder]
   CHECK(e.client.binds() == 0);
   CHECK(e.nodeOf("a").empty());
   CHECK(e.binder->droppedByFencing().binds == 1);
+}
+
+// ---- binds parked while a GPU reservation pod has not reported its GPU (issue 18, item 8) ----
+
+namespace {
+/// A half-GPU share of `group`, opened by this bind.
+framework::SessionResult::GpuAssignment half(const std::string& group) { return {group, true, 500, 0, -1}; }
+}  // namespace
+
+TEST_CASE("a bind waiting for its GPU UUID holds no worker: with one worker, unrelated binds and evictions go first",
+          "[binder][parked]") {
+  Env e;
+  REQUIRE(e.cluster.create(Kind::Node, node("n1", "8", "2")).ok());
+  for (const char* p : {"frac", "frac2"}) REQUIRE(e.cluster.create(Kind::Pod, fractionalPod(p)).ok());
+  for (const char* p : {"b", "c", "d"}) REQUIRE(e.cluster.create(Kind::Pod, pod(p)).ok());
+  e.cluster.holdReservations(true);  // the device plugin is slow: reservation pods report nothing
+  binder::BinderOptions bo;
+  bo.workers = 1;
+  binder::GpuBindingOptions go;
+  go.uuidPoll = std::chrono::milliseconds(1);
+  e.startGpu(bo, go);
+  // The fractional pod comes first on the one worker; a CPU pod in the same apply, and a later
+  // apply with an eviction, another CPU pod and a second fractional pod on the same GPU group.
+  auto first = e.binds({{"frac", "n1"}, {"b", "n1"}});
+  first.binds[0].gpus.push_back(half("g1"));
+  e.binder->apply(first, cache::Snapshot{});
+  auto second = e.binds({{"frac2", "n1"}, {"c", "n1"}});
+  second.binds[0].gpus.push_back(half("g1"));
+  second.evictions.push_back({"t/d", e.uid("d"), "n1", "preempted by the test"});
+  e.binder->apply(second, cache::Snapshot{});
+
+  // Without parking, the worker would sit in frac's wait and nothing else would be done.
+  REQUIRE(e.seen.await({"t/b", "t/c", "t/d"}));
+  CHECK(e.seen.recordOf("t/b")->ok);
+  CHECK(e.seen.recordOf("t/c")->ok);
+  CHECK(e.seen.recordOf("t/d")->ok);
+  CHECK(e.nodeOf("b") == "n1");
+  CHECK(e.nodeOf("c") == "n1");
+  CHECK_FALSE(e.cluster.get(Kind::Pod, "t", "d").ok());
+  // Both fractional binds wait, parked, in flight, their pods not bound; one reservation pod, no UUID yet.
+  REQUIRE(e.seen.await({"call t/frac", "call t/frac2"}));
+  CHECK_FALSE(e.seen.recordOf("t/frac"));
+  CHECK_FALSE(e.seen.recordOf("t/frac2"));
+  CHECK(e.nodeOf("frac").empty());
+  CHECK(e.nodeOf("frac2").empty());
+  CHECK(e.binder->parked() == 2);
+  CHECK(e.binder->inFlight() == 2);
+  auto fracTask = e.task("frac");
+  REQUIRE(fracTask);
+  CHECK(fracTask->status == TaskStatus::Bound);  // assumed while parked: no cycle places it again
+  auto res = e.reservation("g1");
+  REQUIRE(res);
+  CHECK_FALSE((*res)["metadata"].value("annotations", Json::object()).contains(api::keys::kGpuUuidAnnotation));
+
+  // The device plugin catches up: both binds waiting on the group go on, with its GPU.
+  e.cluster.holdReservations(false);
+  REQUIRE(e.seen.await({"t/frac", "t/frac2"}));
+  e.binder->waitIdle();
+  CHECK(e.seen.recordOf("t/frac")->ok);
+  CHECK(e.seen.recordOf("t/frac2")->ok);
+  CHECK(e.nodeOf("frac") == "n1");
+  CHECK(e.nodeOf("frac2") == "n1");
+  CHECK(e.visibleDevices("frac") == "GPU-sim-n1-0");
+  CHECK(e.visibleDevices("frac2") == "GPU-sim-n1-0");
+  CHECK(e.binder->parked() == 0);
+  CHECK(e.binder->inFlight() == 0);
+}
+
+TEST_CASE("waitIdle and afterApply wait for a parked bind", "[binder][parked]") {
+  Env e;
+  REQUIRE(e.cluster.create(Kind::Node, node("n1", "8", "1")).ok());
+  REQUIRE(e.cluster.create(Kind::Pod, fractionalPod("frac")).ok());
+  e.cluster.holdReservations(true);
+  std::atomic<int> afterApplies{0};
+  binder::BinderOptions bo;
+  bo.afterApply = [&](const framework::SessionResult&) { ++afterApplies; };
+  binder::GpuBindingOptions go;
+  go.uuidPoll = std::chrono::milliseconds(50);  // parked most of the time: a waitIdle that ignored it would return
+  e.startGpu(bo, go);
+  auto r = e.binds({{"frac", "n1"}});
+  r.binds[0].gpus.push_back(half("g1"));
+  e.binder->apply(r, cache::Snapshot{});
+  REQUIRE(e.seen.await({"call t/frac"}));
+  CHECK(afterApplies == 0);  // its apply is not done while the bind waits
+  e.cluster.holdReservations(false);
+  e.binder->waitIdle();
+  CHECK(e.nodeOf("frac") == "n1");
+  REQUIRE(e.binder->lastRecords().size() == 1);
+  CHECK(e.binder->lastRecords()[0].ok);
+  CHECK(afterApplies == 1);
+}
+
+TEST_CASE("a reservation pod that never reports: the parked bind fails at uuidTimeout, the reservation pod is deleted",
+          "[binder][parked]") {
+  Env e;
+  REQUIRE(e.cluster.create(Kind::Node, node("n1", "8", "1")).ok());
+  REQUIRE(e.cluster.create(Kind::Pod, fractionalPod("frac")).ok());
+  e.cluster.holdReservations(true);
+  binder::GpuBindingOptions go;
+  go.uuidPoll = std::chrono::milliseconds(1);
+  go.uuidTimeout = std::chrono::milliseconds(60'000);  // on the (test's) clock, from the bind's first attempt
+  e.startGpu({}, go);
+  auto r = e.binds({{"frac", "n1"}});
+  r.binds[0].gpus.push_back(half("g1"));
+  e.binder->apply(r, cache::Snapshot{});
+  REQUIRE(e.seen.await({"call t/frac"}));
+  REQUIRE(e.reservationLive("g1"));
+  // Just short of the timeout, it still waits (two more looks: one began after the move).
+  e.clock.advance(Duration{59'999});
+  const int calls = e.seen.calls("t/frac");
+  REQUIRE(e.seen.await({"call t/frac"}, calls + 2));
+  CHECK_FALSE(e.seen.recordOf("t/frac"));
+  CHECK(e.reservationLive("g1"));
+  e.clock.advance(Duration{1});
+  REQUIRE(e.seen.await({"t/frac"}));
+  e.binder->waitIdle();
+  auto rec = e.seen.recordOf("t/frac");
+  CHECK_FALSE(rec->ok);
+  CHECK_THAT(rec->error, Catch::Contains("Pod t/frac: GPU group g1: reservation pod tessera-reservation/"
+                                         "gpu-reservation-g1 on node n1 did not report its GPU UUID"));
+  CHECK_THAT(rec->error, Catch::EndsWith("within 1m0s; deleted it"));
+  CHECK_FALSE(e.reservationLive("g1"));  // deleted (the kubelet takes it down at its next tick)
+  CHECK(e.nodeOf("frac").empty());
+  CHECK(e.client.binds() == 0);
+  CHECK(e.binder->backingOff() == 1);  // as any failed bind
+  CHECK(e.binder->parked() == 0);
+  CHECK(e.binder->inFlight() == 0);
+  auto events = e.cluster.list(Kind::Event);
+  REQUIRE(events.ok());
+  int failedBinding = 0;
+  for (const auto& ev : events->items)
+    failedBinding += ev.value("reason", "") == "FailedBinding" &&
+                     ev.value("message", "").find("did not report its GPU UUID") != std::string::npos;
+  CHECK(failedBinding == 1);
+}
+
+TEST_CASE("fencing: a parked bind is dropped unsent at its next look once leadership is lost",
+          "[binder][parked][fencing]") {
+  Env e;
+  REQUIRE(e.cluster.create(Kind::Node, node("n1", "8", "1")).ok());
+  REQUIRE(e.cluster.create(Kind::Pod, fractionalPod("frac")).ok());
+  e.cluster.holdReservations(true);
+  std::atomic<uint64_t> epoch{1};
+  binder::BinderOptions bo;
+  bo.leaderEpoch = [&] { return epoch.load(); };
+  binder::GpuBindingOptions go;
+  go.uuidPoll = std::chrono::milliseconds(1);
+  e.startGpu(bo, go);
+  auto r = e.binds({{"frac", "n1"}});
+  r.binds[0].gpus.push_back(half("g1"));
+  e.binder->apply(r, cache::Snapshot{});
+  REQUIRE(e.seen.await({"call t/frac"}));
+  epoch = 0;  // shutdown or a lost lease: the reservation never reports, yet the binder drains
+  REQUIRE(e.seen.await({"t/frac"}));
+  e.binder->waitIdle();
+  CHECK_THAT(e.seen.recordOf("t/frac")->error, Catch::Contains("not leading"));
+  CHECK(e.binder->droppedByFencing().binds == 1);
+  CHECK(e.client.binds() == 0);
+  CHECK(e.nodeOf("frac").empty());
+  CHECK(e.binder->parked() == 0);
+  CHECK(e.binder->inFlight() == 0);
+  CHECK(e.binder->backingOff() == 0);  // no backoff: the next leader places it afresh
 }
