@@ -14,6 +14,7 @@
 #include "tessera/api/convert.h"
 #include "tessera/api/flags.h"
 #include "tessera/app/pipeline.h"
+#include "tessera/cache/field_validation.h"
 #include "tessera/app/registry.h"
 #include "tessera/framework/config.h"
 #include "tessera/grouper/grouper.h"
@@ -210,6 +211,12 @@ class Runner {
         return malformed(where, "kind " + std::string(ki.name) + " cannot be given in a scenario");
     }
     if (!valid.ok()) return malformed(where, valid.error().message);
+    // Read strictly, as kubectl apply --validate=strict would: a field the API server does not know
+    // (a `spec:` indented under `metadata:`, a misspelt key) would make a test pass vacuously.
+    if (auto unknown = cache::unknownFields(*kind, obj); !unknown.empty()) {
+      std::string more = unknown.size() > 1 ? " (and " + std::to_string(unknown.size() - 1) + " more)" : "";
+      return malformed(where, api::describeObject(obj) + ": unknown field \"" + unknown.front() + "\"" + more);
+    }
     auto res = replace ? cluster_->apply(*kind, obj) : cluster_->create(*kind, obj);
     if (!res.ok()) return malformed(where, res.error().message);
     return api::Status::success();

@@ -139,6 +139,8 @@ def main():
                     if missing:
                         failures.append(f"{line}\n    output lacks {missing}")
                     break
+        if url:
+            failures += field_validation(kubectl, tmp, env)
     finally:
         for proc, log in background:
             if proc.poll() is None:
@@ -156,6 +158,30 @@ def main():
         return 1
     print("\nevery README command ran as written")
     return 0
+
+
+def field_validation(kubectl, tmp, env):
+    """kubectl apply of a manifest with a misspelt field: refused under kubectl's default
+    --validate=strict (the server's fieldValidation=Strict), applied with the server's Warning
+    printed under --validate=warn."""
+    bad = os.path.join(tmp, "typo.yaml")
+    with open(bad, "w") as f:
+        f.write("apiVersion: scheduling.tessera.dev/v1alpha1\nkind: Queue\nmetadata: {name: typo}\n"
+                "spec: {prority: 5, resources: {gpu: {quota: \"1\"}}}\n")
+    failures = []
+    for args, want_rc, wanted in ((["apply", "-f", bad], "nonzero", 'unknown field "spec.prority"'),
+                                  (["apply", "--validate=warn", "-f", bad], 0,
+                                   'Warning: unknown field "spec.prority"')):
+        line = "kubectl " + " ".join(args)
+        print(f"$ {line}")
+        r = subprocess.run([kubectl] + args, env=env, capture_output=True, text=True, timeout=COMMAND_TIMEOUT)
+        out = r.stdout + r.stderr
+        print(out.rstrip())
+        if (want_rc == 0) != (r.returncode == 0):
+            failures.append(f"{line}\n    exit {r.returncode}, want {want_rc}")
+        if wanted not in out:
+            failures.append(f"{line}\n    output lacks {wanted!r}")
+    return failures
 
 
 def wait_for_url(log):

@@ -114,6 +114,24 @@ TEST_CASE("scenario file errors name the file, the position and the field", "[sc
     CHECK_THAT(e, Catch::Contains("Pod default/bad"));
     CHECK_THAT(e, Catch::Contains("spec.containers[0].resources.requests.cpu"));
   }
+  SECTION("a field the API server does not know (read strictly): spec indented under metadata") {
+    const std::string e = loadError(
+        dir, "strict.yaml",
+        scenario("x", "  - apiVersion: v1\n    kind: Node\n    metadata:\n      name: n1\n      spec: {unschedulable: true}\n"));
+    CHECK_THAT(e, Catch::Contains("strict.yaml"));
+    CHECK_THAT(e, Catch::Contains("objects[3]"));
+    CHECK_THAT(e, Catch::Contains("Node n1: unknown field \"metadata.spec\""));
+  }
+  SECTION("a misplaced container key, and a misspelt Queue field by the CRD's schema") {
+    std::string pod = podYaml("p2", "1");
+    pod.replace(pod.find("resources:"), std::string("resources:").size(), "resource:");
+    CHECK_THAT(loadError(dir, "pod.yaml", scenario("x", pod)),
+               Catch::Contains("Pod default/p2: unknown field \"spec.containers[0].resource\""));
+    CHECK_THAT(loadError(dir, "queue.yaml",
+                         scenario("x", "  - {apiVersion: scheduling.tessera.dev/v1alpha1, kind: Queue, metadata: {name: "
+                                       "q}, spec: {prority: 1, resources: {gpu: {quota: \"1\"}}}}\n")),
+               Catch::Contains("Queue q: unknown field \"spec.prority\""));
+  }
   SECTION("a manifest that is not a map") {
     const std::string e = loadError(dir, "scalar.yaml", scenario("x", "  - just-a-string\n"));
     CHECK_THAT(e, Catch::Contains("objects[3]"));

@@ -22,6 +22,7 @@
 #include "table.h"
 #include "../memory/selectors.h"
 #include "tessera/api/convert.h"
+#include "tessera/cache/field_validation.h"
 #include "tessera/cache/http_server.h"
 #include "tessera/cache/watch_decoder.h"
 
@@ -132,8 +133,49 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
     error(s, req, e.code, e.message);
   }
 
-  void ok(const std::shared_ptr<HttpConnection>& s, const Request& req, int code, const Json& body) {
-    s->reply(code, "application/json", body.dump(), req.keep_alive());
+  using Headers = std::vector<std::pair<std::string, std::string>>;
+  void ok(const std::shared_ptr<HttpConnection>& s, const Request& req, int code, const Json& body,
+          Headers headers = {}) {
+    s->reply(code, "application/json", body.dump(), req.keep_alive(), std::move(headers));
+  }
+
+  /// A copy of a merge or strategic merge patch without its directives ($patch, $setElementOrder/...,
+  /// $retainKeys, $deleteFromPrimitiveList/...): what is left has the object's shape.
+  static Json withoutDirectives(const Json& j) {
+    if (j.is_array()) {
+      Json out = Json::array();
+      for (const auto& x : j) out.push_back(withoutDirectives(x));
+      return out;
+    }
+    if (!j.is_object()) return j;
+    Json out = Json::object();
+    for (const auto& [k, v] : j.items())
+      if (k.empty() || k[0] != '$') out[k] = withoutDirectives(v);
+    return out;
+  }
+
+  /// fieldValidation as a real server does it (Warn when absent): the unknown fields of a create,
+  /// update or merge patch body are refused (Strict, 400 "strict decoding error: unknown field ..."),
+  /// answered with a Warning header kubectl prints (Warn), or dropped silently (Ignore). The object is
+  /// stored as sent: readers ignore fields they do not know.
+  static api::Result<Headers> validateFields(api::Kind kind, const Json& body,
+                                             const std::map<std::string, std::string>& query) {
+    auto it = query.find("fieldValidation");
+    const std::string mode = it == query.end() || it->second.empty() ? "Warn" : it->second;
+    if (mode != "Strict" && mode != "Warn" && mode != "Ignore")
+      return api::makeError("invalid fieldValidation \"" + mode + "\": must be Ignore, Warn or Strict", 400);
+    if (mode == "Ignore") return Headers{};
+    const std::vector<std::string> unknown = unknownFields(kind, body);
+    if (unknown.empty()) return Headers{};
+    std::string text;
+    for (const auto& f : unknown) text += (text.empty() ? "" : ", ") + std::string("unknown field \"") + f + "\"";
+    if (mode == "Strict") return api::makeError("strict decoding error: " + text, 400);
+    std::string warning;
+    for (const auto& f : unknown) {
+      // RFC 7234 warn-text: a quoted string, inner quotes escaped.
+      warning += (warning.empty() ? "" : ", ") + std::string("299 - \"unknown field \\\"") + f + "\\\"\"";
+    }
+    return Headers{{"Warning", warning}};
   }
 
   static api::Time timeNow(const api::Clock* clock) { return clock ? clock->now() : api::SystemClock().now(); }
@@ -194,9 +236,11 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
             return error(s, req, 400, "the namespace of the object does not match the namespace on the request");
           body["metadata"]["namespace"] = rp->ns;
         }
+        auto warn = validateFields(rp->kind, body, query);
+        if (!warn.ok()) return error(s, req, warn.error());
         auto r = cluster.create(rp->kind, body);
         if (!r.ok()) return error(s, req, r.error());
-        return ok(s, req, 201, *r);
+        return ok(s, req, 201, *r, std::move(warn).value());
       }
       return error(s, req, 405, "method not allowed on a collection");
     }
@@ -233,9 +277,11 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
           return error(s, req, 400, "the name of the object (" + name + ") does not match the name on the URL (" +
                                         rp->name + ")");
         if (ki.namespaced) body["metadata"]["namespace"] = rp->ns;
+        auto warn = validateFields(rp->kind, body, query);
+        if (!warn.ok()) return error(s, req, warn.error());
         auto r = status ? cluster.updateStatus(rp->kind, body) : cluster.update(rp->kind, body);
         if (!r.ok()) return error(s, req, r.error());
-        return ok(s, req, 200, *r);
+        return ok(s, req, 200, *r, std::move(warn).value());
       }
       case bhttp::verb::patch: {
         const std::string ct(req[bhttp::field::content_type]);
@@ -248,9 +294,13 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
                                        "application/strategic-merge-patch+json");
         if (type == PatchType::StrategicMerge && http::isCustomResource(rp->kind))
           return error(s, req, 415, "strategic merge patch is not supported for custom resources");
+        // A JSON patch names paths, not fields: checked only for merge patches (as the shape they have).
+        api::Result<Headers> warn = Headers{};
+        if (type != PatchType::JsonPatch) warn = validateFields(rp->kind, withoutDirectives(body), query);
+        if (!warn.ok()) return error(s, req, warn.error());
         auto r = cluster.patch(rp->kind, rp->ns, rp->name, type, body, status);
         if (!r.ok()) return error(s, req, r.error());
-        return ok(s, req, 200, *r);
+        return ok(s, req, 200, *r, std::move(warn).value());
       }
       case bhttp::verb::delete_: {
         DeleteOptions o;
