@@ -85,7 +85,8 @@ std::optional<int64_t> parseDecimalMilli(const std::string& text) {
   return whole * 1000 + (frac + 5) / 10;
 }
 
-Result<PodGpuSpec> parsePodGpuSpec(const StringMap& annotations, const Resources& requests) {
+Result<PodGpuSpec> parsePodGpuSpec(const StringMap& annotations, const Resources& requests,
+                                   const GpuShareDefaults& defaults) {
   PodGpuSpec spec;
   auto get = [&](const char* key) -> const std::string* {
     auto it = annotations.find(std::string_view(key));
@@ -157,6 +158,14 @@ Result<PodGpuSpec> parsePodGpuSpec(const StringMap& annotations, const Resources
     else if (*v == "burst") spec.coresPolicy = GpuCoresPolicy::Burst;
     else return bad(keys::kGpuCoresPolicy, *v, "is not a known policy (valid: strict, burst)");
   }
+  // A compute share alone (HAMi's gpucores without gpumem): the memory is the cluster's default,
+  // else the same share of the GPU as the compute.
+  if (spec.corePercent > 0 && !spec.shared() && requests.milliGpu == 0) {
+    if (defaults.memoryMiB > 0) spec.memoryMiB = defaults.memoryMiB, spec.memoryDefaulted = true;
+    else if (spec.corePercent < 100) spec.fractionMilli = int64_t{10} * spec.corePercent;
+  }
+  // A memory share without a compute share: the cluster's default compute limit (HAMi's defaultCores).
+  if (spec.memoryMiB > 0 && spec.corePercent == 0 && defaults.corePercent > 0) spec.corePercent = defaults.corePercent;
   if ((spec.corePercent > 0 || spec.coresPolicy != GpuCoresPolicy::Unset) && !spec.shared())
     return makeError(std::string("annotation ") + (spec.corePercent > 0 ? keys::kGpuCores : keys::kGpuCoresPolicy) +
                          " needs " + keys::kGpuFraction + " or " + keys::kGpuMemory +

@@ -380,6 +380,7 @@ class Daemon {
     cacheOptions.schedulerName = config.schedulerName;
     cacheOptions.onEvent = [this] { wake(); };
     cacheOptions.isolation = flags_.isolation;
+    cacheOptions.gpuDefaults = config.gpuSharing.defaults;
     auto cachePtr = std::make_unique<cache::Cache>(**client, clock, cacheOptions);
     for (int64_t delay = 500;; delay = std::min<int64_t>(delay * 2, 30'000)) {
       auto st = cachePtr->start();

@@ -154,7 +154,9 @@ class Runner {
     cluster_ = std::make_unique<cache::MemoryCluster>(*clock_);
     if (doc_.contains("objects")) TESSERA_TRY(createObjects(doc_["objects"], start));
 
-    cache_ = std::make_unique<cache::Cache>(*cluster_, *clock_, cache::CacheOptions{config_.schedulerName});
+    cache::CacheOptions co{config_.schedulerName};
+    co.gpuDefaults = config_.gpuSharing.defaults;
+    cache_ = std::make_unique<cache::Cache>(*cluster_, *clock_, std::move(co));
     if (auto st = cache_->start(); !st.ok()) return api::makeError("starting the cache: " + st.error().message);
     PipelineOptions po;
     po.synchronous = true;  // a cycle's binds and status writes complete within it, deterministically

@@ -182,6 +182,24 @@ class Checker {
     return api::Status::success();
   }
 
+  /// GPU_CORE_LIMIT of the pod's GPU ConfigMap (0: none written).
+  api::Status gpuCoreLimit(const Json& v, const std::string& w) {
+    if (!v.is_object()) return malformed(w, "must be a map of pod -> percent");
+    for (const auto& [ref, percent] : v.items()) {
+      if (!percent.is_number_integer()) return malformed(w, ref + ": percent must be an integer");
+      auto [ns, name] = splitPodRef(ref);
+      auto cm = seen_.cluster.get(Kind::ConfigMap, ns, name + "-tessera-gpu");
+      if (!cm.ok()) {
+        unmet(w, ref, std::to_string(percent.get<int64_t>()) + "%", "no GPU ConfigMap " + ns + "/" + name + "-tessera-gpu");
+        continue;
+      }
+      const std::string found = cm->contains("data") ? (*cm)["data"].value("GPU_CORE_LIMIT", "0") : "0";
+      if (found != std::to_string(percent.get<int64_t>()))
+        unmet(w, ref, std::to_string(percent.get<int64_t>()) + "%", "GPU_CORE_LIMIT " + found);
+    }
+    return api::Status::success();
+  }
+
   api::Status queueAllocated(const Json& v, const std::string& w) {
     if (!v.is_object()) return malformed(w, "must be a map of queue -> resources");
     auto snap = seen_.cache.snapshot();
@@ -348,6 +366,7 @@ const Expectation kExpectations[] = {
     {"differentGpus", [](Checker& c, const Json& v, const std::string& w) { return c.gpus(v, w, false); }},
     {"reservationPods", [](Checker& c, const Json& v, const std::string& w) { return c.reservationPods(v, w); }},
     {"gpuMemoryLimit", [](Checker& c, const Json& v, const std::string& w) { return c.gpuMemoryLimit(v, w); }},
+    {"gpuCoreLimit", [](Checker& c, const Json& v, const std::string& w) { return c.gpuCoreLimit(v, w); }},
     {"queueAllocated", [](Checker& c, const Json& v, const std::string& w) { return c.queueAllocated(v, w); }},
     {"unschedulableReason", [](Checker& c, const Json& v, const std::string& w) { return c.reason(v, w); }},
     {"pipelined", [](Checker& c, const Json& v, const std::string& w) { return c.pipelined(v, w); }},

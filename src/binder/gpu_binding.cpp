@@ -130,9 +130,11 @@ struct GpuBinding::Impl {
                       api::formatDuration(api::Duration{options.uuidTimeout.count()}) + "; deleted it"};
   }
 
+  /// `corePercent`: the compute limit the scheduler decided (cluster defaults included), or -1 to
+  /// read it from the pod's annotations.
   api::Status writeConfigMap(const cache::Json& pod, const std::string& podKey,
                              const std::vector<framework::SessionResult::GpuAssignment>& gpus,
-                             const std::vector<std::string>& uuids) {
+                             const std::vector<std::string>& uuids, int32_t corePercent) {
     const auto& meta = pod["metadata"];
     const std::string ns = meta.value("namespace", "");
     api::ObjectMeta m;
@@ -164,7 +166,8 @@ struct GpuBinding::Impl {
           if (value.is_string()) annotations[key] = value.get<std::string>();
       auto spec = api::parsePodGpuSpec(annotations, api::Resources{});
       if (!spec.ok()) return api::makeError("Pod " + podKey + ": " + spec.error().message);
-      if (const int32_t cores = api::gpuCoreLimitPercent(*spec); cores > 0) {
+      const int32_t cores = corePercent >= 0 ? corePercent : api::gpuCoreLimitPercent(*spec);
+      if (cores > 0) {
         data["GPU_CORE_LIMIT"] = std::to_string(cores);
         data["CUDA_DEVICE_SM_LIMIT"] = std::to_string(cores);
         data["GPU_CORE_LIMIT_POLICY"] = spec->coresPolicy == api::GpuCoresPolicy::Burst ? "burst" : "strict";
@@ -315,7 +318,7 @@ PreBindOutcome GpuBinding::prepare(const framework::SessionResult::Bind& b, api:
         api::makeError("Pod " + b.podKey + ": reading it before binding: " + pod.error().message));
   if (!b.podUid.empty() && (*pod)["metadata"].value("uid", "") != b.podUid)
     return PreBindOutcome::done(api::makeError("Pod " + b.podKey + ": replaced (uid changed) before binding", 409));
-  if (auto st = impl_->writeConfigMap(*pod, b.podKey, b.gpus, uuids); !st.ok()) return PreBindOutcome::done(st);
+  if (auto st = impl_->writeConfigMap(*pod, b.podKey, b.gpus, uuids, b.gpuCorePercent); !st.ok()) return PreBindOutcome::done(st);
   // Label last: a pod labelled with a group is one the group's garbage collection accounts for.
   std::string groups;
   for (const auto& a : b.gpus) groups += (groups.empty() ? "" : ",") + a.group;
@@ -325,6 +328,10 @@ PreBindOutcome GpuBinding::prepare(const framework::SessionResult::Bind& b, api:
                         {{"labels", {{api::keys::kGpuGroupLabel, b.gpus.front().group}}},
                          {"annotations",
                           {{api::keys::kGpuGroupsAnnotation, groups}, {api::keys::kGpuUuidAnnotation, uuidList}}}}}};
+  // A size the pod got from the cluster's defaults becomes its own: it keeps it when the default
+  // changes (its group's accounting reads the pod's annotations).
+  if (b.defaultedMemoryMiB > 0)
+    patch["metadata"]["annotations"][api::keys::kGpuMemory] = std::to_string(b.defaultedMemoryMiB);
   auto patched = impl_->client.patch(api::Kind::Pod, ns, name, cache::PatchType::Merge, patch);
   if (!patched.ok())
     return PreBindOutcome::done(api::makeError("Pod " + b.podKey + ": labelling it with GPU group " +

@@ -32,7 +32,7 @@ struct Cache::Impl {
   ClusterSync sync;
 
   Impl(ClusterClient& client, const api::Clock& k, CacheOptions o)
-      : clock(k), options(std::move(o)), state(k, options.schedulerName, options.isolation), sync(client, inbox, options) {}
+      : clock(k), options(std::move(o)), state(k, options.schedulerName, options.isolation, options.gpuDefaults), sync(client, inbox, options) {}
 
   /// Applies what the binder reported about a pod.
   void applyReport(const PodReport& report) {

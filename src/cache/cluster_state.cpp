@@ -67,8 +67,9 @@ int64_t groupHold(const GpuGroupInfo& g) { return !g.reserved && g.pods > 0 ? 10
 
 }  // namespace
 
-ClusterState::ClusterState(const api::Clock& clock, std::string schedulerName, api::Isolation isolation)
-    : clock_(clock), schedulerName_(std::move(schedulerName)), isolation_(isolation) {}
+ClusterState::ClusterState(const api::Clock& clock, std::string schedulerName, api::Isolation isolation,
+                           api::GpuShareDefaults gpuDefaults)
+    : clock_(clock), schedulerName_(std::move(schedulerName)), isolation_(isolation), gpuDefaults_(gpuDefaults) {}
 
 // ---- status of a pod as the scheduler sees it ----
 TaskStatus ClusterState::statusOf(const std::string& key, const api::Pod& pod, std::string& node) const {
@@ -406,7 +407,7 @@ void ClusterState::upsertPod(std::shared_ptr<const api::Pod> pod) {
 void ClusterState::parseGpu(PodEntry& e) const {
   const auto& ann = e.pod->meta.annotations;
   if (ann.empty()) return;
-  auto spec = api::parsePodGpuSpec(ann, e.pod->requests);
+  auto spec = api::parsePodGpuSpec(ann, e.pod->requests, gpuDefaults_);
   if (!spec.ok()) {
     e.gpuSpecError = "Pod " + e.pod->meta.key() + ": " + spec.error().message;
     return;

@@ -56,7 +56,8 @@ class ClusterState {
   /// `isolation`: the cluster's isolation backend (the webhook's default; `tessera run --isolation`).
   /// Under Hard, a fractional pod that the webhook did not wire is refused with a reason; Unset (as
   /// in simulations, which have no webhook) checks nothing.
-  ClusterState(const api::Clock& clock, std::string schedulerName, api::Isolation isolation = api::Isolation::Unset);
+  ClusterState(const api::Clock& clock, std::string schedulerName, api::Isolation isolation = api::Isolation::Unset,
+               api::GpuShareDefaults gpuDefaults = {});
 
   // ---- changes ----
 
@@ -158,6 +159,7 @@ class ClusterState {
   const api::Clock& clock_;
   const std::string schedulerName_;
   const api::Isolation isolation_;
+  const api::GpuShareDefaults gpuDefaults_;
   Assumptions assumptions_;
   std::set<std::string> ungroupedChanged_;  ///< pod keys for takeUngroupedPods()
   std::set<std::string> offered_;           ///< pod keys takeUngroupedPods() has returned

@@ -240,6 +240,8 @@ SessionResult Session::close() {
         if (t.state == TaskState::Allocated) {
           r.binds.push_back({t.info->key, t.info->uid, nodes_[op.node].name(), {}, jobs_[op.job].info->key});
           if (t.sharesGpu()) {
+            r.binds.back().gpuCorePercent = api::gpuCoreLimitPercent(*t.info->gpuSpec);
+            if (t.info->gpuSpec->memoryDefaulted) r.binds.back().defaultedMemoryMiB = t.info->gpuSpec->memoryMiB;
             const SessionNode& n = nodes_[op.node];
             const int64_t units = cache::gpuUnitsOn(*t.info->gpuSpec, *n.info);
             for (int gi : gpuGroupsOf(t)) {

@@ -35,6 +35,9 @@ struct PodGpuSpec {
   /// tessera.dev/gpu-cores: percent of each GPU's compute (1..100); 0 when not given.
   int32_t corePercent = 0;
   GpuCoresPolicy coresPolicy = GpuCoresPolicy::Unset;  ///< tessera.dev/gpu-cores-policy
+  /// The memory is the cluster's default (config gpuSharing.defaultMemory), not an annotation of
+  /// the pod: the binder writes it on the pod at bind, so that it stays what the pod got.
+  bool memoryDefaulted = false;
   /// Set by the scheduler's cache, not read from annotations: the pod runs under hard isolation
   /// (its tessera.dev/isolation, else the cluster's --isolation, when that is set).
   bool hardIsolation = false;
@@ -45,10 +48,23 @@ struct PodGpuSpec {
   bool filtersGpuTypes() const { return !useGpuTypes.empty() || !avoidGpuTypes.empty(); }
 };
 
+/// The cluster's defaults for a share that does not say all of its size (config gpuSharing;
+/// HAMi's defaultMem and defaultCores). docs/gpu-sharing.md, "Defaults".
+struct GpuShareDefaults {
+  /// gpu-memory (MiB) of a pod that gives tessera.dev/gpu-cores alone; 0: its memory share is its
+  /// compute share (gpu-cores 30 takes 0.3 of the GPU).
+  int64_t memoryMiB = 0;
+  /// tessera.dev/gpu-cores of a gpu-memory pod that gives none; 0: no compute limit.
+  int32_t corePercent = 0;
+};
+
 /// Parses a pod's annotations. `requests` is the pod's effective request: a fraction or memory
-/// request together with whole nvidia.com/gpu is an error. Errors read
+/// request together with whole nvidia.com/gpu is an error. A pod that gives tessera.dev/gpu-cores
+/// alone shares a GPU: it takes `defaults.memoryMiB` of memory, else the fraction its cores are
+/// (gpu-cores 100 without a default memory is an error). Errors read
 /// `annotation gpu-fraction: "1.5" is not a number between 0 and 1 (exclusive)`.
-Result<PodGpuSpec> parsePodGpuSpec(const StringMap& annotations, const Resources& requests);
+Result<PodGpuSpec> parsePodGpuSpec(const StringMap& annotations, const Resources& requests,
+                                   const GpuShareDefaults& defaults = {});
 
 /// The compute limit the interposer enforces for the pod (GPU_CORE_LIMIT, percent of each of its
 /// GPUs): tessera.dev/gpu-cores when given, else the gpu-fraction in percent (rounded, at least 1);

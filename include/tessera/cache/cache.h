@@ -29,6 +29,8 @@ struct CacheOptions {
   /// The cluster's isolation backend (`tessera run --isolation`). Hard: fractional pods under hard
   /// isolation that the webhook did not wire stay pending with a reason. Unset: not checked.
   api::Isolation isolation = api::Isolation::Unset;
+  /// Sizes of GPU shares that do not give them (config gpuSharing.defaultMemory / defaultCores).
+  api::GpuShareDefaults gpuDefaults;
 };
 
 /// Thread-safety: watch callbacks may arrive on any thread (they only enqueue), and so may the

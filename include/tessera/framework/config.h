@@ -9,6 +9,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "tessera/api/clock.h"
+#include "tessera/api/gpu_request.h"
 #include "tessera/api/result.h"
 
 namespace tessera::framework {
@@ -30,6 +31,9 @@ struct PodGrouperConfig {
 struct GpuSharingConfig {
   int32_t splitCount = 10;             ///< fractional pods on one GPU at most (HAMi deviceSplitCount)
   int64_t memoryScalingMilli = 1000;   ///< a GPU's memory counts this many thousandths times (HAMi deviceMemoryScaling)
+  /// Sizes of shares that do not give them (HAMi defaultMem, defaultCores): read when the daemon
+  /// starts (the cache parses pods with them), not on a reload.
+  api::GpuShareDefaults defaults;
 };
 
 struct Config {

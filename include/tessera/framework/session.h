@@ -160,6 +160,11 @@ struct SessionResult {
     std::string podKey, podUid, node;
     std::vector<GpuAssignment> gpus;  ///< empty unless the pod shares GPUs
     std::string jobKey;               ///< the pod's job in the snapshot (JobInfo::key)
+    /// A fractional pod's compute limit (GPU_CORE_LIMIT, percent) as the cache parsed it, cluster
+    /// defaults included; -1: not computed (the binder reads the pod's annotations).
+    int32_t gpuCorePercent = -1;
+    /// gpu-memory (MiB) the pod got from gpuSharing.defaultMemory: written on it at bind.
+    int64_t defaultedMemoryMiB = 0;
   };
   struct Evict { std::string podKey, podUid, node, reason; };
   struct Pipeline { std::string podKey, node; };

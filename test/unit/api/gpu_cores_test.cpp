@@ -58,7 +58,7 @@ TEST_CASE("gpu-cores: bad values are refused naming the annotation") {
        "annotation tessera.dev/gpu-cores: \"101\" is too large: at most 100"},
       {{{"gpu-fraction", "0.5"}, {"tessera.dev/gpu-cores-policy", "force"}},
        "annotation tessera.dev/gpu-cores-policy: \"force\" is not a known policy (valid: strict, burst)"},
-      {{{"tessera.dev/gpu-cores", "30"}},
+      {{{"tessera.dev/gpu-cores", "100"}},  // alone and without a default memory: no share to derive
        "annotation tessera.dev/gpu-cores needs gpu-fraction or gpu-memory (a pod with whole GPUs has all of their "
        "compute)"},
       {{{"tessera.dev/gpu-cores-policy", "burst"}},
@@ -72,3 +72,47 @@ TEST_CASE("gpu-cores: bad values are refused naming the annotation") {
     CHECK(spec.error().code == 422);
   }
 }
+
+TEST_CASE("a compute share alone takes the cluster's default memory, else the same share of memory; a memory share "
+          "takes the default compute limit",
+          "[gpu][cores]") {
+  using tessera::api::GpuShareDefaults;
+  using tessera::api::parsePodGpuSpec;
+  const tessera::api::StringMap coresOnly{{"tessera.dev/gpu-cores", "30"}};
+  // No defaults: gpu-cores 30 is a 0.3 share of the GPU, limited to 30%.
+  auto plain = parsePodGpuSpec(coresOnly, {});
+  REQUIRE(plain.ok());
+  CHECK(plain->fractionMilli == 300);
+  CHECK(plain->memoryMiB == 0);
+  CHECK_FALSE(plain->memoryDefaulted);
+  CHECK(tessera::api::gpuCoreLimitPercent(*plain) == 30);
+  // A default memory: the share is that memory, and says it was defaulted.
+  auto withMemory = parsePodGpuSpec(coresOnly, {}, GpuShareDefaults{20000, 0});
+  REQUIRE(withMemory.ok());
+  CHECK(withMemory->fractionMilli == 0);
+  CHECK(withMemory->memoryMiB == 20000);
+  CHECK(withMemory->memoryDefaulted);
+  CHECK(tessera::api::gpuCoreLimitPercent(*withMemory) == 30);
+  // The pod's own size wins over the default; whole-GPU pods take no default.
+  auto own = parsePodGpuSpec({{"tessera.dev/gpu-cores", "30"}, {"gpu-memory", "5000"}}, {}, GpuShareDefaults{20000, 40});
+  REQUIRE(own.ok());
+  CHECK(own->memoryMiB == 5000);
+  CHECK_FALSE(own->memoryDefaulted);
+  CHECK(tessera::api::gpuCoreLimitPercent(*own) == 30);
+  tessera::api::Resources whole;
+  whole.milliGpu = 1000;
+  CHECK_FALSE(parsePodGpuSpec(coresOnly, whole, GpuShareDefaults{20000, 40}).ok());
+  // defaultCores: a gpu-memory pod without gpu-cores; a fraction keeps its own share.
+  auto memory = parsePodGpuSpec({{"gpu-memory", "10000"}}, {}, GpuShareDefaults{0, 40});
+  REQUIRE(memory.ok());
+  CHECK(tessera::api::gpuCoreLimitPercent(*memory) == 40);
+  auto fraction = parsePodGpuSpec({{"gpu-fraction", "0.25"}}, {}, GpuShareDefaults{0, 40});
+  REQUIRE(fraction.ok());
+  CHECK(tessera::api::gpuCoreLimitPercent(*fraction) == 25);
+  // gpu-cores 100 alone with a default memory: a memory share with no compute limit.
+  auto full = parsePodGpuSpec({{"tessera.dev/gpu-cores", "100"}}, {}, GpuShareDefaults{20000, 0});
+  REQUIRE(full.ok());
+  CHECK(full->memoryMiB == 20000);
+  CHECK(tessera::api::gpuCoreLimitPercent(*full) == 0);
+}
+

@@ -706,3 +706,41 @@ TEST_CASE("fencing: a parked bind is dropped unsent at its next look once leader
   CHECK(e.binder->inFlight() == 0);
   CHECK(e.binder->backingOff() == 0);  // no backoff: the next leader places it afresh
 }
+
+// ---- sizes from the cluster's defaults (gpuSharing.defaultMemory / defaultCores; issue 22) ----
+
+TEST_CASE("a defaulted GPU memory is written on the pod at bind, and the decided compute limit reaches its ConfigMap",
+          "[binder][gpudefaults]") {
+  Env e;
+  REQUIRE(e.cluster.create(Kind::Node, node("n1", "8", "1")).ok());
+  Json coresOnly = pod("c30");
+  coresOnly["metadata"]["annotations"] = {{api::keys::kGpuCores, "30"}};
+  REQUIRE(e.cluster.create(Kind::Pod, coresOnly).ok());
+  REQUIRE(e.cluster.create(Kind::Pod, fractionalPod("half")).ok());
+  binder::GpuBindingOptions go;
+  go.uuidPoll = std::chrono::milliseconds(1);
+  e.startGpu(binder::BinderOptions{}, go);
+  auto r = e.binds({{"c30", "n1"}, {"half", "n1"}});
+  r.binds[0].gpus.push_back({"g1", true, 244, 20000, -1});
+  r.binds[0].gpuCorePercent = 30;
+  r.binds[0].defaultedMemoryMiB = 20000;
+  r.binds[1].gpus.push_back({"g1", false, 500, 0, -1});
+  r.binds[1].gpuCorePercent = 40;  // what the scheduler decided wins over the pod's annotations (0.5: 50)
+  e.binder->apply(r, cache::Snapshot{});
+  e.binder->waitIdle();
+  REQUIRE(e.nodeOf("c30") == "n1");
+  REQUIRE(e.nodeOf("half") == "n1");
+  auto c30 = e.cluster.get(Kind::Pod, "t", "c30");
+  REQUIRE(c30.ok());
+  // The pod keeps the size it got even if the default changes later.
+  CHECK((*c30)["metadata"]["annotations"].value(api::keys::kGpuMemory, "") == "20000");
+  auto half = e.cluster.get(Kind::Pod, "t", "half");
+  REQUIRE(half.ok());
+  CHECK_FALSE((*half)["metadata"]["annotations"].contains(api::keys::kGpuMemory));  // nothing defaulted
+  auto limit = [&](const std::string& name) {
+    auto cm = e.cluster.get(Kind::ConfigMap, "t", name + "-tessera-gpu");
+    return cm.ok() ? (*cm)["data"].value("GPU_CORE_LIMIT", "") : std::string("no ConfigMap");
+  };
+  CHECK(limit("c30") == "30");
+  CHECK(limit("half") == "40");
+}

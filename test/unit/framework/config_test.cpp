@@ -182,6 +182,8 @@ TEST_CASE("config errors name the field", "[config]") {
       {"gpuSharing: {splitCount: 1001}", {"config.gpuSharing.splitCount", "1001"}},
       {"gpuSharing: {memoryScaling: 0}", {"config.gpuSharing.memoryScaling"}},
       {"gpuSharing: {memoryScaling: 101}", {"config.gpuSharing.memoryScaling"}},
+      {"gpuSharing: {defaultCores: 101}", {"config.gpuSharing.defaultCores"}},
+      {"gpuSharing: {defaultMemory: -1}", {"config.gpuSharing.defaultMemory"}},
       {"gpuSharing: {splitcount: 2}", {"config.gpuSharing: unknown", "splitcount", "memoryScaling", "splitCount"}},
   };
   for (const auto& c : cases) {
@@ -205,6 +207,12 @@ TEST_CASE("gpuSharing: HAMi's defaults, overridden by the config", "[config]") {
   REQUIRE(one.ok());
   CHECK(one->gpuSharing.splitCount == 10);
   CHECK(one->gpuSharing.memoryScalingMilli == 2000);
+  CHECK(one->gpuSharing.defaults.memoryMiB == 0);
+  CHECK(one->gpuSharing.defaults.corePercent == 0);
+  auto defaults = load("gpuSharing: {defaultMemory: 20000, defaultCores: 40}");
+  REQUIRE(defaults.ok());
+  CHECK(defaults->gpuSharing.defaults.memoryMiB == 20000);
+  CHECK(defaults->gpuSharing.defaults.corePercent == 40);
 }
 
 TEST_CASE("config file errors", "[config]") {

@@ -135,7 +135,7 @@ TEST_CASE("webhook: bad GPU annotations are refused with a message naming the ke
        "annotation tessera.dev/isolation: \"soft\" is not a known isolation backend (valid: hard, mps, none)"},
       {{{"gpu-fraction", "0.5"}, {"tessera.dev/gpu-cores", "150"}},
        "annotation tessera.dev/gpu-cores: \"150\" is too large: at most 100"},
-      {{{"tessera.dev/gpu-cores", "50"}},
+      {{{"tessera.dev/gpu-cores", "100"}},  // alone, 100: no share to derive (50 alone is a 0.5 share)
        "annotation tessera.dev/gpu-cores needs gpu-fraction or gpu-memory (a pod with whole GPUs has all of their "
        "compute)"},
       {{{"tessera.dev/gpu-policy", "pack"}},
