@@ -428,6 +428,9 @@ api::Result<Json> CustomResources::get(const CustomTarget& t) const {
 
 api::Result<Json> CustomResources::create(const CustomTarget& t, Json object) {
   std::lock_guard lock(impl_->hub->mu);
+  // The CRD may have gone since resolve(): its objects must not outlive it.
+  if (!isCrd(t.kind) && !impl_->kinds.count(t.kind.key()))
+    return api::makeError("the server could not find the requested resource", 404);
   if (object.is_object() && object.contains("metadata") && object["metadata"].is_object() &&
       str(object["metadata"], "name").empty() && !str(object["metadata"], "generateName").empty())
     object["metadata"]["name"] = str(object["metadata"], "generateName") + std::to_string(impl_->rv + 1);
