@@ -168,7 +168,8 @@ std::string schemaName(const CustomKind& k, const std::string& version) {
   std::string reversed, group = k.group;
   while (!group.empty()) {
     const auto dot = group.rfind('.');
-    reversed += (reversed.empty() ? "" : ".") + group.substr(dot == std::string::npos ? 0 : dot + 1);
+    if (!reversed.empty()) reversed += '.';
+    reversed.append(group, dot == std::string::npos ? 0 : dot + 1);
     group = dot == std::string::npos ? "" : group.substr(0, dot);
   }
   return reversed + "." + version + "." + k.kind;
