@@ -135,4 +135,19 @@ std::vector<std::string> unknownFields(api::Kind kind, const Json& obj) {
   return w.out;
 }
 
+std::vector<std::string> unknownFields(const Json& schema, const Json& obj) {
+  Walker w;
+  if (!obj.is_object()) return {};
+  if (obj.contains("metadata")) w.keys(obj["metadata"], kObjectMeta, "metadata.");
+  if (!schema.is_object() || schema.value("x-kubernetes-preserve-unknown-fields", false)) return w.out;
+  const Json props = schema.contains("properties") && schema["properties"].is_object() ? schema["properties"]
+                                                                                      : Json::object();
+  for (const auto& [k, v] : obj.items()) {
+    if (k == "apiVersion" || k == "kind" || k == "metadata") continue;
+    if (props.contains(k)) w.schema(v, props[k], k + ".");
+    else w.unknown(k);
+  }
+  return w.out;
+}
+
 }  // namespace tessera::cache

@@ -141,6 +141,7 @@ def main():
                     break
         if url:
             failures += field_validation(kubectl, tmp, env)
+            failures += custom_resources(kubectl, tmp, env, source_dir)
     finally:
         for proc, log in background:
             if proc.poll() is None:
@@ -181,6 +182,74 @@ def field_validation(kubectl, tmp, env):
             failures.append(f"{line}\n    exit {r.returncode}, want {want_rc}")
         if wanted not in out:
             failures.append(f"{line}\n    output lacks {wanted!r}")
+    return failures
+
+
+CRD = """apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget, shortNames: [wd]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    additionalPrinterColumns:
+    - {name: Colour, type: string, jsonPath: .spec.colour}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, properties: {colour: {type: string}}}
+"""
+
+WIDGET = """apiVersion: example.com/v1
+kind: Widget
+metadata: {name: blue-one, namespace: ml}
+spec: {colour: blue}
+"""
+
+
+def custom_resources(kubectl, tmp, env, source_dir):
+    """A CRD applied with kubectl makes its kind served: a Widget applied, listed by plural and
+    short name with the CRD's printer column, deleted; Tessera's own CRDs apply unchanged."""
+    crd = os.path.join(tmp, "widget-crd.yaml")
+    with open(crd, "w") as f:
+        f.write(CRD)
+    widget = os.path.join(tmp, "widget.yaml")
+    with open(widget, "w") as f:
+        f.write(WIDGET)
+    crds = os.path.join(source_dir, "deploy", "crds")
+    ours = sorted(os.path.join(crds, n) for n in os.listdir(crds) if n.endswith(".yaml") and n != "kustomization.yaml")
+    tessera_crds = []
+    for path in ours:
+        tessera_crds += ["-f", path]
+    steps = (
+        (["apply", "-f", crd], ["customresourcedefinition.apiextensions.k8s.io/widgets.example.com created"]),
+        (["get", "crds"], ["widgets.example.com"]),
+        (["apply"] + tessera_crds, ["queues.scheduling.tessera.dev"]),
+        (["get", "queues"], ["research"]),
+        (["apply", "-f", widget], ["widget.example.com/blue-one created"]),
+        (["get", "widgets", "-n", "ml"], ["COLOUR", "blue-one", "blue"]),
+        (["get", "wd", "-A"], ["NAMESPACE", "ml", "blue-one", "blue"]),
+        (["api-resources", "--api-group=example.com"], ["widgets", "wd", "Widget"]),
+        (["delete", "widget", "blue-one", "-n", "ml"], ['"blue-one" deleted']),
+        (["get", "wd", "-n", "ml"], ["No resources found"]),
+    )
+    failures = []
+    for args, wanted in steps:
+        line = "kubectl " + " ".join(args)
+        print(f"$ {line}")
+        r = subprocess.run([kubectl] + args, env=env, capture_output=True, text=True, timeout=COMMAND_TIMEOUT)
+        out = r.stdout + r.stderr
+        print(out.rstrip())
+        if r.returncode != 0:
+            failures.append(f"{line}\n    exit {r.returncode}")
+        missing = [w for w in wanted if w not in out]
+        if missing:
+            failures.append(f"{line}\n    output lacks {missing}")
     return failures
 
 

@@ -19,4 +19,9 @@ namespace tessera::cache {
 /// not checked: the test API server has no schema for them.
 std::vector<std::string> unknownFields(api::Kind kind, const Json& obj);
 
+/// The same for an object of a kind a CRD defines at run time: the envelope and ObjectMeta, and the
+/// rest (every top-level field besides apiVersion, kind and metadata) by the CRD's openAPIV3Schema
+/// `schema`; nothing beyond the envelope when `schema` is not an object.
+std::vector<std::string> unknownFields(const Json& schema, const Json& obj);
+
 }  // namespace tessera::cache

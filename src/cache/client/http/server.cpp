@@ -17,6 +17,7 @@
 #include <boost/beast/http.hpp>
 
 #include "connection.h"
+#include "custom_resources.h"
 #include "discovery.h"
 #include "rest_paths.h"
 #include "table.h"
@@ -74,6 +75,7 @@ std::optional<ApiRequestRecord> authorizationRecord(const Request& req) {
 struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
   MemoryCluster& cluster;
   ApiServerOptions options;
+  http::CustomResources customs;  ///< CRDs and the kinds they define beyond api::Kind
   std::unique_ptr<Listener> listener;
   std::unique_ptr<net::steady_timer> kubeletTimer;
 
@@ -99,7 +101,7 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
   std::map<uint64_t, std::shared_ptr<Watch>> watches;
   uint64_t nextWatch = 0;
 
-  Impl(MemoryCluster& c, ApiServerOptions o) : cluster(c), options(std::move(o)) {}
+  Impl(MemoryCluster& c, ApiServerOptions o) : cluster(c), options(std::move(o)), customs(options.clock) {}
 
   void handle(const std::shared_ptr<HttpConnection>& s, Request&& req) {
     ++requests;
@@ -160,12 +162,15 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
   /// stored as sent: readers ignore fields they do not know.
   static api::Result<Headers> validateFields(api::Kind kind, const Json& body,
                                              const std::map<std::string, std::string>& query) {
+    return fieldWarnings(unknownFields(kind, body), query);
+  }
+  static api::Result<Headers> fieldWarnings(const std::vector<std::string>& unknown,
+                                            const std::map<std::string, std::string>& query) {
     auto it = query.find("fieldValidation");
     const std::string mode = it == query.end() || it->second.empty() ? "Warn" : it->second;
     if (mode != "Strict" && mode != "Warn" && mode != "Ignore")
       return api::makeError("invalid fieldValidation \"" + mode + "\": must be Ignore, Warn or Strict", 400);
     if (mode == "Ignore") return Headers{};
-    const std::vector<std::string> unknown = unknownFields(kind, body);
     if (unknown.empty()) return Headers{};
     std::string text;
     for (const auto& f : unknown) text += (text.empty() ? "" : ", ") + std::string("unknown field \"") + f + "\"";
@@ -211,8 +216,9 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
     const std::string path = target.substr(0, q);
     const auto query = http::parseQuery(q == std::string::npos ? std::string_view() : std::string_view(target).substr(q + 1));
     if (req.method() == bhttp::verb::get) {
-      if (auto doc = http::discoveryDocument(path)) return ok(s, req, 200, *doc);
+      if (auto doc = customs.discovery(path, http::discoveryDocument(path))) return ok(s, req, 200, *doc);
     }
+    if (auto target = customs.resolve(path)) return serveCustom(s, req, *target, query);
     auto rp = http::parseResourcePath(path);
     if (!rp || !served(rp->kind))
       return error(s, req, 404, "the server could not find the requested resource (" + path + ")");
@@ -318,6 +324,109 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
     }
   }
 
+  /// A CRD or an object of a kind a CRD defined (custom_resources.h): the same REST verbs, on the
+  /// generic store.
+  void serveCustom(const std::shared_ptr<HttpConnection>& s, const Request& req, const http::CustomTarget& t,
+                   const std::map<std::string, std::string>& query) {
+    auto get = [&](const char* k) {
+      auto it = query.find(k);
+      return it == query.end() ? std::string() : it->second;
+    };
+    auto parsed = parseBody(req);
+    if (!parsed.ok()) return error(s, req, parsed.error());
+    Json body = std::move(parsed).value();
+    const auto table = tableOf(req, query);
+    const std::vector<http::PrinterColumn> columns = t.kind.printerColumns;
+    auto asTable = [columns](const Json& items, const http::TableRequest& tr, api::Time at, const std::string& rv = {}) {
+      return http::toTable(columns, items, tr, at, rv);
+    };
+    const auto method = req.method();
+    if (t.name.empty()) {
+      if (method == bhttp::verb::get) {
+        if (get("watch") == "true" || get("watch") == "1") {
+          auto fields = memory::FieldSelector::parse(get("fieldSelector"), api::Kind::ConfigMap);
+          if (!fields.ok()) return error(s, req, 400, fields.error().message);
+          auto self = shared_from_this();
+          const std::string kind = t.kind.kind, apiVersion = t.kind.group + "/" + t.version;
+          WatchSource source{
+              [self, t](const std::string& from, WatchCallback cb) { return self->customs.watch(t, from, std::move(cb)); },
+              [asTable](const Json& items, const http::TableRequest& tr, api::Time at) { return asTable(items, tr, at); },
+              [self, kind, apiVersion] {
+                return Json{{"kind", kind}, {"apiVersion", apiVersion},
+                            {"metadata", {{"resourceVersion", self->customs.resourceVersion()}}}};
+              },
+              std::move(fields).value(), t.kind.namespaced};
+          return stream(s, req, t.ns, query, std::move(source));
+        }
+        auto r = customs.list(t, get("labelSelector"), get("fieldSelector"));
+        if (!r.ok()) return error(s, req, r.error());
+        if (!table.tableVersion.empty()) return ok(s, req, 200, asTable(r->items, table, now(), r->resourceVersion));
+        return ok(s, req, 200, Json{{"kind", t.kind.listKind}, {"apiVersion", t.kind.group + "/" + t.version},
+                                    {"metadata", {{"resourceVersion", r->resourceVersion}}},
+                                    {"items", std::move(r->items)}});
+      }
+      if (method == bhttp::verb::post) {
+        if (!body.is_object()) return error(s, req, 400, "the body must be an object");
+        if (t.kind.namespaced && body.contains("metadata") && body["metadata"].is_object()) {
+          const std::string given = body["metadata"].value("namespace", "");
+          if (!given.empty() && given != t.ns)
+            return error(s, req, 400, "the namespace of the object does not match the namespace on the request");
+        }
+        auto warn = fieldWarnings(http::CustomResources::unknownFields(t.kind, body), query);
+        if (!warn.ok()) return error(s, req, warn.error());
+        auto r = customs.create(t, std::move(body));
+        if (!r.ok()) return error(s, req, r.error());
+        return ok(s, req, 201, *r, std::move(warn).value());
+      }
+      return error(s, req, 405, "method not allowed on a collection");
+    }
+    switch (method) {
+      case bhttp::verb::get: {
+        auto r = customs.get(t);
+        if (!r.ok()) return error(s, req, r.error());
+        if (!table.tableVersion.empty()) return ok(s, req, 200, asTable(Json::array({*r}), table, now()));
+        return ok(s, req, 200, *r);
+      }
+      case bhttp::verb::put: {
+        if (!body.is_object()) return error(s, req, 400, "the body must be an object");
+        if (!body.contains("metadata") || !body["metadata"].is_object()) body["metadata"] = Json::object();
+        const std::string name = body["metadata"].value("name", "");
+        if (name != t.name)
+          return error(s, req, 400, "the name of the object (" + name + ") does not match the name on the URL (" +
+                                        t.name + ")");
+        if (t.kind.namespaced) body["metadata"]["namespace"] = t.ns;
+        auto warn = fieldWarnings(http::CustomResources::unknownFields(t.kind, body), query);
+        if (!warn.ok()) return error(s, req, warn.error());
+        auto r = customs.update(t, std::move(body));
+        if (!r.ok()) return error(s, req, r.error());
+        return ok(s, req, 200, *r, std::move(warn).value());
+      }
+      case bhttp::verb::patch: {
+        const std::string ct(req[bhttp::field::content_type]);
+        PatchType type;
+        if (ct.rfind("application/merge-patch+json", 0) == 0) type = PatchType::Merge;
+        else if (ct.rfind("application/json-patch+json", 0) == 0) type = PatchType::JsonPatch;
+        else if (ct.rfind("application/strategic-merge-patch+json", 0) == 0 && t.kind.group == "apiextensions.k8s.io")
+          type = PatchType::StrategicMerge;  // a CRD is a built-in type
+        else return error(s, req, 415, "the body of the request was in an unknown format - accepted media types "
+                                       "include: application/json-patch+json, application/merge-patch+json");
+        api::Result<Headers> warn = Headers{};
+        if (type != PatchType::JsonPatch)
+          warn = fieldWarnings(http::CustomResources::unknownFields(t.kind, withoutDirectives(body)), query);
+        if (!warn.ok()) return error(s, req, warn.error());
+        auto r = customs.patch(t, type, body);
+        if (!r.ok()) return error(s, req, r.error());
+        return ok(s, req, 200, *r, std::move(warn).value());
+      }
+      case bhttp::verb::delete_: {
+        auto r = customs.remove(t);
+        if (!r.ok()) return error(s, req, r.error());
+        return ok(s, req, 200, *r);
+      }
+      default: return error(s, req, 405, "method not allowed");
+    }
+  }
+
   void list(const std::shared_ptr<HttpConnection>& s, const Request& req, const http::ResourcePath& rp,
             const std::map<std::string, std::string>& query) {
     ListOptions o;
@@ -365,6 +474,34 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
       auto it = query.find(k);
       return it == query.end() ? std::string() : it->second;
     };
+    const api::Kind kind = rp.kind;
+    auto fields = memory::FieldSelector::parse(get("fieldSelector"), kind);
+    if (!fields.ok()) return error(s, req, 400, fields.error().message);
+    auto self = shared_from_this();
+    WatchSource source{
+        [self, kind](const std::string& from, WatchCallback cb) { return self->cluster.watch(kind, from, std::move(cb)); },
+        [kind](const Json& items, const http::TableRequest& table, api::Time now) {
+          return http::toTable(kind, items, table, now);
+        },
+        [self, kind] { return self->bookmark(kind); }, std::move(fields).value(), api::kindInfo(kind).namespaced};
+    stream(s, req, rp.ns, query, std::move(source));
+  }
+
+  /// What a watch stream needs from the store it watches.
+  struct WatchSource {
+    std::function<api::Result<std::unique_ptr<WatchHandle>>(const std::string& rv, WatchCallback)> start;
+    std::function<Json(const Json& items, const http::TableRequest&, api::Time now)> table;
+    std::function<Json()> bookmark;
+    memory::FieldSelector fields;
+    bool namespaced = true;
+  };
+
+  void stream(const std::shared_ptr<HttpConnection>& s, const Request& req, const std::string& ns,
+              const std::map<std::string, std::string>& query, WatchSource source) {
+    auto get = [&](const char* k) {
+      auto it = query.find(k);
+      return it == query.end() ? std::string() : it->second;
+    };
     const std::string rv = get("resourceVersion");
     const bool bookmarks = get("allowWatchBookmarks") == "true";
     int64_t timeoutSeconds = 1800;
@@ -375,27 +512,22 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
         return error(s, req, 400, "timeoutSeconds: not an integer");
       }
     }
-    const api::Kind kind = rp.kind;
-    const std::string ns = rp.ns;
-    const bool namespaced = api::kindInfo(kind).namespaced;
+    const bool namespaced = source.namespaced;
     auto labels = memory::LabelSelector::parse(get("labelSelector"));
     if (!labels.ok()) return error(s, req, 400, labels.error().message);
-    auto fields = memory::FieldSelector::parse(get("fieldSelector"), kind);
-    if (!fields.ok()) return error(s, req, 400, fields.error().message);
     const auto table = tableOf(req, query);
     auto self = shared_from_this();
     const api::Clock* clock = options.clock;
     // Selectors filter the events (a real server also turns an object that stops matching into a
     // DELETED event; kubectl does not need that); a Table request gets one-row Tables.
-    auto deliver = [clock, kind, table, labels = std::move(labels).value(),
-                    fields = std::move(fields).value()](WatchEventType type, const Json& object) -> std::string {
+    auto deliver = [clock, toTable = source.table, table, labels = std::move(labels).value(),
+                    fields = std::move(source.fields)](WatchEventType type, const Json& object) -> std::string {
       if (type != WatchEventType::Bookmark && type != WatchEventType::Error) {
         const Json& meta = object.contains("metadata") ? object["metadata"] : Json();
         if (!labels.matches(meta.is_object() && meta.contains("labels") ? meta["labels"] : Json()) ||
             !fields.matches(object))
           return {};
-        if (!table.tableVersion.empty())
-          return frame(type, http::toTable(kind, Json::array({object}), table, timeNow(clock)));
+        if (!table.tableVersion.empty()) return frame(type, toTable(Json::array({object}), table, timeNow(clock)));
       }
       return frame(type, object);
     };
@@ -410,7 +542,7 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
     }
     std::weak_ptr<HttpConnection> weak = s;
     s->beginStream();
-    auto handle = cluster.watch(kind, rv, [weak, ns, namespaced, deliver](const WatchEvent& ev) {
+    auto handle = source.start(rv, [weak, ns, namespaced, deliver](const WatchEvent& ev) {
       if (namespaced && !ns.empty() && ev.object.contains("metadata") &&
           ev.object["metadata"].value("namespace", "") != ns)
         return;
@@ -430,14 +562,14 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
     s->onClosed([self, id] { self->forget(id); });
     if (s->closed()) return forget(id);
     w->timeout = std::make_unique<net::steady_timer>(s->executor(), std::chrono::seconds(timeoutSeconds));
-    w->timeout->async_wait([self, weak, kind, bookmarks](beast::error_code ec) {
+    w->timeout->async_wait([weak, mark = source.bookmark, bookmarks](beast::error_code ec) {
       if (ec) return;
       auto sp = weak.lock();
       if (!sp) return;
-      if (bookmarks) sp->push(frame(WatchEventType::Bookmark, self->bookmark(kind)));
+      if (bookmarks) sp->push(frame(WatchEventType::Bookmark, mark()));
       sp->end(true);
     });
-    if (bookmarks && options.bookmarkIntervalMs > 0) scheduleBookmark(w, kind);
+    if (bookmarks && options.bookmarkIntervalMs > 0) scheduleBookmark(w, source.bookmark);
   }
 
   Json bookmark(api::Kind kind) {
@@ -447,21 +579,21 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
                 {"metadata", {{"resourceVersion", currentRv(kind)}}}};
   }
 
-  void scheduleBookmark(const std::shared_ptr<Watch>& w, api::Kind kind) {
+  void scheduleBookmark(const std::shared_ptr<Watch>& w, std::function<Json()> mark) {
     auto sp = w->connection;
     if (!sp) return;
     if (!w->bookmarks) w->bookmarks = std::make_unique<net::steady_timer>(sp->executor());
     w->bookmarks->expires_after(std::chrono::milliseconds(options.bookmarkIntervalMs));
     std::weak_ptr<Watch> ww = w;
     auto self = shared_from_this();
-    w->bookmarks->async_wait([self, ww, kind](beast::error_code ec) {
+    w->bookmarks->async_wait([self, ww, mark](beast::error_code ec) {
       if (ec) return;
       auto w = ww.lock();
       if (!w) return;
       auto sp = w->connection;
       if (!sp || sp->closed()) return;
-      sp->push(frame(WatchEventType::Bookmark, self->bookmark(kind)));
-      self->scheduleBookmark(w, kind);
+      sp->push(frame(WatchEventType::Bookmark, mark()));
+      self->scheduleBookmark(w, mark);
     });
   }
 

@@ -289,9 +289,10 @@ TableRequest tableRequest(std::string_view accept, std::string_view includeObjec
   return r;
 }
 
-Json toTable(api::Kind kind, const Json& items, const TableRequest& request, api::Time now,
+namespace {
+
+Json tableOf(const std::vector<Column>& columns, const Json& items, const TableRequest& request, api::Time now,
              const std::string& resourceVersion, const std::string& continueToken) {
-  const std::vector<Column> columns = columnsOf(kind);
   Json defs = Json::array();
   for (const Column& c : columns)
     defs.push_back({{"name", c.def.name}, {"type", c.def.type}, {"format", c.def.format},
@@ -316,6 +317,21 @@ Json toTable(api::Kind kind, const Json& items, const TableRequest& request, api
           {"metadata", meta},
           {"columnDefinitions", defs},
           {"rows", rows}};
+}
+
+}  // namespace
+
+Json toTable(api::Kind kind, const Json& items, const TableRequest& request, api::Time now,
+             const std::string& resourceVersion, const std::string& continueToken) {
+  return tableOf(columnsOf(kind), items, request, now, resourceVersion, continueToken);
+}
+
+Json toTable(const std::vector<PrinterColumn>& printerColumns, const Json& items, const TableRequest& request,
+             api::Time now, const std::string& resourceVersion, const std::string& continueToken) {
+  std::vector<Column> columns{nameColumn()};
+  for (const PrinterColumn& c : printerColumns) columns.push_back(crdColumn(c));
+  if (printerColumns.empty()) columns.push_back(ageColumn());
+  return tableOf(columns, items, request, now, resourceVersion, continueToken);
 }
 
 }  // namespace tessera::cache::http

@@ -4,7 +4,9 @@
 // (from deploy/crds, see discovery.h) for ours.
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "discovery.h"
 #include "tessera/api/clock.h"
 #include "tessera/api/kinds.h"
 #include "tessera/cache/cluster_client.h"
@@ -22,6 +24,11 @@ TableRequest tableRequest(std::string_view accept, std::string_view includeObjec
 /// A Table of `items` (objects of `kind`); `now` ages the AGE-like cells. `resourceVersion` and
 /// `continueToken` are copied into the list metadata.
 Json toTable(api::Kind kind, const Json& items, const TableRequest& request, api::Time now,
+             const std::string& resourceVersion = {}, const std::string& continueToken = {});
+
+/// A Table for a kind a CRD defined at run time: NAME, then `columns` (the CRD's
+/// additionalPrinterColumns), or NAME and AGE when it has none, as a real server prints CRDs.
+Json toTable(const std::vector<PrinterColumn>& columns, const Json& items, const TableRequest& request, api::Time now,
              const std::string& resourceVersion = {}, const std::string& continueToken = {});
 
 /// "5m3s", "2d4h", as kubectl shows durations.
