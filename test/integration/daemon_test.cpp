@@ -116,7 +116,7 @@ std::map<std::string, std::string> runScenario(const std::string& file, Fault fa
   cache::ApiServer server(cluster, so);
   REQUIRE(server.start().ok());
   if (fault == Fault::Burst500) server.failNextRequests(12, 500);
-  if (fault == Fault::Burst429) server.failNextRequests(12, 429);
+  if (fault == Fault::Burst429) server.failNextRequests(12, 429, {}, 0);  // Retry-After, as APF sends
   if (fault == Fault::Slow) server.delayResponses(30);
   const Expected want = expectedOf(file);
   DaemonProcess daemon(server.url(), "solo", {"--leader-elect=false"});

@@ -75,8 +75,9 @@ class ApiServer {
 
   // ---- fault injection ----
   /// The next `n` requests (of HTTP method `method`, e.g. "POST"; empty = any, watches included)
-  /// are answered `code` (500, 429, ...) without being executed.
-  void failNextRequests(int n, int code, const std::string& method = {});
+  /// are answered `code` (500, 429, ...) without being executed; with `retryAfterSeconds` >= 0 the
+  /// answer carries `Retry-After` (as API Priority and Fairness's 429s do).
+  void failNextRequests(int n, int code, const std::string& method = {}, int retryAfterSeconds = -1);
   /// Every answer waits this long first (0: none). Watches are not delayed once streaming.
   void delayResponses(int64_t millis);
   /// Closes every open watch stream mid-stream, without the terminating chunk.

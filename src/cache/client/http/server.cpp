@@ -83,6 +83,7 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
   int failCount = 0;
   int failCode = 500;
   std::string failMethod;
+  int failRetryAfter = -1;
   int64_t delayMs = 0;
   std::set<api::Kind> notServed;  ///< setServed(kind, false), under mu
   bool served(api::Kind kind) {
@@ -113,7 +114,9 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
         --failCount;
         const int code = failCode;
         auto body = http::statusJson(code, "injected failure").dump();
-        return s->reply(code, "application/json", std::move(body), req.keep_alive());
+        Headers headers;
+        if (failRetryAfter >= 0) headers.emplace_back("Retry-After", std::to_string(failRetryAfter));
+        return s->reply(code, "application/json", std::move(body), req.keep_alive(), std::move(headers));
       }
     }
     if (options.writeLatencyMs > 0 && req.method() != bhttp::verb::get) delay = std::max(delay, options.writeLatencyMs);
@@ -696,11 +699,12 @@ void ApiServer::stop() {
 uint16_t ApiServer::port() const { return impl_->listener ? impl_->listener->port() : 0; }
 std::string ApiServer::url() const { return "http://" + impl_->options.host + ":" + std::to_string(port()); }
 
-void ApiServer::failNextRequests(int n, int code, const std::string& method) {
+void ApiServer::failNextRequests(int n, int code, const std::string& method, int retryAfterSeconds) {
   std::lock_guard lock(impl_->mu);
   impl_->failCount = n;
   impl_->failCode = code;
   impl_->failMethod = method;
+  impl_->failRetryAfter = retryAfterSeconds;
 }
 
 void ApiServer::delayResponses(int64_t millis) {

@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <set>
+#include <vector>
 
 #include "tessera/cache/http_client.h"
 #include "tessera/cache/http_server.h"
@@ -229,6 +230,36 @@ TEST_CASE("http: 500 and 429 bursts are retried for reads; a POST is retried onl
   REQUIRE(!r.ok());
   CHECK(r.error().code == 500);
   f.server->failNextRequests(0, 500);
+}
+
+TEST_CASE("http: a 429's Retry-After is what the client waits before its retry (not its own backoff)") {
+  // Request times as the server sees them. The client's own backoff is 1 ms; the server asks for 1 s.
+  std::mutex mu;
+  std::vector<std::chrono::steady_clock::time_point> seen;
+  ApiServerOptions so;
+  so.onRequest = [&](const ApiRequestRecord&) {
+    std::lock_guard lock(mu);
+    seen.push_back(std::chrono::steady_clock::now());
+  };
+  api::SystemClock clock;
+  MemoryCluster cluster{clock};
+  ApiServer server(cluster, so);
+  REQUIRE(server.start().ok());
+  RestConfig rc;
+  rc.server = server.url();
+  HttpClientOptions o;
+  o.retryInitialMs = 1;
+  o.retryMaxMs = 30'000;
+  auto c = makeHttpClient(rc, o);
+  REQUIRE(c.ok());
+  server.failNextRequests(1, 429, "GET", 1);
+  CHECK((*c)->list(api::Kind::Node).ok());
+  std::lock_guard lock(mu);
+  REQUIRE(seen.size() == 2);
+  // A sleep is never shorter than asked: without the header the retry would follow in about 1 ms.
+  CHECK(seen[1] - seen[0] >= std::chrono::milliseconds(900));
+  c->reset();
+  server.stop();
 }
 
 TEST_CASE("http: a server that is gone is a transport error with code 0") {
