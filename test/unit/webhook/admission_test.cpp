@@ -246,6 +246,14 @@ TEST_CASE("webhook: hard isolation wiring, ConfigMap envFrom in every container,
   CHECK(none["spec"]["initContainers"].size() == 1);
 }
 
+TEST_CASE("webhook: a compute share alone (tessera.dev/gpu-cores) is a GPU share: allowed and wired") {
+  json out = mutated(gpuPod({{"tessera.dev/gpu-cores", "30"}}));
+  const json& c = out["spec"]["containers"][0];
+  REQUIRE(envVar(c, "LD_PRELOAD"));
+  REQUIRE(envVar(c, "TESSERA_ISOLATION_REGION"));
+  CHECK(c["envFrom"] == json::array({{{"configMapRef", {{"name", "train-tessera-gpu"}}}}}));
+}
+
 TEST_CASE("webhook: hard isolation with --interposer-source host-path: the node folders, as before") {
   Options o;
   o.interposerSource = InterposerSource::HostPath;
