@@ -126,8 +126,14 @@ struct Binder::Impl {
       if (queue.empty()) {
         // stopping is set only once idle(): nothing parked is left behind.
         if (stopping) return;
-        if (parkedBinds.empty()) workCv.wait(lock);
-        else workCv.wait_until(lock, parkedBinds.begin()->first);
+        if (parkedBinds.empty()) {
+          workCv.wait(lock);
+        } else {
+          // A copy: wait_until reads its deadline after unlocking, when another worker may have
+          // released (erased) that parked bind.
+          const auto due = parkedBinds.begin()->first;
+          workCv.wait_until(lock, due);
+        }
         continue;
       }
       auto task = std::move(queue.front());
