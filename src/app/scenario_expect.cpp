@@ -160,13 +160,20 @@ class Checker {
     return api::Status::success();
   }
 
+  /// The pod's GPU ConfigMap (<pod>-tessera-gpu); the error says it is missing.
+  api::Result<Json> gpuConfigMap(const std::string& ref) {
+    auto [ns, name] = splitPodRef(ref);
+    auto cm = seen_.cluster.get(Kind::ConfigMap, ns, name + "-tessera-gpu");
+    if (!cm.ok()) return api::makeError("no GPU ConfigMap " + ns + "/" + name + "-tessera-gpu");
+    return cm;
+  }
+
   api::Status gpuMemoryLimit(const Json& v, const std::string& w) {
     if (!v.is_object()) return malformed(w, "must be a map of pod -> MiB");
     for (const auto& [ref, mib] : v.items()) {
       if (!mib.is_number_integer()) return malformed(w, ref + ": MiB must be an integer");
-      auto [ns, name] = splitPodRef(ref);
-      auto cm = seen_.cluster.get(Kind::ConfigMap, ns, name + "-tessera-gpu");
-      std::string found = "no GPU ConfigMap " + ns + "/" + name + "-tessera-gpu";
+      auto cm = gpuConfigMap(ref);
+      std::string found = cm.ok() ? "no GPU_MEMORY_LIMIT in its GPU ConfigMap" : cm.error().message;
       if (cm.ok() && cm->contains("data") && (*cm)["data"].contains("GPU_MEMORY_LIMIT")) {
         const std::string bytes = (*cm)["data"].value("GPU_MEMORY_LIMIT", "");
         try {
@@ -187,10 +194,9 @@ class Checker {
     if (!v.is_object()) return malformed(w, "must be a map of pod -> percent");
     for (const auto& [ref, percent] : v.items()) {
       if (!percent.is_number_integer()) return malformed(w, ref + ": percent must be an integer");
-      auto [ns, name] = splitPodRef(ref);
-      auto cm = seen_.cluster.get(Kind::ConfigMap, ns, name + "-tessera-gpu");
+      auto cm = gpuConfigMap(ref);
       if (!cm.ok()) {
-        unmet(w, ref, std::to_string(percent.get<int64_t>()) + "%", "no GPU ConfigMap " + ns + "/" + name + "-tessera-gpu");
+        unmet(w, ref, std::to_string(percent.get<int64_t>()) + "%", cm.error().message);
         continue;
       }
       const std::string found = cm->contains("data") ? (*cm)["data"].value("GPU_CORE_LIMIT", "0") : "0";

@@ -144,6 +144,14 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
     s->reply(code, "application/json", body.dump(), req.keep_alive(), std::move(headers));
   }
 
+  /// The patch type a Content-Type names; nullopt for none of the three.
+  static std::optional<PatchType> patchTypeOf(std::string_view contentType) {
+    if (contentType.rfind("application/merge-patch+json", 0) == 0) return PatchType::Merge;
+    if (contentType.rfind("application/strategic-merge-patch+json", 0) == 0) return PatchType::StrategicMerge;
+    if (contentType.rfind("application/json-patch+json", 0) == 0) return PatchType::JsonPatch;
+    return std::nullopt;
+  }
+
   /// A copy of a merge or strategic merge patch without its directives ($patch, $setElementOrder/...,
   /// $retainKeys, $deleteFromPrimitiveList/...): what is left has the object's shape.
   static Json withoutDirectives(const Json& j) {
@@ -294,13 +302,12 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
       }
       case bhttp::verb::patch: {
         const std::string ct(req[bhttp::field::content_type]);
-        PatchType type;
-        if (ct.rfind("application/merge-patch+json", 0) == 0) type = PatchType::Merge;
-        else if (ct.rfind("application/strategic-merge-patch+json", 0) == 0) type = PatchType::StrategicMerge;
-        else if (ct.rfind("application/json-patch+json", 0) == 0) type = PatchType::JsonPatch;
-        else return error(s, req, 415, "the body of the request was in an unknown format - accepted media types "
-                                       "include: application/json-patch+json, application/merge-patch+json, "
-                                       "application/strategic-merge-patch+json");
+        const auto named = patchTypeOf(ct);
+        if (!named)
+          return error(s, req, 415, "the body of the request was in an unknown format - accepted media types "
+                                    "include: application/json-patch+json, application/merge-patch+json, "
+                                    "application/strategic-merge-patch+json");
+        const PatchType type = *named;
         if (type == PatchType::StrategicMerge && http::isCustomResource(rp->kind))
           return error(s, req, 415, "strategic merge patch is not supported for custom resources");
         // A JSON patch names paths, not fields: checked only for merge patches (as the shape they have).
@@ -406,13 +413,12 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
       }
       case bhttp::verb::patch: {
         const std::string ct(req[bhttp::field::content_type]);
-        PatchType type;
-        if (ct.rfind("application/merge-patch+json", 0) == 0) type = PatchType::Merge;
-        else if (ct.rfind("application/json-patch+json", 0) == 0) type = PatchType::JsonPatch;
-        else if (ct.rfind("application/strategic-merge-patch+json", 0) == 0 && t.kind.group == "apiextensions.k8s.io")
-          type = PatchType::StrategicMerge;  // a CRD is a built-in type
-        else return error(s, req, 415, "the body of the request was in an unknown format - accepted media types "
-                                       "include: application/json-patch+json, application/merge-patch+json");
+        // Custom objects take no strategic merge patch; a CRD (a built-in type) does.
+        const auto named = patchTypeOf(ct);
+        if (!named || (*named == PatchType::StrategicMerge && t.kind.group != "apiextensions.k8s.io"))
+          return error(s, req, 415, "the body of the request was in an unknown format - accepted media types "
+                                    "include: application/json-patch+json, application/merge-patch+json");
+        const PatchType type = *named;
         api::Result<Headers> warn = Headers{};
         if (type != PatchType::JsonPatch)
           warn = fieldWarnings(http::CustomResources::unknownFields(t.kind, withoutDirectives(body)), query);
