@@ -187,7 +187,7 @@ TEST_CASE("gpu: with one bind worker, a bind waiting for its GPU UUID does not h
   auto& cluster = env.cluster;
   auto& server = env.server;
   cluster.holdReservations(true);  // a slow device plugin
-  auto d = daemon(server.url(), "parked", {"--bind-workers", "1", "--reservation-timeout", "10m"});
+  auto d = daemon(server.url(), "parked", {"--bind-workers", "1", "--reservation-timeout", "10m", "--v", "4"});
   REQUIRE(eventually([&] { return !reservationPods(cluster).empty(); }));  // frac's bind waits for the UUID
   // A CPU pod arrives: the one worker is free for it (issue 18, item 8; before, it sat in frac's wait).
   Json cpu = {{"apiVersion", "v1"},
@@ -202,7 +202,12 @@ TEST_CASE("gpu: with one bind worker, a bind waiting for its GPU UUID does not h
   REQUIRE(cpuBound);
   CHECK(nodeOf(cluster, "team-a", "frac").empty());  // still waiting for its GPU
   cluster.holdReservations(false);                   // the device plugin catches up: frac goes on
-  REQUIRE(eventually([&] { return nodeOf(cluster, "team-a", "frac") == "gpu-1"; }));
+  const bool fracBound = eventually([&] { return nodeOf(cluster, "team-a", "frac") == "gpu-1"; });
+  INFO(d.log());
+  std::string res;
+  for (const auto& p : reservationPods(cluster, true)) res += p.dump() + "\n";
+  INFO(res);
+  REQUIRE(fracBound);
   CHECK(d.kill(SIGTERM) == 0);
   server.stop();
 }

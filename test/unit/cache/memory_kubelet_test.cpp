@@ -230,3 +230,36 @@ TEST_CASE("pods complete once their sim.tessera.dev/duration has passed", "[memo
     CHECK(report.completed == V{"ns/instant"});
   }
 }
+
+TEST_CASE("a held reservation pod waits Pending through kubelet ticks, then reports its GPU's UUID", "[memory][kubelet]") {
+  // A slow device plugin (holdReservations): the kubelet must not start the reservation pod without
+  // its GPU, or the binder waiting for the UUID would wait forever (a CI failure under load).
+  FakeClock clock = startClock();
+  MemoryCluster cluster(clock);
+  REQUIRE(cluster.create(Kind::Node, makeNode("n1", "2")).ok());
+  REQUIRE(cluster.create(Kind::Pod, makePod("a", 1)).ok());
+  REQUIRE(cluster.bind("ns", "a", "", "n1").ok());
+  cluster.holdReservations(true);
+  Json r = makePod("gpu-reservation-g1", 1);
+  r["metadata"] = {{"namespace", "tessera-reservation"},
+                   {"name", "gpu-reservation-g1"},
+                   {"labels", {{"tessera.dev/gpu-group", "g1"}}}};
+  r["spec"]["nodeName"] = "n1";
+  REQUIRE(cluster.create(Kind::Pod, r).ok());
+  for (int i = 0; i < 3; ++i) {
+    auto report = cluster.kubeletTick();
+    CHECK(report.rejected.empty());
+  }
+  auto held = cluster.get(Kind::Pod, "tessera-reservation", "gpu-reservation-g1");
+  REQUIRE(held.ok());
+  CHECK((*held)["status"]["phase"] == "Pending");
+  CHECK(cluster.devicesOf("tessera-reservation", "gpu-reservation-g1").empty());
+  CHECK(cluster.devicesOf("ns", "a") == std::vector<int>{0});
+
+  cluster.holdReservations(false);
+  auto started = cluster.get(Kind::Pod, "tessera-reservation", "gpu-reservation-g1");
+  REQUIRE(started.ok());
+  CHECK((*started)["status"]["phase"] == "Running");
+  CHECK((*started)["metadata"]["annotations"].value("tessera.dev/gpu-uuid", "") == "GPU-sim-n1-1");
+  CHECK(cluster.devicesOf("tessera-reservation", "gpu-reservation-g1") == std::vector<int>{1});
+}

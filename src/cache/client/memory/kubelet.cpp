@@ -193,6 +193,10 @@ MemoryCluster::KubeletReport MemoryCluster::kubeletTick() {
     if (nodeName.empty()) continue;
     const Json* node = s.find(api::Kind::Node, Key{"", nodeName});
     if (node == nullptr) continue;  // no kubelet there: the pod stays Pending
+    // A reservation pod is started by the simulated device plugin, which a test may hold: the pod
+    // waits Pending (ContainerCreating), as behind a slow device plugin, never Running without a UUID.
+    const bool reservation = Impl::isReservationPod(*pod);
+    if (reservation && s.holdReservations) continue;
     const Json& allocatable = allocatableOf(*node);
     NodeUsage& u = usage[nodeName];
     Amounts request = podRequest(*pod);
@@ -224,6 +228,11 @@ MemoryCluster::KubeletReport MemoryCluster::kubeletTick() {
     }
     for (size_t i = 0; i < request.size(); ++i) u.used[i] += request[i];
     ++u.pods;
+    if (reservation) {  // its GPU, Running and its UUID reported, as at its creation
+      s.startReservationLocked(key);
+      report.started.push_back(keyText(key));
+      continue;
+    }
     status["phase"] = "Running";
     status["startTime"] = now;
     // Devices first, so that devicesOf() already answers when watchers see the pod Running.
@@ -246,6 +255,12 @@ void MemoryCluster::holdReservations(bool hold) {
     if (key.first == api::keys::kReservationNamespace && !stringAt(pod, "spec", "nodeName").empty())
       held.push_back(key);
   for (const Key& key : held) impl_->startReservationLocked(key);
+}
+
+bool MemoryCluster::Impl::isReservationPod(const Json& pod) {
+  return stringAt(pod, "metadata", "namespace") == api::keys::kReservationNamespace &&
+         !stringAt(pod, "spec", "nodeName").empty() && pod["metadata"].contains("labels") &&
+         pod["metadata"]["labels"].is_object() && pod["metadata"]["labels"].contains(api::keys::kGpuGroupLabel);
 }
 
 void MemoryCluster::Impl::startReservationLocked(const Key& key) {

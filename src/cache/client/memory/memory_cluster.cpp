@@ -282,9 +282,7 @@ api::Result<Json> MemoryCluster::Impl::createLocked(api::Kind kind, Json object,
     if (stringAt(object["status"], "phase").empty()) object["status"]["phase"] = "Pending";
   }
   Json stored = commit(kind, key, WatchEventType::Added, std::move(object), Json());
-  if (kind == api::Kind::Pod && stringAt(stored, "metadata", "namespace") == api::keys::kReservationNamespace &&
-      !stringAt(stored, "spec", "nodeName").empty() && stored["metadata"].contains("labels") &&
-      stored["metadata"]["labels"].is_object() && stored["metadata"]["labels"].contains(api::keys::kGpuGroupLabel)) {
+  if (kind == api::Kind::Pod && isReservationPod(stored)) {
     startReservationLocked(key);
     if (const Json* now = find(kind, key)) return *now;
   }

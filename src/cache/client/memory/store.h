@@ -154,6 +154,8 @@ struct MemoryCluster::Impl {
   /// (namespace tessera-reservation, label tessera.dev/gpu-group): it gets the lowest free GPU at
   /// once, starts Running and reports a UUID in tessera.dev/gpu-uuid; Failed when no GPU is free.
   void startReservationLocked(const Key& key);
+  /// A GPU reservation pod Tessera's binder created on a node: what startReservationLocked starts.
+  static bool isReservationPod(const Json& pod);
   /// Kubernetes' garbage collector: objects owned (ownerReferences) by a deleted object go too.
   void collectDependentsLocked(const std::string& ownerUid);
 };
