@@ -85,6 +85,42 @@ std::optional<int64_t> parseDecimalMilli(const std::string& text) {
   return whole * 1000 + (frac + 5) / 10;
 }
 
+namespace {
+
+/// tessera.dev/use-gpu-uuid and nouse-gpu-uuid, else HAMi's nvidia.com/use-gpuuuid and
+/// nouse-gpuuuid. Each a comma list of GPU UUIDs (GPU-... or MIG-...).
+Status readGpuUuidRules(const StringMap& annotations, PodGpuSpec& spec) {
+  auto read = [&](const char* key, const char* alias, std::vector<std::string>& out) -> Status {
+    const char* used = key;
+    auto it = annotations.find(std::string_view(key));
+    if (it == annotations.end()) it = annotations.find(std::string_view(used = alias));
+    if (it == annotations.end()) return Status::success();
+    out = splitList(it->second);
+    if (out.empty()) return bad(used, it->second, "names no GPU UUID");
+    for (const std::string& u : out)
+      if (u.rfind("GPU-", 0) != 0 && u.rfind("MIG-", 0) != 0)
+        return bad(used, it->second, "has " + quoted(u) + ", not a GPU UUID (GPU-... or MIG-..., as nvidia-smi -L prints)");
+    return Status::success();
+  };
+  if (auto st = read(keys::kUseGpuUuid, keys::kHamiUseGpuUuid, spec.useGpuUuids); !st.ok()) return st;
+  return read(keys::kNoUseGpuUuid, keys::kHamiNoUseGpuUuid, spec.avoidGpuUuids);
+}
+
+}  // namespace
+
+bool PodGpuSpec::gpuUuidAllowed(const std::string& uuid) const {
+  if (!filtersGpuUuids()) return true;
+  if (uuid.empty()) return false;
+  if (!useGpuUuids.empty() && std::find(useGpuUuids.begin(), useGpuUuids.end(), uuid) == useGpuUuids.end()) return false;
+  return std::find(avoidGpuUuids.begin(), avoidGpuUuids.end(), uuid) == avoidGpuUuids.end();
+}
+
+Result<PodGpuSpec> parseGpuUuidRules(const StringMap& annotations) {
+  PodGpuSpec spec;
+  if (auto st = readGpuUuidRules(annotations, spec); !st.ok()) return st.error();
+  return spec;
+}
+
 Result<PodGpuSpec> parsePodGpuSpec(const StringMap& annotations, const Resources& requests,
                                    const GpuShareDefaults& defaults) {
   PodGpuSpec spec;
@@ -145,7 +181,11 @@ Result<PodGpuSpec> parsePodGpuSpec(const StringMap& annotations, const Resources
   if (const std::string* v = get(keys::kAvoidGpuType)) {
     spec.avoidGpuTypes = splitList(*v);
     if (spec.avoidGpuTypes.empty()) return bad(keys::kAvoidGpuType, *v, "names no GPU model");
+  } else if (const std::string* alias = get(keys::kNoUseGpuType)) {
+    spec.avoidGpuTypes = splitList(*alias);
+    if (spec.avoidGpuTypes.empty()) return bad(keys::kNoUseGpuType, *alias, "names no GPU model");
   }
+  if (auto st = readGpuUuidRules(annotations, spec); !st.ok()) return st.error();
   if (const std::string* v = get(keys::kGpuCores)) {
     auto percent = parsePositiveInt(*v, 100);
     if (!percent)
@@ -170,6 +210,11 @@ Result<PodGpuSpec> parsePodGpuSpec(const StringMap& annotations, const Resources
     return makeError(std::string("annotation ") + (spec.corePercent > 0 ? keys::kGpuCores : keys::kGpuCoresPolicy) +
                          " needs " + keys::kGpuFraction + " or " + keys::kGpuMemory +
                          " (a pod with whole GPUs has all of their compute)",
+                     422);
+  if (spec.filtersGpuUuids() && !spec.shared())
+    return makeError(std::string("annotation ") + (spec.useGpuUuids.empty() ? keys::kNoUseGpuUuid : keys::kUseGpuUuid) +
+                         " needs " + keys::kGpuFraction + " or " + keys::kGpuMemory +
+                         " (whole GPUs are chosen by the device plugin, not the scheduler)",
                      422);
   if (const std::string* v = get(keys::kIsolation)) {
     if (*v == "hard") spec.isolation = Isolation::Hard;

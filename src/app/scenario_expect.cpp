@@ -189,6 +189,20 @@ class Checker {
     return api::Status::success();
   }
 
+  /// NVIDIA_VISIBLE_DEVICES of the pod's GPU ConfigMap: the UUIDs of the GPUs it was given.
+  api::Status gpuUuid(const Json& v, const std::string& w) {
+    if (!v.is_object()) return malformed(w, "must be a map of pod -> GPU UUIDs (comma list)");
+    for (const auto& [ref, want] : v.items()) {
+      if (!want.is_string()) return malformed(w, ref + ": must be a string (GPU-..., comma list for several)");
+      auto cm = gpuConfigMap(ref);
+      const std::string found = !cm.ok()                ? cm.error().message
+                                : cm->contains("data") ? (*cm)["data"].value("NVIDIA_VISIBLE_DEVICES", "")
+                                                       : "";
+      if (found != want.get<std::string>()) unmet(w, ref, want.get<std::string>(), found.empty() ? "none" : found);
+    }
+    return api::Status::success();
+  }
+
   /// GPU_CORE_LIMIT of the pod's GPU ConfigMap (0: none written).
   api::Status gpuCoreLimit(const Json& v, const std::string& w) {
     if (!v.is_object()) return malformed(w, "must be a map of pod -> percent");
@@ -373,6 +387,7 @@ const Expectation kExpectations[] = {
     {"reservationPods", [](Checker& c, const Json& v, const std::string& w) { return c.reservationPods(v, w); }},
     {"gpuMemoryLimit", [](Checker& c, const Json& v, const std::string& w) { return c.gpuMemoryLimit(v, w); }},
     {"gpuCoreLimit", [](Checker& c, const Json& v, const std::string& w) { return c.gpuCoreLimit(v, w); }},
+    {"gpuUuid", [](Checker& c, const Json& v, const std::string& w) { return c.gpuUuid(v, w); }},
     {"queueAllocated", [](Checker& c, const Json& v, const std::string& w) { return c.queueAllocated(v, w); }},
     {"unschedulableReason", [](Checker& c, const Json& v, const std::string& w) { return c.reason(v, w); }},
     {"pipelined", [](Checker& c, const Json& v, const std::string& w) { return c.pipelined(v, w); }},

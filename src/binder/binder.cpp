@@ -269,7 +269,7 @@ struct Binder::Impl {
     const BindStart start = resumed ? *resumed : BindStart{std::chrono::steady_clock::now(), clock.now()};
     const auto t0 = start.t0;
     auto [ns, name] = splitKey(b.podKey);
-    bool ok = true;
+    bool ok = true, retryAtOnce = false;
     std::string error;
     if (fenced(*batch)) {  // leadership lost since the cycle (or since it was parked): nothing is sent
       {
@@ -291,6 +291,7 @@ struct Binder::Impl {
       }
       if (!prep.status.ok()) {
         ok = false;
+        retryAtOnce = prep.retryAtOnce;
         error = prep.status.error().message;
         log::error("preparing GPUs of pod ", b.podKey, " on ", b.node, ": ", error);
       }
@@ -313,6 +314,8 @@ struct Binder::Impl {
       if (resumed) --waiting;
       if (ok) {
         failures.erase(b.podKey);
+      } else if (retryAtOnce) {
+        cache.bindingFailed(b.podKey, clock.now());  // no backoff, and no failure counted
       } else {
         Failures& f = failures[b.podKey];
         if (f.uid != b.podUid) f = Failures{b.podUid, 0, {}};

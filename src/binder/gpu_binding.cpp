@@ -117,6 +117,31 @@ struct GpuBinding::Impl {
     return uuid;
   }
 
+  /// tessera.dev/use-gpu-uuid / nouse-gpu-uuid against the GPUs the device plugin gave the pod's
+  /// groups. The session joins only groups of allowed UUIDs, but a new group's GPU is the device
+  /// plugin's choice: when it is excluded, the bind fails and the reservation pod keeps that GPU
+  /// (an empty group, collected later), so the next attempt, at once, gets another.
+  std::optional<PreBindOutcome> checkDeviceRules(const cache::Json& pod, const framework::SessionResult::Bind& b,
+                                                 const std::vector<std::string>& uuids) {
+    api::StringMap annotations;
+    if (const auto& meta = pod["metadata"]; meta.contains("annotations") && meta["annotations"].is_object())
+      for (const auto& [k, v] : meta["annotations"].items())
+        if (v.is_string()) annotations.emplace(k, v.get<std::string>());
+    auto rules = api::parseGpuUuidRules(annotations);
+    if (!rules.ok() || !rules->filtersGpuUuids()) return std::nullopt;  // the scheduler reported a bad one
+    for (size_t i = 0; i < uuids.size() && i < b.gpus.size(); ++i) {
+      if (rules->gpuUuidAllowed(uuids[i])) continue;
+      const char* rule = !rules->useGpuUuids.empty() && std::find(rules->useGpuUuids.begin(), rules->useGpuUuids.end(),
+                                                                  uuids[i]) == rules->useGpuUuids.end()
+                             ? api::keys::kUseGpuUuid
+                             : api::keys::kNoUseGpuUuid;
+      return PreBindOutcome::failedRetryAtOnce(api::makeError(
+          "Pod " + b.podKey + ": GPU group " + b.gpus[i].group + " on node " + b.node + " was given GPU " + uuids[i] +
+          ", which " + rule + " excludes; its reservation pod keeps that GPU and the pod is placed again"));
+    }
+    return std::nullopt;
+  }
+
   /// Gives up on a reservation pod that did not report its UUID in time (or was refused): deletes
   /// it, so that the next attempt starts afresh, and says why.
   api::Error giveUp(const std::string& group, const std::string& node) {
@@ -318,6 +343,7 @@ PreBindOutcome GpuBinding::prepare(const framework::SessionResult::Bind& b, api:
         api::makeError("Pod " + b.podKey + ": reading it before binding: " + pod.error().message));
   if (!b.podUid.empty() && (*pod)["metadata"].value("uid", "") != b.podUid)
     return PreBindOutcome::done(api::makeError("Pod " + b.podKey + ": replaced (uid changed) before binding", 409));
+  if (auto refused = impl_->checkDeviceRules(*pod, b, uuids)) return *refused;
   if (auto st = impl_->writeConfigMap(*pod, b.podKey, b.gpus, uuids, b.gpuCorePercent); !st.ok()) return PreBindOutcome::done(st);
   // Label last: a pod labelled with a group is one the group's garbage collection accounts for.
   std::string groups;

@@ -144,7 +144,9 @@ std::string Session::placementKey(const SessionTask& task) const {
   // a restart stamp) must not split pods that place alike into separate rankings.
   static constexpr const char* kPlacementAnnotations[] = {
       api::keys::kNodePolicy, api::keys::kGpuPolicy,  api::keys::kGpuFraction, api::keys::kGpuMemory,
-      api::keys::kGpuFractionNumDevices, api::keys::kUseGpuType, api::keys::kAvoidGpuType};
+      api::keys::kGpuFractionNumDevices, api::keys::kUseGpuType, api::keys::kAvoidGpuType, api::keys::kNoUseGpuType,
+      api::keys::kGpuCores, api::keys::kUseGpuUuid, api::keys::kNoUseGpuUuid, api::keys::kHamiUseGpuUuid,
+      api::keys::kHamiNoUseGpuUuid};
   key += "|ann:";
   for (const char* k : kPlacementAnnotations)
     if (const std::string* v = pod.meta.annotation(k)) key += std::string(k) + "=" + *v + "\n";

@@ -38,6 +38,13 @@ bool joinable(const SessionGpuGroup& g, const SessionNode& node) {
   return !g.vacating || node.pipelined.milliGpu + 1000 <= node.idle.milliGpu + node.releasing.milliGpu;
 }
 
+/// tessera.dev/use-gpu-uuid and nouse-gpu-uuid: a pod with such rules joins only groups whose
+/// reservation pod reported an allowed UUID (a group of unknown GPU is not joined).
+bool deviceAllowed(const SessionTask& task, const SessionGpuGroup& g) {
+  const api::PodGpuSpec& spec = *task.info->gpuSpec;
+  return !spec.filtersGpuUuids() || (g.info && spec.gpuUuidAllowed(g.info->uuid));
+}
+
 }  // namespace
 
 void Session::buildGpuGroups() {
@@ -69,7 +76,7 @@ bool Session::gpuShareFits(const SessionTask& task, const SessionNode& node, boo
   int64_t count = 0, vacating = 0;
   const int32_t want = task.info->gpuSpec->numDevices;
   for (const SessionGpuGroup& g : node.gpuGroups)
-    if (joinable(g, node) && (future ? g.futureFree() : g.free()) >= units) {
+    if (joinable(g, node) && deviceAllowed(task, g) && (future ? g.futureFree() : g.free()) >= units) {
       if (++count >= want) return true;
       vacating += g.vacating ? 1 : 0;
     }
@@ -118,7 +125,7 @@ void Session::takeGpus(SessionTask& task, SessionNode& node, bool pipelined) {
   int64_t vacating = 0;
   for (size_t i = 0; i < node.gpuGroups.size(); ++i) {
     const SessionGpuGroup& g = node.gpuGroups[i];
-    if (joinable(g, node) && (pipelined ? g.futureFree() : g.free()) >= units) {
+    if (joinable(g, node) && deviceAllowed(task, g) && (pipelined ? g.futureFree() : g.free()) >= units) {
       cands.push_back({gpuScore(task, node, static_cast<int>(i)), static_cast<int>(i)});
       vacating += g.vacating ? 1 : 0;
     }
@@ -146,6 +153,13 @@ void Session::takeGpus(SessionTask& task, SessionNode& node, bool pipelined) {
     if (gi < 0) {
       SessionGpuGroup g;
       g.id = newGroupId(task, node, static_cast<size_t>(k));
+      // A group of this id already on the node is one the pod did not join (its GPU is one the
+      // pod's device rules exclude, kept by an earlier attempt's reservation pod): another id.
+      auto taken = [&](const std::string& id) {
+        return std::any_of(node.gpuGroups.begin(), node.gpuGroups.end(),
+                           [&](const SessionGpuGroup& o) { return o.id == id && (o.info || o.opened != 0); });
+      };
+      for (size_t salt = 1; taken(g.id); ++salt) g.id = newGroupId(task, node, static_cast<size_t>(k) + salt * 4096);
       g.capacity = node.gpuCapacity;
       g.opened = pipelined ? 2 : 1;
       if (pipelined) node.pipelined.milliGpu += 1000;

@@ -25,7 +25,9 @@ constexpr const char* kGpuKeys[] = {
     api::keys::kGpuFraction,  api::keys::kGpuMemory,  api::keys::kGpuFractionNumDevices,
     api::keys::kGpuPolicy,    api::keys::kNodePolicy, api::keys::kUseGpuType,
     api::keys::kAvoidGpuType, api::keys::kIsolation,  api::keys::kGpuConfigMapAnnotation,
-    api::keys::kGpuCores,     api::keys::kGpuCoresPolicy};
+    api::keys::kGpuCores,     api::keys::kGpuCoresPolicy, api::keys::kNoUseGpuType,
+    api::keys::kUseGpuUuid,   api::keys::kNoUseGpuUuid,   api::keys::kHamiUseGpuUuid,
+    api::keys::kHamiNoUseGpuUuid};
 
 Decision deny(int code, std::string message) {
   Decision d;

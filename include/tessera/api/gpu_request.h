@@ -31,6 +31,8 @@ struct PodGpuSpec {
   GpuPolicy nodePolicy = GpuPolicy::Unset;  ///< tessera.dev/node-policy
   std::vector<std::string> useGpuTypes;     ///< tessera.dev/use-gpu-type (comma list)
   std::vector<std::string> avoidGpuTypes;   ///< tessera.dev/avoid-gpu-type (comma list)
+  std::vector<std::string> useGpuUuids;     ///< tessera.dev/use-gpu-uuid (comma list of GPU UUIDs)
+  std::vector<std::string> avoidGpuUuids;   ///< tessera.dev/nouse-gpu-uuid (comma list of GPU UUIDs)
   Isolation isolation = Isolation::Unset;   ///< tessera.dev/isolation
   /// tessera.dev/gpu-cores: percent of each GPU's compute (1..100); 0 when not given.
   int32_t corePercent = 0;
@@ -46,6 +48,10 @@ struct PodGpuSpec {
   bool shared() const { return fractionMilli > 0 || memoryMiB > 0; }
   /// The pod filters on GPU models.
   bool filtersGpuTypes() const { return !useGpuTypes.empty() || !avoidGpuTypes.empty(); }
+  /// The pod pins or avoids GPUs by UUID.
+  bool filtersGpuUuids() const { return !useGpuUuids.empty() || !avoidGpuUuids.empty(); }
+  /// Whether the pod may use the GPU of this UUID (an unknown, empty UUID: only without UUID rules).
+  bool gpuUuidAllowed(const std::string& uuid) const;
 };
 
 /// The cluster's defaults for a share that does not say all of its size (config gpuSharing;
@@ -71,6 +77,10 @@ Result<PodGpuSpec> parsePodGpuSpec(const StringMap& annotations, const Resources
 /// 0 (no limit) for a pod that does not share a GPU, for a gpu-memory pod without gpu-cores, and
 /// for 100.
 int32_t gpuCoreLimitPercent(const PodGpuSpec& spec);
+
+/// The GPU UUID rules of a pod's annotations alone (tessera.dev/use-gpu-uuid, nouse-gpu-uuid and
+/// their HAMi aliases): what the binder checks against the GPU a reservation pod was given.
+Result<PodGpuSpec> parseGpuUuidRules(const StringMap& annotations);
 
 /// Parses a decimal fraction "0.25" / ".5" into thousandths, rounded to the nearest; nullopt when
 /// the text is not a plain decimal number (no sign, no exponent).

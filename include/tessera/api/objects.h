@@ -32,6 +32,14 @@ inline constexpr const char* kNodePolicy = "tessera.dev/node-policy";
 inline constexpr const char* kGpuPolicy = "tessera.dev/gpu-policy";
 inline constexpr const char* kUseGpuType = "tessera.dev/use-gpu-type";
 inline constexpr const char* kAvoidGpuType = "tessera.dev/avoid-gpu-type";
+/// HAMi's name for avoid-gpu-type, read as an alias (avoid-gpu-type wins when both are set).
+inline constexpr const char* kNoUseGpuType = "tessera.dev/nouse-gpu-type";
+/// GPUs a fractional pod may only use, or must not use, by UUID (docs/gpu-sharing.md, "Pinning and
+/// avoiding GPUs"); HAMi's nvidia.com/use-gpuuuid and nouse-gpuuuid are read as aliases.
+inline constexpr const char* kUseGpuUuid = "tessera.dev/use-gpu-uuid";
+inline constexpr const char* kNoUseGpuUuid = "tessera.dev/nouse-gpu-uuid";
+inline constexpr const char* kHamiUseGpuUuid = "nvidia.com/use-gpuuuid";
+inline constexpr const char* kHamiNoUseGpuUuid = "nvidia.com/nouse-gpuuuid";
 inline constexpr const char* kIsolation = "tessera.dev/isolation";
 /// Compute share of a fractional pod in percent of the GPU's SMs (HAMi's gpucores), and whether it
 /// may use idle compute beyond it (docs/isolation.md, "Compute limit").

@@ -19,9 +19,14 @@ struct PreBindOutcome {
   /// Set (with `status` ok): not ready yet (a GPU reservation pod has not reported its GPU UUID).
   /// The binder parks the bind and calls preBind again for it once this much (real) time has passed.
   std::optional<std::chrono::milliseconds> retryAfter;
+  /// With an error: a failure the next cycle can repair (no backoff, the pod is schedulable again at
+  /// once): a reservation pod was given a GPU the pod's device rules exclude, and keeps it, so that
+  /// the device plugin gives the next one another GPU.
+  bool retryAtOnce = false;
 
   static PreBindOutcome done(api::Status st = {}) { return PreBindOutcome{std::move(st), std::nullopt}; }
   static PreBindOutcome waitFor(std::chrono::milliseconds d) { return PreBindOutcome{{}, d}; }
+  static PreBindOutcome failedRetryAtOnce(api::Error e) { return PreBindOutcome{std::move(e), std::nullopt, true}; }
 };
 
 /// Work that must be done before a pod is bound (GPU reservation pod, GPU ConfigMap, group label).

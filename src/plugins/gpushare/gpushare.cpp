@@ -25,8 +25,8 @@ class GpuSharePlugin final : public framework::Plugin {
       if (!task.info->gpuSpecError.empty()) return api::makeError(task.info->gpuSpecError);
       return api::Status::success();
     });
-    ssn.addPredicateFn(name_, [](const framework::SessionTask& task, const framework::SessionNode& node,
-                                 std::string& reason) {
+    ssn.addPredicateFn(name_, [this](const framework::SessionTask& task, const framework::SessionNode& node,
+                                     std::string& reason) {
       const api::PodGpuSpec* spec = task.info->gpuSpec.get();
       if (!spec) return true;
       if (spec->filtersGpuTypes()) {
@@ -74,7 +74,7 @@ class GpuSharePlugin final : public framework::Plugin {
         reason = std::string("fewer GPUs than ") + api::keys::kGpuFractionNumDevices;
         return false;
       }
-      return true;
+      return !spec->filtersGpuUuids() || uuidRulesAllow(*spec, node, reason);
     });
     // Intra-node GPU topology: requests of several GPUs prefer nodes where they fit inside one
     // NVLink island of free GPUs, best fit first (docs/gpu-sharing.md, "Intra-node GPU topology").
@@ -130,6 +130,36 @@ class GpuSharePlugin final : public framework::Plugin {
     for (int i = 0; i < total; ++i)
       if (!held[static_cast<size_t>(i)]) free.push_back(i);
     return free;
+  }
+
+  /// tessera.dev/use-gpu-uuid and nouse-gpu-uuid on a node: a GPU group on an allowed GPU (its
+  /// reservation pod reported the UUID), or a GPU the node lists (tessera.dev/gpu-topology `gpus`)
+  /// that is allowed, held by no group and not excluded. A node that does not list its GPUs may
+  /// take an avoiding pod (the binder checks the GPU the device plugin gives), never a pinned one.
+  /// Which group the share then takes is the session's (it joins only allowed groups).
+  bool uuidRulesAllow(const api::PodGpuSpec& spec, const framework::SessionNode& node, std::string& reason) {
+    std::vector<std::string> held;
+    for (const auto& g : node.gpuGroups) {
+      if (!g.info || g.info->uuid.empty()) continue;
+      if (g.capacity > 0 && spec.gpuUuidAllowed(g.info->uuid)) return true;
+      held.push_back(g.info->uuid);
+    }
+    const bool pinned = !spec.useGpuUuids.empty();
+    const char* rule = pinned ? api::keys::kUseGpuUuid : api::keys::kNoUseGpuUuid;
+    const plugins::gputopo::GpuTopology* topo = topologyOf(node.node());
+    if (!topo || topo->uuids.empty()) {
+      if (!pinned) return true;
+      reason = std::string("GPU UUIDs not listed (annotation ") + plugins::gputopo::kGpuTopologyAnnotation +
+               ", gpus), needed by " + rule;
+      return false;
+    }
+    const auto& excluded = node.info->excludedGpuUuids;
+    for (const std::string& u : topo->uuids)
+      if (spec.gpuUuidAllowed(u) && std::find(held.begin(), held.end(), u) == held.end() &&
+          std::find(excluded.begin(), excluded.end(), u) == excluded.end())
+        return true;
+    reason = pinned ? std::string("no usable GPU in ") + rule : std::string("every usable GPU in ") + rule;
+    return false;
   }
 
   int64_t topologyScore(const framework::SessionTask& task, const framework::SessionNode& node) {
