@@ -281,7 +281,48 @@ NodeGpuSettings nodeGpuSettings(const Node& node) {
     }
     if (ok) out.excludedUuids = std::move(uuids), out.excludedIndexes = std::move(indexes);
   }
+  if (auto [v, where] = get(keys::kNodeGpuMode); v) {
+    if (*v == "mig") out.migMode = true;
+    else fail(where, keys::kNodeGpuMode, *v, "is not a known GPU mode (valid: mig)");
+  }
   return out;
+}
+
+std::optional<MigProfile> parseMigProfile(std::string_view resource) {
+  constexpr std::string_view kPrefix = "nvidia.com/mig-";
+  if (resource.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
+  std::string_view rest = resource.substr(kPrefix.size());  // "1g.10gb" or "1g.10gb+me"
+  auto number = [&](int64_t& out) {
+    size_t n = 0;
+    out = 0;
+    while (n < rest.size() && n < 6 && rest[n] >= '0' && rest[n] <= '9') out = out * 10 + (rest[n++] - '0');
+    rest.remove_prefix(n);
+    return n > 0 && out > 0;
+  };
+  MigProfile p;
+  int64_t compute = 0;
+  if (!number(compute) || rest.substr(0, 2) != "g.") return std::nullopt;
+  rest.remove_prefix(2);
+  if (!number(p.memoryGb) || rest.substr(0, 2) != "gb") return std::nullopt;
+  rest.remove_prefix(2);
+  if (!rest.empty() && rest.front() != '+') return std::nullopt;
+  if (compute > 8) return std::nullopt;
+  p.computeSlices = static_cast<int32_t>(compute);
+  return p;
+}
+
+int64_t migShareMilli(const MigProfile& profile, int64_t gpuMemoryMiB) {
+  if (gpuMemoryMiB <= 0) return std::min<int64_t>(1000, (int64_t{1000} * profile.computeSlices + 3) / 7);
+  const int64_t eighths = (profile.memoryGb * 1024 * 8 * 2 + gpuMemoryMiB) / (2 * gpuMemoryMiB);  // rounded
+  return std::clamp<int64_t>(eighths, 1, 8) * 125;
+}
+
+int64_t migGpuMilli(const Resources& r, int64_t gpuMemoryMiB) {
+  int64_t total = 0;
+  for (const auto& [name, count] : r.scalars)
+    if (count > 0)
+      if (auto p = parseMigProfile(name)) total += count * migShareMilli(*p, gpuMemoryMiB);
+  return total;
 }
 
 std::string gpuConfigMapName(const ObjectMeta& pod) {

@@ -296,14 +296,20 @@ void ClusterState::addTask(const std::string& jobKey, const std::string& podKey,
     t.nodeRequest = pod->requests;
     t.gpuSpec = e.gpuSpec;
     t.gpuSpecError = e.gpuSpecError;
-    if (e.gpuSpec && e.gpuSpec->shared()) {
-      // Queues are charged the fraction (milli-GPU), or the memory as a portion of the GPUs of the
-      // node it is on (pending: of the largest GPUs seen).
+    // Queues are charged a share of a GPU: the fraction (milli-GPU), the memory as a portion of the
+    // GPUs of the node the pod is on, MIG instances as the part of a GPU each is (pending: on the
+    // largest GPUs seen). The node is still asked for what the pod requests (nodeRequest).
+    const bool shares = e.gpuSpec && e.gpuSpec->shared();
+    const bool mig = !pod->requests.scalars.empty() && api::migGpuMilli(pod->requests, 1) > 0;
+    if (shares || mig) {
       int64_t mem = maxGpuMemoryMiB_;
       if (holdsResources(st))
         if (auto nit = nodes_.find(node); nit != nodes_.end()) mem = nit->second->gpuMemoryMiB;
-      t.request.milliGpu = gpuChargeMilli(*e.gpuSpec, mem);
-      t.gpuGroups = e.gpuGroups;
+      if (shares) {
+        t.request.milliGpu = gpuChargeMilli(*e.gpuSpec, mem);
+        t.gpuGroups = e.gpuGroups;
+      }
+      if (mig) t.request.milliGpu += api::migGpuMilli(pod->requests, mem);
     }
     t.taskPriority = parseTaskPriority(*pod);
     if (const auto* sg = firstOf(pod->meta.labels, {api::keys::kSubGroupLabel, api::keys::kSubGroupLabelKai}))
@@ -502,6 +508,8 @@ void ClusterState::onNode(const WatchEvent& ev) {
   n.gpusExcluded = static_cast<int32_t>(std::min<int64_t>(g.excludedCount(), n.allocatable.milliGpu / 1000));
   n.allocatable.milliGpu -= int64_t{1000} * n.gpusExcluded;
   n.excludedGpuUuids = std::move(g.excludedUuids);
+  n.migGpuMilli = api::migGpuMilli(n.allocatable, n.gpuMemoryMiB);
+  n.migMode = g.migMode;
   n.node = std::make_shared<const api::Node>(std::move(node).value());
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tessera/api/objects.h"
@@ -100,6 +101,7 @@ struct NodeGpuSettings {
   /// tessera.dev/gpu-exclude: GPUs out of scheduling, by UUID ("GPU-..." / "MIG-...") or by index.
   std::vector<std::string> excludedUuids;
   std::vector<int32_t> excludedIndexes;
+  bool migMode = false;  ///< tessera.dev/gpu-mode: mig (no GPU shares on the node)
   struct Invalid {
     std::string field;    ///< "metadata.labels[tessera.dev/gpu-split-count]"
     std::string message;  ///< "\"ten\" is not a whole number ... (the cluster's setting applies)"
@@ -109,6 +111,23 @@ struct NodeGpuSettings {
   int32_t excludedCount() const { return static_cast<int32_t>(excludedUuids.size() + excludedIndexes.size()); }
 };
 NodeGpuSettings nodeGpuSettings(const Node& node);
+
+/// A MIG profile as the NVIDIA device plugin's `mixed` strategy names its resource:
+/// "nvidia.com/mig-<C>g.<M>gb", optionally with a suffix such as "+me" (docs/gpu-sharing.md, "MIG").
+struct MigProfile {
+  int32_t computeSlices = 0;  ///< C: GPU instance slices (of 7)
+  int64_t memoryGb = 0;       ///< M: its memory in GB
+};
+/// The profile of a resource name; nullopt for any other resource.
+std::optional<MigProfile> parseMigProfile(std::string_view resource);
+/// The share of one whole GPU (thousandths) that one instance of `profile` is: its memory over the
+/// GPU's (`gpuMemoryMiB`, the node label nvidia.com/gpu.memory), in eighths (the GPU's memory
+/// slices), between one eighth and the whole GPU; without the label, its compute slices over 7.
+int64_t migShareMilli(const MigProfile& profile, int64_t gpuMemoryMiB);
+/// What the MIG resources of `r` are worth in thousandths of a GPU (count x share of each profile):
+/// what a queue is charged for a pod that requests them, and what a node's MIG instances add to the
+/// cluster's GPUs.
+int64_t migGpuMilli(const Resources& r, int64_t gpuMemoryMiB);
 
 /// The largest values nodeGpuSettings and the config's gpuSharing accept.
 inline constexpr int32_t kMaxGpuSplitCount = 1000;

@@ -60,6 +60,9 @@ inline constexpr const char* kNodeGpuProductLabel = "nvidia.com/gpu.product";
 inline constexpr const char* kNodeGpuSplitCount = "tessera.dev/gpu-split-count";
 inline constexpr const char* kNodeGpuMemoryScaling = "tessera.dev/gpu-memory-scaling";
 inline constexpr const char* kNodeGpuExclude = "tessera.dev/gpu-exclude";
+/// A node's GPU mode (label): `mig` for nodes whose GPUs are partitioned into MIG instances; such a
+/// node takes no GPU shares (docs/gpu-sharing.md, "MIG").
+inline constexpr const char* kNodeGpuMode = "tessera.dev/gpu-mode";
 inline constexpr const char* kReservationNamespace = "tessera-reservation";
 inline constexpr const char* kDefaultQueue = "default";
 inline constexpr const char* kDefaultSchedulerName = "tessera";

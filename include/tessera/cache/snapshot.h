@@ -119,6 +119,11 @@ struct NodeInfo {
   int64_t gpuMemoryScalingMilli = 0;
   int32_t gpusExcluded = 0;
   std::vector<std::string> excludedGpuUuids;
+  /// What the node's MIG instances (allocatable nvidia.com/mig-*) are worth in thousandths of a GPU
+  /// (api::migGpuMilli): added to the cluster's GPUs that queues divide.
+  int64_t migGpuMilli = 0;
+  /// Label tessera.dev/gpu-mode: mig (the node takes no GPU shares).
+  bool migMode = false;
   /// Capacity of one GPU in group units (see GpuGroupInfo).
   int64_t gpuUnits() const { return gpuMemoryMiB > 0 ? gpuMemoryMiB * 1000 : 1000; }
   const GpuGroupInfo* findGpuGroup(const std::string& id) const;

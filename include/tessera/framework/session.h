@@ -50,11 +50,12 @@ struct SessionTask {
   /// Index of the task's subgroup in its PodGroup's spec.subGroups; -1 when it has none (or names
   /// one the PodGroup does not declare).
   int32_t subGroup = -1;
-  /// What the task charges its job and queue (fractional pods: their milli-GPU share).
+  /// What the task charges its job and queue (fractional pods and MIG instances: their milli-GPU
+  /// share of a GPU).
   const api::Resources& request() const { return info->request; }
-  /// What the task takes from its node's idle resources (fractional pods: no whole GPU; their
-  /// share is placed in the node's GPU groups).
-  const api::Resources& nodeRequest() const { return info->sharesGpu() ? info->nodeRequest : info->request; }
+  /// What the task takes from its node's idle resources: what the pod requests (fractional pods: no
+  /// whole GPU, their share is placed in the node's GPU groups; MIG pods: their nvidia.com/mig-*).
+  const api::Resources& nodeRequest() const { return info->nodeRequest; }
   bool sharesGpu() const { return info->sharesGpu(); }
   const api::Pod& pod() const { return *info->pod; }
 };

@@ -44,6 +44,10 @@ class GpuSharePlugin final : public framework::Plugin {
         }
       }
       if (!spec->shared()) return true;
+      if (node.info->migMode) {
+        reason = std::string("GPUs in MIG mode (") + api::keys::kNodeGpuMode + ": mig) take no GPU shares";
+        return false;
+      }
       if (node.info->allocatable.milliGpu < 1000) {
         reason = "no GPUs";
         return false;

@@ -31,7 +31,7 @@ class NodeOrderPlugin final : public framework::Plugin {
     ssn.addNodeOrderFn(name_, [this](const framework::SessionTask& task, const framework::SessionNode& node) {
       const Policy policy = policyOf(task);
       if (task.sharesGpu()) return shareScore(task, node, policy);
-      const api::Resources& req = task.request();
+      const api::Resources& req = task.nodeRequest();
       const bool byGpu = req.milliGpu > 0;
       const int64_t total = byGpu ? node.info->allocatable.milliGpu : node.info->allocatable.milliCpu;
       if (total <= 0) return int64_t{0};

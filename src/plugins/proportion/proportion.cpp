@@ -331,7 +331,9 @@ class State {
     for (const auto& n : ssn_.nodes()) {
       const api::Node& node = n.node();
       if (!node.ready) continue;
-      const Amounts a = amountsOf(n.info->allocatable), f = amountsOf(n.info->foreignUsed);
+      Amounts a = amountsOf(n.info->allocatable);
+      a[0] += n.info->migGpuMilli;  // MIG instances count as the part of a GPU each is
+      const Amounts f = amountsOf(n.info->foreignUsed);
       for (int r = 0; r < kResources; ++r) capacity[r] += std::max<int64_t>(0, a[r] - f[r]);
     }
     std::vector<proportion::DivisionQueue> dq;

@@ -209,13 +209,16 @@ class TopologyPlugin final : public framework::Plugin {
         ++d.pending;
         // Gangs are mostly alike: compare with the last class before building a key.
         const api::PodGpuSpec* share = shareOf(t);
-        if (!d.classes.empty() && d.classes[last].request == t.request() && sameShare(d.classes[last].share, share)) {
+        // What the node is asked for (a MIG pod's instances, not its queue charge); a share's GPU
+        // part is dropped below.
+        const api::Resources& req = t.nodeRequest();
+        if (!d.classes.empty() && d.classes[last].request == req && sameShare(d.classes[last].share, share)) {
           d.classes[last].count++;
           continue;
         }
-        std::string key = topology::requestKey(t.request(), share);
+        std::string key = topology::requestKey(req, share);
         auto [it, fresh] = byKey.try_emplace(key, d.classes.size());
-        if (fresh) d.classes.push_back({t.request(), 0, std::move(key), share});
+        if (fresh) d.classes.push_back({req, 0, std::move(key), share});
         last = it->second;
         d.classes[last].count++;
       } else if (t.state == TaskState::Allocated || t.state == TaskState::Pipelined || t.state == TaskState::Bound ||

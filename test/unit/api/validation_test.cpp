@@ -258,6 +258,9 @@ TEST_CASE("nodeGpuSettings: labels win over annotations; each bad value is named
   CHECK(g.excludedUuids == std::vector<std::string>{"GPU-aaaa"});
   CHECK(g.excludedIndexes == std::vector<int32_t>{2, 0});
   CHECK(g.excludedCount() == 3);
+  CHECK_FALSE(g.migMode);
+  n.meta.labels["tessera.dev/gpu-mode"] = "mig";
+  CHECK(nodeGpuSettings(n).migMode);
 
   struct Bad {
     const char* key;
@@ -272,7 +275,8 @@ TEST_CASE("nodeGpuSettings: labels win over annotations; each bad value is named
                        Bad{"tessera.dev/gpu-memory-scaling", "100.5", "at most 100"},
                        Bad{"tessera.dev/gpu-memory-scaling", "2x", "is not a decimal factor"},
                        Bad{"tessera.dev/gpu-exclude", "GPU-1,gpu0", "has \"gpu0\", neither a GPU UUID"},
-                       Bad{"tessera.dev/gpu-exclude", "1024", "neither a GPU UUID (GPU-...) nor a device index"}}) {
+                       Bad{"tessera.dev/gpu-exclude", "1024", "neither a GPU UUID (GPU-...) nor a device index"},
+                       Bad{"tessera.dev/gpu-mode", "MIG", "is not a known GPU mode (valid: mig)"}}) {
     Node m;
     m.meta.name = "gpu-2";
     m.meta.labels[b.key] = b.value;
@@ -284,6 +288,7 @@ TEST_CASE("nodeGpuSettings: labels win over annotations; each bad value is named
     CHECK(r.splitCount == 0);  // the bad value is not used
     CHECK(r.memoryScalingMilli == 0);
     CHECK(r.excludedCount() == 0);
+    CHECK_FALSE(r.migMode);
   }
 }
 

@@ -808,3 +808,34 @@ TEST_CASE("terminal pods hold no resources", "[snapshot]") {
     CHECK(s2->queues.at("q")->allocated.isZero());
   }
 }
+
+TEST_CASE("MIG instances: the node's are worth their part of a GPU, a pod's are its queue's GPU charge",
+          "[snapshot][mig]") {
+  Env e;
+  e.create(Kind::Queue, queue("q"));
+  Json mig = node("mig", "16", "0", {{"nvidia.com/gpu.memory", "81920"}, {"tessera.dev/gpu-mode", "mig"}});
+  mig["status"]["allocatable"]["nvidia.com/mig-1g.10gb"] = "7";
+  mig["status"]["allocatable"]["nvidia.com/mig-3g.40gb"] = "2";
+  e.create(Kind::Node, mig);
+  e.create(Kind::Node, node("plain"));
+  const Json q = labels({{"tessera.dev/queue", "q"}});
+  e.create(Kind::Pod, pod("t", "big", {{"cpu", "1"}, {"nvidia.com/mig-3g.40gb", "1"}}, merged(q, running("mig"))));
+  e.create(Kind::Pod, pod("t", "small", {{"cpu", "1"}, {"nvidia.com/mig-1g.10gb", "2"}}, q));
+  e.start();
+  const auto s = e.snap();
+  const NodeInfo& n = nodeOf(*s, "mig");
+  CHECK(n.migGpuMilli == 7 * 125 + 2 * 500);
+  CHECK(n.migMode);
+  CHECK(nodeOf(*s, "plain").migGpuMilli == 0);
+  CHECK_FALSE(nodeOf(*s, "plain").migMode);
+  // The node is asked for the instances; the queue is charged their part of a GPU.
+  const auto& big = taskOf(*s, "Pod/t/big", "t/big");
+  CHECK(big.request.milliGpu == 500);
+  CHECK(big.nodeRequest.milliGpu == 0);
+  CHECK(big.nodeRequest.get("nvidia.com/mig-3g.40gb") == 1);
+  CHECK(n.used.get("nvidia.com/mig-3g.40gb") == 1);
+  CHECK(n.used.milliGpu == 0);
+  const auto& small = taskOf(*s, "Pod/t/small", "t/small");  // pending: as on the largest GPUs seen
+  CHECK(small.request.milliGpu == 2 * 125);
+  CHECK(s->queues.at("q")->allocated.milliGpu == 500);
+}
