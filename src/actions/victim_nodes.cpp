@@ -159,10 +159,16 @@ std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, 
       if (lack.units <= 0 || lack.units > n.gpuCapacity) return std::nullopt;
       lack.gpu = 1000 - roomGpu;  // what is missing for a whole free GPU
       // A group at the node's split count is not counted on (a victim there frees units, and a
-      // slot only if it leaves; kept simple: such a group never takes the share).
-      for (const framework::SessionGpuGroup& g : n.gpuGroups)
-        lack.groups.push_back(g.capacity > 0 && g.tasks < n.gpuSplitCount ? lack.units - g.futureFree()
-                                                                           : std::numeric_limits<int64_t>::max() / 4);
+      // slot only if it leaves; kept simple: such a group never takes the share), nor one on a GPU
+      // the claimant's tessera.dev/use-gpu-uuid / nouse-gpu-uuid rule out (the session would not
+      // join it: evicting its pods would free nothing the claimant can use).
+      const api::PodGpuSpec& spec = *task.info->gpuSpec;
+      for (const framework::SessionGpuGroup& g : n.gpuGroups) {
+        const bool allowed = !spec.filtersGpuUuids() || (g.info && spec.gpuUuidAllowed(g.info->uuid));
+        lack.groups.push_back(g.capacity > 0 && g.tasks < n.gpuSplitCount && allowed
+                                  ? lack.units - g.futureFree()
+                                  : std::numeric_limits<int64_t>::max() / 4);
+      }
     }
   }
   if (!task.sharesGpu() && lack.gpu > 0 && !n.gpuGroups.empty()) {
