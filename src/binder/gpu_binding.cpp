@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "tessera/api/convert.h"
 #include "tessera/api/gpu_request.h"
 #include "tessera/api/log.h"
 #include "tessera/api/objects.h"
@@ -123,11 +124,9 @@ struct GpuBinding::Impl {
   /// (an empty group, collected later), so the next attempt, at once, gets another.
   std::optional<PreBindOutcome> checkDeviceRules(const cache::Json& pod, const framework::SessionResult::Bind& b,
                                                  const std::vector<std::string>& uuids) {
-    api::StringMap annotations;
-    if (const auto& meta = pod["metadata"]; meta.contains("annotations") && meta["annotations"].is_object())
-      for (const auto& [k, v] : meta["annotations"].items())
-        if (v.is_string()) annotations.emplace(k, v.get<std::string>());
-    auto rules = api::parseGpuUuidRules(annotations);
+    auto meta = api::metaFromJson(pod);
+    if (!meta.ok()) return std::nullopt;
+    auto rules = api::parseGpuUuidRules(meta->annotations);
     if (!rules.ok() || !rules->filtersGpuUuids()) return std::nullopt;  // the scheduler reported a bad one
     for (size_t i = 0; i < uuids.size() && i < b.gpus.size(); ++i) {
       if (rules->gpuUuidAllowed(uuids[i])) continue;

@@ -299,18 +299,16 @@ void ClusterState::addTask(const std::string& jobKey, const std::string& podKey,
     // Queues are charged a share of a GPU: the fraction (milli-GPU), the memory as a portion of the
     // GPUs of the node the pod is on, MIG instances as the part of a GPU each is (pending: on the
     // largest GPUs seen). The node is still asked for what the pod requests (nodeRequest).
-    const bool shares = e.gpuSpec && e.gpuSpec->shared();
-    const bool mig = !pod->requests.scalars.empty() && api::migGpuMilli(pod->requests, 1) > 0;
-    if (shares || mig) {
-      int64_t mem = maxGpuMemoryMiB_;
+    auto gpuMemory = [&] {
       if (holdsResources(st))
-        if (auto nit = nodes_.find(node); nit != nodes_.end()) mem = nit->second->gpuMemoryMiB;
-      if (shares) {
-        t.request.milliGpu = gpuChargeMilli(*e.gpuSpec, mem);
-        t.gpuGroups = e.gpuGroups;
-      }
-      if (mig) t.request.milliGpu += api::migGpuMilli(pod->requests, mem);
+        if (auto nit = nodes_.find(node); nit != nodes_.end()) return nit->second->gpuMemoryMiB;
+      return maxGpuMemoryMiB_;
+    };
+    if (e.gpuSpec && e.gpuSpec->shared()) {
+      t.request.milliGpu = gpuChargeMilli(*e.gpuSpec, gpuMemory());
+      t.gpuGroups = e.gpuGroups;
     }
+    if (!pod->requests.scalars.empty()) t.request.milliGpu += api::migGpuMilli(pod->requests, gpuMemory());
     t.taskPriority = parseTaskPriority(*pod);
     if (const auto* sg = firstOf(pod->meta.labels, {api::keys::kSubGroupLabel, api::keys::kSubGroupLabelKai}))
       t.subGroup = *sg;
