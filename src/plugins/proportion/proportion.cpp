@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/api/gpu_request.h"
 #include "tessera/api/quantity.h"
 #include "tessera/framework/session.h"
 #include "tessera/plugins/factories.h"
@@ -333,7 +334,8 @@ class State {
       if (!node.ready) continue;
       Amounts a = amountsOf(n.info->allocatable);
       a[0] += n.info->migGpuMilli;  // MIG instances count as the part of a GPU each is
-      const Amounts f = amountsOf(n.info->foreignUsed);
+      Amounts f = amountsOf(n.info->foreignUsed);
+      f[0] += api::migGpuMilli(n.info->foreignUsed, n.info->gpuMemoryMiB);  // those other schedulers' pods hold
       for (int r = 0; r < kResources; ++r) capacity[r] += std::max<int64_t>(0, a[r] - f[r]);
     }
     std::vector<proportion::DivisionQueue> dq;
