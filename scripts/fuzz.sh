@@ -83,7 +83,7 @@ for t in "${TARGETS[@]}"; do
     >"$findings/log" 2>&1
   rc=$?
   end=$(date +%s)
-  runs=$(grep -E '^stat::number_of_executed_units:' "$findings/log" | awk '{print $2}')
+  runs=$(grep -aE '^stat::number_of_executed_units:' "$findings/log" | awk '{print $2}')
   if [[ $rc -eq 0 ]]; then
     LINES+=("fuzz_$t: ok: ${runs:-?} executions in $((end - start)) s")
     rm -f "$findings/log"
@@ -91,7 +91,7 @@ for t in "${TARGETS[@]}"; do
     STATUS=1
     artifact=$(ls "$findings" | grep -E "^(crash|timeout|leak|oom|slow-unit)-" | sed -n 1p)
     LINES+=("fuzz_$t: FAILED (exit $rc) after ${runs:-?} executions: $findings/${artifact:-log}")
-    grep -E 'ERROR: (libFuzzer|AddressSanitizer|LeakSanitizer)|runtime error|SUMMARY' "$findings/log" | head -5
+    grep -aE 'ERROR: (libFuzzer|AddressSanitizer|LeakSanitizer)|runtime error|SUMMARY' "$findings/log" | head -5
   fi
 done
 T2=$(date +%s)
