@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "tessera/api/gpu_request.h"
 #include "victims.h"
 
 namespace tessera::actions {
@@ -55,8 +56,10 @@ struct Lack {
   int64_t cpu = 0, mem = 0, gpu = 0, slots = 0;
   std::vector<std::pair<std::string, int64_t>> scalars;  ///< the claimant's extended resources
   /// Fractional claimants (one device): `gpu` is what a whole free GPU lacks, `groups` the units
-  /// each GPU group lacks; one of them reaching 0 is enough.
+  /// and `groupCompute` the compute (api::gpuComputeMilli) each GPU group lacks; one group lacking
+  /// neither is enough.
   std::vector<int64_t> groups;
+  std::vector<int64_t> groupCompute;
   bool fractional = false;
   int64_t units = 0;
   /// Whole-GPU claimants on a node with GPU groups: units each group's staying pods still hold; a
@@ -67,7 +70,9 @@ struct Lack {
   bool gpuMet() const {
     if (!fractional) return gpu <= 0;
     if (gpu <= 0) return true;  // a whole GPU is free: the claimant opens a group on it
-    return std::any_of(groups.begin(), groups.end(), [](int64_t g) { return g <= 0; });
+    for (size_t g = 0; g < groups.size(); ++g)
+      if (groups[g] <= 0 && groupCompute[g] <= 0) return true;
+    return false;
   }
   bool met() const {
     if (cpu > 0 || mem > 0 || slots > 0 || !gpuMet()) return false;
@@ -82,17 +87,21 @@ struct VictimFreed {
   VictimSearchVictim first;  ///< the victim the chunk starts with (its place in victim order)
   int pods = 0;              ///< pods in the chunk (on any node)
   int64_t cpu = 0, mem = 0, gpu = 0, slots = 0;
-  std::vector<int64_t> scalars;                     ///< parallel to Lack::scalars
-  std::vector<std::pair<int, int64_t>> groupUnits;  ///< (group, units) of fractional victims
+  std::vector<int64_t> scalars;  ///< parallel to Lack::scalars
+  struct GroupShare {
+    int group = 0;
+    int64_t units = 0, compute = 0;
+  };
+  std::vector<GroupShare> groupShares;  ///< what fractional victims give back in each of their groups
 
   void applyTo(Lack& l, int sign) const {
     l.cpu -= sign * cpu, l.mem -= sign * mem, l.gpu -= sign * gpu, l.slots -= sign * slots;
     for (size_t i = 0; i < scalars.size(); ++i) l.scalars[i].second -= sign * scalars[i];
     if (l.fractional) {
-      for (const auto& [g, u] : groupUnits) l.groups[g] -= sign * u;
+      for (const auto& [g, u, c] : groupShares) l.groups[g] -= sign * u, l.groupCompute[g] -= sign * c;
       return;
     }
-    for (const auto& [g, u] : groupUnits) {  // a group emptied by the victims frees its GPU
+    for (const auto& [g, u, c] : groupShares) {  // a group emptied by the victims frees its GPU
       int64_t& h = l.held[g];
       if (h >= Lack::kNever) continue;
       const bool emptyBefore = h <= 0;
@@ -108,13 +117,14 @@ struct VictimFreed {
     if (l.gpuMet()) return false;
     if (!l.fractional) {
       if (gpu > 0) return true;
-      for (const auto& [g, u] : groupUnits)  // brings a shared GPU closer to being vacated
+      for (const auto& [g, u, c] : groupShares)  // brings a shared GPU closer to being vacated
         if (u > 0 && l.held[g] > 0 && l.held[g] < Lack::kNever) return true;
       return false;
     }
     if (gpu > 0) return true;  // frees (part of) a whole GPU the claimant could open a group on
-    for (const auto& [g, u] : groupUnits)
-      if (l.groups[g] > 0 && u > 0) return true;
+    for (const auto& [g, u, c] : groupShares)  // groups never counted on (kNever) are not helped
+      if (l.groups[g] < Lack::kNever / 2 && ((l.groups[g] > 0 && u > 0) || (l.groupCompute[g] > 0 && c > 0)))
+        return true;
     return false;
   }
 };
@@ -156,7 +166,8 @@ std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, 
     } else {
       lack.fractional = true;
       lack.units = cache::gpuUnitsOn(*task.info->gpuSpec, *n.info);
-      if (lack.units <= 0 || lack.units > n.gpuCapacity) return std::nullopt;
+      const int64_t compute = api::gpuComputeMilli(*task.info->gpuSpec);
+      if (lack.units <= 0 || lack.units > n.gpuCapacity || compute > n.gpuComputeCapacity) return std::nullopt;
       lack.gpu = 1000 - roomGpu;  // what is missing for a whole free GPU
       // A group at the node's split count is not counted on (a victim there frees units, and a
       // slot only if it leaves; kept simple: such a group never takes the share), nor one on a GPU
@@ -165,9 +176,9 @@ std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, 
       const api::PodGpuSpec& spec = *task.info->gpuSpec;
       for (const framework::SessionGpuGroup& g : n.gpuGroups) {
         const bool allowed = !spec.filtersGpuUuids() || (g.info && spec.gpuUuidAllowed(g.info->uuid));
-        lack.groups.push_back(g.capacity > 0 && g.tasks < n.gpuSplitCount && allowed
-                                  ? lack.units - g.futureFree()
-                                  : std::numeric_limits<int64_t>::max() / 4);
+        const bool counted = g.capacity > 0 && g.tasks < n.gpuSplitCount && allowed;
+        lack.groups.push_back(counted ? lack.units - g.futureFree() : Lack::kNever);
+        lack.groupCompute.push_back(counted ? compute - g.computeFutureFree() : Lack::kNever);
       }
     }
   }
@@ -224,9 +235,10 @@ std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, 
       for (size_t i = 0; i < lack.scalars.size(); ++i) f.scalars[i] += cr.get(lack.scalars[i].first);
       if ((lack.fractional || !lack.held.empty()) && ct.sharesGpu()) {
         const int64_t u = cache::gpuUnitsOn(*ct.info->gpuSpec, *n.info);
+        const int64_t c = api::gpuComputeMilli(*ct.info->gpuSpec);
         for (const std::string& id : ct.info->gpuGroups)
           for (size_t g = 0; g < n.gpuGroups.size(); ++g)
-            if (n.gpuGroups[g].id == id) f.groupUnits.emplace_back(static_cast<int>(g), u);
+            if (n.gpuGroups[g].id == id) f.groupShares.push_back({static_cast<int>(g), u, c});
       }
     }
     if (!f.helps(lack)) continue;  // a victim that gives back nothing the claimant lacks stays

@@ -232,6 +232,11 @@ int32_t gpuCoreLimitPercent(const PodGpuSpec& spec) {
   return percent >= 100 ? 0 : static_cast<int32_t>(percent);
 }
 
+int64_t gpuComputeMilli(const PodGpuSpec& spec) {
+  if (!spec.shared()) return 0;
+  return spec.corePercent > 0 ? int64_t{10} * spec.corePercent : spec.fractionMilli;
+}
+
 Result<std::optional<int64_t>> nodeGpuMemoryMiB(const Node& node) {
   const std::string* v = node.meta.label(keys::kNodeGpuMemoryLabel);
   if (!v) return std::optional<int64_t>{};
@@ -261,6 +266,11 @@ NodeGpuSettings nodeGpuSettings(const Node& node) {
     auto milli = parseDecimalMilli(*v);
     if (milli && *milli > 0 && *milli <= kMaxGpuMemoryScalingMilli) out.memoryScalingMilli = *milli;
     else fail(where, keys::kNodeGpuMemoryScaling, *v, "is not a decimal factor above 0 and at most 100 (like 1.5)");
+  }
+  if (auto [v, where] = get(keys::kNodeGpuCoreScaling); v) {
+    auto milli = parseDecimalMilli(*v);
+    if (milli && *milli > 0 && *milli <= kMaxGpuCoreScalingMilli) out.coreScalingMilli = *milli;
+    else fail(where, keys::kNodeGpuCoreScaling, *v, "is not a decimal factor above 0 and at most 100 (like 1.5)");
   }
   if (auto [v, where] = get(keys::kNodeGpuExclude); v) {
     std::vector<std::string> uuids;

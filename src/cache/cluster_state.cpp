@@ -126,8 +126,10 @@ void ClusterState::withGpuGroup(NodeInfo& n, const std::string& id, Fn&& fn) {
 void ClusterState::addGpuUse(NodeInfo& n, const PodEntry& e, TaskStatus st, int sign) {
   for (const auto& id : e.gpuGroups)
     withGpuGroup(n, id, [&](GpuGroupInfo& g) {
+      const int64_t compute = e.gpuSpec ? api::gpuComputeMilli(*e.gpuSpec) : 0;
       g.used += sign * e.gpuUnits;
-      if (st == TaskStatus::Releasing) g.releasing += sign * e.gpuUnits;
+      g.compute += sign * compute;
+      if (st == TaskStatus::Releasing) g.releasing += sign * e.gpuUnits, g.computeReleasing += sign * compute;
       g.pods += sign;
     });
   if (!e.reservationGroup.empty())
@@ -503,6 +505,7 @@ void ClusterState::onNode(const WatchEvent& ev) {
   api::NodeGpuSettings g = api::nodeGpuSettings(*node);
   n.gpuSplitCount = g.splitCount;
   n.gpuMemoryScalingMilli = g.memoryScalingMilli;
+  n.gpuCoreScalingMilli = g.coreScalingMilli;
   n.gpusExcluded = static_cast<int32_t>(std::min<int64_t>(g.excludedCount(), n.allocatable.milliGpu / 1000));
   n.allocatable.milliGpu -= int64_t{1000} * n.gpusExcluded;
   n.excludedGpuUuids = std::move(g.excludedUuids);

@@ -81,6 +81,8 @@ api::Result<Config> build(const Registry& registry, const Json& root) {
         static_cast<int32_t>(gs.getInt("splitCount", cfg.gpuSharing.splitCount, 1, api::kMaxGpuSplitCount));
     cfg.gpuSharing.memoryScalingMilli =
         gs.getMilli("memoryScaling", cfg.gpuSharing.memoryScalingMilli, 1, api::kMaxGpuMemoryScalingMilli);
+    cfg.gpuSharing.coreScalingMilli =
+        gs.getMilli("coreScaling", cfg.gpuSharing.coreScalingMilli, 1, api::kMaxGpuCoreScalingMilli);
     cfg.gpuSharing.defaults.memoryMiB = gs.getInt("defaultMemory", 0, 0, int64_t{1} << 40);
     cfg.gpuSharing.defaults.corePercent = static_cast<int32_t>(gs.getInt("defaultCores", 0, 0, 100));
     TESSERA_TRY(gs.finish());

@@ -12,6 +12,7 @@
 #include <limits>
 #include <map>
 
+#include "tessera/api/gpu_request.h"
 #include "tessera/framework/session.h"
 
 namespace tessera::framework {
@@ -234,12 +235,22 @@ Session::NodeFit Session::judgeNode(const SessionTask& task, const SessionNode& 
   if (short_.empty() && task.sharesGpu() && !gpuShareFits(task, n, allowPipeline)) {
     std::string what = task.info->gpuSpec->numDevices > 1 ? "GPUs with room for the pod's GPU share"
                                                           : "GPU with room for the pod's GPU share";
-    // Room in memory is not enough when the GPU already holds its split count of pods: say so.
+    // Room in memory is not enough when the GPU already holds its split count of pods, or when the
+    // compute of its pods leaves too little for this one's (gpuSharing.coreScaling): say so.
     const int64_t units = cache::gpuUnitsOn(*task.info->gpuSpec, *n.info);
-    if (std::any_of(n.gpuGroups.begin(), n.gpuGroups.end(), [&](const SessionGpuGroup& g) {
-          return g.capacity > 0 && g.tasks >= n.gpuSplitCount && (allowPipeline ? g.futureFree() : g.free()) >= units;
-        }))
+    const int64_t compute = api::gpuComputeMilli(*task.info->gpuSpec);
+    const auto memoryRoom = [&](const SessionGpuGroup& g) {
+      return g.capacity > 0 && (allowPipeline ? g.futureFree() : g.free()) >= units;
+    };
+    if (std::any_of(n.gpuGroups.begin(), n.gpuGroups.end(),
+                    [&](const SessionGpuGroup& g) { return memoryRoom(g) && g.tasks >= n.gpuSplitCount; }))
       what += " (GPUs at their split count of " + std::to_string(n.gpuSplitCount) + " pods)";
+    else if (compute > n.gpuComputeCapacity ||
+             std::any_of(n.gpuGroups.begin(), n.gpuGroups.end(), [&](const SessionGpuGroup& g) {
+               return memoryRoom(g) && !g.hasRoom(units, compute, allowPipeline);
+             }))
+      what += " (GPU compute: the shares on one GPU take at most " + std::to_string(n.gpuComputeCapacity / 10) +
+              "% of it in tessera.dev/gpu-cores)";
     short_.push_back(std::move(what));
   }
   if (short_.empty()) short_.push_back("resources promised to pipelined pods");

@@ -90,6 +90,7 @@ void Session::buildState() {
     const int64_t scaling = info.gpuMemoryScalingMilli > 0 ? info.gpuMemoryScalingMilli : gs.memoryScalingMilli;
     n.gpuCapacity = info.gpuUnits() * scaling / 1000;
     n.gpuSplitCount = info.gpuSplitCount > 0 ? info.gpuSplitCount : gs.splitCount;
+    n.gpuComputeCapacity = info.gpuCoreScalingMilli > 0 ? info.gpuCoreScalingMilli : gs.coreScalingMilli;
   }
   buildGpuGroups();
   buildPlacementIndex();

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "tessera/api/gpu_request.h"
 #include "tessera/framework/session.h"
 
 namespace tessera::framework {
@@ -29,8 +30,11 @@ int64_t unitsOf(const SessionTask& task, const SessionNode& node) {
   return cache::gpuUnitsOn(*task.info->gpuSpec, *node.info);
 }
 
+int64_t computeOf(const SessionTask& task) { return api::gpuComputeMilli(*task.info->gpuSpec); }
+
 /// Whether a fractional pod may take units of group `g`: it is open (not an excluded GPU, not a
-/// closed slot) and holds fewer pods than the node's split count. A vacating group's GPU counts as
+/// closed slot) and holds fewer pods than the node's split count (room in memory and compute is
+/// SessionGpuGroup::hasRoom's). A vacating group's GPU counts as
 /// a whole releasing GPU; the group is joined (and keeps its GPU) only while no promise on the node
 /// relies on that release.
 bool joinable(const SessionGpuGroup& g, const SessionNode& node) {
@@ -59,10 +63,13 @@ void Session::buildGpuGroups() {
       const bool excluded = !g.uuid.empty() && std::find(n.info->excludedGpuUuids.begin(),
                                                          n.info->excludedGpuUuids.end(), g.uuid) != n.info->excludedGpuUuids.end();
       sg.capacity = excluded ? 0 : n.gpuCapacity;
+      sg.computeCapacity = excluded ? 0 : n.gpuComputeCapacity;
       // Its GPU is both out of allocatable (excluded) and held (used): counted once.
       if (excluded) n.idle.milliGpu += 1000;
       sg.used = g.used;
       sg.releasing = g.releasing;
+      sg.compute = g.compute;
+      sg.computeReleasing = g.computeReleasing;
       sg.tasks = g.pods;
       n.gpuGroups.push_back(std::move(sg));
       updateVacating(n.gpuGroups.back(), n);
@@ -71,12 +78,13 @@ void Session::buildGpuGroups() {
 }
 
 bool Session::gpuShareFits(const SessionTask& task, const SessionNode& node, bool future) const {
-  const int64_t units = unitsOf(task, node);
-  if (units <= 0 || units > node.gpuCapacity || node.gpuSplitCount < 1) return false;
+  const int64_t units = unitsOf(task, node), compute = computeOf(task);
+  if (units <= 0 || units > node.gpuCapacity || compute > node.gpuComputeCapacity || node.gpuSplitCount < 1)
+    return false;
   int64_t count = 0, vacating = 0;
   const int32_t want = task.info->gpuSpec->numDevices;
   for (const SessionGpuGroup& g : node.gpuGroups)
-    if (joinable(g, node) && deviceAllowed(task, g) && (future ? g.futureFree() : g.free()) >= units) {
+    if (joinable(g, node) && deviceAllowed(task, g) && g.hasRoom(units, compute, future)) {
       if (++count >= want) return true;
       vacating += g.vacating ? 1 : 0;
     }
@@ -115,7 +123,7 @@ std::string Session::newGroupId(const SessionTask& task, const SessionNode& node
 }
 
 void Session::takeGpus(SessionTask& task, SessionNode& node, bool pipelined) {
-  const int64_t units = unitsOf(task, node);
+  const int64_t units = unitsOf(task, node), compute = computeOf(task);
   const int32_t want = task.info->gpuSpec->numDevices;
   struct Candidate {
     int64_t score;
@@ -125,7 +133,7 @@ void Session::takeGpus(SessionTask& task, SessionNode& node, bool pipelined) {
   int64_t vacating = 0;
   for (size_t i = 0; i < node.gpuGroups.size(); ++i) {
     const SessionGpuGroup& g = node.gpuGroups[i];
-    if (joinable(g, node) && deviceAllowed(task, g) && (pipelined ? g.futureFree() : g.free()) >= units) {
+    if (joinable(g, node) && deviceAllowed(task, g) && g.hasRoom(units, compute, pipelined)) {
       cands.push_back({gpuScore(task, node, static_cast<int>(i)), static_cast<int>(i)});
       vacating += g.vacating ? 1 : 0;
     }
@@ -161,6 +169,7 @@ void Session::takeGpus(SessionTask& task, SessionNode& node, bool pipelined) {
       };
       for (size_t salt = 1; taken(g.id); ++salt) g.id = newGroupId(task, node, static_cast<size_t>(k) + salt * 4096);
       g.capacity = node.gpuCapacity;
+      g.computeCapacity = node.gpuComputeCapacity;
       g.opened = pipelined ? 2 : 1;
       if (pipelined) node.pipelined.milliGpu += 1000;
       else node.idle.milliGpu -= 1000;
@@ -168,8 +177,8 @@ void Session::takeGpus(SessionTask& task, SessionNode& node, bool pipelined) {
       node.gpuGroups.push_back(std::move(g));
     }
     SessionGpuGroup& g = node.gpuGroups[gi];
-    if (pipelined) g.pipelined += units;
-    else g.used += units;
+    if (pipelined) g.pipelined += units, g.computePipelined += compute;
+    else g.used += units, g.compute += compute;
     g.tasks++;
     updateVacating(g, node);  // a pod joining a reserved, empty GPU keeps it
     mine.push_back(gi);
@@ -177,15 +186,15 @@ void Session::takeGpus(SessionTask& task, SessionNode& node, bool pipelined) {
 }
 
 void Session::returnGpus(SessionTask& task, SessionNode& node, bool pipelined) {
-  const int64_t units = unitsOf(task, node);
+  const int64_t units = unitsOf(task, node), compute = computeOf(task);
   const size_t slot = slotOf(task);
   if (slot >= taskGpus_.size()) return;
   std::vector<int>& mine = taskGpus_[slot];
   // Newest first, so groups opened last are closed first (and can be popped).
   for (auto it = mine.rbegin(); it != mine.rend(); ++it) {
     SessionGpuGroup& g = node.gpuGroups[*it];
-    if (pipelined) g.pipelined -= units;
-    else g.used -= units;
+    if (pipelined) g.pipelined -= units, g.computePipelined -= compute;
+    else g.used -= units, g.compute -= compute;
     g.tasks--;
     updateVacating(g, node);  // a promise withdrawn from a group whose pods all leave
     if (g.opened != 0 && g.tasks == 0) {
@@ -196,6 +205,7 @@ void Session::returnGpus(SessionTask& task, SessionNode& node, bool pipelined) {
       } else {
         g.opened = 0;  // closed: kept as an empty slot so later indices stay valid
         g.capacity = 0;
+        g.computeCapacity = 0;
       }
     }
   }
@@ -203,11 +213,12 @@ void Session::returnGpus(SessionTask& task, SessionNode& node, bool pipelined) {
 }
 
 void Session::releaseGpus(SessionTask& task, SessionNode& node, int sign) {
-  const int64_t units = unitsOf(task, node);
+  const int64_t units = unitsOf(task, node), compute = computeOf(task);
   const size_t slot = slotOf(task);
   if (slot < taskGpus_.size() && !taskGpus_[slot].empty()) {
     for (int gi : taskGpus_[slot]) {
       node.gpuGroups[gi].releasing += sign * units;
+      node.gpuGroups[gi].computeReleasing += sign * compute;
       updateVacating(node.gpuGroups[gi], node);
     }
     return;
@@ -216,6 +227,7 @@ void Session::releaseGpus(SessionTask& task, SessionNode& node, int sign) {
     for (SessionGpuGroup& g : node.gpuGroups)
       if (g.id == id) {
         g.releasing += sign * units;
+        g.computeReleasing += sign * compute;
         updateVacating(g, node);
       }
 }

@@ -79,6 +79,12 @@ Result<PodGpuSpec> parsePodGpuSpec(const StringMap& annotations, const Resources
 /// for 100.
 int32_t gpuCoreLimitPercent(const PodGpuSpec& spec);
 
+/// The compute a fractional pod takes of each of its GPUs, in thousandths of the GPU, for the cap on
+/// a GPU's compute (config gpuSharing.coreScaling; HAMi's gpucores summed against deviceCoreScaling):
+/// tessera.dev/gpu-cores (given or defaulted) x 10, else the gpu-fraction; 0 for a gpu-memory pod
+/// without gpu-cores (no compute limit, as HAMi) and for a pod that does not share a GPU.
+int64_t gpuComputeMilli(const PodGpuSpec& spec);
+
 /// The GPU UUID rules of a pod's annotations alone (tessera.dev/use-gpu-uuid, nouse-gpu-uuid and
 /// their HAMi aliases): what the binder checks against the GPU a reservation pod was given.
 Result<PodGpuSpec> parseGpuUuidRules(const StringMap& annotations);
@@ -98,6 +104,7 @@ Result<std::optional<int64_t>> nodeGpuMemoryMiB(const Node& node);
 struct NodeGpuSettings {
   int32_t splitCount = 0;          ///< tessera.dev/gpu-split-count: fractional pods per GPU (1..1000)
   int64_t memoryScalingMilli = 0;  ///< tessera.dev/gpu-memory-scaling in thousandths (0.001..100)
+  int64_t coreScalingMilli = 0;    ///< tessera.dev/gpu-core-scaling in thousandths (0.001..100)
   /// tessera.dev/gpu-exclude: GPUs out of scheduling, by UUID ("GPU-..." / "MIG-...") or by index.
   std::vector<std::string> excludedUuids;
   std::vector<int32_t> excludedIndexes;
@@ -132,6 +139,7 @@ int64_t migGpuMilli(const Resources& r, int64_t gpuMemoryMiB);
 /// The largest values nodeGpuSettings and the config's gpuSharing accept.
 inline constexpr int32_t kMaxGpuSplitCount = 1000;
 inline constexpr int64_t kMaxGpuMemoryScalingMilli = 100'000;
+inline constexpr int64_t kMaxGpuCoreScalingMilli = 100'000;
 
 /// Name of the ConfigMap holding a fractional pod's GPU environment: the annotation
 /// tessera.dev/gpu-configmap when the webhook set it, else "<pod name>-tessera-gpu".

@@ -59,6 +59,7 @@ inline constexpr const char* kNodeGpuProductLabel = "nvidia.com/gpu.product";
 /// "Per-node settings"): pods per GPU, memory oversubscription, GPUs taken out of scheduling.
 inline constexpr const char* kNodeGpuSplitCount = "tessera.dev/gpu-split-count";
 inline constexpr const char* kNodeGpuMemoryScaling = "tessera.dev/gpu-memory-scaling";
+inline constexpr const char* kNodeGpuCoreScaling = "tessera.dev/gpu-core-scaling";
 inline constexpr const char* kNodeGpuExclude = "tessera.dev/gpu-exclude";
 /// A node's GPU mode (label): `mig` for nodes whose GPUs are partitioned into MIG instances; such a
 /// node takes no GPU shares (docs/gpu-sharing.md, "MIG").

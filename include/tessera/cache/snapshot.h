@@ -93,6 +93,10 @@ struct GpuGroupInfo {
   std::string uuid;          ///< GPU UUID the reservation pod reported (tessera.dev/gpu-uuid)
   int64_t used = 0;          ///< units held by fractional pods (releasing ones included)
   int64_t releasing = 0;     ///< units held by terminating fractional pods
+  /// Compute of its fractional pods (api::gpuComputeMilli: thousandths of the GPU), and of the
+  /// terminating ones among them.
+  int64_t compute = 0;
+  int64_t computeReleasing = 0;
   int32_t pods = 0;          ///< fractional pods in the group
 };
 
@@ -117,6 +121,7 @@ struct NodeInfo {
   /// (tessera.dev/gpu-exclude) are already taken out of `allocatable`.
   int32_t gpuSplitCount = 0;
   int64_t gpuMemoryScalingMilli = 0;
+  int64_t gpuCoreScalingMilli = 0;
   int32_t gpusExcluded = 0;
   std::vector<std::string> excludedGpuUuids;
   /// What the node's MIG instances (allocatable nvidia.com/mig-*) are worth in thousandths of a GPU

@@ -31,6 +31,9 @@ struct PodGrouperConfig {
 struct GpuSharingConfig {
   int32_t splitCount = 10;             ///< fractional pods on one GPU at most (HAMi deviceSplitCount)
   int64_t memoryScalingMilli = 1000;   ///< a GPU's memory counts this many thousandths times (HAMi deviceMemoryScaling)
+  /// A GPU's compute counts this many thousandths times: the compute of the shares on one GPU
+  /// (api::gpuComputeMilli) adds up to at most this (HAMi deviceCoreScaling).
+  int64_t coreScalingMilli = 1000;
   /// Sizes of shares that do not give them (HAMi defaultMem, defaultCores): read when the daemon
   /// starts (the cache parses pods with them), not on a reload.
   api::GpuShareDefaults defaults;

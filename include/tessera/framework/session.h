@@ -70,6 +70,12 @@ struct SessionGpuGroup {
   int64_t releasing = 0;  ///< held by terminating or evicted fractional pods
   int64_t pipelined = 0;  ///< promised to pipelined fractional pods
   int32_t tasks = 0;      ///< fractional pods in it (bound, allocated, pipelined)
+  /// Its GPU's compute (thousandths of the GPU times the node's core scaling) and the compute of
+  /// its pods (api::gpuComputeMilli), held, releasing and promised as the units above.
+  int64_t computeCapacity = 0;
+  int64_t compute = 0;
+  int64_t computeReleasing = 0;
+  int64_t computePipelined = 0;
   /// How an opened group took its GPU: 1 from idle GPUs, 2 from releasing ones (pipelined).
   int8_t opened = 0;
   /// Every pod in it is releasing and nothing is promised in it: the GPU is counted as a whole
@@ -77,6 +83,13 @@ struct SessionGpuGroup {
   bool vacating = false;
   int64_t free() const { return capacity - used; }
   int64_t futureFree() const { return capacity - used + releasing - pipelined; }
+  int64_t computeFree() const { return computeCapacity - compute; }
+  int64_t computeFutureFree() const { return computeCapacity - compute + computeReleasing - computePipelined; }
+  /// Room for a share of `units` and `computeMilli` now, or (future) once releasing pods are gone
+  /// and promises kept. Says nothing of the split count or device rules (Session::gpuShareFits).
+  bool hasRoom(int64_t units, int64_t computeMilli, bool future) const {
+    return (future ? futureFree() : free()) >= units && (future ? computeFutureFree() : computeFree()) >= computeMilli;
+  }
 };
 
 struct SessionNode {
@@ -93,6 +106,9 @@ struct SessionNode {
   int64_t gpuCapacity = 0;
   /// Fractional pods one GPU takes at most (tessera.dev/gpu-split-count, else gpuSharing.splitCount).
   int32_t gpuSplitCount = 0;
+  /// One GPU's compute in thousandths: 1000 times the core scaling (tessera.dev/gpu-core-scaling,
+  /// else gpuSharing.coreScaling).
+  int64_t gpuComputeCapacity = 0;
   const api::Node& node() const { return *info->node; }
   const std::string& name() const { return info->name; }
   /// Resources free once releasing pods are gone, minus what pipelined tasks were promised.

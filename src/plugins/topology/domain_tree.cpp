@@ -4,6 +4,8 @@
 #include <climits>
 #include <set>
 
+#include "tessera/api/gpu_request.h"
+
 namespace tessera::plugins::topology {
 
 std::pair<api::Resources, int64_t> freeOf(const framework::SessionNode& n, const Overlay* overlay, Basis basis) {
@@ -52,15 +54,21 @@ std::string requestKey(const api::Resources& r, const api::PodGpuSpec* share) {
 namespace {
 
 /// How many pods of a fractional class the node's GPUs take: the room left in its GPU groups (an
-/// existing shared GPU may be joined) plus whole GPUs, each holding capacity / units of them.
+/// existing shared GPU may be joined) plus whole GPUs, each holding capacity / units of them (and
+/// no more than their compute holds).
 int64_t shareSlots(const framework::SessionNode& n, const api::PodGpuSpec& share, int64_t wholeMilli, Basis basis) {
   const int64_t units = cache::gpuUnitsOn(share, *n.info);
+  const int64_t compute = api::gpuComputeMilli(share);
   const int64_t capacity = n.info->gpuUnits();
-  if (units <= 0 || units > capacity) return 0;
-  int64_t k = std::max<int64_t>(0, wholeMilli / 1000) * (capacity / units);
+  if (units <= 0 || units > capacity || compute > n.gpuComputeCapacity) return 0;
+  const auto pods = [&](int64_t unitRoom, int64_t computeRoom) {
+    const int64_t k = std::max<int64_t>(0, unitRoom) / units;
+    return compute > 0 ? std::min(k, std::max<int64_t>(0, computeRoom) / compute) : k;
+  };
+  int64_t k = std::max<int64_t>(0, wholeMilli / 1000) * pods(capacity, n.gpuComputeCapacity);
   if (basis == Basis::Free)
     for (const framework::SessionGpuGroup& g : n.gpuGroups)
-      if (g.capacity > 0) k += std::max<int64_t>(0, g.futureFree()) / units;
+      if (g.capacity > 0) k += pods(g.futureFree(), g.computeFutureFree());
   return k;
 }
 

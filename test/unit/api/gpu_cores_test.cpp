@@ -46,6 +46,35 @@ TEST_CASE("gpu-cores: the compute limit follows gpu-cores, else the fraction; wh
   CHECK(parse({{"gpu-fraction", "0.25"}})->coresPolicy == api::GpuCoresPolicy::Unset);
 }
 
+TEST_CASE("gpu-cores: the compute a share takes of its GPU (for coreScaling) is gpu-cores, else the fraction") {
+  struct Case {
+    api::StringMap annotations;
+    int64_t milli;
+  };
+  const Case cases[] = {
+      {{{"gpu-fraction", "0.25"}}, 250},
+      {{{"gpu-fraction", "0.333"}}, 333},  // exact: three of them fit in one GPU's compute
+      {{{"gpu-fraction", "0.999"}}, 999},  // counted although its limit is none
+      {{{"gpu-fraction", "0.25"}, {"tessera.dev/gpu-cores", "60"}}, 600},
+      {{{"gpu-fraction", "0.25"}, {"tessera.dev/gpu-cores", "100"}}, 1000},
+      {{{"gpu-memory", "4096"}}, 0},  // no compute limit: takes none (HAMi)
+      {{{"gpu-memory", "4096"}, {"tessera.dev/gpu-cores", "30"}}, 300},
+      {{{"tessera.dev/gpu-cores", "30"}}, 300},  // a compute share alone
+      {{{"gpu-fraction", "0.5"}, {"gpu-fraction-num-devices", "2"}, {"tessera.dev/gpu-cores", "40"}}, 400},
+      {{}, 0},
+  };
+  for (const auto& c : cases) {
+    auto spec = parse(c.annotations);
+    REQUIRE(spec.ok());
+    INFO("fraction " << spec->fractionMilli << " cores " << spec->corePercent);
+    CHECK(api::gpuComputeMilli(*spec) == c.milli);
+  }
+  // gpuSharing.defaultCores counts like a given gpu-cores.
+  auto defaulted = api::parsePodGpuSpec({{"gpu-memory", "4096"}}, api::Resources{}, api::GpuShareDefaults{0, 20});
+  REQUIRE(defaulted.ok());
+  CHECK(api::gpuComputeMilli(*defaulted) == 200);
+}
+
 TEST_CASE("gpu-cores: bad values are refused naming the annotation") {
   const std::pair<api::StringMap, std::string> cases[] = {
       {{{"gpu-fraction", "0.5"}, {"tessera.dev/gpu-cores", "0"}},

@@ -244,17 +244,20 @@ TEST_CASE("nodeGpuSettings: labels win over annotations; each bad value is named
   auto none = nodeGpuSettings(n);
   CHECK(none.splitCount == 0);
   CHECK(none.memoryScalingMilli == 0);
+  CHECK(none.coreScalingMilli == 0);
   CHECK(none.excludedCount() == 0);
   CHECK(none.errors.empty());
 
   n.meta.annotations["tessera.dev/gpu-split-count"] = "3";
   n.meta.labels["tessera.dev/gpu-split-count"] = "5";
   n.meta.annotations["tessera.dev/gpu-memory-scaling"] = "1.5";
+  n.meta.annotations["tessera.dev/gpu-core-scaling"] = "0.75";
   n.meta.annotations["tessera.dev/gpu-exclude"] = "GPU-aaaa, 2,0 ,GPU-aaaa,2";
   auto g = nodeGpuSettings(n);
   CHECK(g.errors.empty());
   CHECK(g.splitCount == 5);
   CHECK(g.memoryScalingMilli == 1500);
+  CHECK(g.coreScalingMilli == 750);
   CHECK(g.excludedUuids == std::vector<std::string>{"GPU-aaaa"});
   CHECK(g.excludedIndexes == std::vector<int32_t>{2, 0});
   CHECK(g.excludedCount() == 3);
@@ -274,6 +277,9 @@ TEST_CASE("nodeGpuSettings: labels win over annotations; each bad value is named
                        Bad{"tessera.dev/gpu-memory-scaling", "-1", "is not a decimal factor"},
                        Bad{"tessera.dev/gpu-memory-scaling", "100.5", "at most 100"},
                        Bad{"tessera.dev/gpu-memory-scaling", "2x", "is not a decimal factor"},
+                       Bad{"tessera.dev/gpu-core-scaling", "0", "is not a decimal factor above 0"},
+                       Bad{"tessera.dev/gpu-core-scaling", "100.5", "at most 100"},
+                       Bad{"tessera.dev/gpu-core-scaling", "half", "is not a decimal factor"},
                        Bad{"tessera.dev/gpu-exclude", "GPU-1,gpu0", "has \"gpu0\", neither a GPU UUID"},
                        Bad{"tessera.dev/gpu-exclude", "1024", "neither a GPU UUID (GPU-...) nor a device index"},
                        Bad{"tessera.dev/gpu-mode", "MIG", "is not a known GPU mode (valid: mig)"}}) {
@@ -287,6 +293,7 @@ TEST_CASE("nodeGpuSettings: labels win over annotations; each bad value is named
     CHECK_THAT(r.errors[0].message, Catch::Contains(b.want) && Catch::Contains(std::string("\"") + b.value + "\""));
     CHECK(r.splitCount == 0);  // the bad value is not used
     CHECK(r.memoryScalingMilli == 0);
+    CHECK(r.coreScalingMilli == 0);
     CHECK(r.excludedCount() == 0);
     CHECK_FALSE(r.migMode);
   }

@@ -370,6 +370,8 @@ TEST_CASE("cluster state: a GPU group holds one GPU, by its reservation pod or b
     CHECK_FALSE(g.reserved);
     CHECK(g.pods == 2);
     CHECK(g.used == (500 + 250) * 81920);
+    CHECK(g.compute == 500 + 250);  // a fraction's compute is the fraction (api::gpuComputeMilli)
+    CHECK(g.computeReleasing == 0);
     CHECK(n.used.milliGpu == 1'000);  // the group by itself
     CHECK(n.used.milliCpu == 2'000);
     CHECK(e.job("Pod/t/a").allocated.milliGpu == 500);  // the queue is charged the fraction
@@ -390,6 +392,7 @@ TEST_CASE("cluster state: a GPU group holds one GPU, by its reservation pod or b
 
   e.update(Kind::Pod, merged(fracPod("a", "0.5", "n1", "g1"), terminating()));
   CHECK(e.nodeInfo("n1").findGpuGroup("g1")->releasing == 500 * 81920);
+  CHECK(e.nodeInfo("n1").findGpuGroup("g1")->computeReleasing == 500);
 
   e.remove(Kind::Pod, fracPod("a", "0.5"));
   e.remove(Kind::Pod, fracPod("b", "0.25"));
@@ -399,6 +402,8 @@ TEST_CASE("cluster state: a GPU group holds one GPU, by its reservation pod or b
     CHECK(n.gpuGroups[0].pods == 0);
     CHECK(n.gpuGroups[0].used == 0);
     CHECK(n.gpuGroups[0].releasing == 0);
+    CHECK(n.gpuGroups[0].compute == 0);
+    CHECK(n.gpuGroups[0].computeReleasing == 0);
     CHECK(n.used.milliGpu == 1'000);
   }
 

@@ -182,6 +182,8 @@ TEST_CASE("config errors name the field", "[config]") {
       {"gpuSharing: {splitCount: 1001}", {"config.gpuSharing.splitCount", "1001"}},
       {"gpuSharing: {memoryScaling: 0}", {"config.gpuSharing.memoryScaling"}},
       {"gpuSharing: {memoryScaling: 101}", {"config.gpuSharing.memoryScaling"}},
+      {"gpuSharing: {coreScaling: 0}", {"config.gpuSharing.coreScaling"}},
+      {"gpuSharing: {coreScaling: 101}", {"config.gpuSharing.coreScaling"}},
       {"gpuSharing: {defaultCores: 101}", {"config.gpuSharing.defaultCores"}},
       {"gpuSharing: {defaultMemory: -1}", {"config.gpuSharing.defaultMemory"}},
       {"gpuSharing: {splitcount: 2}", {"config.gpuSharing: unknown", "splitcount", "memoryScaling", "splitCount"}},
@@ -199,14 +201,17 @@ TEST_CASE("gpuSharing: HAMi's defaults, overridden by the config", "[config]") {
   REQUIRE(d.ok());
   CHECK(d->gpuSharing.splitCount == 10);
   CHECK(d->gpuSharing.memoryScalingMilli == 1000);
-  auto c = load("gpuSharing: {splitCount: 4, memoryScaling: 1.5}");
+  CHECK(d->gpuSharing.coreScalingMilli == 1000);
+  auto c = load("gpuSharing: {splitCount: 4, memoryScaling: 1.5, coreScaling: 2.5}");
   REQUIRE(c.ok());
   CHECK(c->gpuSharing.splitCount == 4);
   CHECK(c->gpuSharing.memoryScalingMilli == 1500);
+  CHECK(c->gpuSharing.coreScalingMilli == 2500);
   auto one = load("gpuSharing: {memoryScaling: 2}");  // the other key keeps its default
   REQUIRE(one.ok());
   CHECK(one->gpuSharing.splitCount == 10);
   CHECK(one->gpuSharing.memoryScalingMilli == 2000);
+  CHECK(one->gpuSharing.coreScalingMilli == 1000);
   CHECK(one->gpuSharing.defaults.memoryMiB == 0);
   CHECK(one->gpuSharing.defaults.corePercent == 0);
   auto defaults = load("gpuSharing: {defaultMemory: 20000, defaultCores: 40}");
