@@ -35,6 +35,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cluster_generator.h"
+#include "tessera/api/malloc_tuning.h"
 #include "tessera/app/registry.h"
 #include "tessera/cache/cache.h"
 #include "tessera/cache/memory_cluster.h"
@@ -64,6 +65,8 @@ struct Options {
   bool check = false;    ///< verify that the shape placed what it should (ctest)
   bool quiet = false;    ///< only the JSON line (suite)
   int shapeTimeoutS = 600;  ///< suite: a shape still running after this is killed and reported
+  /// "keep": malloc as the daemon sets it (api::tuneMalloc); "default": glibc's own.
+  std::string malloc = "keep";
 };
 
 double msSince(SteadyClock::time_point t) { return std::chrono::duration<double, std::milli>(SteadyClock::now() - t).count(); }
@@ -164,6 +167,8 @@ std::string checkShape(const Options& o, const GeneratedCluster& gen, const std:
 
 /// Runs one shape; prints per-cycle lines (unless quiet) and the JSON line. Returns the exit code.
 int runShape(const Options& o) {
+  const std::string mallocMode =
+      api::tuneMalloc(o.malloc == "default" ? api::MallocMode::Default : api::MallocMode::Keep);
   ClusterSpec spec;
   spec.nodes = o.nodes;
   spec.runningFill = o.fill;
@@ -310,6 +315,7 @@ int runShape(const Options& o) {
                {"pending_pods", gen.pendingPods},
                {"cycles", o.cycles},
                {"committed", commit},
+               {"malloc", mallocMode},
                {"median_cycle_ms", percentile(wallMs, 50)},
                {"p99_cycle_ms", percentile(wallMs, 99)},
                {"cpu_ms", percentile(cpuMs, 50)},
@@ -359,6 +365,7 @@ bool parseOptions(int argc, char** argv, Options& o, bool suite) {
     else if (std::strcmp(argv[i], "--check") == 0) o.check = true;
     else if (std::strcmp(argv[i], "--commit") == 0) o.commit = true;
     else if (suite && flag(i, argc, argv, "--shape-timeout", v)) o.shapeTimeoutS = std::max(1, std::stoi(v));
+    else if (flag(i, argc, argv, "--malloc", v) && (v == "keep" || v == "default")) o.malloc = v;
     else {
       std::fprintf(stderr, "tessera-bench %s: unknown argument %s\n", argv[0], argv[i]);
       return false;
