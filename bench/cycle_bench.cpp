@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -30,12 +31,14 @@
 #include <iostream>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "cluster_generator.h"
 #include "tessera/api/malloc_tuning.h"
+#include "tessera/app/ui_state.h"
 #include "tessera/app/registry.h"
 #include "tessera/cache/cache.h"
 #include "tessera/cache/memory_cluster.h"
@@ -67,6 +70,9 @@ struct Options {
   int shapeTimeoutS = 600;  ///< suite: a shape still running after this is killed and reported
   /// "keep": malloc as the daemon sets it (api::tuneMalloc); "default": glibc's own.
   std::string malloc = "keep";
+  /// > 0: publish each cycle to the web UI's publisher (as `tessera run --ui-port` does) while a
+  /// thread builds its state JSON every this many ms (a page polling): the cycle time must not move.
+  int uiPollMs = 0;
 };
 
 double msSince(SteadyClock::time_point t) { return std::chrono::duration<double, std::milli>(SteadyClock::now() - t).count(); }
@@ -216,6 +222,23 @@ int runShape(const Options& o) {
                                       Json{{"metadata", {{"namespace", key.substr(0, slash)}, {"name", key.substr(slash + 1)}}}}});
   };
   int removedNode = -1;  // churn-nodes: the node removed last cycle, re-added this one
+  // --ui-poll: the daemon's UI publisher, and a "page" building its state on another thread.
+  std::unique_ptr<app::UiPublisher> ui;
+  std::atomic<bool> stopPolling{false};
+  std::vector<double> uiStateMs, uiPublishMs;
+  size_t uiStateBytes = 0;
+  std::thread poller;
+  if (o.uiPollMs > 0) {
+    ui = std::make_unique<app::UiPublisher>("tessera");
+    poller = std::thread([&] {
+      while (!stopPolling) {
+        const auto t0 = SteadyClock::now();
+        uiStateBytes = ui->stateJson()->size();
+        uiStateMs.push_back(msSince(t0));
+        std::this_thread::sleep_for(std::chrono::milliseconds(o.uiPollMs));
+      }
+    });
+  }
   for (int c = 0; c < o.cycles; ++c) {
     // ---- between cycles (not timed): what the watch brings ----
     for (int k = 0; k < churn; ++k, ++churnSeq) {
@@ -298,6 +321,14 @@ int runShape(const Options& o) {
       }
     }
     outcomes.push_back(out);
+    if (ui) {  // after the timed cycle, as the daemon's loop does
+      const auto p0 = SteadyClock::now();
+      framework::CycleStats stats;
+      stats.cycle = static_cast<uint64_t>(c + 1);
+      stats.totalMs = wallMs.back();
+      ui->publish(std::make_shared<const framework::SessionResult>(std::move(r)), stats, clock.now());
+      uiPublishMs.push_back(msSince(p0));
+    }
     if (!o.quiet)
       std::printf("cycle %2d: %7.2f ms wall, %7.2f ms cpu (snapshot %.2f, actions %.2f), %zu bound, %zu pipelined, "
                   "%zu evicted, %zu jobs pending\n",
@@ -305,6 +336,8 @@ int runShape(const Options& o) {
                   out.evictions, out.pendingJobs);
   }
 
+  stopPolling = true;
+  if (poller.joinable()) poller.join();
   const CycleOutcome& last = outcomes.empty() ? CycleOutcome{} : outcomes.back();
   Json line = {{"benchmark", "cycle"},
                {"shape", o.shape},
@@ -336,6 +369,12 @@ int runShape(const Options& o) {
                {"evicted_last_cycle", last.evictions},
                {"pending_jobs_last_cycle", last.pendingJobs},
                {"load_average_1m", loadAverage()}};
+  if (ui) {
+    line["ui_poll_ms"] = o.uiPollMs;
+    line["ui_state_ms"] = percentile(uiStateMs, 50);  // building the state JSON (the poller's thread)
+    line["ui_state_kb"] = static_cast<double>(uiStateBytes) / 1024.0;
+    line["ui_publish_ms"] = percentile(uiPublishMs, 50);  // the scheduling thread's part
+  }
   std::cout << line.dump() << std::endl;
   int rc = 0;
   if (o.check) {
@@ -366,6 +405,7 @@ bool parseOptions(int argc, char** argv, Options& o, bool suite) {
     else if (std::strcmp(argv[i], "--commit") == 0) o.commit = true;
     else if (suite && flag(i, argc, argv, "--shape-timeout", v)) o.shapeTimeoutS = std::max(1, std::stoi(v));
     else if (flag(i, argc, argv, "--malloc", v) && (v == "keep" || v == "default")) o.malloc = v;
+    else if (flag(i, argc, argv, "--ui-poll", v)) o.uiPollMs = std::max(0, std::stoi(v));
     else {
       std::fprintf(stderr, "tessera-bench %s: unknown argument %s\n", argv[0], argv[i]);
       return false;

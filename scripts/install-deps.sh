@@ -31,6 +31,8 @@ PACKAGES=(
   python3-jsonschema  # test/deploy: the CRD schemas against the examples
   python3-yaml        # test/deploy: reading the manifests
   openssl             # test/deploy: the webhook certificate the Helm chart generates
+  chromium            # test/ui: the web UI in a real browser (headless)
+  fonts-dejavu-core   # test/ui: a font for its screenshots
 )
 tools_missing() {
   [[ ! -x "$TOOLS_DIR/helm" || ! -x "$TOOLS_DIR/kubectl" ]]

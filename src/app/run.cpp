@@ -22,6 +22,7 @@
 #include "tessera/app/registry.h"
 #include "tessera/app/run.h"
 #include "tessera/app/snapshot.h"
+#include "tessera/app/ui_state.h"
 #include "tessera/cache/cache.h"
 #include "tessera/cache/http_client.h"
 #include "tessera/cache/http_server.h"
@@ -47,6 +48,10 @@ struct RunFlags {
   std::string healthAddress = "127.0.0.1";
   int healthPort = 10259;
   bool debugSnapshot = true;  ///< serve /debug/snapshot on the health port
+  /// The read-only web UI (docs/ui.md): off (-1) unless a port is given; 0 picks a free port.
+  /// Loopback by default, as the health port: it shows every queue, job and node.
+  std::string uiAddress = "127.0.0.1";
+  int uiPort = -1;
   api::Duration debounce{100};
   /// On SIGTERM: how long queued binds, evictions and status writes may still go out; what is
   /// left then is dropped unsent (counted, logged) and the process exits.
@@ -67,6 +72,7 @@ const char* const kUsage =
     "                   [--leader-elect=true|false] [--lease-name tessera] [--lease-namespace kube-system]\n"
     "                   [--lease-duration 15s] [--renew-deadline 10s] [--retry-period 2s] [--identity ID]\n"
     "                   [--health-address 127.0.0.1] [--health-port 10259] [--debug-snapshot=true|false]\n"
+    "                   [--ui-address 127.0.0.1] [--ui-port PORT (the web UI; default: off, 0: any free port)]\n"
     "                   [--debounce 100ms] [--shutdown-grace 10s]\n"
     "                   [--reservation-image IMAGE (default: this pod's image)] [--reservation-timeout 60s]\n"
     "                   [--evict-orphaned-gpu-pods]\n"
@@ -152,6 +158,12 @@ api::Result<RunFlags> parseFlags(const std::vector<std::string>& args) {
     else if (a == "--health-address") st = text(f.healthAddress);
     else if (a == "--health-port") { st = number(n); f.healthPort = static_cast<int>(n); }
     else if (a == "--debug-snapshot") f.debugSnapshot = flag.boolean();
+    else if (a == "--ui-address") st = text(f.uiAddress);
+    else if (a == "--ui-port") {
+      st = number(n);
+      if (st.ok() && (n < 0 || n > 65535)) return api::makeError("--ui-port: must be 0..65535, got " + std::to_string(n));
+      f.uiPort = static_cast<int>(n);
+    }
     else if (a == "--debounce") st = duration(f.debounce);
     else if (a == "--shutdown-grace") st = duration(f.shutdownGrace);
     else if (a == "--reservation-image") st = text(f.gpu.reservationImage);
@@ -374,6 +386,22 @@ class Daemon {
     log::info("health and metrics on ", flags_.healthAddress, ":", health.port(), " (/healthz /readyz /metrics",
               flags_.debugSnapshot ? " /debug/snapshot)" : ")");
 
+    // ---- web UI (docs/ui.md): the page and its state, built on the server's threads ----
+    std::optional<cache::HttpServer> ui;
+    if (flags_.uiPort >= 0) {
+      ui_ = std::make_unique<UiPublisher>(config.schedulerName);
+      ui.emplace(
+          [this](const std::string& method, const std::string& path) -> cache::HttpReply {
+            if (method != "GET") return {405, "text/plain", "the UI is read-only\n"};
+            if (path == "/" || path == "/index.html") return {200, "text/html; charset=utf-8", std::string(uiPage())};
+            if (path == "/api/v1/state") return {200, "application/json", *ui_->stateJson()};
+            return {404, "text/plain", "not found\n"};
+          },
+          flags_.uiAddress, static_cast<uint16_t>(flags_.uiPort), /*threads=*/1);
+      if (auto st = ui->start(); !st.ok()) return log::error("web UI: ", st.error().message), 1;
+      log::info("web UI on http://", flags_.uiAddress, ":", ui->port(), "/");
+    }
+
     // ---- cache (retried until it syncs: the API server may be starting too) ----
     api::SystemClock clock;
     cache::CacheOptions cacheOptions;
@@ -494,6 +522,7 @@ class Daemon {
       framework::CycleStats stats;
       framework::SessionResult result = pipeline.runCycle(&stats);
       metrics_.afterCycle(stats, result, pipeline);
+      if (ui_) ui_->publish(std::make_shared<const framework::SessionResult>(std::move(result)), stats, clock.now());
       if (log::v(2))
         log::info("cycle ", stats.cycle, ": ", stats.binds, " binds, ", stats.evictions, " evictions, ",
                   stats.pipelined, " pipelined, ", stats.pendingJobs, " pending jobs, ", stats.totalMs, " ms");
@@ -523,6 +552,7 @@ class Daemon {
 
   RunFlags flags_;
   DaemonMetrics metrics_;
+  std::unique_ptr<UiPublisher> ui_;  ///< set when the web UI is on (--ui-port)
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false, woken_ = false;

@@ -4,6 +4,7 @@
 #include "tessera/app/scenario.h"
 
 #include <algorithm>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -16,6 +17,7 @@
 #include "tessera/app/pipeline.h"
 #include "tessera/cache/field_validation.h"
 #include "tessera/app/registry.h"
+#include "tessera/app/ui_state.h"
 #include "tessera/framework/config.h"
 #include "tessera/grouper/grouper.h"
 
@@ -118,7 +120,11 @@ class Runner {
 
   api::Status expect(const Json& v, const std::string& w) {
     const scenario::Observed observed{*cluster_, *cache_, evicted_, lastPipelined_};
-    return scenario::checkExpectations(v, w, observed, outcome_);
+    const size_t failedBefore = outcome_.failures.size();
+    const int checkedBefore = outcome_.expectationsChecked;
+    api::Status st = scenario::checkExpectations(v, w, observed, outcome_);
+    if (options_.report && st.ok()) reportExpectations(w, failedBefore, outcome_.expectationsChecked - checkedBefore);
+    return st;
   }
 
  private:
@@ -137,6 +143,8 @@ class Runner {
     if (!doc_.contains("name") || !doc_["name"].is_string() || doc_["name"].get<std::string>().empty())
       return malformed("name", "required string");
     outcome_.name = doc_["name"].get<std::string>();
+    if (doc_.contains("description") && doc_["description"].is_string())
+      outcome_.description = doc_["description"].get<std::string>();
 
     const Json* cfg = doc_.contains("config") ? &doc_["config"] : nullptr;
     auto config = framework::loadConfig(builtinRegistry(), cfg);
@@ -263,6 +271,43 @@ class Runner {
 
   void note(const std::string& line) {
     if (options_.timeline) *options_.timeline << line << "\n";
+    if (options_.report) reportNotes_.push_back(line);
+  }
+
+  // ---------------------------------------------------------------- the HTML report
+  /// After a cycle: the UI's state of the cluster as the cycle left it (a fresh snapshot, with the
+  /// cycle's queue figures and reasons), and the cycle's timeline lines.
+  void reportCycle(const framework::SessionResult& result, const framework::CycleStats& stats,
+                   const std::vector<binder::BindRecord>& records, const cache::MemoryCluster::KubeletReport& kubelet) {
+    Json& report = *options_.report;
+    std::ostringstream text;
+    for (const std::string& n : reportNotes_) text << n << "\n";
+    reportNotes_.clear();
+    scenario::printCycle(text, cycle_, clock_->now(), result, stats, records);
+    scenario::printKubelet(text, kubelet);
+    Json lines = Json::array();
+    std::istringstream in(text.str());
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    reportCycles_.push_back({stats, clock_->now(), result.evictions});
+    reportCycles_.back().stats.cycle = static_cast<uint64_t>(cycle_);
+    while (reportCycles_.size() > kUiCycles) reportCycles_.pop_front();
+    framework::SessionResult after = result;
+    after.snapshot = cache_->snapshot();
+    report["states"].push_back(uiStateJson(&after, reportCycles_, clock_->now(), "simulate", config_.schedulerName));
+    report["timeline"].push_back(std::move(lines));
+  }
+
+  /// One `expect` step: an item that says it held, or one per unmet expectation.
+  void reportExpectations(const std::string& where, size_t failedBefore, int checked) {
+    Json& report = *options_.report;
+    const int state = static_cast<int>(report["states"].size()) - 1;
+    if (outcome_.failures.size() == failedBefore) {
+      report["expectations"].push_back({{"state", state}, {"ok", true},
+                                        {"text", where + ": " + std::to_string(checked) + " expectations hold"}});
+      return;
+    }
+    for (size_t i = failedBefore; i < outcome_.failures.size(); ++i)
+      report["expectations"].push_back({{"state", state}, {"ok", false}, {"text", outcome_.failures[i]}});
   }
 
   void runCycles(int n) {
@@ -278,6 +323,7 @@ class Runner {
       if (options_.timeline) scenario::printCycle(*options_.timeline, cycle_, clock_->now(), result, stats, records);
       auto report = cluster_->kubeletTick();
       if (options_.timeline) scenario::printKubelet(*options_.timeline, report);
+      if (options_.report) reportCycle(result, stats, records, report);
     }
   }
 
@@ -293,6 +339,8 @@ class Runner {
   int cycle_ = 0;
   std::set<std::string> evicted_;
   std::map<std::string, std::string> lastPipelined_;
+  std::vector<std::string> reportNotes_;  ///< steps since the last cycle, for the report's timeline
+  std::deque<UiCycle> reportCycles_;
 };
 
 /// One kind of step: its key in the file and what it does.
@@ -395,16 +443,39 @@ int checkCommand(const std::vector<std::string>& args, std::ostream& out) {
 
 int simulateCommand(const std::vector<std::string>& args, std::ostream& out) {
   const bool help = api::helpRequested(args);
-  if (args.size() != 1 || help) {
-    out << "usage: tessera simulate FILE\n";
+  std::string file, html;
+  bool usage = help;
+  for (size_t i = 0; i < args.size() && !usage; ++i) {
+    if (args[i] == "--html" && i + 1 < args.size()) html = args[++i];
+    else if (args[i].rfind("--html=", 0) == 0) html = args[i].substr(7);
+    else if (file.empty() && args[i].rfind("--", 0) != 0) file = args[i];
+    else usage = true;
+  }
+  if (usage || file.empty()) {
+    out << "usage: tessera simulate FILE [--html OUT.html]\n"
+           "  --html OUT.html  also write the run as one self-contained HTML page (docs/ui.md)\n";
     return help ? 0 : 2;
   }
   ScenarioOptions opts;
   opts.timeline = &out;
-  ScenarioOutcome o = runScenarioFile(args[0], opts);
+  Json report = {{"states", Json::array()}, {"timeline", Json::array()}, {"expectations", Json::array()}};
+  if (!html.empty()) opts.report = &report;
+  ScenarioOutcome o = runScenarioFile(file, opts);
   if (o.loadError) {
     for (const auto& m : o.failures) out << "error: " << m << "\n";
     return 1;
+  }
+  if (!html.empty()) {
+    report["scenario"] = o.name;
+    report["description"] = o.description;
+    report["passed"] = o.failures.empty();
+    std::ofstream page(html, std::ios::binary);
+    page << uiReportPage(report);
+    if (!page.good()) {
+      out << "error: cannot write " << html << "\n";
+      return 1;
+    }
+    out << "report written to " << html << "\n";
   }
   out << "\n" << o.name << ": " << o.expectationsChecked << " expectations checked, "
       << (o.failures.empty() ? "all hold" : std::to_string(o.failures.size()) + " unmet") << "\n";

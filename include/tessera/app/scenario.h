@@ -4,6 +4,8 @@
 /// against the embedded in-memory cluster with a virtual clock.
 #include <ostream>
 #include <string>
+
+#include <nlohmann/json_fwd.hpp>
 #include <vector>
 
 namespace tessera::app {
@@ -11,6 +13,7 @@ namespace tessera::app {
 struct ScenarioOutcome {
   std::string file;
   std::string name;         ///< the scenario's `name` (the file name when it could not be read)
+  std::string description;  ///< the scenario's `description` ("" when none)
   bool loadError = false;   ///< the file itself is malformed
   std::vector<std::string> failures;  ///< each: the key, what was expected and what was found
   int expectationsChecked = 0;
@@ -21,6 +24,9 @@ struct ScenarioOptions {
   /// When set, a readable timeline (binds, pipelines, evictions, pending reasons, kubelet) is
   /// written here cycle by cycle.
   std::ostream* timeline = nullptr;
+  /// When set, filled with the report of ui/STATE.md ("Reports"): the UI's state after each cycle,
+  /// the timeline lines of each cycle, and the expectations (`tessera simulate --html`).
+  nlohmann::json* report = nullptr;
 };
 
 /// Runs one scenario file.

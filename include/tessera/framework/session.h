@@ -207,6 +207,9 @@ struct SessionResult {
     std::string parent;
     api::Resources deserved, fairShare, allocated, requested;
     std::string problem;
+    /// Time-aware fairness on: the queue's recent usage of gpu, cpu and memory, as millionths of the
+    /// cluster's capacity over the plugin's window (Session::QueueUsage); unset when off.
+    std::optional<std::array<int64_t, 3>> usagePpm;
   };
   std::vector<QueueReport> queues;
   std::vector<JobStatus> jobs;  ///< jobs with pending or pipelined pods

@@ -261,6 +261,10 @@ class State {
       rep.allocated = resourcesOf(q.allocated);
       rep.requested = resourcesOf(q.requested);
       rep.problem = q.obj ? q.problem : "not found";
+      if (const auto& usage = ssn_.queueUsage()) {
+        auto u = usage->usagePpm.find(sq.name);
+        rep.usagePpm = u != usage->usagePpm.end() ? u->second : std::array<int64_t, 3>{0, 0, 0};
+      }
       out.push_back(std::move(rep));
     }
     return out;
