@@ -1,13 +1,21 @@
 // `tessera serve-cluster FILE`: a scenario's cluster served over HTTP, for kubectl and for tests.
 #include <csignal>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <fstream>
 #include <sstream>
 
 #include "tessera/api/convert.h"
 #include "tessera/api/flags.h"
 #include "tessera/api/signals.h"
+#include "tessera/app/registry.h"
 #include "tessera/app/run.h"
+#include "tessera/app/ui_state.h"
+#include "tessera/cache/cache.h"
 #include "tessera/cache/http_server.h"
+#include "tessera/framework/config.h"
+#include "tessera/framework/session.h"
 
 namespace tessera::app {
 
@@ -47,7 +55,33 @@ api::Status loadScenarioObjects(const std::string& path, cache::MemoryCluster& c
 
 namespace {
 const char* const kServeClusterUsage =
-    "usage: tessera serve-cluster FILE [--address 127.0.0.1] [--port N] [--v 0] [--log-format text|json]\n";
+    "usage: tessera serve-cluster FILE [--address 127.0.0.1] [--port N] [--ui-port N] [--v 0]\n"
+    "                             [--log-format text|json]\n"
+    "  --ui-port N  the web UI of the embedded cluster on --address (0: any free port; default: off)\n";
+
+/// The web UI of the embedded cluster (docs/ui.md): what it holds as a scheduler with the default
+/// config sees it. Each request takes a snapshot through a cache of its own and opens a session
+/// without running actions: queue figures are this moment's; the reasons of pending pods are those
+/// the scheduler running against the cluster wrote on them (condition PodScheduled).
+class ClusterUi {
+ public:
+  ClusterUi(cache::ClusterClient& cluster, const api::Clock& clock)
+      : clock_(clock), config_(framework::loadConfig(builtinRegistry(), nullptr).value()), cache_(cluster, clock) {}
+  api::Status start() { return cache_.start(); }
+  std::string stateJson() {
+    std::lock_guard<std::mutex> lock(mu_);
+    framework::Session session(cache_.snapshot(), config_, clock_);
+    session.open();
+    const framework::SessionResult r = session.close();
+    return uiStateJson(&r, {}, clock_.now(), "serve-cluster", config_.schedulerName).dump();
+  }
+
+ private:
+  std::mutex mu_;
+  const api::Clock& clock_;
+  framework::Config config_;
+  cache::Cache cache_;
+};
 }  // namespace
 
 int serveClusterCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -56,7 +90,7 @@ int serveClusterCommand(const std::vector<std::string>& args, std::ostream& out,
     return 0;
   }
   std::string file, address = "127.0.0.1";
-  int port = 0;
+  int port = 0, uiPort = -1;
   api::FlagCursor flag(args);
   while (flag.next()) {
     const std::string& a = flag.name();
@@ -67,11 +101,12 @@ int serveClusterCommand(const std::vector<std::string>& args, std::ostream& out,
     auto applied = applyLogFlag(a, [&] { return flag.value(); });
     if (!applied.ok()) return fail(applied.error().message);
     if (*applied) continue;
-    if (a == "--address" || a == "--port") {
+    if (a == "--address" || a == "--port" || a == "--ui-port") {
       auto v = flag.value();
       if (!v.ok()) return fail(v.error().message);
       if (a == "--address") address = *v;
-      else port = std::atoi(v->c_str());
+      else if (a == "--port") port = std::atoi(v->c_str());
+      else uiPort = std::atoi(v->c_str());
     } else if (!a.empty() && a[0] == '-') {
       return fail("unknown flag " + a);
     } else {
@@ -100,12 +135,35 @@ int serveClusterCommand(const std::vector<std::string>& args, std::ostream& out,
     err << "tessera serve-cluster: " << st.error().message << "\n";
     return 1;
   }
+  std::unique_ptr<ClusterUi> clusterUi;
+  std::optional<cache::HttpServer> ui;
+  if (uiPort >= 0) {
+    clusterUi = std::make_unique<ClusterUi>(cluster, clock);
+    if (auto st = clusterUi->start(); !st.ok()) {
+      err << "tessera serve-cluster: web UI: " << st.error().message << "\n";
+      return 1;
+    }
+    ui.emplace(
+        [&](const std::string& method, const std::string& path) -> cache::HttpReply {
+          if (method != "GET") return {405, "text/plain", "the UI is read-only\n"};
+          if (path == "/" || path == "/index.html") return {200, "text/html; charset=utf-8", std::string(uiPage())};
+          if (path == "/api/v1/state") return {200, "application/json", clusterUi->stateJson()};
+          return {404, "text/plain", "not found\n"};
+        },
+        address, static_cast<uint16_t>(uiPort), /*threads=*/1);
+    if (auto st = ui->start(); !st.ok()) {
+      err << "tessera serve-cluster: web UI: " << st.error().message << "\n";
+      return 1;
+    }
+    out << "web UI on http://" << address << ":" << ui->port() << "/\n";
+  }
   out << "serving " << file << " at " << server.url() << "\n"
       << "  kubectl --server " << server.url() << " get pods -A\n"
       << "  kubeconfig for tessera run: clusters[].cluster.server: " << server.url() << "\n"
       << std::flush;
   const int sig = api::waitForTerminationSignal();
   out << "tessera serve-cluster: signal " << sig << ", stopping\n";
+  if (ui) ui->stop();
   server.stop();
   return 0;
 }

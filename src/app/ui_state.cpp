@@ -53,6 +53,16 @@ json queueJson(const framework::SessionResult::QueueReport& q, const api::Queue*
 
 bool finished(cache::TaskStatus s) { return s == cache::TaskStatus::Succeeded || s == cache::TaskStatus::Failed; }
 
+/// The reason a scheduler wrote on the job's first pending pod (condition PodScheduled=False), for
+/// a state computed without running the actions (serve-cluster's UI); "" when none.
+std::string writtenReason(const cache::JobInfo& j) {
+  for (const cache::TaskInfo& t : j.tasks)
+    if (t.status == cache::TaskStatus::Pending && t.pod)
+      for (const api::Condition& c : t.pod->conditions)
+        if (c.type == "PodScheduled" && c.status == "False" && !c.message.empty()) return c.message;
+  return "";
+}
+
 /// Jobs with pending pods first (every one of them), then running ones up to kUiJobs in all;
 /// `omitted` counts the running ones left out.
 json jobsJson(const framework::SessionResult& r, api::Time now, size_t& omitted) {
@@ -81,6 +91,8 @@ json jobsJson(const framework::SessionResult& r, api::Time now, size_t& omitted)
       continue;
     }
     auto reason = reasons.find(j.key);
+    std::string why = reason == reasons.end() || (pending == 0 && !anyPipelined) ? std::string() : *reason->second;
+    if (why.empty() && pending > 0) why = writtenReason(j);
     (pending == 0 && !anyPipelined ? runningJobs : out).push_back({{"key", j.key},
                    {"namespace", j.namespace_},
                    {"name", j.name},
@@ -90,7 +102,7 @@ json jobsJson(const framework::SessionResult& r, api::Time now, size_t& omitted)
                    {"placed", placed},
                    {"minMember", j.minMember},
                    {"pods", pods},
-                   {"reason", reason == reasons.end() || (pending == 0 && !anyPipelined) ? std::string() : *reason->second},
+                   {"reason", std::move(why)},
                    {"ageSeconds", std::max<int64_t>(0, (now - j.creationTime).millis / 1000)},
                    {"priorityClass", j.priorityClassName}});
   }

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Browser tests of the web UI (docs/ui.md) with headless Chromium, as a person would open it.
 
-live:   `tessera serve-cluster config/examples/demo.yaml`, `tessera run --ui-port 0` against it, and
+live:   `tessera serve-cluster config/examples/demo.yaml --ui-port 0`, `tessera run --ui-port 0` against it, and
         a half-GPU notebook created through the API server; once the scheduler has placed it, the
         page at the daemon's UI address must show the queue bars with the figures of
         /api/v1/state, the demo's pending sweep with its reason (the untolerated taint) and the
-        notebook as a fractional occupant of a GPU.
+        notebook as a fractional occupant of a GPU; serve-cluster's own page must show the sweep's
+        reason as the daemon wrote it on its pods.
 report: `tessera simulate config/examples/fractional.yaml --html` must show PASSED, the slider,
         and, at its last cycle, the two half-GPU notebooks sharing a GPU of h100-1.
 
@@ -102,9 +103,11 @@ def live(source_dir, tessera, out_dir, browser):
         procs = []
         try:
             server_log = os.path.join(out_dir, "serve-cluster.log")
-            procs.append(subprocess.Popen([tessera, "serve-cluster", "config/examples/demo.yaml", "--port", "0"],
+            procs.append(subprocess.Popen([tessera, "serve-cluster", "config/examples/demo.yaml", "--port", "0",
+                                           "--ui-port", "0"],
                                           cwd=source_dir, stdout=open(server_log, "w"), stderr=subprocess.STDOUT))
             server = wait_for_line(server_log, r"serving \S+ at (http://\S+)", "serve-cluster's URL")
+            cluster_ui = wait_for_line(server_log, r"web UI on (http://\S+/)", "serve-cluster's UI address")
             kubeconfig = os.path.join(tmp, "kc")
             with open(kubeconfig, "w") as f:
                 f.write("apiVersion: v1\nkind: Config\nclusters: [{name: l, cluster: {server: \"%s\"}}]\n"
@@ -137,6 +140,18 @@ def live(source_dir, tessera, out_dir, browser):
                       for q in state["queues"] if q["resources"]["gpu"]["allocated"] > 0}
             if not queues:
                 sys.exit("no queue holds GPUs in the demo: " + json.dumps(state["queues"]))
+            # serve-cluster's own UI: the embedded cluster, with the reasons the daemon wrote on pods.
+            deadline = time.time() + STEP_TIMEOUT
+            while time.time() < deadline:
+                cluster = get_json(cluster_ui + "api/v1/state")
+                sweep = [j for j in cluster["jobs"] if j["namespace"] == "ml" and j["name"] == "sweep"]
+                if cluster["source"] == "serve-cluster" and sweep and "untolerated taint" in sweep[0]["reason"]:
+                    break
+                time.sleep(0.5)
+            else:
+                sys.exit("serve-cluster's UI does not show the sweep's reason: " + json.dumps(cluster)[:3000])
+            dom = browse(browser, cluster_ui, out_dir, "ui-serve-cluster")
+            check_dom(source_dir, dom, {"jobReasons": {"ml/sweep": "untolerated taint"}}, out_dir, "ui-serve-cluster")
             dom = browse(browser, ui, out_dir, "ui-live")
             check_dom(source_dir, dom, {"queues": queues, "jobReasons": {"ml/sweep": "untolerated taint"},
                                         "occupants": {node: ["ml/notebook-ui"]}}, out_dir, "ui-live")
