@@ -66,6 +66,9 @@ struct Lack {
   /// group whose last pods leave gives back its whole GPU (kNever: it cannot be vacated).
   std::vector<int64_t> held;
   static constexpr int64_t kNever = std::numeric_limits<int64_t>::max() / 4;
+  /// Whether group `g` may take the fractional claimant at all (its lacks start at kNever when not:
+  /// at its split count, or a GPU the claimant's UUID rules exclude); victims never bring them below.
+  bool countedOn(size_t g) const { return groups[g] < kNever / 2; }
 
   bool gpuMet() const {
     if (!fractional) return gpu <= 0;
@@ -122,9 +125,8 @@ struct VictimFreed {
       return false;
     }
     if (gpu > 0) return true;  // frees (part of) a whole GPU the claimant could open a group on
-    for (const auto& [g, u, c] : groupShares)  // groups never counted on (kNever) are not helped
-      if (l.groups[g] < Lack::kNever / 2 && ((l.groups[g] > 0 && u > 0) || (l.groupCompute[g] > 0 && c > 0)))
-        return true;
+    for (const auto& [g, u, c] : groupShares)
+      if (l.countedOn(g) && ((l.groups[g] > 0 && u > 0) || (l.groupCompute[g] > 0 && c > 0))) return true;
     return false;
   }
 };

@@ -34,9 +34,8 @@ int64_t computeOf(const SessionTask& task) { return api::gpuComputeMilli(*task.i
 
 /// Whether a fractional pod may take units of group `g`: it is open (not an excluded GPU, not a
 /// closed slot) and holds fewer pods than the node's split count (room in memory and compute is
-/// SessionGpuGroup::hasRoom's). A vacating group's GPU counts as
-/// a whole releasing GPU; the group is joined (and keeps its GPU) only while no promise on the node
-/// relies on that release.
+/// SessionGpuGroup::hasRoom's). A vacating group's GPU counts as a whole releasing GPU; the group
+/// is joined (and keeps its GPU) only while no promise on the node relies on that release.
 bool joinable(const SessionGpuGroup& g, const SessionNode& node) {
   if (g.capacity <= 0 || g.tasks >= node.gpuSplitCount) return false;
   return !g.vacating || node.pipelined.milliGpu + 1000 <= node.idle.milliGpu + node.releasing.milliGpu;
