@@ -58,21 +58,30 @@ struct E2eOptions {
   /// The daemon's client: "default" (its own --kube-api-qps/--kube-api-burst defaults), "unlimited"
   /// (--kube-api-qps 0), or "both" (one run each).
   std::string client = "both";
+  /// --shards N (>= 2): nodes and pods spread over N node pools (label tessera.dev/node-pool), and
+  /// after each unsharded run one with N `tessera run --shard` daemons, one per pool (docs/sharding.md).
+  int shards = 0;
 };
 
-Json nodeJson(int i) {
+std::string poolOf(int i, int shards) { return "pool-" + std::to_string(i % shards); }
+
+Json nodeJson(int i, int shards) {
+  Json meta = {{"name", "node-" + std::to_string(i)}};
+  if (shards > 0) meta["labels"] = {{"tessera.dev/node-pool", poolOf(i, shards)}};
   return {{"apiVersion", "v1"},
           {"kind", "Node"},
-          {"metadata", {{"name", "node-" + std::to_string(i)}}},
+          {"metadata", std::move(meta)},
           {"status",
            {{"allocatable", {{"cpu", "64"}, {"memory", "256Gi"}, {"pods", "110"}}},
             {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
 }
 
-Json podJson(int i) {
+Json podJson(int i, int shards) {
+  Json meta = {{"namespace", "bench"}, {"name", "p-" + std::to_string(i)}};
+  if (shards > 0) meta["labels"] = {{"tessera.dev/node-pool", poolOf(i, shards)}};
   return {{"apiVersion", "v1"},
           {"kind", "Pod"},
-          {"metadata", {{"namespace", "bench"}, {"name", "p-" + std::to_string(i)}}},
+          {"metadata", std::move(meta)},
           {"spec",
            {{"schedulerName", "tessera"},
             {"containers",
@@ -157,7 +166,13 @@ struct Server {
     (void)cluster.create(api::Kind::Queue, Json{{"apiVersion", "scheduling.tessera.dev/v1alpha1"},
                                                 {"kind", "Queue"},
                                                 {"metadata", {{"name", "default"}}}});
-    for (int i = 0; i < o.nodes; ++i) (void)cluster.create(api::Kind::Node, nodeJson(i));
+    for (int i = 0; i < o.nodes; ++i) (void)cluster.create(api::Kind::Node, nodeJson(i, o.shards));
+    for (int k = 0; k < o.shards; ++k)
+      (void)cluster.create(api::Kind::SchedulingShard,
+                           Json{{"apiVersion", "scheduling.tessera.dev/v1alpha1"},
+                                {"kind", "SchedulingShard"},
+                                {"metadata", {{"name", poolOf(k, o.shards)}}},
+                                {"spec", {{"nodePool", poolOf(k, o.shards)}}}});
     watch = std::move(cluster.watch(api::Kind::Pod, "", [this](const cache::WatchEvent& ev) { tracker.onEvent(ev); }))
                 .value();
     cache::ApiServerOptions so;
@@ -187,14 +202,14 @@ std::unique_ptr<cache::ClusterClient> client(const std::string& url, int ioThrea
 
 /// Creates pods 0..n-1 from `threads` threads; `created(i)` after each success.
 template <class Created>
-size_t createPods(cache::ClusterClient& c, int n, int threads, Created created) {
+size_t createPods(cache::ClusterClient& c, int n, int threads, int shards, Created created) {
   std::atomic<int> next{0};
   std::atomic<size_t> failures{0};
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t)
     pool.emplace_back([&] {
       for (int i = next++; i < n; i = next++) {
-        auto r = c.create(api::Kind::Pod, podJson(i));
+        auto r = c.create(api::Kind::Pod, podJson(i, shards));
         if (r.ok()) created(i);
         else if (failures++ < 5) std::fprintf(stderr, "tessera-bench e2e: creating p-%d: %s\n", i, r.error().message.c_str());
       }
@@ -204,17 +219,18 @@ size_t createPods(cache::ClusterClient& c, int n, int threads, Created created) 
 }
 
 /// The daemon as a child process (its output in `log`); `unlimited`: --kube-api-qps 0, else the
-/// daemon's default client rate limit.
-pid_t spawnDaemon(const E2eOptions& o, const std::string& url, const fs::path& dir, bool unlimited) {
+/// daemon's default client rate limit; `shard`: --shard (empty: unsharded).
+pid_t spawnDaemon(const E2eOptions& o, const std::string& url, const fs::path& dir, bool unlimited,
+                  const std::string& shard, const fs::path& log) {
   const fs::path kc = dir / "kubeconfig";
   std::ofstream(kc) << "apiVersion: v1\nkind: Config\ncurrent-context: b\n"
                        "clusters: [{name: b, cluster: {server: \"" << url << "\"}}]\n"
                        "contexts: [{name: b, context: {cluster: b}}]\n";
-  const std::string log = (dir / "daemon.log").string();
   std::vector<std::string> args = {o.tessera, "run", "--kubeconfig", kc.string(), "--leader-elect=false",
                                    "--health-port", "0", "--health-address", "127.0.0.1",
                                    "--bind-workers", std::to_string(o.bindWorkers), "--debounce", o.debounce};
   if (unlimited) args.insert(args.end(), {"--kube-api-qps", "0"});
+  if (!shard.empty()) args.insert(args.end(), {"--shard", shard});
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -286,34 +302,70 @@ Json figuresJson(const Tracker::Figures& f) {
   return {{"pods_per_s", f.podsPerSecond}, {"total_s", f.totalSeconds}, {"p50_ms", f.p50Ms}, {"p99_ms", f.p99Ms}};
 }
 
-/// One run of the daemon against a fresh server: creates the pods and waits for their binds.
-bool runScheduler(const E2eOptions& o, const fs::path& dir, bool unlimited, Json& out) {
+/// A field of /proc/PID/status in MiB ("VmHWM:" peak resident memory, "VmRSS:"); -1 unknown.
+double procMiB(pid_t pid, const char* field) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(field, 0) == 0) return std::atof(line.c_str() + std::strlen(field)) / 1024.0;
+  return -1;
+}
+
+/// One run against a fresh server: the daemon (or, with `sharded`, one daemon per pool), the pods
+/// created, their binds awaited.
+bool runScheduler(const E2eOptions& o, const fs::path& dir, bool unlimited, bool sharded, Json& out) {
   Server server(o);
   if (auto st = server.api->start(); !st.ok()) {
     std::fprintf(stderr, "tessera-bench e2e: %s\n", st.error().message.c_str());
     std::exit(1);
   }
-  const pid_t pid = spawnDaemon(o, server.api->url(), dir, unlimited);
-  // Ready once its six watches are open.
+  std::vector<std::string> shards = {""};
+  if (sharded) {
+    shards.clear();
+    for (int k = 0; k < o.shards; ++k) shards.push_back(poolOf(k, o.shards));
+  }
+  std::vector<pid_t> pids;
+  std::vector<fs::path> logs;
+  for (const auto& shard : shards) {
+    logs.push_back(dir / (shard.empty() ? std::string("daemon.log") : "daemon-" + shard + ".log"));
+    pids.push_back(spawnDaemon(o, server.api->url(), dir, unlimited, shard, logs.back()));
+  }
+  // Ready once each has its watches open (six kinds at least; a shard watches pods twice).
   const auto deadline = SteadyClock::now() + std::chrono::seconds(o.timeoutSeconds);
-  while (server.api->openWatches() < 6 && SteadyClock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling the daemon's start
+  while (server.api->openWatches() < 6 * shards.size() && SteadyClock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling the daemons' start
   auto c = client(server.api->url(), 2);
-  const size_t failed = createPods(*c, o.pods, o.creators, [](int) {});
+  const size_t failed = createPods(*c, o.pods, o.creators, o.shards, [](int) {});
   const bool all = failed == 0 && server.tracker.waitAllBound(o.timeoutSeconds);
   const auto f = server.tracker.figures();
-  const Json cycles = daemonCycles(dir / "daemon.log");
-  ::kill(pid, SIGTERM);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+  Json daemons = Json::array();
+  for (size_t k = 0; k < pids.size(); ++k) {
+    Json d = {{"shard", shards[k]}, {"peak_rss_mb", procMiB(pids[k], "VmHWM:")}, {"rss_mb", procMiB(pids[k], "VmRSS:")},
+              {"cycles", daemonCycles(logs[k])}};
+    daemons.push_back(std::move(d));
+  }
+  for (pid_t pid : pids) ::kill(pid, SIGTERM);
+  for (pid_t pid : pids) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+  }
   out = figuresJson(f);
   out["client"] = unlimited ? "unlimited" : "default";
   out["bound"] = server.tracker.boundCount();
   out["requests"] = server.api->requestCount();
-  out["daemon"] = cycles;
-  std::printf("scheduler (%s client): %zu/%d bound, %.0f pods/s, p50 %.1f ms, p99 %.1f ms (daemon log: %s)\n",
-              unlimited ? "unlimited" : "default", server.tracker.boundCount(), o.pods, f.podsPerSecond, f.p50Ms,
-              f.p99Ms, (dir / "daemon.log").c_str());
+  if (sharded) out["shards"] = daemons;
+  else out["daemon"] = daemons[0]["cycles"], out["peak_rss_mb"] = daemons[0]["peak_rss_mb"];
+  std::string memory;
+  for (const auto& d : daemons) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%s%s %.0f MiB", memory.empty() ? "" : ", ",
+                  d["shard"].get<std::string>().empty() ? "daemon" : d["shard"].get<std::string>().c_str(),
+                  d["peak_rss_mb"].get<double>());
+    memory += buf;
+  }
+  std::printf("%s (%s client): %zu/%d bound, %.0f pods/s, p50 %.1f ms, p99 %.1f ms; peak RSS %s (logs: %s)\n",
+              sharded ? "sharded  " : "scheduler", unlimited ? "unlimited" : "default", server.tracker.boundCount(),
+              o.pods, f.podsPerSecond, f.p50Ms, f.p99Ms, memory.c_str(), dir.c_str());
   return all;
 }
 
@@ -350,6 +402,9 @@ int runE2eBench(int argc, char** argv) {
     else if (a == "--tessera") o.tessera = value();
     else if (a == "--skip-raw") o.skipRaw = true;
     else if (a == "--server-latency") o.serverLatencyMs = number(0);
+    else if (a == "--shards") {
+      o.shards = number(2);
+    }
     else if (a == "--client") {
       o.client = value();
       if (o.client != "default" && o.client != "unlimited" && o.client != "both") {
@@ -369,11 +424,17 @@ int runE2eBench(int argc, char** argv) {
               o.nodes, o.pods, o.creators, o.bindWorkers, o.serverThreads, o.serverLatencyMs);
 
   // ---- 1. the scheduler end to end, with the daemon's default client and/or an unlimited one ----
-  Json sched, schedUnlimited;
+  // With --shards, each is followed by the same workload under one daemon per node pool.
+  Json sched, schedUnlimited, sharded, shardedUnlimited;
   bool schedAll = true;
-  if (o.client == "default" || o.client == "both") schedAll = runScheduler(o, dir, /*unlimited=*/false, sched) && schedAll;
-  if (o.client == "unlimited" || o.client == "both")
-    schedAll = runScheduler(o, dir, /*unlimited=*/true, schedUnlimited) && schedAll;
+  if (o.client == "default" || o.client == "both") {
+    schedAll = runScheduler(o, dir, /*unlimited=*/false, /*sharded=*/false, sched) && schedAll;
+    if (o.shards > 0) schedAll = runScheduler(o, dir, false, /*sharded=*/true, sharded) && schedAll;
+  }
+  if (o.client == "unlimited" || o.client == "both") {
+    schedAll = runScheduler(o, dir, /*unlimited=*/true, /*sharded=*/false, schedUnlimited) && schedAll;
+    if (o.shards > 0) schedAll = runScheduler(o, dir, true, /*sharded=*/true, shardedUnlimited) && schedAll;
+  }
 
   // ---- 2. the server's ceiling: the same creations and binds, no scheduling ----
   Json raw;
@@ -405,7 +466,7 @@ int runE2eBench(int argc, char** argv) {
           (void)binderClient->bind("bench", "p-" + std::to_string(i), "", "node-" + std::to_string(i % o.nodes));
         }
       });
-    createPods(*c, o.pods, o.creators, [&](int i) {
+    createPods(*c, o.pods, o.creators, o.shards, [&](int i) {
       std::lock_guard lock(mu);
       toBind.push_back(i);
       cv.notify_one();
@@ -446,6 +507,11 @@ int runE2eBench(int argc, char** argv) {
               {"raw", raw},
               {"ratio", ratio(sched)},
               {"ratio_unlimited", ratio(schedUnlimited)},
+              {"shards", o.shards},
+              {"sharded", sharded},
+              {"sharded_unlimited", shardedUnlimited},
+              {"ratio_sharded", ratio(sharded)},
+              {"ratio_sharded_unlimited", ratio(shardedUnlimited)},
               {"load_average", getloadavg(load, 1) == 1 ? load[0] : -1}};
   std::cout << out.dump() << std::endl;
   return schedAll && rawAll ? 0 : 1;

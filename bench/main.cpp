@@ -146,6 +146,8 @@ void usage() {
                "       tessera-bench topology [--nodes 4000] [--rack-size 100] [--gangs 2000] [--gang-size 8] [--fill 0.75] [--cycles 5]\n"
                "       tessera-bench e2e [--nodes 500] [--pods 5000] [--creators 16] [--bind-workers 16] [--server-threads 2]\n"
                "                         [--debounce 100ms] [--timeout 600] [--tessera PATH] [--skip-raw]\n"
+               "                         [--server-latency MS] [--client default|unlimited|both]\n"
+               "                         [--shards N (also one daemon per node pool, N pools)]\n"
                "       tessera-bench interposer [ARGS]\n");
 }
 

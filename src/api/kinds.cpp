@@ -34,6 +34,7 @@ constexpr KindInfo kKinds[] = {
     {Kind::LeaderWorkerSet, "LeaderWorkerSet", "leaderworkerset.x-k8s.io", "v1", "leaderworkersets", true},
     {Kind::VolcanoPodGroup, "PodGroup", "scheduling.volcano.sh", "v1beta1", "podgroups", true},
     {Kind::SchedulerPluginsPodGroup, "PodGroup", "scheduling.x-k8s.io", "v1alpha1", "podgroups", true},
+    {Kind::SchedulingShard, "SchedulingShard", kTesseraGroup, "v1alpha1", "schedulingshards", false},
 };
 static_assert(std::size(kKinds) == std::size(kAllKinds));
 

@@ -1,8 +1,11 @@
 #include "tessera/app/pipeline.h"
 
+#include <set>
+
 #include <nlohmann/json.hpp>
 
 #include "tessera/api/log.h"
+#include "tessera/api/shard.h"
 
 namespace tessera::app {
 
@@ -37,7 +40,31 @@ Pipeline::Pipeline(cache::ClusterClient& client, cache::Cache& cache, const api:
 // (what is still queued is dropped), the GPU binding.
 Pipeline::~Pipeline() = default;
 
+/// Sharded (docs/sharding.md): our unbound pods without the pool label whose PodGroup belongs to
+/// another pool get the label, so that pool's shard watches them. A failed patch is tried again
+/// before the next cycle (until the pod is gone).
+void Pipeline::routePods() {
+  std::vector<std::pair<std::string, std::string>> todo = cache_.takeMisroutedPods();
+  for (auto& retry : routeRetry_) todo.push_back(std::move(retry));
+  routeRetry_.clear();
+  std::set<std::string> done;
+  for (const auto& [key, pool] : todo) {
+    const auto slash = key.find('/');
+    if (slash == std::string::npos || !done.insert(key).second) continue;
+    const cache::Json patch = {{"metadata", {{"labels", {{api::keys::kNodePoolLabel, pool}}}}}};
+    auto r = client_.patch(api::Kind::Pod, key.substr(0, slash), key.substr(slash + 1), cache::PatchType::Merge, patch);
+    if (r.ok()) {
+      log::info("pod ", key, ": its PodGroup is of node pool ", pool.empty() ? std::string("(default)") : pool,
+                ": labelled ", api::keys::kNodePoolLabel, "=", pool, " for that pool's shard");
+    } else if (r.error().code != 404) {
+      log::warning("pod ", key, ": labelling it for node pool ", pool, ": ", r.error().message, " (retrying)");
+      routeRetry_.emplace_back(key, pool);
+    }
+  }
+}
+
 framework::SessionResult Pipeline::runCycle(framework::CycleStats* stats) {
+  routePods();
   if (grouper_) groupPods();
   if (restorePending_) restorePending_ = !tryRestore();
   framework::SessionResult result = scheduler_->runCycle(stats);

@@ -21,6 +21,7 @@
 #include "tessera/app/pipeline.h"
 #include "tessera/app/registry.h"
 #include "tessera/app/run.h"
+#include "tessera/app/shard.h"
 #include "tessera/app/snapshot.h"
 #include "tessera/app/ui_state.h"
 #include "tessera/cache/cache.h"
@@ -64,6 +65,9 @@ struct RunFlags {
   /// --usage-configmap NAMESPACE/NAME: where the time-aware usage history is saved; unset: the
   /// pod's namespace (POD_NAMESPACE, else --lease-namespace) and tessera-usage; "" turns it off.
   std::optional<std::string> usageConfigMap;
+  /// --shard NAME: schedule the node pool of SchedulingShard NAME only (docs/sharding.md).
+  std::string shard;
+  bool leaseNameSet = false;  ///< --lease-name given (else a shard's lease is tessera-<shard>)
 };
 
 const char* const kUsage =
@@ -79,6 +83,7 @@ const char* const kUsage =
     "                   [--bind-workers 16] [--bind-backoff-initial 1s] [--bind-backoff-max 60s]\n"
     "                   [--isolation hard|mps|none (the webhook's backend; default: not checked)]\n"
     "                   [--usage-configmap NAMESPACE/NAME (default: $POD_NAMESPACE/tessera-usage; \"\": off)]\n"
+    "                   [--shard NAME (schedule SchedulingShard NAME's node pool; lease tessera-NAME)]\n"
     "                   [--v 0] [--log-format text|json]\n";
 
 }  // namespace
@@ -149,7 +154,11 @@ api::Result<RunFlags> parseFlags(const std::vector<std::string>& args) {
     else if (a == "--kube-api-qps") st = number(f.qps);
     else if (a == "--kube-api-burst") { st = number(n); f.burst = static_cast<int>(n); }
     else if (a == "--leader-elect") f.leaderElect = flag.boolean();
-    else if (a == "--lease-name") st = text(f.lease.name);
+    else if (a == "--lease-name") { st = text(f.lease.name); f.leaseNameSet = true; }
+    else if (a == "--shard") {
+      st = text(f.shard);
+      if (st.ok() && f.shard.empty()) return api::makeError("--shard: give the SchedulingShard's name");
+    }
     else if (a == "--lease-namespace") st = text(f.lease.namespace_);
     else if (a == "--lease-duration") st = duration(f.lease.leaseDuration);
     else if (a == "--renew-deadline") st = duration(f.lease.renewDeadline);
@@ -335,21 +344,9 @@ class Daemon {
   }
 
   int runLoop() {
-    // ---- config ----
-    // A bad file refuses to start; a bad reload (SIGHUP or the file changed) keeps the old one.
-    ConfigFile configFile(flags_.configFile, flags_.schedulerName);
-    framework::Config config;
-    {
-      auto c = configFile.load();
-      if (!c.ok()) return log::error("config: ", c.error().message), 1;
-      config = std::move(c).value();
-      metrics_.instrument(config);  // also after a reload
-      setSnapshotConfig(configFile, config);
-    }
     // ---- client ----
     auto rc = flags_.inCluster ? cache::inClusterConfig() : cache::loadKubeconfig(flags_.kubeconfig, flags_.context);
     if (!rc.ok()) return log::error(rc.error().message), 1;
-    logStartup(config, configFile.path(), rc->server);
     server_ = rc->server;
     cache::HttpClientOptions co;
     co.qps = flags_.qps;
@@ -359,6 +356,42 @@ class Daemon {
     };
     auto client = cache::makeHttpClient(*rc, co);
     if (!client.ok()) return log::error(client.error().message), 1;
+
+    // ---- shard (docs/sharding.md): its pool and config overrides, read once at start ----
+    ConfigFile configFile(flags_.configFile, flags_.schedulerName);
+    api::ShardScope scope;
+    if (flags_.shard.empty() && !flags_.configFile.empty()) {  // the config file may name it (config.shard)
+      auto c = configFile.load();
+      if (!c.ok()) return log::error("config: ", c.error().message), 1;
+      flags_.shard = c->shard;
+    }
+    if (!flags_.shard.empty()) {
+      auto shard = loadShard(**client, flags_.shard);
+      if (!shard.ok()) return log::error("--shard: ", shard.error().message), 1;
+      scope = shard->scope;
+      nlohmann::json overrides = shard->config.is_null() ? nlohmann::json::object() : shard->config;
+      overrides["shard"] = flags_.shard;  // the flag wins over the file's config.shard
+      configFile.setOverrides(std::move(overrides), "SchedulingShard " + flags_.shard + " spec.config");
+      log::info("shard ", flags_.shard, ": scheduling ", scope.describe());
+      // One Lease and one usage history per shard, unless given.
+      if (!flags_.leaseNameSet) flags_.lease.name += "-" + flags_.shard;
+      if (!flags_.usageConfigMap) {
+        const char* podNs = std::getenv("POD_NAMESPACE");
+        flags_.usageConfigMap =
+            std::string(podNs && *podNs ? podNs : flags_.lease.namespace_.c_str()) + "/tessera-usage-" + flags_.shard;
+      }
+    }
+    // ---- config ----
+    // A bad file refuses to start; a bad reload (SIGHUP or the file changed) keeps the old one.
+    framework::Config config;
+    {
+      auto c = configFile.load();
+      if (!c.ok()) return log::error("config: ", c.error().message), 1;
+      config = std::move(c).value();
+      metrics_.instrument(config);  // also after a reload
+      setSnapshotConfig(configFile, config);
+    }
+    logStartup(config, configFile.path(), rc->server);
     // Cleared before the client goes (the health server stops first: it is declared after).
     struct ClearOnExit {
       std::atomic<cache::ClusterClient*>& p;
@@ -409,6 +442,7 @@ class Daemon {
     cacheOptions.onEvent = [this] { wake(); };
     cacheOptions.isolation = flags_.isolation;
     cacheOptions.gpuDefaults = config.gpuSharing.defaults;
+    cacheOptions.shard = scope;
     auto cachePtr = std::make_unique<cache::Cache>(**client, clock, cacheOptions);
     for (int64_t delay = 500;; delay = std::min<int64_t>(delay * 2, 30'000)) {
       auto st = cachePtr->start();
@@ -522,6 +556,7 @@ class Daemon {
       framework::CycleStats stats;
       framework::SessionResult result = pipeline.runCycle(&stats);
       metrics_.afterCycle(stats, result, pipeline);
+      if (!flags_.shard.empty() && result.snapshot) writeShardStatus(**statusClient, *result.snapshot, clock.now());
       if (ui_) ui_->publish(std::make_shared<const framework::SessionResult>(std::move(result)), stats, clock.now());
       if (log::v(2))
         log::info("cycle ", stats.cycle, ": ", stats.binds, " binds, ", stats.evictions, " evictions, ",
@@ -550,8 +585,19 @@ class Daemon {
     return 0;
   }
 
+  /// The shard's status (nodes, queues, pending pods, leader), written by its leader at most every
+  /// 10 s through the status client; a failure is logged and tried again at the next chance.
+  void writeShardStatus(cache::ClusterClient& client, const cache::Snapshot& snapshot, api::Time now) {
+    if (lastShardStatus_ && now - *lastShardStatus_ < api::Duration{10'000}) return;
+    lastShardStatus_ = now;
+    const nlohmann::json patch = {{"status", shardStatus(snapshot, flags_.lease.identity, now)}};
+    auto r = client.patch(api::Kind::SchedulingShard, "", flags_.shard, cache::PatchType::Merge, patch, true);
+    if (!r.ok()) log::warning("writing SchedulingShard ", flags_.shard, " status: ", r.error().message);
+  }
+
   RunFlags flags_;
   DaemonMetrics metrics_;
+  std::optional<api::Time> lastShardStatus_;
   std::unique_ptr<UiPublisher> ui_;  ///< set when the web UI is on (--ui-port)
   std::mutex mu_;
   std::condition_variable cv_;

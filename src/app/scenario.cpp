@@ -2,6 +2,7 @@
 // (app::Pipeline, synchronous) step by step, and checks expectations (scenario_expect.cpp) against
 // the cluster's objects; `tessera simulate` prints the timeline (scenario_report.cpp).
 #include "tessera/app/scenario.h"
+#include "tessera/app/shard.h"
 
 #include <algorithm>
 #include <deque>
@@ -162,7 +163,24 @@ class Runner {
     cluster_ = std::make_unique<cache::MemoryCluster>(*clock_);
     if (doc_.contains("objects")) TESSERA_TRY(createObjects(doc_["objects"], start));
 
-    cache::CacheOptions co{config_.schedulerName};
+    cache::CacheOptions co;
+    co.schedulerName = config_.schedulerName;
+    if (!config_.shard.empty()) {
+      // A shard of the embedded cluster (docs/sharding.md): its SchedulingShard is among the objects.
+      auto shard = loadShard(*cluster_, config_.shard);
+      if (!shard.ok()) return malformed("config.shard", shard.error().message);
+      if (!shard->config.is_null()) {
+        Json merged = cfg ? *cfg : Json::object();
+        merged.merge_patch(shard->config);
+        auto withShard = framework::loadConfig(builtinRegistry(), &merged);
+        if (!withShard.ok())
+          return malformed("config.shard", "SchedulingShard " + config_.shard + " spec.config: " + withShard.error().message);
+        config_ = std::move(withShard).value();
+      }
+      co.schedulerName = config_.schedulerName;
+      co.shard = shard->scope;
+      co.awaitJoins = true;
+    }
     co.gpuDefaults = config_.gpuSharing.defaults;
     cache_ = std::make_unique<cache::Cache>(*cluster_, *clock_, std::move(co));
     if (auto st = cache_->start(); !st.ok()) return api::makeError("starting the cache: " + st.error().message);
@@ -216,6 +234,7 @@ class Runner {
       case Kind::PriorityClass: if (auto r = api::priorityClassFromJson(obj); !r.ok()) valid = r.error(); break;
       case Kind::Namespace: if (auto r = api::namespaceFromJson(obj); !r.ok()) valid = r.error(); break;
       case Kind::ConfigMap: if (auto r = api::configMapFromJson(obj); !r.ok()) valid = r.error(); break;
+      case Kind::SchedulingShard: if (auto r = shardFromJson(obj); !r.ok()) valid = r.error(); break;
       default:
         if (grouper::isWorkloadKind(*kind)) break;  // owners of pods, read by the pod grouper as given
         return malformed(where, "kind " + std::string(ki.name) + " cannot be given in a scenario");

@@ -7,6 +7,7 @@
 #include "tessera/cache/cache.h"
 
 #include <atomic>
+#include <chrono>
 #include <utility>
 
 #include "cluster_state.h"
@@ -32,7 +33,8 @@ struct Cache::Impl {
   ClusterSync sync;
 
   Impl(ClusterClient& client, const api::Clock& k, CacheOptions o)
-      : clock(k), options(std::move(o)), state(k, options.schedulerName, options.isolation, options.gpuDefaults), sync(client, inbox, options) {}
+      : clock(k), options(std::move(o)), state(k, options.schedulerName, options.isolation, options.gpuDefaults, options.shard),
+        sync(client, inbox, options) {}
 
   /// Applies what the binder reported about a pod.
   void applyReport(const PodReport& report) {
@@ -84,6 +86,7 @@ api::Status Cache::start() { return impl_->sync.start(impl_->state); }
 void Cache::stop() { impl_->sync.stop(); }
 
 std::shared_ptr<const Snapshot> Cache::snapshot() {
+  if (impl_->options.awaitJoins) impl_->sync.awaitJoins(std::chrono::milliseconds(10'000));
   impl_->drainInbox();
   impl_->expireAssumptions();
   return impl_->builder.build(impl_->state, impl_->clock.now());
@@ -95,6 +98,11 @@ std::vector<std::shared_ptr<const api::Pod>> Cache::takeUngroupedPods(const std:
 }
 
 void Cache::holdUngroupedPods(bool on) { impl_->state.holdUngroupedPods(on); }
+
+std::vector<std::pair<std::string, std::string>> Cache::takeMisroutedPods() {
+  impl_->drainInbox();
+  return impl_->state.takeMisroutedPods();
+}
 
 void Cache::assumeBound(const std::string& podKey, const std::string& node) {
   impl_->report(PodReport::Op::AssumeBound, podKey, node);

@@ -1,5 +1,7 @@
 #include "cluster_state.h"
 
+#include <charconv>
+
 #include <algorithm>
 #include <utility>
 
@@ -68,8 +70,12 @@ int64_t groupHold(const GpuGroupInfo& g) { return !g.reserved && g.pods > 0 ? 10
 }  // namespace
 
 ClusterState::ClusterState(const api::Clock& clock, std::string schedulerName, api::Isolation isolation,
-                           api::GpuShareDefaults gpuDefaults)
-    : clock_(clock), schedulerName_(std::move(schedulerName)), isolation_(isolation), gpuDefaults_(gpuDefaults) {}
+                           api::GpuShareDefaults gpuDefaults, api::ShardScope shard)
+    : clock_(clock),
+      schedulerName_(std::move(schedulerName)),
+      isolation_(isolation),
+      gpuDefaults_(gpuDefaults),
+      shard_(std::move(shard)) {}
 
 // ---- status of a pod as the scheduler sees it ----
 TaskStatus ClusterState::statusOf(const std::string& key, const api::Pod& pod, std::string& node) const {
@@ -369,6 +375,16 @@ void ClusterState::upsertPod(std::shared_ptr<const api::Pod> pod) {
   PodEntry e;
   e.pod = std::move(pod);
   e.ours = e.pod->schedulerName == schedulerName_;
+  if (e.ours && shard_.sharded()) {
+    // Another pool's pod (its label, else its PodGroup's pool) counts as another scheduler's; an
+    // unbound one without the label is the default shard's to route (takeMisroutedPods).
+    const std::string pool = podPool(*e.pod);
+    if (pool != *shard_.pool) {
+      e.ours = false;
+      if (e.pod->nodeName.empty() && !e.pod->terminating() && !e.pod->meta.label(api::keys::kNodePoolLabel))
+        misrouted_[key] = pool;
+    }
+  }
   if (ungrouped(e)) ungroupedChanged_.insert(key);
   e.status = statusOf(key, *e.pod, e.node);
   if (!e.ours && !holdsResources(e.status)) return;  // another scheduler's concern
@@ -446,11 +462,33 @@ void ClusterState::refreshPod(const std::string& key) {
 
 // ---- watch events ----
 
+namespace {
+
+/// A resourceVersion as a number, when it is one (kube-apiserver's are etcd revisions).
+std::optional<uint64_t> numericRv(const std::string& rv) {
+  uint64_t v = 0;
+  auto [end, ec] = std::from_chars(rv.data(), rv.data() + rv.size(), v);
+  if (ec != std::errc() || end != rv.data() + rv.size() || rv.empty()) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
 void ClusterState::onPod(const WatchEvent& ev, std::optional<api::Result<api::Pod>>* converted) {
   if (ev.type == WatchEventType::Deleted) {
     auto meta = api::metaFromJson(ev.object);
     if (!meta.ok()) return;
     const std::string key = meta->key();
+    misrouted_.erase(key);
+    if (shard_.sharded()) {
+      // Sharded, pods come in two streams: a pod whose pool label changed leaves one (Deleted) and
+      // enters the other (Added) at the same version, in either order. A real deletion is always
+      // newer than what is held; a Deleted no newer than the held version is such a move.
+      auto held = pods_.find(key);
+      auto at = numericRv(meta->resourceVersion);
+      auto heldAt = held != pods_.end() ? numericRv(held->second.pod->meta.resourceVersion) : std::nullopt;
+      if (at && heldAt && *heldAt >= *at) return;
+    }
     assumptions_.podDeleted(key);
     errors_.erase("Pod/" + key);
     offered_.erase(key);
@@ -538,6 +576,7 @@ void ClusterState::onPodGroup(Kind kind, const WatchEvent& ev) {
   const std::string k = meta->key();
   auto& table = podGroupTable(kind);
   const std::string errKey = errorKey(kind, k);
+  const std::string poolBefore = shard_.sharded() && table.count(k) ? podGroupPool(*table[k]) : std::string();
   if (ev.type == WatchEventType::Deleted) {
     table.erase(k);
     errors_.erase(errKey);
@@ -550,7 +589,41 @@ void ClusterState::onPodGroup(Kind kind, const WatchEvent& ev) {
     errors_.erase(errKey);
     table[k] = std::make_shared<const api::PodGroup>(std::move(pg).value());
   }
+  // Sharded: a PodGroup of another pool is held (its pool decides where its unlabelled pods go)
+  // but its job is not this shard's; its pods are filed again when its pool changes.
+  if (shard_.sharded() && (table.count(k) ? podGroupPool(*table[k]) : std::string()) != poolBefore)
+    refreshPodGroupPods(k);
   refreshPodGroupJob(k);
+}
+
+std::string ClusterState::podGroupPool(const api::PodGroup& pg) const {
+  if (const std::string* label = pg.meta.label(api::keys::kNodePoolLabel)) return *label;
+  auto it = queuePools_.find(pg.queue);
+  return it == queuePools_.end() ? std::string() : it->second;
+}
+
+std::string ClusterState::podPool(const api::Pod& pod) const {
+  if (const std::string* label = pod.meta.label(api::keys::kNodePoolLabel)) return *label;
+  if (const std::string* pgName = podGroupOf(pod))
+    if (auto pg = findPodGroup(pod.meta.namespace_ + "/" + *pgName)) return podGroupPool(*pg);
+  return {};
+}
+
+void ClusterState::refreshPodGroupPods(const std::string& nsName) {
+  const auto slash = nsName.find('/');
+  if (slash == std::string::npos) return;
+  const std::string ns = nsName.substr(0, slash), name = nsName.substr(slash + 1);
+  std::vector<std::string> keys;
+  for (auto it = pods_.lower_bound(ns + "/"); it != pods_.end() && it->first.compare(0, ns.size() + 1, ns + "/") == 0;
+       ++it)
+    if (const std::string* pg = podGroupOf(*it->second.pod); pg && *pg == name) keys.push_back(it->first);
+  for (const auto& key : keys) refreshPod(key);
+}
+
+std::vector<std::pair<std::string, std::string>> ClusterState::takeMisroutedPods() {
+  std::vector<std::pair<std::string, std::string>> out(misrouted_.begin(), misrouted_.end());
+  misrouted_.clear();
+  return out;
 }
 
 void ClusterState::onQueue(const WatchEvent& ev) {
@@ -558,6 +631,7 @@ void ClusterState::onQueue(const WatchEvent& ev) {
   if (!meta.ok()) return;
   if (ev.type == WatchEventType::Deleted) {
     errors_.erase("Queue/" + meta->name);
+    queuePools_.erase(meta->name);
     auto it = queues_.find(meta->name);
     if (it == queues_.end()) return;
     mutableEntry(it->second).queue.reset();
@@ -570,6 +644,19 @@ void ClusterState::onQueue(const WatchEvent& ev) {
     return;
   }
   errors_.erase("Queue/" + meta->name);
+  if (shard_.sharded()) {
+    // A Queue without a pool is every shard's (its quota applies within each pool); one labelled
+    // with another pool is not held here, only its pool (for its PodGroups) is.
+    const std::string pool = api::ShardScope::poolOf(q->meta.labels);
+    queuePools_[meta->name] = pool;
+    if (!pool.empty() && pool != *shard_.pool) {
+      if (auto it = queues_.find(meta->name); it != queues_.end()) {
+        mutableEntry(it->second).queue.reset();
+        if (it->second->allocated.isZero()) queues_.erase(it);
+      }
+      return;
+    }
+  }
   queueEntry(meta->name).queue = std::make_shared<const api::Queue>(std::move(q).value());
 }
 

@@ -16,6 +16,7 @@
 #include "tessera/api/kinds.h"
 #include "tessera/api/objects.h"
 #include "tessera/api/result.h"
+#include "tessera/api/shard.h"
 #include "tessera/cache/cluster_client.h"
 #include "tessera/cache/snapshot.h"
 
@@ -56,8 +57,11 @@ class ClusterState {
   /// `isolation`: the cluster's isolation backend (the webhook's default; `tessera run --isolation`).
   /// Under Hard, a fractional pod that the webhook did not wire is refused with a reason; Unset (as
   /// in simulations, which have no webhook) checks nothing.
+  /// `shard`: the node pool scheduled (docs/sharding.md): Queues labelled with another pool are
+  /// not held, nor PodGroups whose pool (their label, else their Queue's) is another; our pods of
+  /// another pool (their label, else their PodGroup's pool) are in no job.
   ClusterState(const api::Clock& clock, std::string schedulerName, api::Isolation isolation = api::Isolation::Unset,
-               api::GpuShareDefaults gpuDefaults = {});
+               api::GpuShareDefaults gpuDefaults = {}, api::ShardScope shard = {});
 
   // ---- changes ----
 
@@ -93,6 +97,8 @@ class ClusterState {
     return priorityClasses_;
   }
   const std::map<std::string, std::shared_ptr<const api::Topology>>& topologies() const { return topologies_; }
+  /// Sharded: every Queue's pool by name ("" : none), held or not.
+  const std::map<std::string, std::string>& queuePools() const { return queuePools_; }
   /// Objects whose latest version failed conversion, by "Kind/ns/name".
   const std::map<std::string, ConversionError>& conversionErrors() const { return errors_; }
 
@@ -112,6 +118,8 @@ class ClusterState {
   /// until takeUngroupedPods has offered it once, so a cycle never sees a workload's pod before
   /// the grouper has pointed it at its gang. Off by default (nobody would release them).
   void holdUngroupedPods(bool on) { holdUngrouped_ = on; }
+  /// See Cache::takeMisroutedPods().
+  std::vector<std::pair<std::string, std::string>> takeMisroutedPods();
 
  private:
   // Events by kind.
@@ -126,6 +134,12 @@ class ClusterState {
   /// The PodGroup "ns/name" names: Tessera's, else Volcano's, else scheduler-plugins'; null: none.
   std::shared_ptr<const api::PodGroup> findPodGroup(const std::string& nsName) const;
   void onQueue(const WatchEvent& ev);
+  /// Sharded: the pool a PodGroup names (its label, else its Queue's label); "" none.
+  std::string podGroupPool(const api::PodGroup& pg) const;
+  /// Sharded: the pool a pod of ours belongs to (its label, else its PodGroup's pool); "" none.
+  std::string podPool(const api::Pod& pod) const;
+  /// Sharded: re-files the pods of a PodGroup whose pool may have changed.
+  void refreshPodGroupPods(const std::string& nsName);
   template <class T, class Conv>
   void onSimple(api::Kind kind, const WatchEvent& ev, std::map<std::string, std::shared_ptr<const T>>& table,
                 Conv conv);
@@ -160,6 +174,11 @@ class ClusterState {
   const std::string schedulerName_;
   const api::Isolation isolation_;
   const api::GpuShareDefaults gpuDefaults_;
+  const api::ShardScope shard_;
+  /// Sharded: every Queue's pool (held or not), by name: a PodGroup follows its Queue's pool.
+  std::map<std::string, std::string> queuePools_;
+  /// Sharded: our unbound pods of another pool not yet handed to takeMisroutedPods(), with it.
+  std::map<std::string, std::string> misrouted_;
   Assumptions assumptions_;
   std::set<std::string> ungroupedChanged_;  ///< pod keys for takeUngroupedPods()
   std::set<std::string> offered_;           ///< pod keys takeUngroupedPods() has returned

@@ -49,6 +49,8 @@ std::shared_ptr<const Snapshot> SnapshotBuilder::build(ClusterState& state, api:
   }
   state.clearDirty();
   for (const auto& [name, q] : state.queues()) s->queues.emplace(name, q);
+  for (const auto& [name, pool] : state.queuePools())
+    if (auto q = s->queues.find(name); q == s->queues.end() || !q->second->queue) s->otherPoolQueues.emplace(name, pool);
   s->priorityClasses = state.priorityClasses();
   s->topologies = state.topologies();
   s->conversionErrors.reserve(state.conversionErrors().size());

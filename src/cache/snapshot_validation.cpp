@@ -27,9 +27,10 @@ void validateSnapshot(Snapshot& s) {
   for (auto& [name, p] : api::validateQueues(queues, badQueues)) s.invalid.emplace(p.ref(), std::move(p));
 
   api::PodGroupRefs refs;
+  // A queue of another node pool exists: the session says why a job of this pool cannot use it.
   refs.queueExists = [&](const std::string& n) {
     auto it = s.queues.find(n);
-    return it != s.queues.end() && it->second->queue != nullptr;
+    return (it != s.queues.end() && it->second->queue != nullptr) || s.otherPoolQueues.count(n) > 0;
   };
   refs.priorityClassExists = [&](const std::string& n) { return s.priorityClasses.count(n) > 0; };
   refs.topology = [&](const std::string& n) -> const api::Topology* {

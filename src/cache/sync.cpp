@@ -37,7 +37,8 @@ ClusterSync::ClusterSync(ClusterClient& client, Inbox& inbox, const CacheOptions
 ClusterSync::~ClusterSync() { stop(); }
 
 api::Status ClusterSync::start(ClusterState& state) {
-  // Cluster-wide definitions first so pods resolve against them.
+  // Cluster-wide definitions first so pods resolve against them; nodes before pods, so a sharded
+  // cache knows its pool's nodes when it keeps the pods bound to them.
   static constexpr Kind kWatched[] = {Kind::PriorityClass, Kind::Queue,           Kind::Topology,
                                       Kind::Node,          Kind::VolcanoPodGroup, Kind::SchedulerPluginsPodGroup,
                                       Kind::PodGroup,      Kind::Pod};
@@ -57,20 +58,26 @@ api::Status ClusterSync::start(ClusterState& state) {
     if (!listed.ok())
       return api::makeError("listing " + resource(kind) + ": " + listed.error().message,
                             listed.error().code);
+    if (options_.shard.sharded() && kind == Kind::Node) {
+      std::lock_guard<std::mutex> lock(nodesMu_);
+      for (const auto& item : listed->items)
+        if (auto name = item.contains("metadata") ? item["metadata"].value("name", std::string()) : std::string();
+            !name.empty())
+          poolNodes_.insert(name);
+    }
     for (const auto& item : listed->items) state.apply(kind, WatchEvent{WatchEventType::Added, item});
-    auto handle = startWatch(kind, listed->resourceVersion);
-    if (!handle.ok())
-      return api::makeError("watching " + resource(kind) + ": " + handle.error().message,
-                            handle.error().code);
+    auto handles = startWatches(kind, *listed);
+    if (!handles.ok())
+      return api::makeError("watching " + resource(kind) + ": " + handles.error().message, handles.error().code);
     std::lock_guard<std::mutex> lock(mu_);
-    watches_[kind] = std::move(handle).value();
+    watches_[kind] = std::move(handles).value();
   }
   synced_ = true;
   return api::Status::success();
 }
 
 void ClusterSync::stop() {
-  std::map<Kind, std::unique_ptr<WatchHandle>> watches;
+  std::map<Kind, Watches> watches;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
@@ -81,14 +88,39 @@ void ClusterSync::stop() {
     std::lock_guard<std::mutex> lock(mu_);
     watches.swap(watches_);
   }
-  for (auto& [kind, w] : watches)
-    if (w) w->stop();
+  for (auto& [kind, ws] : watches)
+    for (auto& w : ws)
+      if (w) w->stop();
 }
 
-/// Lists every page of `kind`. An expired continue token (410) restarts the list.
-api::Result<ListResult> ClusterSync::listAll(Kind kind) {
+std::vector<ListOptions> ClusterSync::streams(Kind kind) const {
+  const api::ShardScope& shard = options_.shard;
+  if (!shard.sharded() || (kind != Kind::Node && kind != Kind::Pod)) return {ListOptions{}};
+  ListOptions own;
+  own.labelSelector = shard.selector();
+  if (kind == Kind::Node) return {own};
+  ListOptions others;  // bound pods of the other pools: kept when on one of our nodes (keepPod)
+  others.labelSelector = shard.othersSelector();
+  others.fieldSelector = "spec.nodeName!=";
+  return {own, others};
+}
+
+api::Result<ClusterSync::Listed> ClusterSync::listAll(Kind kind) {
+  Listed all;
+  for (const ListOptions& selectors : streams(kind)) {
+    TESSERA_ASSIGN_OR_RETURN(ListResult page, listStream(kind, selectors));
+    all.resourceVersions.push_back(page.resourceVersion);
+    const bool filter = kind == Kind::Pod && options_.shard.sharded();
+    for (auto& item : page.items)
+      if (!filter || keepPod(item)) all.items.push_back(std::move(item));
+  }
+  return all;
+}
+
+/// Lists every page of one stream of `kind`. An expired continue token (410) restarts the list.
+api::Result<ListResult> ClusterSync::listStream(Kind kind, const ListOptions& selectors) {
   for (int restart = 0;; ++restart) {
-    ListOptions o;
+    ListOptions o = selectors;
     o.limit = options_.listPageSize;
     ListResult all;
     bool expired = false;
@@ -110,19 +142,100 @@ api::Result<ListResult> ClusterSync::listAll(Kind kind) {
   }
 }
 
-/// Starts the watch of `kind` from `rv`; its events (and a relist request on Error) go to the inbox.
-api::Result<std::unique_ptr<WatchHandle>> ClusterSync::startWatch(Kind kind, const std::string& rv) {
-  return client_.watch(kind, rv, [this, kind](const WatchEvent& ev) {
+api::Result<ClusterSync::Watches> ClusterSync::startWatches(Kind kind, const Listed& listed) {
+  Watches handles;
+  const auto selectors = streams(kind);
+  for (size_t i = 0; i < selectors.size(); ++i) {
+    auto handle = startWatch(kind, selectors[i], listed.resourceVersions.at(i));
+    if (!handle.ok()) {
+      for (auto& h : handles) h->stop();
+      return handle.error();
+    }
+    handles.push_back(std::move(handle).value());
+  }
+  return handles;
+}
+
+bool ClusterSync::keepPod(const Json& pod) const {
+  const Json& spec = pod.contains("spec") && pod["spec"].is_object() ? pod["spec"] : Json::object();
+  const std::string node = spec.value("nodeName", std::string());
+  if (node.empty()) return true;
+  if (spec.value("schedulerName", std::string()) == options_.schedulerName) {
+    api::StringMap labels;
+    if (pod.contains("metadata") && pod["metadata"].is_object() && pod["metadata"].contains("labels") &&
+        pod["metadata"]["labels"].is_object())
+      for (const auto& [k, v] : pod["metadata"]["labels"].items())
+        if (v.is_string()) labels.emplace(k, v.get<std::string>());
+    if (options_.shard.owns(labels)) return true;  // ours, wherever it runs (its gang stays whole)
+  }
+  std::lock_guard<std::mutex> lock(nodesMu_);
+  return poolNodes_.count(node) > 0;
+}
+
+bool ClusterSync::trackNode(const WatchEvent& ev, InboxItem& item) {
+  const std::string name = ev.object.is_object() && ev.object.contains("metadata") && ev.object["metadata"].is_object()
+                               ? ev.object["metadata"].value("name", std::string())
+                               : std::string();
+  if (name.empty()) return true;
+  bool relist = false;
+  {
+    std::lock_guard<std::mutex> lock(nodesMu_);
+    if (ev.type == WatchEventType::Deleted) {
+      poolNodes_.erase(name);
+      joining_.erase(name);
+      return true;
+    }
+    if (ev.type != WatchEventType::Added && ev.type != WatchEventType::Modified) return true;
+    if (auto held = joining_.find(name); held != joining_.end()) {
+      held->second = std::move(item);  // still joining: the latest version waits with it
+      return false;
+    }
+    if (poolNodes_.insert(name).second && synced_) {
+      joining_.emplace(name, std::move(item));
+      relist = true;
+    }
+  }
+  if (!relist) return true;
+  log::info("node ", name, " joined ", options_.shard.describe(), ": relisting pods to find those already on it");
+  requestRelist(Kind::Pod);
+  return false;
+}
+
+void ClusterSync::releaseJoined(const std::set<std::string>& joined) {
+  std::unique_lock<std::mutex> lock(nodesMu_);
+  for (const auto& name : joined)
+    if (auto it = joining_.find(name); it != joining_.end()) {
+      inbox_.push(std::move(it->second));  // under the lock: awaitJoins() returns after the push
+      joining_.erase(it);
+    }
+  if (joining_.empty()) joinsCv_.notify_all();
+}
+
+void ClusterSync::awaitJoins(std::chrono::milliseconds limit) {
+  std::unique_lock<std::mutex> lock(nodesMu_);
+  joinsCv_.wait_for(lock, limit, [&] { return joining_.empty(); });
+}
+
+/// Starts one watch of `kind` from `rv`; its events (and a relist request on Error) go to the inbox.
+api::Result<std::unique_ptr<WatchHandle>> ClusterSync::startWatch(Kind kind, const ListOptions& selectors,
+                                                                 const std::string& rv) {
+  return client_.watchSelected(kind, rv, selectors, [this, kind](const WatchEvent& ev) {
     InboxItem item;
     item.kind = kind;
     item.event.type = ev.type;
+    const bool sharded = options_.shard.sharded();
     if (kind == Kind::Pod && (ev.type == WatchEventType::Added || ev.type == WatchEventType::Modified)) {
+      if (sharded && !keepPod(ev.object)) return;  // bound on another pool's node
       // Converted here, not on the scheduling thread; the JSON is kept only to report an error
       // (building and freeing its tree was most of what a snapshot cost under a pod storm).
       item.pod = api::podFromJson(ev.object);
       if (!item.pod->ok()) item.event.object = ev.object;
     } else {
       item.event.object = ev.object;
+    }
+    if (sharded && kind == Kind::Node && !trackNode(ev, item)) {
+      if (options_.onEvent) options_.onEvent();
+      return;
     }
     inbox_.push(std::move(item));
     if (ev.type == WatchEventType::Error) {
@@ -143,7 +256,7 @@ void ClusterSync::requestRelist(Kind kind) {
   relistCv_.notify_all();
 }
 
-/// The relist worker: stops the failed watch, lists, queues the replacement, watches again.
+/// The relist worker: stops the failed watches, lists, queues the replacement, watches again.
 void ClusterSync::relistLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
@@ -151,24 +264,33 @@ void ClusterSync::relistLoop() {
     if (stopping_) return;
     const Kind kind = *relistQueue_.begin();
     relistQueue_.erase(relistQueue_.begin());
-    std::unique_ptr<WatchHandle> old = std::move(watches_[kind]);
+    Watches old = std::move(watches_[kind]);
     lock.unlock();
-    if (old) old->stop();  // not from inside its callback: this is the worker thread
-    old.reset();
+    for (auto& w : old)
+      if (w) w->stop();  // not from inside its callback: this is the worker thread
+    old.clear();
     api::Duration delay = options_.relistRetry;
     for (;;) {
+      // The nodes that joined the pool before this list: their pods are in it.
+      std::set<std::string> joined;
+      if (kind == Kind::Pod && options_.shard.sharded()) {
+        std::lock_guard<std::mutex> nodes(nodesMu_);
+        for (const auto& [name, item] : joining_) joined.insert(name);
+      }
       auto listed = listAll(kind);
-      api::Result<std::unique_ptr<WatchHandle>> handle = api::makeError("not listed");
+      api::Result<Watches> handles = api::makeError("not listed");
       const size_t count = listed.ok() ? listed->items.size() : 0;
       if (listed.ok()) {
+        // The list first, then the watches from its versions: their events come after it.
         InboxItem item;
         item.op = InboxItem::Op::Replace;
         item.kind = kind;
         item.replace = std::make_shared<const std::vector<Json>>(std::move(listed->items));
         inbox_.push(std::move(item));
-        handle = startWatch(kind, listed->resourceVersion);
+        if (!joined.empty()) releaseJoined(joined);
+        handles = startWatches(kind, *listed);
       }
-      if (handle.ok()) {
+      if (handles.ok()) {
         absentReported_.erase(kind);
         ++relists_;
         log::info("relisted ", resource(kind), ": ", count, " objects; watching again");
@@ -176,13 +298,13 @@ void ClusterSync::relistLoop() {
         lock.lock();
         if (stopping_) {
           lock.unlock();
-          (*handle)->stop();
+          for (auto& h : *handles) h->stop();
           return;
         }
-        watches_[kind] = std::move(handle).value();
+        watches_[kind] = std::move(handles).value();
         break;
       }
-      const api::Error& err = listed.ok() ? handle.error() : listed.error();
+      const api::Error& err = listed.ok() ? handles.error() : listed.error();
       // A kind not served (its CRD absent) was reported once (start(), or below when it goes away).
       if (!notServed(kind, err))
         log::warning("relisting ", resource(kind), ": ", err.message, " (retrying)");

@@ -2,6 +2,7 @@
 // Keeps the cache in step with the cluster: the initial list, one watch per kind, and a relist
 // when a watch fails. Private to the cache library.
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -26,6 +27,13 @@ namespace tessera::cache {
 /// kind the API server does not serve (Topology without its CRD: 404) does not stop the start: it
 /// is logged once and listed again with backoff until it is served.
 ///
+/// Sharded (CacheOptions::shard, docs/sharding.md), the API server filters at the watch: nodes by
+/// the shard's label selector; pods in two streams, the shard's own (its label selector) and the
+/// bound pods of every other pool (its complement, spec.nodeName set), of which only those on the
+/// shard's nodes are kept (foreign pods such as DaemonSets', and pods left on a node that moved
+/// here). A node that joins the pool after the start is held back until a relist of the pods has
+/// brought in the pods already running on it, so no cycle sees the node without them.
+///
 /// Threads and ownership:
 /// - start() and stop() run on the owner's thread (the Cache's); start() applies the initial
 ///   lists to the ClusterState directly, before any snapshot reads it.
@@ -49,16 +57,40 @@ class ClusterSync {
   /// Stops the relist worker and every watch; no callback runs after it returns. Idempotent.
   void stop();
 
+  /// Sharded: waits (up to `limit`) until no node that joined the pool is still held back for the
+  /// pods' relist (the simulator, so that a cycle after a node changed pool is deterministic).
+  void awaitJoins(std::chrono::milliseconds limit);
+
   /// True once start() has listed every kind. Thread-safe.
   bool synced() const { return synced_; }
   /// Relists done after watch errors since start. Thread-safe.
   uint64_t relists() const { return relists_; }
 
  private:
-  api::Result<ListResult> listAll(api::Kind kind);
-  api::Result<std::unique_ptr<WatchHandle>> startWatch(api::Kind kind, const std::string& rv);
+  /// Every object of `kind` over its streams (one, or two for sharded pods), and the resourceVersion
+  /// each stream's watch starts from.
+  struct Listed {
+    std::vector<Json> items;
+    std::vector<std::string> resourceVersions;  ///< one per stream
+  };
+  using Watches = std::vector<std::unique_ptr<WatchHandle>>;
+  /// The selectors of the list/watch streams of `kind` (one with none, unsharded).
+  std::vector<ListOptions> streams(api::Kind kind) const;
+  api::Result<Listed> listAll(api::Kind kind);
+  api::Result<ListResult> listStream(api::Kind kind, const ListOptions& selectors);
+  api::Result<Watches> startWatches(api::Kind kind, const Listed& listed);
+  api::Result<std::unique_ptr<WatchHandle>> startWatch(api::Kind kind, const ListOptions& selectors,
+                                                      const std::string& rv);
   void requestRelist(api::Kind kind);
   void relistLoop();
+  /// Sharded: whether a pod (its JSON) is kept: unbound, ours by scheduler and pool, or on one of
+  /// the shard's nodes.
+  bool keepPod(const Json& pod) const;
+  /// Sharded: the node watch's side - the pool's node names and the joining nodes. False when the
+  /// event is held back until the pods' relist (a node that joined the pool).
+  bool trackNode(const WatchEvent& ev, InboxItem& item);
+  /// Sharded, after a pod relist was queued: the held events of the nodes in `joined`.
+  void releaseJoined(const std::set<std::string>& joined);
 
   ClusterClient& client_;
   Inbox& inbox_;
@@ -66,7 +98,7 @@ class ClusterSync {
 
   std::mutex mu_;
   std::condition_variable relistCv_;
-  std::map<api::Kind, std::unique_ptr<WatchHandle>> watches_;
+  std::map<api::Kind, Watches> watches_;
   std::set<api::Kind> relistQueue_;
   bool stopping_ = false;
   std::thread worker_;
@@ -75,6 +107,13 @@ class ClusterSync {
   /// start().
   std::set<api::Kind> absentReported_;
   std::atomic<bool> synced_{false};
+  /// Sharded: the names of the pool's nodes (the node watch's view) and, for nodes that joined after
+  /// the start, their latest event held until the pods' relist. Guarded by nodesMu_ (taken on the
+  /// watch threads and the relist worker; never while calling the client).
+  mutable std::mutex nodesMu_;
+  std::set<std::string> poolNodes_;
+  std::map<std::string, InboxItem> joining_;
+  std::condition_variable joinsCv_;  ///< with nodesMu_: joining_ emptied
 };
 
 /// Applies a relist of `kind` (every object `items` holds) to `state`: listed objects are

@@ -20,7 +20,7 @@ using Json = nlohmann::json;
 
 const char* const kTopLevelKeys[] = {"schedulerName", "schedulePeriod", "actions", "actionArgs",
                                      "plugins",       "tiers",          "podGrouper",
-                                     "gpuSharing"};
+                                     "gpuSharing",    "shard"};
 
 api::Result<std::vector<std::string>> stringList(const Json& j, const std::string& where) {
   if (!j.is_array()) return api::makeError(where + ": must be a list of names, got " + j.dump());
@@ -70,6 +70,7 @@ api::Result<Config> build(const Registry& registry, const Json& root) {
   Args top("config", &root);
   cfg.schedulerName = top.getString("schedulerName", cfg.schedulerName);
   cfg.schedulePeriod = top.getDuration("schedulePeriod", cfg.schedulePeriod);
+  cfg.shard = top.getString("shard", cfg.shard);
   if (cfg.schedulerName.empty()) return api::makeError("config.schedulerName: must not be empty");
   if (cfg.schedulePeriod.millis <= 0) return api::makeError("config.schedulePeriod: must be positive");
   TESSERA_ASSIGN_OR_RETURN(cfg.podGrouper, podGrouperConfig(root));

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "tessera/api/shard.h"
+
 namespace tessera::framework {
 
 // ---- registration ----
@@ -78,6 +80,10 @@ api::Status Session::jobValid(const SessionJob& job) const {
     // A Queue that exists but could not be read (a malformed quantity) is invalid, not missing.
     if (const api::Problem* p = snapshot().findInvalid(api::Problem::objectRef(api::Kind::Queue, "", info.queue)))
       return api::makeError("queue \"" + info.queue + "\" is invalid: " + p->text());
+    if (auto other = snapshot().otherPoolQueues.find(info.queue); other != snapshot().otherPoolQueues.end())
+      return api::makeError("queue \"" + info.queue + "\" belongs to node pool " + other->second + " (its label " +
+                            api::keys::kNodePoolLabel + "), not to this scheduler's shard: label the pod or its " +
+                            "PodGroup " + api::keys::kNodePoolLabel + "=" + other->second + ", or use a queue of this pool");
     return api::makeError("queue \"" + info.queue + "\" not found (Queue " + info.queue + " does not exist)");
   }
   // A pod naming a PriorityClass that does not exist, with no spec.priority set by admission (a

@@ -7,11 +7,12 @@ CHECK is one of:
   parse      every YAML and JSON file under deploy/ parses; every manifest has apiVersion, kind, name
              (not deploy/helm/: its templates are not YAML until helm renders them; check_helm.py)
   kustomize  `kubectl kustomize` renders deploy/ and every overlay with no deprecation warning (kubectl must be installed:
-             scripts/install-deps.sh installs Debian's kubernetes-client; a missing kubectl fails)
+             scripts/install-deps.sh installs Debian's kubernetes-client; a missing kubectl fails);
+             deploy/components/shard is rendered through deploy/overlays/shards-example
   schemas    the CRDs are structural; their openAPIV3Schema (converted to JSON Schema, unknown
-             fields rejected as `kubectl apply --validate=strict` does) accepts every PodGroup, Queue
-             and Topology of config/examples/, deploy/examples/ and the shared scenarios, rejects the
-             shared scenarios' deliberately bad ones and a list of bad objects
+             fields rejected as `kubectl apply --validate=strict` does) accepts every PodGroup, Queue,
+             Topology and SchedulingShard of config/examples/, deploy/examples/ and the shared
+             scenarios, rejects the shared scenarios' deliberately bad ones and a list of bad objects
   rbactable  the RBAC table of docs/install.md lists, per ServiceAccount and role, exactly what
              deploy/rbac, deploy/monitor and deploy/certs/selfsigned grant (`--print` prints the rows)
   monitoring every metric the daemon registers (src/app/run.cpp) and the planned binder, action and
@@ -20,7 +21,10 @@ CHECK is one of:
   workloads  the rendered Deployments and DaemonSets run non-root (but for the init container
              preparing the regions' folder and the interposer) with a read-only root filesystem,
              probes and resources; leader election, webhook, monitor and overlay settings are
-             consistent; the config ConfigMap is config/tessera.yaml; RBAC has no wildcards
+             consistent; the config ConfigMap is config/tessera.yaml; RBAC has no wildcards; scheduling
+             shards (deploy/overlays/shards-example): each `tessera run --shard` Deployment hardened like the scheduler,
+             its SchedulingShard and Lease RBAC present, no unsharded scheduler beside shards, no two
+             shards of one pool, no selector shared between workloads
 Exits 1 with one line per problem.
 """
 import copy
@@ -99,7 +103,8 @@ def check_parse(repo):
 # kustomize
 
 KUSTOMIZATIONS = ["deploy", "deploy/base", "deploy/crds", "deploy/overlays/none", "deploy/overlays/hard",
-                  "deploy/overlays/mps", "deploy/overlays/cert-manager", "deploy/monitoring"]
+                  "deploy/overlays/mps", "deploy/overlays/cert-manager", "deploy/overlays/shards-example",
+                  "deploy/monitoring"]
 
 
 def kubectl():
@@ -273,14 +278,17 @@ class Validator:
         return out
 
 
+# The kinds of deploy/crds.
+TESSERA_KINDS = ("PodGroup", "Queue", "SchedulingShard", "Topology")
+
+
 def tessera_objects(doc):
-    """PodGroups, Queues and Topologies of a scenario file or a plain manifest."""
+    """PodGroups, Queues, SchedulingShards and Topologies of a scenario file or a plain manifest."""
     found = []
 
     def visit(x):
         if isinstance(x, dict):
-            if str(x.get("apiVersion", "")).startswith("scheduling.tessera.dev/") and x.get("kind") in (
-                    "PodGroup", "Queue", "Topology"):
+            if str(x.get("apiVersion", "")).startswith("scheduling.tessera.dev/") and x.get("kind") in TESSERA_KINDS:
                 found.append(x)
                 return
             for v in x.values():
@@ -317,6 +325,13 @@ def bad_objects():
         return o
 
     topo = {"apiVersion": "scheduling.tessera.dev/v1alpha1", "kind": "Topology", "metadata": {"name": "t"}}
+
+    def shard(spec, status=None, **meta):
+        o = {"apiVersion": "scheduling.tessera.dev/v1alpha1", "kind": "SchedulingShard",
+             "metadata": dict({"name": "s"}, **meta), "spec": spec}
+        if status is not None:
+            o["status"] = status
+        return o
     return [
         ("PodGroup minMember 0", pg({"minMember": 0}), "minMember"),
         ("PodGroup minMember -2", pg({"minMember": -2}), "minMember"),
@@ -344,6 +359,11 @@ def bad_objects():
         ("Topology without levels", dict(topo, spec={"levels": []}), "levels"),
         ("Topology level without nodeLabel", dict(topo, spec={"levels": [{}]}), "nodeLabel"),
         ("Topology without spec", topo, "spec"),
+        ("SchedulingShard nodePool as a number", shard({"nodePool": 7}), "nodePool"),
+        ("SchedulingShard config as text", shard({"config": "schedulePeriod: 2s"}), "config"),
+        ("SchedulingShard misspelt field", shard({"pool": "a100"}), "pool"),
+        ("SchedulingShard pending count as text", shard({}, {"pendingPods": "many"}), "pendingPods"),
+        ("SchedulingShard with a namespace", shard({}, namespace="ns"), "namespace"),
     ]
 
 
@@ -366,14 +386,18 @@ GOOD_OBJECTS = [
      "status": {"phase": "Running", "running": 3, "pending": 0, "succeeded": 0, "failed": 0, "scheduled": 3,
                 "conditions": [{"type": "Scheduled", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
                 "lastScheduleTime": "2026-01-01T00:00:00Z"}},
+    {"apiVersion": "scheduling.tessera.dev/v1alpha1", "kind": "SchedulingShard", "metadata": {"name": "h100"},
+     "spec": {"nodePool": "h100", "config": {"schedulePeriod": "2s", "plugins": {"nodeorder": {"node": "spread"}}}},
+     "status": {"nodes": 32, "queues": 4, "pendingPods": 0, "leader": "tessera-scheduler-shard-h100-0",
+                "lastUpdateTime": "2026-01-01T00:00:00Z"}},
 ]
 
 
 def check_schemas(repo, shared, folder=CRD_DIR):
     """The CRDs in folder (deploy/crds, or the Helm chart's crds/) against good and bad objects."""
     v = Validator(repo, folder)
-    if set(v.crds) != {"PodGroup", "Queue", "Topology"}:
-        problem("%s: expected PodGroup, Queue and Topology CRDs, found %s" % (folder, sorted(v.crds)))
+    if set(v.crds) != set(TESSERA_KINDS):
+        problem("%s: expected the CRDs %s, found %s" % (folder, ", ".join(TESSERA_KINDS), sorted(v.crds)))
         return
     files = sorted(glob.glob(os.path.join(repo, "config", "examples", "*.yaml")))
     files += sorted(glob.glob(os.path.join(repo, "deploy", "examples", "*.yaml")))
@@ -634,6 +658,101 @@ def check_rendered(repo, rel, objs, backend, expect=None):
                        sel.items() <= w["spec"]["template"]["metadata"]["labels"].items() for w in objs):
                 problem("%s: Service %s selects no workload" % (where, o["metadata"]["name"]))
 
+    check_shards(where, objs, backend)
+
+
+def check_shards(where, objs, backend):
+    """Scheduling shards (docs/sharding.md, deploy/components/shard): every Deployment running
+    `tessera run --shard=NAME` is hardened like tessera-scheduler, knows the backend, has its
+    SchedulingShard and the RBAC of its Lease; no unsharded scheduler runs beside shards (it would
+    schedule every pool too); one pool, one shard; no workload's selector (Deployment, PDB) picks
+    another workload's pods."""
+    workloads = [o for o in objs if o.get("kind") in ("Deployment", "DaemonSet")]
+    for o in workloads + [o for o in objs if o.get("kind") == "PodDisruptionBudget"]:
+        sel = (o["spec"].get("selector") or {}).get("matchLabels") or {}
+        picked = [w["metadata"]["name"] for w in workloads
+                  if sel and sel.items() <= (w["spec"]["template"]["metadata"].get("labels") or {}).items()]
+        if o.get("kind") != "PodDisruptionBudget":
+            picked = [n for n in picked if n != o["metadata"]["name"]]
+            if picked:
+                problem("%s: the selector of %s %s also picks the pods of %s" % (where, o["kind"], o["metadata"]["name"],
+                                                                                  ", ".join(picked)))
+        elif len(picked) > 1:
+            problem("%s: PodDisruptionBudget %s picks the pods of %s" % (where, o["metadata"]["name"], ", ".join(picked)))
+    shards = {o["metadata"]["name"]: o for o in objs if o.get("kind") == "SchedulingShard"}
+    pools = {}
+    for name, s in sorted(shards.items()):
+        pool = (s.get("spec") or {}).get("nodePool") or ""
+        if pool in pools:
+            problem("%s: SchedulingShards %s and %s both schedule node pool %r: one pool, one shard (both refuse to start)"
+                    % (where, pools[pool], name, pool))
+        pools.setdefault(pool, name)
+    runs = [o for o in objs if o.get("kind") == "Deployment" and
+            (o["spec"]["template"]["spec"]["containers"][0].get("args") or [])[:1] == ["run"]]
+    sharded = [d for d in runs if flag(d["spec"]["template"]["spec"]["containers"][0].get("args") or [], "--shard")]
+    served = {}
+    for d in runs:
+        name, spec = d["metadata"]["name"], d["spec"]
+        pod = spec["template"]["spec"]
+        c = pod["containers"][0]
+        args = c.get("args") or []
+        shard = flag(args, "--shard")
+        if not shard:
+            if sharded:
+                problem("%s: Deployment %s runs `tessera run` without --shard beside the shards %s: it would schedule "
+                        "their pools too" % (where, name, ", ".join(d2["metadata"]["name"] for d2 in sharded)))
+            continue
+        if shard not in shards:
+            problem("%s: Deployment %s runs --shard=%s, but there is no SchedulingShard %s (it refuses to start)"
+                    % (where, name, shard, shard))
+        if shard in served:
+            problem("%s: Deployments %s and %s both run shard %s" % (where, served[shard], name, shard))
+        served[shard] = name
+        if name == "tessera-scheduler":
+            continue  # check_rendered checked it
+        check_pod_security("%s %s" % (where, name), pod)
+        if args[:2] != ["run", "--in-cluster"]:
+            problem("%s: %s args must start with `run --in-cluster`: %s" % (where, name, args))
+        if flag(args, "--isolation") != backend:
+            problem("%s: %s --isolation=%s, want %s (the webhook's)" % (where, name, flag(args, "--isolation"), backend))
+        if flag(args, "--leader-elect") != "true" and spec.get("replicas", 1) > 1:
+            problem("%s: %s needs --leader-elect=true with %d replicas" % (where, name, spec["replicas"]))
+        lease = flag(args, "--lease-name") or "tessera-" + shard  # the daemon's default with --shard
+        lease_ns = flag(args, "--lease-namespace")
+        sa = {"kind": "ServiceAccount", "name": pod.get("serviceAccountName"), "namespace": d["metadata"]["namespace"]}
+        in_ns = [o for o in objs if o["metadata"].get("namespace") == lease_ns]
+        granted = set()
+        for b in in_ns:
+            if b.get("kind") != "RoleBinding" or sa not in b.get("subjects", []):
+                continue
+            role = find(in_ns, "Role", b["roleRef"]["name"])
+            for r in (role or {}).get("rules", []):
+                if "leases" in r.get("resources", []) and lease in (r.get("resourceNames") or []):
+                    granted |= set(r.get("verbs", []))
+        if not {"get", "update"} <= granted:
+            problem("%s: %s: no Role in %s lets its ServiceAccount get and update the Lease %s" % (where, name, lease_ns,
+                                                                                                  lease))
+        health = int(flag(args, "--health-port") or 10259)
+        for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+            p = (c.get(probe) or {}).get("httpGet")
+            if not p or p.get("path") != path or port_number(c, p.get("port")) != health:
+                problem("%s: %s %s must GET %s on the health port %d: %s" % (where, name, probe, path, health, p))
+        config = flag(args, "--config")
+        mounts = {m["mountPath"]: m["name"] for m in c.get("volumeMounts", [])}
+        vols = {v["name"]: v for v in pod.get("volumes", [])}
+        cm_name = (vols.get(mounts.get(os.path.dirname(config or "")), {}).get("configMap") or {}).get("name")
+        if not cm_name or not find(objs, "ConfigMap", cm_name):
+            problem("%s: %s: --config %s is not mounted from a ConfigMap of this rendering (%s)" % (where, name, config,
+                                                                                                   cm_name))
+        pod_labels = spec["template"]["metadata"]["labels"].items()
+        if not any(o.get("kind") == "PodDisruptionBudget" and
+                   ((o["spec"].get("selector") or {}).get("matchLabels") or {}).items() <= pod_labels for o in objs):
+            problem("%s: %s has no PodDisruptionBudget" % (where, name))
+    for name in sorted(set(shards) - set(served)):
+        if sharded:
+            problem("%s: SchedulingShard %s: no Deployment runs --shard=%s, so its pool is not scheduled"
+                    % (where, name, name))
+
 
 def check_monitor(where, objs, backend, expect):
     """tessera monitor (deploy/monitor): with the hard backend only; non-root (but, with
@@ -725,11 +844,21 @@ def check_hostpath_patch(repo):
 
 def check_workloads(repo):
     for rel, backend in (("deploy", "hard"), ("deploy/overlays/hard", "hard"), ("deploy/overlays/mps", "mps"),
-                         ("deploy/overlays/none", "none"), ("deploy/overlays/cert-manager", "hard")):
+                         ("deploy/overlays/none", "none"), ("deploy/overlays/cert-manager", "hard"),
+                         ("deploy/overlays/shards-example", "hard")):
         objs = render(repo, rel)
         if objs is None:
             continue
         check_rendered(repo, rel, objs, backend)
+    shards = render(repo, "deploy/overlays/shards-example")
+    if shards is not None:
+        want = {"default": "", "a100": "a100", "h100": "h100"}
+        have = {o["metadata"]["name"]: (o.get("spec") or {}).get("nodePool") or ""
+                for o in shards if o.get("kind") == "SchedulingShard"}
+        if have != want:
+            problem("deploy/overlays/shards-example: SchedulingShards %s, want %s" % (have, want))
+        if any(o.get("kind") == "ShardValues" for o in shards):
+            problem("deploy/overlays/shards-example: a ShardValues object (local-config) was rendered")
     check_hostpath_patch(repo)
     cm = render(repo, "deploy/overlays/cert-manager")
     if cm is not None:

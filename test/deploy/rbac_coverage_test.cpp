@@ -450,6 +450,15 @@ std::vector<Call> callsOf(const Install& in) {
            {"ray.io", "rayclusters"}, {"ray.io", "rayjobs"}, {"ray.io", "rayservices"},
            {"leaderworkerset.x-k8s.io", "leaderworkersets"}})
     add(schedulerSa, {"get", group, resource, "", "team-a", "w"}, "pod grouper: a pod's owner workload");
+  // Scheduling shards (docs/sharding.md): `tessera run --shard NAME`.
+  add(schedulerSa, {"get", "scheduling.tessera.dev", "schedulingshards", "", "", "pool-a"},
+      "--shard: the SchedulingShard's pool and config at start");
+  add(schedulerSa, {"list", "scheduling.tessera.dev", "schedulingshards", "", "", ""},
+      "--shard: no other SchedulingShard may claim the same pool");
+  add(schedulerSa, {"patch", "scheduling.tessera.dev", "schedulingshards", "status", "", "pool-a"},
+      "--shard: the leader writes the shard's status");
+  add(schedulerSa, {"patch", "", "pods", "", "team-a", "p"},
+      "the default shard labels a pod whose PodGroup belongs to another node pool");
   add(reservationSa, {"patch", "", "pods", "", kReservationNs, "gpu-reservation-g"},
       "tessera reserve: writes tessera.dev/gpu-uuid on its own pod");
 

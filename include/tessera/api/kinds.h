@@ -34,6 +34,8 @@ enum class Kind {
   // Other schedulers' PodGroups (read only, optional: watched where their CRDs are installed).
   VolcanoPodGroup,
   SchedulerPluginsPodGroup,
+  /// A scheduling shard (docs/sharding.md): read by `tessera run --shard NAME`, status written by it.
+  SchedulingShard,
 };
 
 struct KindInfo {
@@ -63,6 +65,6 @@ inline constexpr Kind kAllKinds[] = {Kind::Pod,       Kind::Node,          Kind:
                                      Kind::PyTorchJob, Kind::TFJob,        Kind::MPIJob,    Kind::XGBoostJob,
                                      Kind::PaddleJob, Kind::JAXJob,        Kind::TrainJob,  Kind::RayCluster,
                                      Kind::RayJob,    Kind::RayService,    Kind::LeaderWorkerSet,
-                                     Kind::VolcanoPodGroup, Kind::SchedulerPluginsPodGroup};
+                                     Kind::VolcanoPodGroup, Kind::SchedulerPluginsPodGroup, Kind::SchedulingShard};
 
 }  // namespace tessera::api

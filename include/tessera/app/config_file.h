@@ -18,7 +18,11 @@ class ConfigFile {
   /// file's (the --scheduler-name flag).
   ConfigFile(std::string path, std::string schedulerName);
 
-  /// Reads and validates the file. Remembers its modification time for changed().
+  /// Keys merged over the file's at every load (JSON merge patch, RFC 7386): a SchedulingShard's
+  /// spec.config (`tessera run --shard`). `origin` names them in errors.
+  void setOverrides(nlohmann::json patch, std::string origin);
+
+  /// Reads and validates the file (with the overrides). Remembers its modification time for changed().
   api::Result<framework::Config> load();
 
   /// Loads the file again for a running daemon whose config is `current`. Besides load()'s checks,
@@ -41,6 +45,8 @@ class ConfigFile {
   void remember();
 
   std::string path_, schedulerName_;
+  nlohmann::json overrides_;  ///< null: none
+  std::string overridesOrigin_;
   int64_t mtimeNs_ = -1, size_ = -1;
   nlohmann::json document_;
 };

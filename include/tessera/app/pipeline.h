@@ -78,6 +78,8 @@ class Pipeline {
  private:
   /// Runs the pod grouper; in the daemon, applies what it wrote to the cache at once.
   void groupPods();
+  /// Sharded: labels our pods that belong to another pool's shard (Cache::takeMisroutedPods).
+  void routePods();
   /// The GET behind restoreState(); true once the history is read, absent (404) or unreadable.
   bool tryRestore();
   /// Hands the usage history to the status writer when the timeaware plugin says it is due.
@@ -91,6 +93,7 @@ class Pipeline {
   bool synchronous_;
   std::unique_ptr<grouper::Grouper> grouper_;  ///< null when options.groupPods is false
   std::vector<std::string> groupRetry_;        ///< pods the last grouping pass asked to see again
+  std::vector<std::pair<std::string, std::string>> routeRetry_;  ///< pods whose labelling failed, with the pool
   std::unique_ptr<binder::GpuBinding> gpu_;
   std::unique_ptr<binder::StatusWriter> status_;
   std::unique_ptr<binder::Binder> binder_;

@@ -10,6 +10,7 @@
 #include "tessera/api/clock.h"
 #include "tessera/api/gpu_request.h"
 #include "tessera/api/result.h"
+#include "tessera/api/shard.h"
 #include "tessera/cache/cluster_client.h"
 #include "tessera/cache/snapshot.h"
 
@@ -31,6 +32,14 @@ struct CacheOptions {
   api::Isolation isolation = api::Isolation::Unset;
   /// Sizes of GPU shares that do not give them (config gpuSharing.defaultMemory / defaultCores).
   api::GpuShareDefaults gpuDefaults;
+  /// The node pool this cache schedules (`tessera run --shard`, docs/sharding.md); unsharded by
+  /// default. Sharded, nodes and pods are filtered at the watch (sync.h); Queues and PodGroups of
+  /// other pools are dropped here, and unbound pods of ours that belong to another pool (by their
+  /// PodGroup's pool) are left for takeMisroutedPods().
+  api::ShardScope shard;
+  /// Sharded: snapshot() first waits (up to 10 s) for the pods' relist after a node joined the pool,
+  /// instead of leaving the node out until it is done. The simulator's choice (deterministic cycles).
+  bool awaitJoins = false;
 };
 
 /// Thread-safety: watch callbacks may arrive on any thread (they only enqueue), and so may the
@@ -66,6 +75,10 @@ class Cache {
   /// workload's ungrouped pod stays out of every job until it has been taken once, so no cycle
   /// schedules one pod of a gang as a group of one.
   void holdUngroupedPods(bool on);
+  /// Sharded: our unbound pods without the pool label whose PodGroup (by its label, else its
+  /// Queue's) belongs to another pool, each once per version, with that pool: what the default
+  /// shard labels so that their shard's watch sees them (docs/sharding.md).
+  std::vector<std::pair<std::string, std::string>> takeMisroutedPods();
 
   // ---- what the binder reports (thread-safe: queued, applied by the next snapshot() in order
   // ---- with the watch events, so an outcome never overtakes the assumption it follows) ----

@@ -69,6 +69,12 @@ class ClusterClient {
   /// implementation's window fails with code 410 (or an Error event) and the caller must relist.
   virtual api::Result<std::unique_ptr<WatchHandle>> watch(api::Kind kind, const std::string& resourceVersion,
                                                           WatchCallback callback) = 0;
+  /// As watch(), for the objects `selectors` select (labelSelector, fieldSelector; namespace_; the
+  /// paging fields are ignored). As kube-apiserver does, an object that starts matching arrives as
+  /// Added and one that stops matching as Deleted (with its last matching content). This default
+  /// serves only empty selectors (the plain watch); both implementations override it.
+  virtual api::Result<std::unique_ptr<WatchHandle>> watchSelected(api::Kind kind, const std::string& resourceVersion,
+                                                                  const ListOptions& selectors, WatchCallback callback);
   virtual api::Result<Json> get(api::Kind kind, const std::string& ns, const std::string& name) = 0;
   /// POST; sets uid, resourceVersion, creationTimestamp (when absent). 409 if the name is taken.
   virtual api::Result<Json> create(api::Kind kind, const Json& object) = 0;

@@ -27,6 +27,9 @@ class MemoryCluster final : public ClusterClient {
   api::Result<ListResult> list(api::Kind kind, const ListOptions& options = {}) override;
   api::Result<std::unique_ptr<WatchHandle>> watch(api::Kind kind, const std::string& resourceVersion,
                                                   WatchCallback callback) override;
+  api::Result<std::unique_ptr<WatchHandle>> watchSelected(api::Kind kind, const std::string& resourceVersion,
+                                                          const ListOptions& selectors,
+                                                          WatchCallback callback) override;
   api::Result<Json> get(api::Kind kind, const std::string& ns, const std::string& name) override;
   api::Result<Json> create(api::Kind kind, const Json& object) override;
   api::Result<Json> update(api::Kind kind, const Json& object) override;

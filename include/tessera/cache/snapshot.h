@@ -167,6 +167,9 @@ struct Snapshot {
   std::map<std::string, std::shared_ptr<const QueueInfo>> queues;
   std::map<std::string, std::shared_ptr<const api::PriorityClass>> priorityClasses;
   std::map<std::string, std::shared_ptr<const api::Topology>> topologies;
+  /// Sharded (docs/sharding.md): Queues of other node pools by name, with their pool. Not this
+  /// shard's to divide; named so that a job of this pool that uses one is told why it waits.
+  std::map<std::string, std::string> otherPoolQueues;
   /// Objects the cache could not convert: they are skipped, never half-used.
   std::vector<ConversionError> conversionErrors;
   /// Objects that converted but break a rule of api/validation.h, by Problem::ref() ("Queue/q",

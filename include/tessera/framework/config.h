@@ -41,6 +41,9 @@ struct GpuSharingConfig {
 
 struct Config {
   std::string schedulerName = "tessera";
+  /// The SchedulingShard this scheduler serves (docs/sharding.md; `tessera run --shard` wins);
+  /// empty: unsharded, every node. Read at start: a reload may not change it.
+  std::string shard;
   PodGrouperConfig podGrouper;
   GpuSharingConfig gpuSharing;
   api::Duration schedulePeriod{1000};

@@ -92,3 +92,31 @@ TEST_CASE("ConfigFile: no file means the defaults, never changed", "[config]") {
   CHECK(c->schedulerName == "tessera");
   CHECK_FALSE(cf.changed());
 }
+
+TEST_CASE("ConfigFile: a SchedulingShard's spec.config is merged over the file; shard cannot change on reload",
+          "[config][shard]") {
+  const fs::path file = tempFile("sharded.yaml");
+  write(file, "schedulePeriod: 2s\nshard: gpu\nplugins: {nodeorder: {node: binpack, gpu: binpack}}\n");
+  tessera::app::ConfigFile cf(file.string(), "");
+  cf.setOverrides({{"schedulePeriod", "3s"}, {"plugins", {{"nodeorder", {{"node", "spread"}}}}}},
+                  "SchedulingShard gpu spec.config");
+  auto c = cf.load();
+  REQUIRE(c.ok());
+  CHECK(c->shard == "gpu");
+  CHECK(c->schedulePeriod.millis == 3000);             // the shard's value wins
+  CHECK(cf.document()["plugins"]["nodeorder"]["node"] == "spread");
+  CHECK(cf.document()["plugins"]["nodeorder"]["gpu"] == "binpack");  // merged, not replaced
+
+  write(file, "schedulePeriod: 2s\nshard: cpu\n");
+  auto r = cf.reload(*c);
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.error().message, Catch::Contains("config.shard: cannot change from \"gpu\" to \"cpu\""));
+
+  // A bad override is an error naming where it came from and the key.
+  tessera::app::ConfigFile bad("", "");
+  bad.setOverrides({{"schedulePeriod", 5}}, "SchedulingShard gpu spec.config");
+  auto b = bad.load();
+  REQUIRE_FALSE(b.ok());
+  CHECK_THAT(b.error().message, Catch::Contains("SchedulingShard gpu spec.config"));
+  CHECK_THAT(b.error().message, Catch::Contains("config.schedulePeriod"));
+}

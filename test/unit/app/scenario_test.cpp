@@ -174,7 +174,17 @@ TEST_CASE("scenario file errors name the file, the position and the field", "[sc
     CHECK_THAT(e, Catch::Contains("config"));
     CHECK_THAT(e, Catch::Contains("plugins.nodeorder.node"));
   }
-  SECTION("YAML that does not parse") {
+  SECTION("config.shard names a SchedulingShard that is not among the objects, or one with a bad spec") {
+    CHECK_THAT(loadError(dir, "noshard.yaml", "config: {shard: gpu}\n" + scenario("x", "")),
+               Catch::Contains("config.shard: SchedulingShard gpu not found"));
+    const std::string e = loadError(
+        dir, "badshard.yaml",
+        scenario("x", "  - {apiVersion: scheduling.tessera.dev/v1alpha1, kind: SchedulingShard, metadata: {name: gpu}, "
+                      "spec: {nodePool: 5}}\n"));
+    CHECK_THAT(e, Catch::Contains("objects[3]"));
+    CHECK_THAT(e, Catch::Contains("SchedulingShard gpu: spec.nodePool: must be a string"));
+  }
+    SECTION("YAML that does not parse") {
     const std::string e = loadError(dir, "broken.yaml", "name: x\nobjects: [\n");
     CHECK_FALSE(e.empty());
   }

@@ -618,3 +618,65 @@ TEST_CASE("cluster state: under hard isolation an unwired fractional pod is refu
   unchecked.add(Kind::Pod, fracPod("unwired", "0.5"));
   CHECK(task(unchecked.state, "unwired").gpuSpecError.empty());
 }
+
+TEST_CASE("cluster state, sharded: another pool's pods, Queues and PodGroups are not this shard's", "[cluster_state][shard]") {
+  FakeClock clock{parseTime("2026-01-01T00:00:00Z").value()};
+  ClusterState state{clock, "tessera", tessera::api::Isolation::Unset, {}, tessera::api::ShardScope::of("a")};
+  auto add = [&](Kind kind, const Json& obj) { state.apply(kind, WatchEvent{WatchEventType::Added, obj}); };
+  auto pooled = [](const std::string& pool) { return Json{{"metadata", {{"labels", {{"tessera.dev/node-pool", pool}}}}}}; };
+  const Json req = {{"nvidia.com/gpu", "1"}};
+  add(Kind::Node, node("a-1", "4", {{"tessera.dev/node-pool", "a"}}));
+  add(Kind::Queue, queue("shared"));                                     // no pool: every shard's
+  add(Kind::Queue, merged(queue("only-b"), pooled("b")));                // pool b's
+  add(Kind::Queue, merged(queue("only-a"), pooled("a")));
+  CHECK(state.findQueue("shared"));
+  CHECK(state.findQueue("only-a"));
+  CHECK(state.findQueue("only-b") == nullptr);
+  CHECK(state.queuePools().at("only-b") == "b");
+
+  // A pod of pool a is ours; one of pool b bound on a-1 (the node moved here) is only node use.
+  add(Kind::Pod, pod("mine", req, merged(pooled("a"), running("a-1"))));
+  add(Kind::Pod, pod("theirs", req, merged(pooled("b"), running("a-1"))));
+  CHECK(state.findJob("Pod/t/mine"));
+  CHECK(state.findJob("Pod/t/theirs") == nullptr);
+  CHECK(state.findNode("a-1")->used.milliGpu == 2'000);
+  CHECK(state.findNode("a-1")->foreignUsed.milliGpu == 1'000);
+
+  // A pod without the label follows its PodGroup's pool: the PodGroup's label, else its Queue's.
+  add(Kind::PodGroup, merged(podGroup("ga", 1, "shared"), pooled("a")));
+  add(Kind::PodGroup, podGroup("gb", 1, "only-b"));  // pool b through its queue
+  add(Kind::Pod, pod("in-ga", req, inGroup("ga")));
+  add(Kind::Pod, pod("in-gb", req, inGroup("gb")));
+  CHECK(state.findJob("PodGroup/t/ga"));
+  CHECK(state.findJob("PodGroup/t/gb") == nullptr);
+  // ... and is handed out once to be labelled for its pool's shard.
+  auto misrouted = state.takeMisroutedPods();
+  REQUIRE(misrouted.size() == 1);
+  CHECK(misrouted[0] == std::make_pair(std::string("t/in-gb"), std::string("b")));
+  CHECK(state.takeMisroutedPods().empty());
+
+  // The PodGroup moves to pool a: its pod is filed again, now ours.
+  state.apply(Kind::PodGroup, WatchEvent{WatchEventType::Modified, merged(podGroup("gb", 1, "only-b"), pooled("a"))});
+  CHECK(state.findJob("PodGroup/t/gb"));
+}
+
+TEST_CASE("cluster state, sharded: a pod moving between the two pod streams is not lost", "[cluster_state][shard]") {
+  FakeClock clock{parseTime("2026-01-01T00:00:00Z").value()};
+  ClusterState state{clock, "tessera", tessera::api::Isolation::Unset, {}, tessera::api::ShardScope::of("a")};
+  state.apply(Kind::Node, WatchEvent{WatchEventType::Added, node("a-1")});
+  auto at = [](Json p, const std::string& rv) {
+    p["metadata"]["resourceVersion"] = rv;
+    return p;
+  };
+  const Json req = {{"cpu", "1"}};
+  const Json bound = pod("p", req, running("a-1"));
+  state.apply(Kind::Pod, WatchEvent{WatchEventType::Added, at(bound, "5")});
+  // Its label changed at version 7: the other stream's Added came first, then this stream's
+  // Deleted (with the old content at the event's version): the pod stays.
+  state.apply(Kind::Pod, WatchEvent{WatchEventType::Modified, at(bound, "7")});
+  state.apply(Kind::Pod, WatchEvent{WatchEventType::Deleted, at(bound, "7")});
+  CHECK(state.findPod("t/p"));
+  // A real deletion is newer than what is held: the pod goes.
+  state.apply(Kind::Pod, WatchEvent{WatchEventType::Deleted, at(bound, "9")});
+  CHECK(state.findPod("t/p") == nullptr);
+}

@@ -388,6 +388,9 @@ struct WatchStream : std::enable_shared_from_this<WatchStream> {
   std::recursive_mutex cbMu;  ///< held while delivering; stop() takes it so no callback runs after
   std::atomic<bool> stopped{false};
 
+  std::string ns;        ///< empty: every namespace
+  std::string selectors;  ///< "&labelSelector=...&fieldSelector=..." (encoded), or empty
+
   WatchStream(HttpCore& c, api::Kind k, std::string from, WatchCallback cb)
       : core(c), kind(k), rv(std::move(from)), callback(std::move(cb)), strand(net::make_strand(c.ioc)),
         backoff(c.options.watchReconnectInitialMs, c.options.watchReconnectMaxMs, c.nextSeed()) {}
@@ -409,8 +412,8 @@ struct WatchStream : std::enable_shared_from_this<WatchStream> {
     if (stopped) return;
     conn = core.newConn(strand);
     if (!timer) timer = std::make_unique<net::steady_timer>(strand);
-    std::string target = collectionPath(kind, "") + "?watch=true&allowWatchBookmarks=true&timeoutSeconds=" +
-                         std::to_string(core.options.watchTimeoutSeconds);
+    std::string target = collectionPath(kind, ns) + "?watch=true&allowWatchBookmarks=true&timeoutSeconds=" +
+                         std::to_string(core.options.watchTimeoutSeconds) + selectors;
     if (!rv.empty()) target += "&resourceVersion=" + http::urlEncode(rv);
     req = core.makeRequest(bhttp::verb::get, target, "", "");
     decoder = WatchDecoder();
@@ -631,6 +634,16 @@ class HttpClusterClient final : public ClusterClient {
   api::Result<std::unique_ptr<WatchHandle>> watch(api::Kind kind, const std::string& resourceVersion,
                                                   WatchCallback callback) override {
     auto stream = std::make_shared<WatchStream>(*core_, kind, resourceVersion, std::move(callback));
+    stream->begin();
+    return std::unique_ptr<WatchHandle>(std::make_unique<HttpWatchHandle>(core_, std::move(stream)));
+  }
+
+  api::Result<std::unique_ptr<WatchHandle>> watchSelected(api::Kind kind, const std::string& resourceVersion,
+                                                          const ListOptions& o, WatchCallback callback) override {
+    auto stream = std::make_shared<WatchStream>(*core_, kind, resourceVersion, std::move(callback));
+    stream->ns = o.namespace_;
+    if (!o.labelSelector.empty()) stream->selectors += "&labelSelector=" + http::urlEncode(o.labelSelector);
+    if (!o.fieldSelector.empty()) stream->selectors += "&fieldSelector=" + http::urlEncode(o.fieldSelector);
     stream->begin();
     return std::unique_ptr<WatchHandle>(std::make_unique<HttpWatchHandle>(core_, std::move(stream)));
   }

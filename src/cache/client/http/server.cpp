@@ -486,13 +486,21 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
     const api::Kind kind = rp.kind;
     auto fields = memory::FieldSelector::parse(get("fieldSelector"), kind);
     if (!fields.ok()) return error(s, req, 400, fields.error().message);
+    // The cluster applies the selectors itself, so objects that start or stop matching arrive as
+    // ADDED or DELETED, as kube-apiserver's watch cache sends them (a sharded scheduler relies on it).
+    ListOptions selectors;
+    selectors.labelSelector = get("labelSelector");
+    selectors.fieldSelector = get("fieldSelector");
     auto self = shared_from_this();
     WatchSource source{
-        [self, kind](const std::string& from, WatchCallback cb) { return self->cluster.watch(kind, from, std::move(cb)); },
+        [self, kind, selectors](const std::string& from, WatchCallback cb) {
+          return self->cluster.watchSelected(kind, from, selectors, std::move(cb));
+        },
         [kind](const Json& items, const http::TableRequest& table, api::Time now) {
           return http::toTable(kind, items, table, now);
         },
-        [self, kind] { return self->bookmark(kind); }, std::move(fields).value(), api::kindInfo(kind).namespaced};
+        [self, kind] { return self->bookmark(kind); }, std::move(fields).value(), api::kindInfo(kind).namespaced,
+        /*selected=*/true};
     stream(s, req, rp.ns, query, std::move(source));
   }
 
@@ -503,6 +511,7 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
     std::function<Json()> bookmark;
     memory::FieldSelector fields;
     bool namespaced = true;
+    bool selected = false;  ///< `start` applies the selectors itself (with ADDED/DELETED transitions)
   };
 
   void stream(const std::shared_ptr<HttpConnection>& s, const Request& req, const std::string& ns,
@@ -527,11 +536,17 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
     const auto table = tableOf(req, query);
     auto self = shared_from_this();
     const api::Clock* clock = options.clock;
-    // Selectors filter the events (a real server also turns an object that stops matching into a
-    // DELETED event; kubectl does not need that); a Table request gets one-row Tables.
+    // Selectors filter the events where `start` did not (custom resources: without the ADDED and
+    // DELETED transitions of a real server; kubectl does not need them); a Table request gets
+    // one-row Tables.
     auto deliver = [clock, toTable = source.table, table, labels = std::move(labels).value(),
-                    fields = std::move(source.fields)](WatchEventType type, const Json& object) -> std::string {
+                    fields = std::move(source.fields),
+                    selected = source.selected](WatchEventType type, const Json& object) -> std::string {
       if (type != WatchEventType::Bookmark && type != WatchEventType::Error) {
+        if (selected) {
+          if (!table.tableVersion.empty()) return frame(type, toTable(Json::array({object}), table, timeNow(clock)));
+          return frame(type, object);
+        }
         const Json& meta = object.contains("metadata") ? object["metadata"] : Json();
         if (!labels.matches(meta.is_object() && meta.contains("labels") ? meta["labels"] : Json()) ||
             !fields.matches(object))

@@ -251,12 +251,21 @@ void MemoryCluster::Impl::deliver() {
     std::shared_ptr<const HistoryEntry> entry = std::move(undelivered.front());
     undelivered.pop_front();
     std::vector<std::pair<uint64_t, std::shared_ptr<WatchCallback>>> targets;
+    std::vector<std::shared_ptr<const memory::WatchFilter>> filters;
     for (const auto& [id, w] : hub->watchers) {
-      if (w.kind == entry->kind && entry->rv > w.fromRv) targets.emplace_back(id, w.callback);
+      if (w.kind == entry->kind && entry->rv > w.fromRv) {
+        targets.emplace_back(id, w.callback);
+        filters.push_back(w.filter);
+      }
     }
-    for (const auto& [id, callback] : targets) {
+    for (size_t i = 0; i < targets.size(); ++i) {
+      const auto& [id, callback] = targets[i];
       if (hub->watchers.count(id) == 0) continue;  // stopped by an earlier callback
-      (*callback)(entry->event);
+      if (!filters[i]) {
+        (*callback)(entry->event);
+      } else if (auto seen = filters[i]->view(*entry)) {
+        (*callback)(*seen);
+      }
     }
   }
 }
@@ -502,6 +511,20 @@ api::Result<ListResult> MemoryCluster::list(api::Kind kind, const ListOptions& o
 
 api::Result<std::unique_ptr<WatchHandle>> MemoryCluster::watch(api::Kind kind, const std::string& resourceVersion,
                                                                WatchCallback callback) {
+  return watchSelected(kind, resourceVersion, ListOptions{}, std::move(callback));
+}
+
+api::Result<std::unique_ptr<WatchHandle>> MemoryCluster::watchSelected(api::Kind kind,
+                                                                       const std::string& resourceVersion,
+                                                                       const ListOptions& selectors,
+                                                                       WatchCallback callback) {
+  std::shared_ptr<memory::WatchFilter> filter;
+  if (!selectors.labelSelector.empty() || !selectors.fieldSelector.empty() || !selectors.namespace_.empty()) {
+    filter = std::make_shared<memory::WatchFilter>();
+    TESSERA_ASSIGN_OR_RETURN(filter->labels, memory::LabelSelector::parse(selectors.labelSelector));
+    TESSERA_ASSIGN_OR_RETURN(filter->fields, memory::FieldSelector::parse(selectors.fieldSelector, kind));
+    filter->namespace_ = selectors.namespace_;
+  }
   auto lock = impl_->lock();
   if (auto e = impl_->fault("watch")) return *e;
   Impl& s = *impl_;
@@ -533,10 +556,16 @@ api::Result<std::unique_ptr<WatchHandle>> MemoryCluster::watch(api::Kind kind, c
     const bool wasDelivering = s.delivering;
     s.delivering = true;
     FlagReset reset{s.delivering, wasDelivering};
-    for (const auto& e : replay) (*shared)(e->event);
+    for (const auto& e : replay) {
+      if (!filter) {
+        (*shared)(e->event);
+      } else if (auto seen = filter->view(*e)) {
+        (*shared)(*seen);
+      }
+    }
   }
   uint64_t id = s.hub->nextId++;
-  s.hub->watchers.emplace(id, memory::Watcher{kind, shared, upTo});
+  s.hub->watchers.emplace(id, memory::Watcher{kind, shared, upTo, std::move(filter)});
   s.deliver();
   return std::unique_ptr<WatchHandle>(std::make_unique<MemoryWatchHandle>(s.hub, id));
 }

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "selectors.h"
 #include "tessera/cache/memory_cluster.h"
 
 namespace tessera::cache::memory {
@@ -53,10 +54,25 @@ inline bool terminating(const Json& object) {
   return ts != meta->end() && !ts->is_null();
 }
 
+struct HistoryEntry;
+
+/// What a selected watch sees (ClusterClient::watchSelected): its selectors, and each event turned
+/// into what a watcher with them sees, as kube-apiserver's watch cache does it.
+struct WatchFilter {
+  LabelSelector labels;
+  FieldSelector fields;
+  std::string namespace_;  ///< empty: every namespace
+  bool selects(const Json& object) const;
+  /// The event this watcher sees for `entry`: Modified into Added when the object starts matching
+  /// and into Deleted (with its previous content) when it stops; nullopt when it never matched.
+  std::optional<WatchEvent> view(const HistoryEntry& entry) const;
+};
+
 struct Watcher {
   api::Kind kind;
   std::shared_ptr<WatchCallback> callback;  ///< shared so a callback may stop its own watch
   uint64_t fromRv = 0;                      ///< events with RV <= fromRv were replayed already
+  std::shared_ptr<const WatchFilter> filter;  ///< null: every object of the kind
 };
 
 /// What watch handles share with the cluster; outlives the cluster while a handle exists.
@@ -73,6 +89,30 @@ struct HistoryEntry {
   WatchEvent event;
   Json previous;  ///< the state before the write (null for Added): lets list serve pages at an older RV
 };
+
+inline bool WatchFilter::selects(const Json& object) const {
+  if (!object.is_object()) return false;
+  auto meta = object.find("metadata");
+  const bool hasMeta = meta != object.end() && meta->is_object();
+  if (!namespace_.empty() && (!hasMeta || meta->value("namespace", std::string()) != namespace_)) return false;
+  static const Json kNone;
+  auto labelsAt = hasMeta ? meta->find("labels") : object.end();
+  return labels.matches(hasMeta && labelsAt != meta->end() ? *labelsAt : kNone) && fields.matches(object);
+}
+
+inline std::optional<WatchEvent> WatchFilter::view(const HistoryEntry& entry) const {
+  const WatchEvent& ev = entry.event;
+  if (ev.type != WatchEventType::Modified) {
+    if (selects(ev.object)) return ev;
+    return std::nullopt;
+  }
+  const bool now = selects(ev.object), before = entry.previous.is_object() && selects(entry.previous);
+  if (now) return WatchEvent{before ? WatchEventType::Modified : WatchEventType::Added, ev.object};
+  if (!before) return std::nullopt;
+  WatchEvent gone{WatchEventType::Deleted, entry.previous};
+  gone.object["metadata"]["resourceVersion"] = std::to_string(entry.rv);  // the event's version
+  return gone;
+}
 
 struct DeviceAllocation {
   std::string node;

@@ -175,6 +175,46 @@ TEST_CASE("http: watch streams events from the list's RV, with bookmarks") {
   (*w)->stop();
 }
 
+TEST_CASE("http: a selected watch: the server filters, and turns leaving and entering into DELETED and ADDED") {
+  Fixture f;
+  auto pooled = [](const std::string& name, const std::string& pool) {
+    Json n = node(name);
+    n["metadata"]["labels"] = {{"tessera.dev/node-pool", pool}};
+    return n;
+  };
+  REQUIRE(f.client->create(api::Kind::Node, pooled("n1", "a")).ok());
+  ListOptions selectors;
+  selectors.labelSelector = "tessera.dev/node-pool=a";
+  auto listed = f.client->list(api::Kind::Node, selectors);
+  REQUIRE(listed.ok());
+  CHECK(listed->items.size() == 1);
+  Sink sink;
+  auto w = f.client->watchSelected(api::Kind::Node, listed->resourceVersion, selectors, sink.callback());
+  REQUIRE(w.ok());
+  REQUIRE(f.client->create(api::Kind::Node, pooled("n2", "b")).ok());  // never seen
+  auto n1 = f.client->get(api::Kind::Node, "", "n1");
+  REQUIRE(n1.ok());
+  (*n1)["metadata"]["labels"]["tessera.dev/node-pool"] = "b";
+  REQUIRE(f.client->update(api::Kind::Node, *n1).ok());  // leaves pool a
+  auto n2 = f.client->get(api::Kind::Node, "", "n2");
+  REQUIRE(n2.ok());
+  (*n2)["metadata"]["labels"]["tessera.dev/node-pool"] = "a";
+  REQUIRE(f.client->update(api::Kind::Node, *n2).ok());  // joins pool a
+  REQUIRE(sink.waitFor([](const auto& ev) {
+    return Sink::count(ev, WatchEventType::Deleted) == 1 && Sink::count(ev, WatchEventType::Added) == 1;
+  }));
+  {
+    std::lock_guard lock(sink.mu);
+    std::vector<std::string> seen;
+    for (const auto& e : sink.events)
+      if (e.type != WatchEventType::Bookmark)
+        seen.push_back(std::string(e.type == WatchEventType::Added ? "ADDED " : e.type == WatchEventType::Deleted ? "DELETED " : "OTHER ") +
+                       e.object["metadata"].value("name", ""));
+    CHECK(seen == std::vector<std::string>{"DELETED n1", "ADDED n2"});
+  }
+  (*w)->stop();
+}
+
 TEST_CASE("http: a dropped watch reconnects from the last RV and loses nothing") {
   Fixture f;
   auto listed = f.client->list(api::Kind::Pod);

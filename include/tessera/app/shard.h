@@ -1,0 +1,34 @@
+#pragma once
+/// `tessera run --shard NAME` (docs/sharding.md): the SchedulingShard object a sharded daemon reads
+/// at start (its node pool and config overrides) and the status it writes while it leads.
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tessera/api/result.h"
+#include "tessera/api/shard.h"
+#include "tessera/cache/cluster_client.h"
+#include "tessera/cache/snapshot.h"
+
+namespace tessera::app {
+
+struct ShardSpec {
+  std::string name;
+  api::ShardScope scope;   ///< its spec.nodePool ("" : the default shard)
+  nlohmann::json config;   ///< spec.config (null: none): merged over the config file
+};
+
+/// A SchedulingShard's name and spec, checked: spec.nodePool a string, spec.config an object (both
+/// optional). Errors name the object and the field.
+api::Result<ShardSpec> shardFromJson(const nlohmann::json& object);
+
+/// Reads SchedulingShard `name` (404: an error saying to create it) and checks that no other
+/// SchedulingShard claims the same pool (two shards would decide for the same nodes and pods).
+/// Errors name the object and the field.
+api::Result<ShardSpec> loadShard(cache::ClusterClient& client, const std::string& name);
+
+/// The status a shard's leader writes: its nodes, queues and pending pods as `snapshot` has them,
+/// and `leader` (the Lease holder's identity), at `now`.
+nlohmann::json shardStatus(const cache::Snapshot& snapshot, const std::string& leader, api::Time now);
+
+}  // namespace tessera::app

@@ -1,0 +1,63 @@
+#include "tessera/app/shard.h"
+
+#include "tessera/api/clock.h"
+
+namespace tessera::app {
+
+api::Result<ShardSpec> shardFromJson(const nlohmann::json& object) {
+  ShardSpec s;
+  const nlohmann::json& meta = object.value("metadata", nlohmann::json::object());
+  s.name = meta.is_object() ? meta.value("name", std::string()) : std::string();
+  const std::string what = "SchedulingShard " + s.name + ": ";
+  const nlohmann::json spec = object.value("spec", nlohmann::json::object());
+  if (!spec.is_object()) return api::makeError(what + "spec: must be an object");
+  std::string pool;
+  if (auto it = spec.find("nodePool"); it != spec.end() && !it->is_null()) {
+    if (!it->is_string()) return api::makeError(what + "spec.nodePool: must be a string");
+    pool = it->get<std::string>();
+  }
+  s.scope = api::ShardScope::of(pool);
+  if (auto it = spec.find("config"); it != spec.end() && !it->is_null()) {
+    if (!it->is_object()) return api::makeError(what + "spec.config: must be an object (config file keys)");
+    s.config = *it;
+  }
+  return s;
+}
+
+api::Result<ShardSpec> loadShard(cache::ClusterClient& client, const std::string& name) {
+  auto object = client.get(api::Kind::SchedulingShard, "", name);
+  if (!object.ok()) {
+    if (object.error().code == 404)
+      return api::makeError("SchedulingShard " + name +
+                                " not found: create it first (kubectl apply -f; docs/sharding.md), or run without --shard",
+                            404);
+    return api::makeError("reading SchedulingShard " + name + ": " + object.error().message, object.error().code);
+  }
+  TESSERA_ASSIGN_OR_RETURN(ShardSpec spec, shardFromJson(*object));
+  auto all = client.list(api::Kind::SchedulingShard);
+  if (!all.ok()) return api::makeError("listing SchedulingShards: " + all.error().message, all.error().code);
+  for (const auto& other : all->items) {
+    auto o = shardFromJson(other);
+    if (!o.ok() || o->name == spec.name) continue;
+    if (*o->scope.pool == *spec.scope.pool)
+      return api::makeError("SchedulingShard " + spec.name + " and SchedulingShard " + o->name + " both schedule " +
+                            spec.scope.describe() + " (spec.nodePool): one pool, one shard");
+  }
+  return spec;
+}
+
+nlohmann::json shardStatus(const cache::Snapshot& snapshot, const std::string& leader, api::Time now) {
+  int64_t nodes = 0, queues = 0, pending = 0;
+  for (const auto& n : snapshot.nodes)
+    if (n->node) ++nodes;
+  for (const auto& [name, q] : snapshot.queues)
+    if (q->queue) ++queues;
+  for (const auto& j : snapshot.jobs) pending += j->pendingCount;
+  return {{"nodes", nodes},
+          {"queues", queues},
+          {"pendingPods", pending},
+          {"leader", leader},
+          {"lastUpdateTime", api::formatTime(now)}};
+}
+
+}  // namespace tessera::app
