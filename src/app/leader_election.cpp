@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "tessera/api/log.h"
+
 namespace tessera::app {
 
 using cache::Json;
@@ -47,6 +49,15 @@ void LeaderElector::lost() {
   leading_ = false;
 }
 
+void LeaderElector::reportError(const char* what, const api::Error& e) {
+  // Once per distinct error: a Lease the RBAC does not grant (403) would otherwise fail silently
+  // every retryPeriod, and the replica would never lead.
+  std::string text = std::string(what) + " Lease " + options_.namespace_ + "/" + options_.name + ": " + e.message;
+  if (text == lastError_) return;
+  log::warning("leader election: ", text, " (retrying every ", api::formatDuration(options_.retryPeriod), ")");
+  lastError_ = std::move(text);
+}
+
 bool LeaderElector::tryAcquireOrRenew() {
   // `now` is taken before the request: a renew counts from when it was sent, never later.
   const api::Time now = clock_.now();
@@ -62,10 +73,15 @@ bool LeaderElector::tryAcquireOrRenew() {
                     {"acquireTime", formatMicroTime(now)},
                     {"renewTime", formatMicroTime(now)},
                     {"leaseTransitions", 0}}}};
-    if (client_.create(api::Kind::Lease, lease).ok()) renewed(now);
+    auto created = client_.create(api::Kind::Lease, lease);
+    if (created.ok()) renewed(now), lastError_.clear();
+    else if (created.error().code != 409) reportError("creating", created.error());
     return isLeader();
   }
-  if (!got.ok()) return isLeader();  // keep leading until renewDeadline passes; then stop
+  if (!got.ok()) {
+    reportError("reading", got.error());
+    return isLeader();  // keep leading until renewDeadline passes; then stop
+  }
   Json lease = std::move(got).value();
   Json& spec = lease["spec"];
   if (!spec.is_object()) spec = Json::object();
@@ -100,8 +116,9 @@ bool LeaderElector::tryAcquireOrRenew() {
   spec["leaseDurationSeconds"] = durationSeconds;
   spec["renewTime"] = formatMicroTime(now);
   auto updated = client_.update(api::Kind::Lease, lease);  // carries the RV we read: 409 if it moved
-  if (updated.ok()) renewed(now);
+  if (updated.ok()) renewed(now), lastError_.clear();
   else if (updated.error().code == 409) lost();
+  else reportError("updating", updated.error());
   return isLeader();
 }
 

@@ -375,19 +375,24 @@ void ClusterState::upsertPod(std::shared_ptr<const api::Pod> pod) {
   PodEntry e;
   e.pod = std::move(pod);
   e.ours = e.pod->schedulerName == schedulerName_;
+  bool misrouted = false;
   if (e.ours && shard_.sharded()) {
     // Another pool's pod (its label, else its PodGroup's pool) counts as another scheduler's; an
-    // unbound one without the label is the default shard's to route (takeMisroutedPods).
+    // unbound one without the label is the default shard's to route (takeMisroutedPods), and is
+    // kept (in no job) so that a change of its PodGroup's pool files it again.
     const std::string pool = podPool(*e.pod);
     if (pool != *shard_.pool) {
       e.ours = false;
       if (e.pod->nodeName.empty() && !e.pod->terminating() && !e.pod->meta.label(api::keys::kNodePoolLabel))
-        misrouted_[key] = pool;
+        misrouted_[key] = pool, misrouted = true;
     }
   }
   if (ungrouped(e)) ungroupedChanged_.insert(key);
   e.status = statusOf(key, *e.pod, e.node);
-  if (!e.ours && !holdsResources(e.status)) return;  // another scheduler's concern
+  if (!e.ours && !holdsResources(e.status)) {  // another scheduler's concern
+    if (misrouted) pods_.emplace(key, std::move(e));
+    return;
+  }
   if (e.ours && e.status == TaskStatus::Pending && assumptions_.backingOff(key, clock_)) {
     pods_.emplace(key, std::move(e));  // kept, but in no job until its backoff ends
     return;

@@ -58,8 +58,9 @@ class ClusterState {
   /// Under Hard, a fractional pod that the webhook did not wire is refused with a reason; Unset (as
   /// in simulations, which have no webhook) checks nothing.
   /// `shard`: the node pool scheduled (docs/sharding.md): Queues labelled with another pool are
-  /// not held, nor PodGroups whose pool (their label, else their Queue's) is another; our pods of
-  /// another pool (their label, else their PodGroup's pool) are in no job.
+  /// not held (their pool is remembered); PodGroups of every pool are held (a PodGroup's pool, its
+  /// label else its Queue's, decides where its unlabelled pods go); our pods of another pool (their
+  /// label, else their PodGroup's pool) count as another scheduler's, in no job.
   ClusterState(const api::Clock& clock, std::string schedulerName, api::Isolation isolation = api::Isolation::Unset,
                api::GpuShareDefaults gpuDefaults = {}, api::ShardScope shard = {});
 

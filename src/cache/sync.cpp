@@ -201,6 +201,41 @@ bool ClusterSync::trackNode(const WatchEvent& ev, InboxItem& item) {
   return false;
 }
 
+void ClusterSync::refreshPool(std::vector<Json>& nodes) {
+  bool joined = false;
+  {
+    std::lock_guard<std::mutex> lock(nodesMu_);
+    std::set<std::string> listed;
+    std::vector<Json> kept;
+    kept.reserve(nodes.size());
+    for (auto& node : nodes) {
+      const std::string name = node.contains("metadata") && node["metadata"].is_object()
+                                   ? node["metadata"].value("name", std::string())
+                                   : std::string();
+      listed.insert(name);
+      if (name.empty() || poolNodes_.count(name) || joining_.count(name)) {
+        if (auto held = joining_.find(name); held != joining_.end())
+          held->second.event = WatchEvent{WatchEventType::Added, std::move(node)};  // still joining
+        else
+          kept.push_back(std::move(node));
+        continue;
+      }
+      // Joined while the watch was down: held back until the pods' relist, as a watched join is.
+      InboxItem item;
+      item.kind = Kind::Node;
+      item.event = WatchEvent{WatchEventType::Added, std::move(node)};
+      joining_.emplace(name, std::move(item));
+      joined = true;
+    }
+    for (auto it = joining_.begin(); it != joining_.end();)
+      it = listed.count(it->first) ? std::next(it) : joining_.erase(it);
+    poolNodes_ = std::move(listed);
+    nodes = std::move(kept);
+    if (joining_.empty()) joinsCv_.notify_all();
+  }
+  if (joined) requestRelist(Kind::Pod);
+}
+
 void ClusterSync::releaseJoined(const std::set<std::string>& joined) {
   std::unique_lock<std::mutex> lock(nodesMu_);
   for (const auto& name : joined)
@@ -280,6 +315,7 @@ void ClusterSync::relistLoop() {
       auto listed = listAll(kind);
       api::Result<Watches> handles = api::makeError("not listed");
       const size_t count = listed.ok() ? listed->items.size() : 0;
+      if (listed.ok() && kind == Kind::Node && options_.shard.sharded()) refreshPool(listed->items);
       if (listed.ok()) {
         // The list first, then the watches from its versions: their events come after it.
         InboxItem item;

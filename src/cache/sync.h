@@ -89,6 +89,9 @@ class ClusterSync {
   /// Sharded: the node watch's side - the pool's node names and the joining nodes. False when the
   /// event is held back until the pods' relist (a node that joined the pool).
   bool trackNode(const WatchEvent& ev, InboxItem& item);
+  /// Sharded, after a relist of nodes: the pool's node names become the listed ones; listed nodes
+  /// new to the pool are taken out of `nodes` and held as joining (a pod relist is requested).
+  void refreshPool(std::vector<Json>& nodes);
   /// Sharded, after a pod relist was queued: the held events of the nodes in `joined`.
   void releaseJoined(const std::set<std::string>& joined);
 

@@ -6,6 +6,7 @@
 
 #include "tessera/api/log.h"
 #include "tessera/api/objects.h"
+#include "tessera/api/shard.h"
 #include "tessera/grouper/grouper.h"
 
 namespace tessera::grouper {
@@ -262,6 +263,9 @@ std::optional<PodGroupPlan> planFor(const Json& pod, const std::vector<Owner>& o
   if (queue.empty()) queue = plan.queue;
   if (queue.empty() && namespaceObject.is_object()) queue = label(namespaceObject, api::keys::kQueueLabel);
   plan.queue = queue.empty() ? std::string(api::keys::kDefaultQueue) : queue;
+  plan.nodePool = label(pod, api::keys::kNodePoolLabel);
+  for (auto it = from.begin(); plan.nodePool.empty() && it != from.end(); ++it)
+    plan.nodePool = label(**it, api::keys::kNodePoolLabel);
   // Priority: the workload's field (set above), else its priorityClassName label (KAI), else the pod's.
   for (auto it = from.begin(); plan.priorityClassName.empty() && it != from.end(); ++it)
     plan.priorityClassName = label(**it, "priorityClassName");
@@ -278,6 +282,7 @@ Json podGroupObject(const PodGroupPlan& plan) {
       {"labels", {{keys::kGeneratedLabel, "true"}}},
       {"annotations",
        {{keys::kWorkloadAnnotation, plan.owner.apiVersion + "/" + plan.owner.kind + "/" + plan.owner.name}}}};
+  if (!plan.nodePool.empty()) pg["metadata"]["labels"][api::keys::kNodePoolLabel] = plan.nodePool;
   if (!plan.owner.uid.empty()) {
     pg["metadata"]["ownerReferences"] = Json::array({{{"apiVersion", plan.owner.apiVersion},
                                                       {"kind", plan.owner.kind},

@@ -66,6 +66,9 @@ struct PodGroupPlan {
   std::string queue;
   std::string priorityClassName;  ///< empty: the pods' own priority
   std::string topology, requiredTopologyLevel, preferredTopologyLevel;
+  /// Label tessera.dev/node-pool of the pod, else of the workload (docs/sharding.md): the PodGroup
+  /// carries it, so a pod without it is routed to its pool's shard. Empty: none.
+  std::string nodePool;
   Owner owner;  ///< the workload the PodGroup is owned by (ownerReference, controller)
 };
 

@@ -445,3 +445,21 @@ TEST_CASE("a JobSet that starts its jobs in order is one gang per replicated job
   CHECK_FALSE(workers["spec"].contains("subGroups"));
   CHECK(f.subGroupOf("ordered-workers-0-0").empty());
 }
+
+TEST_CASE("a workload's node pool label goes on its PodGroup, so its pods are routed to that shard") {
+  Fixture f;
+  const Json job = f.workload(Kind::PyTorchJob, "kubeflow.org/v1", "pooled",
+                              {{"pytorchReplicaSpecs", {{"Worker", {{"replicas", 2}}}}}},
+                              {{"labels", {{"tessera.dev/node-pool", "a100"}}}});
+  for (int i = 0; i < 2; ++i)
+    f.pod("pooled-worker-" + std::to_string(i), job, {{"training.kubeflow.org/replica-type", "worker"}});
+  REQUIRE(f.grouper.run("tessera").podGroups.size() == 1);
+  CHECK(f.podGroup("pg-pytorchjob-pooled")["metadata"]["labels"]["tessera.dev/node-pool"] == "a100");
+
+  // Without the label anywhere, the PodGroup has none.
+  const Json plain = f.workload(Kind::PyTorchJob, "kubeflow.org/v1", "plain",
+                                {{"pytorchReplicaSpecs", {{"Worker", {{"replicas", 1}}}}}});
+  f.pod("plain-worker-0", plain, {{"training.kubeflow.org/replica-type", "worker"}});
+  REQUIRE(f.grouper.run("tessera").podGroups.size() == 1);
+  CHECK_FALSE(f.podGroup("pg-pytorchjob-plain")["metadata"]["labels"].contains("tessera.dev/node-pool"));
+}
