@@ -609,8 +609,13 @@ std::string ClusterState::podGroupPool(const api::PodGroup& pg) const {
 
 std::string ClusterState::podPool(const api::Pod& pod) const {
   if (const std::string* label = pod.meta.label(api::keys::kNodePoolLabel)) return *label;
-  if (const std::string* pgName = podGroupOf(pod))
-    if (auto pg = findPodGroup(pod.meta.namespace_ + "/" + *pgName)) return podGroupPool(*pg);
+  if (const std::string* pgName = podGroupOf(pod)) {
+    auto pg = findPodGroup(pod.meta.namespace_ + "/" + *pgName);
+    return pg ? podGroupPool(*pg) : std::string();
+  }
+  // A pod without a PodGroup is a job of its own: its queue label's Queue decides.
+  if (const std::string* queue = firstOf(pod.meta.labels, {api::keys::kQueueLabel, api::keys::kQueueLabelKai}))
+    if (auto it = queuePools_.find(*queue); it != queuePools_.end()) return it->second;
   return {};
 }
 

@@ -137,7 +137,8 @@ class ClusterState {
   void onQueue(const WatchEvent& ev);
   /// Sharded: the pool a PodGroup names (its label, else its Queue's label); "" none.
   std::string podGroupPool(const api::PodGroup& pg) const;
-  /// Sharded: the pool a pod of ours belongs to (its label, else its PodGroup's pool); "" none.
+  /// Sharded: the pool a pod of ours belongs to (its label, else its PodGroup's pool, else, with no
+  /// PodGroup, its queue label's Queue's); "" none.
   std::string podPool(const api::Pod& pod) const;
   /// Sharded: re-files the pods of a PodGroup whose pool may have changed.
   void refreshPodGroupPods(const std::string& nsName);

@@ -655,6 +655,14 @@ TEST_CASE("cluster state, sharded: another pool's pods, Queues and PodGroups are
   CHECK(misrouted[0] == std::make_pair(std::string("t/in-gb"), std::string("b")));
   CHECK(state.takeMisroutedPods().empty());
 
+  // A pod with no PodGroup follows its queue label's Queue.
+  add(Kind::Pod, pod("queued-b", req, {{"metadata", {{"labels", {{"tessera.dev/queue", "only-b"}}}}}}));
+  add(Kind::Pod, pod("queued-shared", req, {{"metadata", {{"labels", {{"tessera.dev/queue", "shared"}}}}}}));
+  CHECK(state.findJob("Pod/t/queued-b") == nullptr);
+  CHECK(state.findJob("Pod/t/queued-shared") == nullptr);  // no pool: the default shard's
+  misrouted = state.takeMisroutedPods();
+  CHECK(misrouted == std::vector<std::pair<std::string, std::string>>{{"t/queued-b", "b"}, {"t/queued-shared", ""}});
+
   // The PodGroup moves to pool a: its pod is filed again, now ours.
   state.apply(Kind::PodGroup, WatchEvent{WatchEventType::Modified, merged(podGroup("gb", 1, "only-b"), pooled("a"))});
   CHECK(state.findJob("PodGroup/t/gb"));
