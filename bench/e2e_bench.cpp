@@ -486,7 +486,8 @@ int runE2eBench(int argc, char** argv) {
                 o.pods, f.podsPerSecond, f.p50Ms, f.p99Ms);
   }
   std::error_code ec;
-  fs::remove_all(dir, ec);
+  if (schedAll && rawAll) fs::remove_all(dir, ec);
+  else std::fprintf(stderr, "tessera-bench e2e: not every pod was bound; the daemons' logs are kept in %s\n", dir.c_str());
 
   double load[1] = {0};
   const double rawRate = raw.is_null() ? 0.0 : raw["pods_per_s"].get<double>();

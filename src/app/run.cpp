@@ -366,8 +366,19 @@ class Daemon {
       flags_.shard = c->shard;
     }
     if (!flags_.shard.empty()) {
+      // Retried while the API server cannot answer (it may be starting too); a missing, bad or
+      // doubled SchedulingShard refuses the start.
       auto shard = loadShard(**client, flags_.shard);
-      if (!shard.ok()) return log::error("--shard: ", shard.error().message), 1;
+      for (int64_t delay = 500; !shard.ok(); delay = std::min<int64_t>(delay * 2, 30'000)) {
+        const int code = shard.error().code;
+        if (code == 404 || code == 409 || code == 422 || code == 403 || code == 401)
+          return log::error("--shard: ", shard.error().message), 1;
+        log::warning("--shard: ", shard.error().message, " (retrying)");
+        std::unique_lock lock(mu_);
+        if (cv_.wait_for(lock, std::chrono::milliseconds(delay), [&] { return stop_; })) return 0;
+        lock.unlock();
+        shard = loadShard(**client, flags_.shard);
+      }
       scope = shard->scope;
       nlohmann::json overrides = shard->config.is_null() ? nlohmann::json::object() : shard->config;
       overrides["shard"] = flags_.shard;  // the flag wins over the file's config.shard

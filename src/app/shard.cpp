@@ -10,15 +10,15 @@ api::Result<ShardSpec> shardFromJson(const nlohmann::json& object) {
   s.name = meta.is_object() ? meta.value("name", std::string()) : std::string();
   const std::string what = "SchedulingShard " + s.name + ": ";
   const nlohmann::json spec = object.value("spec", nlohmann::json::object());
-  if (!spec.is_object()) return api::makeError(what + "spec: must be an object");
+  if (!spec.is_object()) return api::makeError(what + "spec: must be an object", 422);
   std::string pool;
   if (auto it = spec.find("nodePool"); it != spec.end() && !it->is_null()) {
-    if (!it->is_string()) return api::makeError(what + "spec.nodePool: must be a string");
+    if (!it->is_string()) return api::makeError(what + "spec.nodePool: must be a string", 422);
     pool = it->get<std::string>();
   }
   s.scope = api::ShardScope::of(pool);
   if (auto it = spec.find("config"); it != spec.end() && !it->is_null()) {
-    if (!it->is_object()) return api::makeError(what + "spec.config: must be an object (config file keys)");
+    if (!it->is_object()) return api::makeError(what + "spec.config: must be an object (config file keys)", 422);
     s.config = *it;
   }
   return s;
@@ -41,7 +41,8 @@ api::Result<ShardSpec> loadShard(cache::ClusterClient& client, const std::string
     if (!o.ok() || o->name == spec.name) continue;
     if (*o->scope.pool == *spec.scope.pool)
       return api::makeError("SchedulingShard " + spec.name + " and SchedulingShard " + o->name + " both schedule " +
-                            spec.scope.describe() + " (spec.nodePool): one pool, one shard");
+                            spec.scope.describe() + " (spec.nodePool): one pool, one shard",
+                            409);
   }
   return spec;
 }

@@ -23,8 +23,9 @@ struct ShardSpec {
 api::Result<ShardSpec> shardFromJson(const nlohmann::json& object);
 
 /// Reads SchedulingShard `name` (404: an error saying to create it) and checks that no other
-/// SchedulingShard claims the same pool (two shards would decide for the same nodes and pods).
-/// Errors name the object and the field.
+/// SchedulingShard claims the same pool (two shards would decide for the same nodes and pods:
+/// 409). Errors name the object and the field (a bad spec: 422); other codes are the API's (0: the
+/// server could not be reached), worth retrying.
 api::Result<ShardSpec> loadShard(cache::ClusterClient& client, const std::string& name);
 
 /// The status a shard's leader writes: its nodes, queues and pending pods as `snapshot` has them,
