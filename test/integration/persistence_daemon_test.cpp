@@ -77,18 +77,7 @@ std::string podYaml(const std::string& name, const std::string& ns, const std::s
          "limits: {nvidia.com/gpu: \"1\"}}}]\n---\n";
 }
 
-void create(cache::MemoryCluster& cluster, const std::string& yaml) {
-  auto docs = api::yamlToJson(yaml);
-  REQUIRE(docs.ok());
-  for (const auto& d : *docs) {
-    if (d.is_null()) continue;
-    auto kind = api::kindOf(d);
-    REQUIRE(kind.ok());
-    auto created = cluster.create(*kind, d);
-    INFO(d.dump());
-    REQUIRE(created.ok());
-  }
-}
+void create(cache::MemoryCluster& cluster, const std::string& yaml) { testing::createObjects(cluster, yaml); }
 
 std::string nodeOf(cache::MemoryCluster& cluster, const std::string& ns, const std::string& name) {
   auto p = cluster.get(api::Kind::Pod, ns, name);

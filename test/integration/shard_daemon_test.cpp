@@ -34,18 +34,7 @@ struct Shard : testing::DaemonProcess {
                                {"--shard", shard, "--usage-configmap", "", "--lease-namespace", "default"}) {}
 };
 
-void create(cache::MemoryCluster& cluster, const std::string& yaml) {
-  auto docs = api::yamlToJson(yaml);
-  REQUIRE(docs.ok());
-  for (const auto& d : *docs) {
-    if (d.is_null()) continue;
-    auto kind = api::kindOf(d);
-    REQUIRE(kind.ok());
-    auto created = cluster.create(*kind, d);
-    INFO(d.dump());
-    REQUIRE(created.ok());
-  }
-}
+void create(cache::MemoryCluster& cluster, const std::string& yaml) { testing::createObjects(cluster, yaml); }
 
 std::string shardYaml(const std::string& name, const std::string& pool) {
   return "apiVersion: scheduling.tessera.dev/v1alpha1\nkind: SchedulingShard\nmetadata: {name: " + name + "}\n" +

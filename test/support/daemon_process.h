@@ -21,6 +21,9 @@
 #include <unistd.h>
 #include <vector>
 
+#include "tessera/api/convert.h"
+#include "tessera/cache/memory_cluster.h"
+
 extern char** environ;
 
 namespace tessera::testing {
@@ -140,6 +143,21 @@ class DaemonProcess : public ChildProcess {
     return a;
   }
 };
+
+/// Creates the objects of YAML manifests (documents separated by "---") in `cluster`, in order;
+/// fails the test naming the object when one is refused.
+inline void createObjects(cache::MemoryCluster& cluster, const std::string& yaml) {
+  auto docs = api::yamlToJson(yaml);
+  REQUIRE(docs.ok());
+  for (const auto& d : *docs) {
+    if (d.is_null()) continue;
+    auto kind = api::kindOf(d);
+    REQUIRE(kind.ok());
+    auto created = cluster.create(*kind, d);
+    INFO(d.dump());
+    REQUIRE(created.ok());
+  }
+}
 
 /// Polls `cond` until it holds; the deadline only guards against a hang.
 template <class Cond>
