@@ -29,6 +29,24 @@ std::string resource(Kind kind) {
 /// The API server does not serve the kind at all (its CRD is not installed).
 bool notServed(Kind kind, const api::Error& e) { return optionalKind(kind) && e.code == 404; }
 
+/// metadata.name of an object as the API server sent it; "" when absent or malformed.
+std::string nameOf(const Json& object) {
+  if (!object.is_object()) return {};
+  auto meta = object.find("metadata");
+  if (meta == object.end() || !meta->is_object()) return {};
+  auto name = meta->find("name");
+  return name != meta->end() && name->is_string() ? name->get<std::string>() : std::string();
+}
+
+/// The string at object[a][b], or "" (no copy of the object; malformed parts read as absent).
+std::string stringAt(const Json& object, const char* a, const char* b) {
+  if (!object.is_object()) return {};
+  auto outer = object.find(a);
+  if (outer == object.end() || !outer->is_object()) return {};
+  auto inner = outer->find(b);
+  return inner != outer->end() && inner->is_string() ? inner->get<std::string>() : std::string();
+}
+
 }  // namespace
 
 ClusterSync::ClusterSync(ClusterClient& client, Inbox& inbox, const CacheOptions& options)
@@ -61,9 +79,7 @@ api::Status ClusterSync::start(ClusterState& state) {
     if (options_.shard.sharded() && kind == Kind::Node) {
       std::lock_guard<std::mutex> lock(nodesMu_);
       for (const auto& item : listed->items)
-        if (auto name = item.contains("metadata") ? item["metadata"].value("name", std::string()) : std::string();
-            !name.empty())
-          poolNodes_.insert(name);
+        if (auto name = nameOf(item); !name.empty()) poolNodes_.insert(name);
     }
     for (const auto& item : listed->items) state.apply(kind, WatchEvent{WatchEventType::Added, item});
     auto handles = startWatches(kind, *listed);
@@ -157,25 +173,21 @@ api::Result<ClusterSync::Watches> ClusterSync::startWatches(Kind kind, const Lis
 }
 
 bool ClusterSync::keepPod(const Json& pod) const {
-  const Json& spec = pod.contains("spec") && pod["spec"].is_object() ? pod["spec"] : Json::object();
-  const std::string node = spec.value("nodeName", std::string());
+  const std::string node = stringAt(pod, "spec", "nodeName");
   if (node.empty()) return true;
-  if (spec.value("schedulerName", std::string()) == options_.schedulerName) {
-    api::StringMap labels;
-    if (pod.contains("metadata") && pod["metadata"].is_object() && pod["metadata"].contains("labels") &&
-        pod["metadata"]["labels"].is_object())
-      for (const auto& [k, v] : pod["metadata"]["labels"].items())
-        if (v.is_string()) labels.emplace(k, v.get<std::string>());
-    if (options_.shard.owns(labels)) return true;  // ours, wherever it runs (its gang stays whole)
+  if (stringAt(pod, "spec", "schedulerName") == options_.schedulerName) {
+    // Ours and of this pool, wherever it runs (its gang stays whole).
+    std::string pool;
+    if (auto meta = pod.find("metadata"); meta != pod.end() && meta->is_object())
+      pool = stringAt(*meta, "labels", api::keys::kNodePoolLabel);
+    if (pool == *options_.shard.pool) return true;
   }
   std::lock_guard<std::mutex> lock(nodesMu_);
   return poolNodes_.count(node) > 0;
 }
 
 bool ClusterSync::trackNode(const WatchEvent& ev, InboxItem& item) {
-  const std::string name = ev.object.is_object() && ev.object.contains("metadata") && ev.object["metadata"].is_object()
-                               ? ev.object["metadata"].value("name", std::string())
-                               : std::string();
+  const std::string name = nameOf(ev.object);
   if (name.empty()) return true;
   bool relist = false;
   {
@@ -209,9 +221,7 @@ void ClusterSync::refreshPool(std::vector<Json>& nodes) {
     std::vector<Json> kept;
     kept.reserve(nodes.size());
     for (auto& node : nodes) {
-      const std::string name = node.contains("metadata") && node["metadata"].is_object()
-                                   ? node["metadata"].value("name", std::string())
-                                   : std::string();
+      const std::string name = nameOf(node);
       listed.insert(name);
       if (name.empty() || poolNodes_.count(name) || joining_.count(name)) {
         if (auto held = joining_.find(name); held != joining_.end())
