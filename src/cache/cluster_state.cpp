@@ -1,8 +1,7 @@
 #include "cluster_state.h"
 
-#include <charconv>
-
 #include <algorithm>
+#include <charconv>
 #include <utility>
 
 #include "tessera/api/convert.h"

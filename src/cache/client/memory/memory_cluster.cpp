@@ -261,11 +261,8 @@ void MemoryCluster::Impl::deliver() {
     for (size_t i = 0; i < targets.size(); ++i) {
       const auto& [id, callback] = targets[i];
       if (hub->watchers.count(id) == 0) continue;  // stopped by an earlier callback
-      if (!filters[i]) {
-        (*callback)(entry->event);
-      } else if (auto seen = filters[i]->view(*entry)) {
-        (*callback)(*seen);
-      }
+      if (filters[i]) filters[i]->deliver(*callback, *entry);
+      else (*callback)(entry->event);
     }
   }
 }
@@ -557,11 +554,8 @@ api::Result<std::unique_ptr<WatchHandle>> MemoryCluster::watchSelected(api::Kind
     s.delivering = true;
     FlagReset reset{s.delivering, wasDelivering};
     for (const auto& e : replay) {
-      if (!filter) {
-        (*shared)(e->event);
-      } else if (auto seen = filter->view(*e)) {
-        (*shared)(*seen);
-      }
+      if (filter) filter->deliver(*shared, *e);
+      else (*shared)(e->event);
     }
   }
   uint64_t id = s.hub->nextId++;

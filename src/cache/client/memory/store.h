@@ -63,9 +63,11 @@ struct WatchFilter {
   FieldSelector fields;
   std::string namespace_;  ///< empty: every namespace
   bool selects(const Json& object) const;
-  /// The event this watcher sees for `entry`: Modified into Added when the object starts matching
-  /// and into Deleted (with its previous content) when it stops; nullopt when it never matched.
-  std::optional<WatchEvent> view(const HistoryEntry& entry) const;
+  /// Calls `callback` with the event this watcher sees for `entry`, if any: a Modified becomes
+  /// Added when the object starts matching and Deleted (its previous content at the event's
+  /// version) when it stops; an event of an object that never matched is not delivered. The
+  /// entry's own event is passed when it is seen as is (no copy).
+  void deliver(const WatchCallback& callback, const HistoryEntry& entry) const;
 };
 
 struct Watcher {
@@ -100,18 +102,23 @@ inline bool WatchFilter::selects(const Json& object) const {
   return labels.matches(hasMeta && labelsAt != meta->end() ? *labelsAt : kNone) && fields.matches(object);
 }
 
-inline std::optional<WatchEvent> WatchFilter::view(const HistoryEntry& entry) const {
+inline void WatchFilter::deliver(const WatchCallback& callback, const HistoryEntry& entry) const {
   const WatchEvent& ev = entry.event;
+  const bool now = selects(ev.object);
   if (ev.type != WatchEventType::Modified) {
-    if (selects(ev.object)) return ev;
-    return std::nullopt;
+    if (now) callback(ev);
+    return;
   }
-  const bool now = selects(ev.object), before = entry.previous.is_object() && selects(entry.previous);
-  if (now) return WatchEvent{before ? WatchEventType::Modified : WatchEventType::Added, ev.object};
-  if (!before) return std::nullopt;
-  WatchEvent gone{WatchEventType::Deleted, entry.previous};
-  gone.object["metadata"]["resourceVersion"] = std::to_string(entry.rv);  // the event's version
-  return gone;
+  const bool before = entry.previous.is_object() && selects(entry.previous);
+  if (now && before) {
+    callback(ev);
+  } else if (now) {
+    callback(WatchEvent{WatchEventType::Added, ev.object});
+  } else if (before) {
+    WatchEvent gone{WatchEventType::Deleted, entry.previous};
+    gone.object["metadata"]["resourceVersion"] = std::to_string(entry.rv);  // the event's version
+    callback(gone);
+  }
 }
 
 struct DeviceAllocation {
