@@ -50,12 +50,13 @@ void LeaderElector::lost() {
 }
 
 void LeaderElector::reportError(const char* what, const api::Error& e) {
-  // Once per distinct error: a Lease the RBAC does not grant (403) would otherwise fail silently
-  // every retryPeriod, and the replica would never lead.
-  std::string text = std::string(what) + " Lease " + options_.namespace_ + "/" + options_.name + ": " + e.message;
-  if (text == lastError_) return;
-  log::warning("leader election: ", text, " (retrying every ", api::formatDuration(options_.retryPeriod), ")");
-  lastError_ = std::move(text);
+  // Once per kind of failure (the request and its code): a Lease the RBAC does not grant (403)
+  // would otherwise fail silently every retryPeriod, and the replica would never lead.
+  std::string key = std::string(what) + " " + std::to_string(e.code);  // the same failure, whatever its text
+  if (key == lastError_) return;
+  log::warning("leader election: ", what, " Lease ", options_.namespace_, "/", options_.name, ": ", e.message,
+               " (retrying every ", api::formatDuration(options_.retryPeriod), ")");
+  lastError_ = std::move(key);
 }
 
 bool LeaderElector::tryAcquireOrRenew() {

@@ -58,7 +58,8 @@ bool podOfInterest(const Json& pod, const std::string& schedulerName) {
 int kindRank(Kind k) {
   switch (k) {
     case Kind::Namespace: return 0;
-    case Kind::PriorityClass: return 1;
+    case Kind::PriorityClass:
+    case Kind::SchedulingShard: return 1;
     case Kind::Queue: return 2;
     case Kind::Topology: return 3;
     case Kind::Node: return 4;
@@ -87,6 +88,7 @@ void strip(Json& o, Kind kind) {
       if (o.contains("status"))
         keepOnly(o["status"], {"phase", "startTime", "conditions", "reason", "message", "nominatedNodeName"});
       break;
+    case Kind::SchedulingShard: o.erase("status"); break;  // the daemon's report, not an input
     case Kind::Node:
       if (o.contains("status")) keepOnly(o["status"], {"capacity", "allocatable", "conditions", "phase"});
       if (o.contains("spec") && o["spec"].is_object())
@@ -265,6 +267,10 @@ api::Result<Json> captureScenario(cache::ClusterClient& client, const SnapshotOp
   for (Kind k : {Kind::PriorityClass, Kind::Queue, Kind::Topology, Kind::Node, Kind::VolcanoPodGroup,
                  Kind::SchedulerPluginsPodGroup, Kind::PodGroup, Kind::Pod})
     TESSERA_TRY(listAll(k));
+  // A sharded daemon's config names its SchedulingShard (config.shard): the replay needs them all
+  // (one pool, one shard is checked against the others). Clusters without the CRD have none.
+  if (options.config.is_object() && options.config.value("shard", std::string()) != "")
+    (void)listAll(Kind::SchedulingShard);
   // The owners the pod grouper would read (bottom up), for pending pods it would group.
   std::set<std::tuple<Kind, std::string, std::string>> fetched;
   std::vector<Json> queue;

@@ -51,7 +51,8 @@ class LeaderElector {
   void renewed(api::Time at);  ///< a create or update of ours succeeded (starts a term if none)
   void lost();                 ///< another holder won
   bool leadingAt(api::Time now) const;  ///< mu_ held
-  /// Logs an API error of the electing thread once until it changes or a write succeeds.
+  /// Logs an API error of the electing thread once, until another request or code fails or a write
+  /// succeeds.
   void reportError(const char* what, const api::Error& e);
 
   cache::ClusterClient& client_;
@@ -65,7 +66,7 @@ class LeaderElector {
   // The other holder's record as last seen, and when (our clock) it last changed.
   std::string observedRecord_;
   api::Time observedAt_{};
-  std::string lastError_;  ///< the electing thread's last reported error ("" after a success)
+  std::string lastError_;  ///< the last failure reported ("request code"; "" after a success)
 };
 
 /// RFC 3339 with microseconds, as metav1.MicroTime wants it.

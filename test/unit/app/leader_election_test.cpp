@@ -1,5 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include <sstream>
+
+#include "tessera/api/log.h"
 #include "tessera/app/leader_election.h"
 #include "tessera/cache/memory_cluster.h"
 
@@ -108,4 +111,22 @@ TEST_CASE("leader election: each term has its own fencing epoch, 0 past the rene
   CHECK(a.fencingEpoch() == 0);  // past the renew deadline: whatever that term queued is fenced off
   REQUIRE(a.tryAcquireOrRenew());  // nobody took over: a leads again, in a new term
   CHECK(a.fencingEpoch() > first);
+}
+
+TEST_CASE("leader election: an API error (a Lease the RBAC does not grant) is logged once, not every round") {
+  api::FakeClock clock(api::parseTime("2026-01-01T00:00:00Z").value());
+  cache::MemoryCluster cluster(clock);
+  std::ostringstream out;
+  log::setOutput(&out);
+  app::LeaderElector a(cluster, clock, opts("a"));
+  cluster.failNthCall("get", 1, 403);
+  CHECK_FALSE(a.tryAcquireOrRenew());
+  cluster.failNthCall("get", 1, 403);
+  CHECK_FALSE(a.tryAcquireOrRenew());
+  CHECK(a.tryAcquireOrRenew());  // the error is gone: creates the Lease
+  log::setOutput(nullptr);
+  const std::string text = out.str();
+  const auto first = text.find("leader election: reading Lease default/tessera");
+  REQUIRE(first != std::string::npos);
+  CHECK(text.find("leader election: reading Lease", first + 1) == std::string::npos);  // once
 }

@@ -582,3 +582,62 @@ status:
 }
 
 }  // namespace
+
+TEST_CASE("snapshot: a sharded daemon's capture carries the SchedulingShards its config names, and replays") {
+  tessera::api::FakeClock clock(tessera::api::parseTime("2026-01-01T00:00:00Z").value());
+  tessera::cache::MemoryCluster cluster(clock);
+  for (auto& o : objects(R"(
+apiVersion: scheduling.tessera.dev/v1alpha1
+kind: SchedulingShard
+metadata: {name: gpu}
+spec: {nodePool: a100}
+status: {nodes: 1, leader: tessera-0}
+---
+apiVersion: scheduling.tessera.dev/v1alpha1
+kind: SchedulingShard
+metadata: {name: default}
+---
+apiVersion: scheduling.tessera.dev/v1alpha1
+kind: Queue
+metadata: {name: default}
+spec: {resources: {gpu: {quota: "-1", limit: "-1", overQuotaWeight: "1"}}}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: n1, labels: {tessera.dev/node-pool: a100}}
+status: {allocatable: {cpu: "8", memory: 8Gi, pods: "110", nvidia.com/gpu: "1"}, conditions: [{type: Ready, status: "True"}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: default, labels: {tessera.dev/node-pool: a100}}
+spec: {schedulerName: tessera, containers: [{name: c, image: x, resources: {requests: {cpu: "1"}}}]}
+)")) {
+    auto kind = tessera::api::kindOf(o);
+    REQUIRE(kind.ok());
+    REQUIRE(cluster.create(*kind, o).ok());
+  }
+  SnapshotOptions options;
+  options.capturedAt = clock.now();
+  options.config = json::parse(R"({"shard": "gpu"})");
+  auto doc = tessera::app::captureScenario(cluster, options);
+  REQUIRE(doc.ok());
+  const std::vector<json> out = (*doc)["objects"];
+  CHECK(names(out, "SchedulingShard") == std::vector<std::string>{"gpu", "default"});
+  for (const auto& o : out)
+    if (o.value("kind", "") == "SchedulingShard") CHECK_FALSE(o.contains("status"));
+  std::string dir = (fs::temp_directory_path() / "tessera-snapshot-shard-XXXXXX").string();
+  REQUIRE(mkdtemp(dir.data()) != nullptr);
+  const fs::path file = fs::path(dir) / "sharded.yaml";
+  (*doc)["steps"].push_back(json::parse(R"({"expect": {"bound": {"default/p": "n1"}}})"));
+  std::ofstream(file) << tessera::app::toYaml(*doc);
+  auto outcome = tessera::app::runScenarioFile(file.string());
+  for (const auto& f : outcome.failures) UNSCOPED_INFO(f);
+  CHECK(outcome.passed());
+  fs::remove_all(dir);
+
+  // Unsharded, no SchedulingShard is captured.
+  options.config = json();
+  auto plain = tessera::app::captureScenario(cluster, options);
+  REQUIRE(plain.ok());
+  CHECK(names((*plain)["objects"], "SchedulingShard").empty());
+}
