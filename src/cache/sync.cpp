@@ -333,8 +333,9 @@ void ClusterSync::relistLoop() {
         item.kind = kind;
         item.replace = std::make_shared<const std::vector<Json>>(std::move(listed->items));
         inbox_.push(std::move(item));
-        if (!joined.empty()) releaseJoined(joined);
         handles = startWatches(kind, *listed);
+        // The joined nodes after the pods on them, and once the watches carry their changes.
+        if (handles.ok() && !joined.empty()) releaseJoined(joined);
       }
       if (handles.ok()) {
         absentReported_.erase(kind);

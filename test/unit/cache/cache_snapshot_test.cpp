@@ -839,3 +839,59 @@ TEST_CASE("MIG instances: the node's are worth their part of a GPU, a pod's are 
   CHECK(small.request.milliGpu == 2 * 125);
   CHECK(s->queues.at("q")->allocated.milliGpu == 500);
 }
+
+TEST_CASE("cache, sharded: the pool's nodes and pods; foreign pods where they run; a node joins with its pods",
+          "[cache][shard]") {
+  Env e;
+  const auto pool = [](const std::string& p) { return labels({{"tessera.dev/node-pool", p}}); };
+  e.create(Kind::Queue, queue("default"));
+  e.create(Kind::Node, node("a-1", "16", "4", {{"tessera.dev/node-pool", "a"}}));
+  e.create(Kind::Node, node("b-1", "16", "4", {{"tessera.dev/node-pool", "b"}}));
+  // Another scheduler's pods (a DaemonSet's) on both nodes; ours of both pools.
+  const Json other = {{"spec", {{"schedulerName", "default-scheduler"}}}};
+  e.create(Kind::Pod, pod("kube", "ds-a", Json{{"cpu", "1"}}, merged(other, running("a-1"))));
+  e.create(Kind::Pod, pod("kube", "ds-b", Json{{"cpu", "1"}}, merged(other, running("b-1"))));
+  e.create(Kind::Pod, pod("t", "a-run", Json{{"cpu", "1"}, {"nvidia.com/gpu", "1"}}, merged(pool("a"), running("a-1"))));
+  e.create(Kind::Pod, pod("t", "b-run", Json{{"cpu", "1"}, {"nvidia.com/gpu", "2"}}, merged(pool("b"), running("b-1"))));
+  e.create(Kind::Pod, pod("t", "a-wait", Json{{"cpu", "1"}, {"nvidia.com/gpu", "1"}}, pool("a")));
+  e.create(Kind::Pod, pod("t", "b-wait", Json{{"cpu", "1"}, {"nvidia.com/gpu", "1"}}, pool("b")));
+  CacheOptions o;
+  o.shard = tessera::api::ShardScope::of("a");
+  o.awaitJoins = true;
+  e.start(o);
+
+  auto s = e.snap();
+  REQUIRE(s->nodes.size() == 1);
+  CHECK(s->nodes[0]->name == "a-1");
+  CHECK(s->nodes[0]->used.milliCpu == 2'000);  // a-run and the DaemonSet pod; ds-b is not held
+  CHECK(s->findJob("Pod/t/a-wait"));
+  CHECK(s->findJob("Pod/t/a-run"));
+  CHECK(s->findJob("Pod/t/b-wait") == nullptr);
+  CHECK(s->findJob("Pod/t/b-run") == nullptr);
+
+  // b-1 moves to pool a: it appears with what runs on it (b-run and ds-b), in the same snapshot.
+  e.apply(Kind::Node, node("b-1", "16", "4", {{"tessera.dev/node-pool", "a"}}));
+  s = e.snap();
+  REQUIRE(s->nodes.size() == 2);
+  const NodeInfo* moved = s->findNode("b-1");
+  REQUIRE(moved);
+  CHECK(moved->used.milliCpu == 2'000);
+  CHECK(moved->used.milliGpu == 2'000);
+  CHECK(moved->foreignUsed.milliGpu == 2'000);     // b-run is pool b's: node use, not this shard's job
+  CHECK(s->findJob("Pod/t/b-run") == nullptr);
+
+  // a-1 leaves the pool: out of the snapshot at once; a-run stays a job of this shard.
+  e.apply(Kind::Node, node("a-1", "16", "4", {{"tessera.dev/node-pool", "c"}}));
+  s = e.snap();
+  REQUIRE(s->nodes.size() == 1);
+  CHECK(s->nodes[0]->name == "b-1");
+  CHECK(s->findJob("Pod/t/a-run"));
+
+  // A pod running on b-1 is relabelled from pool b to pool a: it moves from one stream to the other
+  // and becomes this shard's, never dropped on the way.
+  e.apply(Kind::Pod, pod("t", "b-run", Json{{"cpu", "1"}, {"nvidia.com/gpu", "2"}}, merged(pool("a"), running("b-1"))));
+  s = e.snap();
+  CHECK(s->findJob("Pod/t/b-run"));
+  CHECK(s->findNode("b-1")->used.milliGpu == 2'000);
+  CHECK(s->findNode("b-1")->foreignUsed.milliGpu == 0);
+}
