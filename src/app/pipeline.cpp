@@ -40,8 +40,8 @@ Pipeline::Pipeline(cache::ClusterClient& client, cache::Cache& cache, const api:
 // (what is still queued is dropped), the GPU binding.
 Pipeline::~Pipeline() = default;
 
-/// Sharded (docs/sharding.md): our unbound pods without the pool label whose PodGroup belongs to
-/// another pool get the label, so that pool's shard watches them. A failed patch is tried again
+/// Sharded (docs/sharding.md): our unbound pods without the pool label whose PodGroup (or, with
+/// none, queue) belongs to another pool get the label, so that pool's shard watches them. A failed patch is tried again
 /// before the next cycle (until the pod is gone).
 void Pipeline::routePods() {
   std::vector<std::pair<std::string, std::string>> todo = cache_.takeMisroutedPods();
@@ -54,8 +54,9 @@ void Pipeline::routePods() {
     const cache::Json patch = {{"metadata", {{"labels", {{api::keys::kNodePoolLabel, pool}}}}}};
     auto r = client_.patch(api::Kind::Pod, key.substr(0, slash), key.substr(slash + 1), cache::PatchType::Merge, patch);
     if (r.ok()) {
-      log::info("pod ", key, ": its PodGroup is of node pool ", pool.empty() ? std::string("(default)") : pool,
-                ": labelled ", api::keys::kNodePoolLabel, "=", pool, " for that pool's shard");
+      log::info("pod ", key, ": belongs to node pool ", pool.empty() ? std::string("(default)") : pool,
+                " (its PodGroup's, or its queue's): labelled ", api::keys::kNodePoolLabel, "=", pool,
+                " for that pool's shard");
     } else if (r.error().code != 404) {
       log::warning("pod ", key, ": labelling it for node pool ", pool, ": ", r.error().message, " (retrying)");
       routeRetry_.emplace_back(key, pool);

@@ -6,10 +6,12 @@ namespace tessera::app {
 
 api::Result<ShardSpec> shardFromJson(const nlohmann::json& object) {
   ShardSpec s;
-  const nlohmann::json& meta = object.value("metadata", nlohmann::json::object());
-  s.name = meta.is_object() ? meta.value("name", std::string()) : std::string();
+  if (!object.is_object()) return api::makeError("SchedulingShard: not an object", 422);
+  if (auto meta = object.find("metadata"); meta != object.end() && meta->is_object())
+    if (auto name = meta->find("name"); name != meta->end() && name->is_string()) s.name = name->get<std::string>();
   const std::string what = "SchedulingShard " + s.name + ": ";
-  const nlohmann::json spec = object.value("spec", nlohmann::json::object());
+  auto specAt = object.find("spec");
+  const nlohmann::json spec = specAt == object.end() || specAt->is_null() ? nlohmann::json::object() : *specAt;
   if (!spec.is_object()) return api::makeError(what + "spec: must be an object", 422);
   std::string pool;
   if (auto it = spec.find("nodePool"); it != spec.end() && !it->is_null()) {

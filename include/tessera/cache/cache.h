@@ -33,9 +33,9 @@ struct CacheOptions {
   /// Sizes of GPU shares that do not give them (config gpuSharing.defaultMemory / defaultCores).
   api::GpuShareDefaults gpuDefaults;
   /// The node pool this cache schedules (`tessera run --shard`, docs/sharding.md); unsharded by
-  /// default. Sharded, nodes and pods are filtered at the watch (sync.h); Queues and PodGroups of
-  /// other pools are dropped here, and unbound pods of ours that belong to another pool (by their
-  /// PodGroup's pool) are left for takeMisroutedPods().
+  /// default. Sharded, nodes and pods are filtered at the watch (sync.h); Queues of other pools are
+  /// not held (PodGroups are: their pool routes their pods), our pods of other pools are in no
+  /// job, and unbound ones without the label are left for takeMisroutedPods().
   api::ShardScope shard;
   /// Sharded: snapshot() first waits (up to 10 s) for the pods' relist after a node joined the pool,
   /// instead of leaving the node out until it is done. The simulator's choice (deterministic cycles).
@@ -76,8 +76,9 @@ class Cache {
   /// schedules one pod of a gang as a group of one.
   void holdUngroupedPods(bool on);
   /// Sharded: our unbound pods without the pool label whose PodGroup (by its label, else its
-  /// Queue's) belongs to another pool, each once per version, with that pool: what the default
-  /// shard labels so that their shard's watch sees them (docs/sharding.md).
+  /// Queue's; with no PodGroup, the pod's queue) belongs to another pool, each once per version,
+  /// with that pool: what the default shard labels so that their shard's watch sees them
+  /// (docs/sharding.md).
   std::vector<std::pair<std::string, std::string>> takeMisroutedPods();
 
   // ---- what the binder reports (thread-safe: queued, applied by the next snapshot() in order
