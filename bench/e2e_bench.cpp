@@ -161,13 +161,15 @@ struct Server {
   std::unique_ptr<cache::WatchHandle> watch;
   std::unique_ptr<cache::ApiServer> api;
 
-  Server(const E2eOptions& o) : tracker(o.pods) {
+  /// `withShards`: the SchedulingShards of the pools too (an unsharded daemon refuses to start
+  /// beside them; its run has the labelled nodes and pods only).
+  explicit Server(const E2eOptions& o, bool withShards = false) : tracker(o.pods) {
     cluster.setWatchWindow(static_cast<size_t>(o.pods) * 4 + 10'000);
     (void)cluster.create(api::Kind::Queue, Json{{"apiVersion", "scheduling.tessera.dev/v1alpha1"},
                                                 {"kind", "Queue"},
                                                 {"metadata", {{"name", "default"}}}});
     for (int i = 0; i < o.nodes; ++i) (void)cluster.create(api::Kind::Node, nodeJson(i, o.shards));
-    for (int k = 0; k < o.shards; ++k)
+    for (int k = 0; withShards && k < o.shards; ++k)
       (void)cluster.create(api::Kind::SchedulingShard,
                            Json{{"apiVersion", "scheduling.tessera.dev/v1alpha1"},
                                 {"kind", "SchedulingShard"},
@@ -222,7 +224,7 @@ size_t createPods(cache::ClusterClient& c, int n, int threads, int shards, Creat
 /// daemon's default client rate limit; `shard`: --shard (empty: unsharded).
 pid_t spawnDaemon(const E2eOptions& o, const std::string& url, const fs::path& dir, bool unlimited,
                   const std::string& shard, const fs::path& log) {
-  const fs::path kc = dir / "kubeconfig";
+  const fs::path kc = dir / ("kubeconfig" + (shard.empty() ? std::string() : "-" + shard));  // one each: no torn reads
   std::ofstream(kc) << "apiVersion: v1\nkind: Config\ncurrent-context: b\n"
                        "clusters: [{name: b, cluster: {server: \"" << url << "\"}}]\n"
                        "contexts: [{name: b, context: {cluster: b}}]\n";
@@ -314,7 +316,7 @@ double procMiB(pid_t pid, const char* field) {
 /// One run against a fresh server: the daemon (or, with `sharded`, one daemon per pool), the pods
 /// created, their binds awaited.
 bool runScheduler(const E2eOptions& o, const fs::path& dir, bool unlimited, bool sharded, Json& out) {
-  Server server(o);
+  Server server(o, sharded);
   if (auto st = server.api->start(); !st.ok()) {
     std::fprintf(stderr, "tessera-bench e2e: %s\n", st.error().message.c_str());
     std::exit(1);

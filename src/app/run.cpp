@@ -365,20 +365,27 @@ class Daemon {
       if (!c.ok()) return log::error("config: ", c.error().message), 1;
       flags_.shard = c->shard;
     }
-    if (!flags_.shard.empty()) {
-      // Retried while the API server cannot answer (it may be starting too); a missing, bad or
-      // doubled SchedulingShard refuses the start.
-      auto shard = loadShard(**client, flags_.shard);
-      for (int64_t delay = 500; !shard.ok(); delay = std::min<int64_t>(delay * 2, 30'000)) {
-        const int code = shard.error().code;
+    // Retried while the API server cannot answer (it may be starting too); a missing, bad or
+    // doubled SchedulingShard refuses the start, and so do shards for an unsharded daemon.
+    auto untilAnswered = [&](const char* what, auto read) -> std::optional<int> {
+      auto got = read();
+      for (int64_t delay = 500; !got.ok(); delay = std::min<int64_t>(delay * 2, 30'000)) {
+        const int code = got.error().code;
         if (code == 404 || code == 409 || code == 422 || code == 403 || code == 401)
-          return log::error("--shard: ", shard.error().message), 1;
-        log::warning("--shard: ", shard.error().message, " (retrying)");
+          return log::error(what, got.error().message), 1;
+        log::warning(what, got.error().message, " (retrying)");
         std::unique_lock lock(mu_);
         if (cv_.wait_for(lock, std::chrono::milliseconds(delay), [&] { return stop_; })) return 0;
         lock.unlock();
-        shard = loadShard(**client, flags_.shard);
+        got = read();
       }
+      return std::nullopt;
+    };
+    if (flags_.shard.empty()) {
+      if (auto rc = untilAnswered("unsharded: ", [&] { return checkUnsharded(**client); })) return *rc;
+    } else {
+      api::Result<ShardSpec> shard = api::makeError("not read");
+      if (auto rc = untilAnswered("--shard: ", [&] { return shard = loadShard(**client, flags_.shard); })) return *rc;
       scope = shard->scope;
       nlohmann::json overrides = shard->config.is_null() ? nlohmann::json::object() : shard->config;
       overrides["shard"] = flags_.shard;  // the flag wins over the file's config.shard

@@ -1,6 +1,7 @@
 #include "tessera/app/shard.h"
 
 #include "tessera/api/clock.h"
+#include "tessera/api/log.h"
 
 namespace tessera::app {
 
@@ -47,6 +48,28 @@ api::Result<ShardSpec> loadShard(cache::ClusterClient& client, const std::string
                             409);
   }
   return spec;
+}
+
+api::Status checkUnsharded(cache::ClusterClient& client) {
+  auto all = client.list(api::Kind::SchedulingShard);
+  if (!all.ok()) {
+    if (all.error().code == 404) return api::Status::success();  // the CRD is not installed: no shards
+    if (all.error().code == 403) {  // RBAC of an older install: not checked, said once
+      log::warning("cannot list SchedulingShards (", all.error().message,
+                   "): not checking that no scheduling shard runs beside this unsharded scheduler");
+      return api::Status::success();
+    }
+    return api::makeError("listing SchedulingShards: " + all.error().message, all.error().code);
+  }
+  std::string names;
+  for (const auto& item : all->items)
+    if (auto s = shardFromJson(item); s.ok()) names += (names.empty() ? "" : ", ") + s->name;
+  if (names.empty()) return api::Status::success();
+  return api::makeError("SchedulingShards exist (" + names +
+                            "): an unsharded scheduler beside them would place pods on their nodes too; run with "
+                            "--shard NAME (a SchedulingShard without spec.nodePool is the default shard), or delete "
+                            "them (docs/sharding.md)",
+                        409);
 }
 
 nlohmann::json shardStatus(const cache::Snapshot& snapshot, const std::string& leader, api::Time now) {

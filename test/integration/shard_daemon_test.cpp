@@ -159,7 +159,7 @@ TEST_CASE("shards: each binds its pool only; one killed, the other goes on; its 
   server.stop();
 }
 
-TEST_CASE("shards: a missing SchedulingShard or two shards of one pool refuse to start, naming them") {
+TEST_CASE("shards: a missing SchedulingShard, two shards of one pool, or shards for an unsharded daemon refuse the start") {
   api::SystemClock clock;
   cache::MemoryCluster cluster(clock);
   create(cluster, shardYaml("gpu", "a") + shardYaml("gpu-too", "a"));
@@ -179,6 +179,14 @@ TEST_CASE("shards: a missing SchedulingShard or two shards of one pool refuse to
     CHECK(WEXITSTATUS(status) == 1);
     CHECK(twice.log().find("SchedulingShard gpu and SchedulingShard gpu-too both schedule node pool a") !=
           std::string::npos);
+  }
+  {
+    // An unsharded scheduler beside shards would place pods on their nodes too.
+    testing::DaemonProcess unsharded(TESSERA_BINARY, dir(), server.url(), "u1", {"--usage-configmap", ""});
+    const int status = unsharded.wait();
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 1);
+    CHECK(unsharded.log().find("SchedulingShards exist (gpu, gpu-too)") != std::string::npos);
   }
   server.stop();
 }

@@ -28,6 +28,11 @@ api::Result<ShardSpec> shardFromJson(const nlohmann::json& object);
 /// server could not be reached), worth retrying.
 api::Result<ShardSpec> loadShard(cache::ClusterClient& client, const std::string& name);
 
+/// For an unsharded daemon: no SchedulingShard may exist (it would schedule their pools' nodes
+/// too: 409 naming them). A cluster without the CRD (404) has none; one whose RBAC does not let us
+/// list them (403) is not checked (a warning). Other errors are the API's.
+api::Status checkUnsharded(cache::ClusterClient& client);
+
 /// The status a shard's leader writes: its nodes, queues and pending pods as `snapshot` has them,
 /// and `leader` (the Lease holder's identity), at `now`.
 nlohmann::json shardStatus(const cache::Snapshot& snapshot, const std::string& leader, api::Time now);
