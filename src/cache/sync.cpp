@@ -60,7 +60,12 @@ api::Status ClusterSync::start(ClusterState& state) {
   static constexpr Kind kWatched[] = {Kind::PriorityClass, Kind::Queue,           Kind::Topology,
                                       Kind::Node,          Kind::VolcanoPodGroup, Kind::SchedulerPluginsPodGroup,
                                       Kind::PodGroup,      Kind::Pod};
+  std::set<std::string> poolAtPodList;  // sharded: the pool's nodes the pod list is filtered against
   for (Kind kind : kWatched) {
+    if (kind == Kind::Pod && options_.shard.sharded()) {
+      std::lock_guard<std::mutex> lock(nodesMu_);
+      poolAtPodList = poolNodes_;
+    }
     auto listed = listAll(kind);
     if (!listed.ok() && notServed(kind, listed.error())) {
       if (foreignKind(kind))
@@ -88,7 +93,16 @@ api::Status ClusterSync::start(ClusterState& state) {
     std::lock_guard<std::mutex> lock(mu_);
     watches_[kind] = std::move(handles).value();
   }
-  synced_ = true;
+  // Sharded: a node that joined the pool while the pods were being listed (before joins are held)
+  // may have pods the list left out: list them again.
+  bool joinedDuringStart = false;
+  {
+    std::lock_guard<std::mutex> lock(nodesMu_);
+    if (options_.shard.sharded())
+      for (const auto& name : poolNodes_) joinedDuringStart = joinedDuringStart || !poolAtPodList.count(name);
+    synced_ = true;  // under nodesMu_: from here on trackNode (which reads it under the lock) holds joins
+  }
+  if (joinedDuringStart) requestRelist(Kind::Pod);
   return api::Status::success();
 }
 
@@ -194,7 +208,7 @@ bool ClusterSync::trackNode(const WatchEvent& ev, InboxItem& item) {
     std::lock_guard<std::mutex> lock(nodesMu_);
     if (ev.type == WatchEventType::Deleted) {
       poolNodes_.erase(name);
-      joining_.erase(name);
+      if (joining_.erase(name) && joining_.empty()) joinsCv_.notify_all();
       return true;
     }
     if (ev.type != WatchEventType::Added && ev.type != WatchEventType::Modified) return true;
