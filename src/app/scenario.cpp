@@ -2,7 +2,6 @@
 // (app::Pipeline, synchronous) step by step, and checks expectations (scenario_expect.cpp) against
 // the cluster's objects; `tessera simulate` prints the timeline (scenario_report.cpp).
 #include "tessera/app/scenario.h"
-#include "tessera/app/shard.h"
 
 #include <algorithm>
 #include <deque>
@@ -18,6 +17,7 @@
 #include "tessera/app/pipeline.h"
 #include "tessera/cache/field_validation.h"
 #include "tessera/app/registry.h"
+#include "tessera/app/shard.h"
 #include "tessera/app/ui_state.h"
 #include "tessera/framework/config.h"
 #include "tessera/grouper/grouper.h"
