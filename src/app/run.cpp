@@ -360,10 +360,14 @@ class Daemon {
     // ---- shard (docs/sharding.md): its pool and config overrides, read once at start ----
     ConfigFile configFile(flags_.configFile, flags_.schedulerName);
     api::ShardScope scope;
-    if (flags_.shard.empty() && !flags_.configFile.empty()) {  // the config file may name it (config.shard)
-      auto c = configFile.load();
-      if (!c.ok()) return log::error("config: ", c.error().message), 1;
-      flags_.shard = c->shard;
+    // The config file may name the shard (config.shard); loaded once unless a shard's overrides
+    // must be merged over it.
+    std::optional<api::Result<framework::Config>> loaded;
+    if (flags_.shard.empty() && !flags_.configFile.empty()) {
+      loaded = configFile.load();
+      if (!loaded->ok()) return log::error("config: ", loaded->error().message), 1;
+      flags_.shard = (*loaded)->shard;
+      if (!flags_.shard.empty()) loaded.reset();
     }
     // Retried while the API server cannot answer (it may be starting too); a missing, bad or
     // doubled SchedulingShard refuses the start, and so do shards for an unsharded daemon.
@@ -403,7 +407,7 @@ class Daemon {
     // A bad file refuses to start; a bad reload (SIGHUP or the file changed) keeps the old one.
     framework::Config config;
     {
-      auto c = configFile.load();
+      auto c = loaded ? std::move(*loaded) : configFile.load();
       if (!c.ok()) return log::error("config: ", c.error().message), 1;
       config = std::move(c).value();
       metrics_.instrument(config);  // also after a reload

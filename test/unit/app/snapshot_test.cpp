@@ -35,6 +35,15 @@ std::vector<json> objects(const std::string& yaml) {
   return out;
 }
 
+/// Creates the objects of `yaml` in `cluster`, in order; fails the test when one is refused.
+void createAll(tessera::cache::MemoryCluster& cluster, const std::string& yaml) {
+  for (auto& o : objects(yaml)) {
+    auto kind = tessera::api::kindOf(o);
+    REQUIRE(kind.ok());
+    REQUIRE(cluster.create(*kind, o).ok());
+  }
+}
+
 /// The object of `kind` named `name` (in any namespace) in `objs`; fails the test when absent.
 const json& find(const std::vector<json>& objs, const std::string& kind, const std::string& name) {
   for (const auto& o : objs)
@@ -362,7 +371,7 @@ TEST_CASE(
     REQUIRE(cluster.create(*kind, o).ok());
   }
   // A pending pod of a second Job, with no PodGroup: the grouper would read its Job.
-  for (auto& o : objects(R"(
+  createAll(cluster, R"(
 apiVersion: batch/v1
 kind: Job
 metadata: {name: solo, namespace: team-a}
@@ -375,12 +384,9 @@ metadata:
   namespace: team-a
   ownerReferences: [{apiVersion: batch/v1, kind: Job, name: solo, uid: u-2, controller: true}]
 spec: {schedulerName: tessera, containers: [{name: c, image: x, resources: {requests: {cpu: "1"}}}]}
-)")) {
-    auto kind = tessera::api::kindOf(o);
-    REQUIRE(cluster.create(*kind, o).ok());
-  }
+)");
   // A Volcano PodGroup and its pod: captured, and renamed together.
-  for (auto& o : objects(R"(
+  createAll(cluster, R"(
 apiVersion: scheduling.volcano.sh/v1beta1
 kind: PodGroup
 metadata: {name: vc, namespace: team-a}
@@ -390,10 +396,7 @@ apiVersion: v1
 kind: Pod
 metadata: {name: vc-0, namespace: team-a, annotations: {scheduling.k8s.io/group-name: vc}}
 spec: {schedulerName: tessera, containers: [{name: c, image: x, resources: {requests: {cpu: "1"}}}]}
-)")) {
-    auto kind = tessera::api::kindOf(o);
-    REQUIRE(cluster.create(*kind, o).ok());
-  }
+)");
   SnapshotOptions options;
   options.capturedAt = clock.now();
   auto doc = tessera::app::captureScenario(cluster, options);
@@ -586,7 +589,7 @@ status:
 TEST_CASE("snapshot: a sharded daemon's capture carries the SchedulingShards its config names, and replays") {
   tessera::api::FakeClock clock(tessera::api::parseTime("2026-01-01T00:00:00Z").value());
   tessera::cache::MemoryCluster cluster(clock);
-  for (auto& o : objects(R"(
+  createAll(cluster, R"(
 apiVersion: scheduling.tessera.dev/v1alpha1
 kind: SchedulingShard
 metadata: {name: gpu}
@@ -611,11 +614,7 @@ apiVersion: v1
 kind: Pod
 metadata: {name: p, namespace: default, labels: {tessera.dev/node-pool: a100}}
 spec: {schedulerName: tessera, containers: [{name: c, image: x, resources: {requests: {cpu: "1"}}}]}
-)")) {
-    auto kind = tessera::api::kindOf(o);
-    REQUIRE(kind.ok());
-    REQUIRE(cluster.create(*kind, o).ok());
-  }
+)");
   SnapshotOptions options;
   options.capturedAt = clock.now();
   options.config = json::parse(R"({"shard": "gpu"})");
