@@ -29,6 +29,7 @@
 #include <cstring>
 #include <deque>
 #include <iostream>
+#include <map>
 #include <set>
 #include <string>
 #include <thread>
@@ -42,6 +43,7 @@
 #include "tessera/app/registry.h"
 #include "tessera/cache/cache.h"
 #include "tessera/cache/memory_cluster.h"
+#include "tessera/framework/action.h"
 #include "tessera/framework/config.h"
 #include "tessera/framework/session.h"
 
@@ -213,6 +215,7 @@ int runShape(const Options& o) {
   std::vector<std::string> evicted;  // steady: evicted last cycle, gone by the next
   std::set<std::string> bound;       // steady: every pod a cycle bound
   std::vector<double> wallMs, cpuMs, snapMs, openMs, actionsMs, closeMs;
+  std::map<std::string, std::vector<double>> perActionMs;  // action name -> its time in each cycle
   std::vector<CycleOutcome> outcomes;
   long faults = 0;
   int churnSeq = 0;
@@ -284,7 +287,11 @@ int runShape(const Options& o) {
       session.open();
       openMs.push_back(msSince(c1));
       auto c2 = SteadyClock::now();
-      session.runActions();
+      for (const auto& a : config->actions) {  // session.runActions(), each action timed
+        const auto a0 = SteadyClock::now();
+        a->execute(session);
+        perActionMs[a->name()].push_back(msSince(a0));
+      }
       actionsMs.push_back(msSince(c2));
       auto c3 = SteadyClock::now();
       r = session.close();
@@ -330,10 +337,14 @@ int runShape(const Options& o) {
       uiPublishMs.push_back(msSince(p0));
     }
     if (!o.quiet)
-      std::printf("cycle %2d: %7.2f ms wall, %7.2f ms cpu (snapshot %.2f, actions %.2f), %zu bound, %zu pipelined, "
+    {
+      std::string each;
+      for (const auto& a : config->actions) each += " " + a->name() + " " + std::to_string(std::lround(perActionMs[a->name()].back()));
+      std::printf("cycle %2d: %7.2f ms wall, %7.2f ms cpu (snapshot %.2f, actions %.2f:%s), %zu bound, %zu pipelined, "
                   "%zu evicted, %zu jobs pending\n",
-                  c + 1, wallMs.back(), cpuMs.back(), snapMs.back(), actionsMs.back(), out.binds, out.pipelined,
-                  out.evictions, out.pendingJobs);
+                  c + 1, wallMs.back(), cpuMs.back(), snapMs.back(), actionsMs.back(), each.c_str(), out.binds,
+                  out.pipelined, out.evictions, out.pendingJobs);
+    }
   }
 
   stopPolling = true;
@@ -369,6 +380,7 @@ int runShape(const Options& o) {
                {"evicted_last_cycle", last.evictions},
                {"pending_jobs_last_cycle", last.pendingJobs},
                {"load_average_1m", loadAverage()}};
+  for (const auto& [name, ms] : perActionMs) line["action_ms"][name] = percentile(ms, 50);  // medians
   if (ui) {
     line["ui_poll_ms"] = o.uiPollMs;
     line["ui_state_ms"] = percentile(uiStateMs, 50);  // building the state JSON (the poller's thread)

@@ -135,7 +135,7 @@ bool placeOne(Session& ssn, Statement& stmt, SessionJob& job, SessionTask& task,
 /// runs out of pods; the reason names the subgroup. `used` marks the positions tried.
 bool placeMinimum(Session& ssn, Statement& stmt, SessionJob& job, const std::vector<int>& order, bool allowPipeline,
                   std::vector<char>& used, std::string& reason) {
-  std::vector<std::string> failedKeys;
+  std::vector<int> failedClasses;
   int64_t untried = std::count(used.begin(), used.end(), 0);
   // Takes the next untried pod of `group` (-2: any) and tries it; false when none is left.
   auto tryNext = [&](int group, size_t& cursor, std::string& why) -> bool {
@@ -145,13 +145,13 @@ bool placeMinimum(Session& ssn, Statement& stmt, SessionJob& job, const std::vec
       if (group != -2 && task.subGroup != group) continue;
       used[cursor] = 1;
       --untried;
-      if (!failedKeys.empty() &&
-          std::find(failedKeys.begin(), failedKeys.end(), ssn.placementKey(task)) != failedKeys.end())
+      if (!failedClasses.empty() &&
+          std::find(failedClasses.begin(), failedClasses.end(), ssn.placementClass(task)) != failedClasses.end())
         continue;
       std::string r;
       if (placeOne(ssn, stmt, job, task, allowPipeline, r)) return true;
       if (why.empty()) why = std::move(r);
-      failedKeys.push_back(ssn.placementKey(task));
+      failedClasses.push_back(ssn.placementClass(task));
     }
     return false;
   };

@@ -464,7 +464,7 @@ std::string VictimSearch::signature(const SessionJob& job) const {
   }
   sig += job.info->queue + "|" + std::to_string(job.priority) + (job.preemptible ? "|p|" : "|n|") +
          std::to_string(turnMissing(job));
-  for (int ti : pendingTasks(ssn_, job)) sig += "|" + ssn_.placementKey(job.tasks[ti]);
+  for (int ti : pendingTasks(ssn_, job)) (sig += '|') += std::to_string(ssn_.placementClass(job.tasks[ti]));
   return sig;
 }
 

@@ -18,6 +18,7 @@
 #include "tessera/api/result.h"
 #include "tessera/api/shard.h"
 #include "tessera/cache/cluster_client.h"
+#include "tessera/cache/placement_key.h"
 #include "tessera/cache/snapshot.h"
 
 namespace tessera::cache {
@@ -198,6 +199,7 @@ class ClusterState {
   std::set<std::string> dirtyJobs_, dirtyNodes_;
   /// The largest nvidia.com/gpu.memory label seen: pending gpu-memory pods are charged against it.
   int64_t maxGpuMemoryMiB_ = 0;
+  KeyInterner placementKeys_;  ///< every task's placement key, shared among pods of one shape
 };
 
 }  // namespace tessera::cache

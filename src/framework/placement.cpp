@@ -13,6 +13,7 @@
 #include <map>
 
 #include "tessera/api/gpu_request.h"
+#include "tessera/cache/placement_key.h"
 #include "tessera/framework/session.h"
 
 namespace tessera::framework {
@@ -39,13 +40,6 @@ std::string aggregate(const std::map<std::string, int>& reasons) {
     out += sorted[i].first + " (" + std::to_string(sorted[i].second) + (sorted[i].second == 1 ? " node)" : " nodes)");
   }
   return out;
-}
-
-void appendSelector(std::string& key, const api::NodeSelectorRequirement& r) {
-  key += r.key;
-  key += static_cast<char>('0' + static_cast<int>(r.op));
-  for (const auto& v : r.values) key += v + ",";
-  key += ';';
 }
 
 }  // namespace
@@ -117,45 +111,58 @@ int64_t Session::maxFreeGpus() const {
 
 // ---- ranked search ----
 
-std::string Session::placementKey(const SessionTask& task) const {
-  const api::Pod& pod = task.pod();
-  const api::Resources& r = task.request();
-  std::string key;
-  key.reserve(128);
-  key += std::to_string(r.milliCpu) + "/" + std::to_string(r.memory) + "/" + std::to_string(r.milliGpu);
-  for (const auto& [n, v] : r.scalars) key += "/" + n + "=" + std::to_string(v);
-  key += "|sel:";
-  for (const auto& [k, v] : pod.nodeSelector) key += k + "=" + v + ",";
-  key += "|aff:";
-  for (const auto& term : pod.requiredNodeAffinity) {
-    for (const auto& e : term.matchExpressions) appendSelector(key, e);
-    key += "f:";
-    for (const auto& e : term.matchFields) appendSelector(key, e);
-    key += "||";
-  }
-  key += "|tol:";
-  for (const auto& t : pod.tolerations) {
-    key += t.key + (t.op == api::TolerationOperator::Exists ? "?" : "=") + t.value + ":";
-    key += t.effect ? std::to_string(static_cast<int>(*t.effect)) : "*";
-    key += ",";
-  }
-  key += "|ports:";
-  for (const auto& hp : pod.hostPorts) key += std::to_string(hp.port) + hp.protocol + hp.hostIP + ",";
-  // Only the annotations Tessera's plugins read: per-pod annotations (a Job's completion index,
-  // a restart stamp) must not split pods that place alike into separate rankings.
-  static constexpr const char* kPlacementAnnotations[] = {
-      api::keys::kNodePolicy, api::keys::kGpuPolicy,  api::keys::kGpuFraction, api::keys::kGpuMemory,
-      api::keys::kGpuFractionNumDevices, api::keys::kUseGpuType, api::keys::kAvoidGpuType, api::keys::kNoUseGpuType,
-      api::keys::kGpuCores, api::keys::kUseGpuUuid, api::keys::kNoUseGpuUuid, api::keys::kHamiUseGpuUuid,
-      api::keys::kHamiNoUseGpuUuid};
-  key += "|ann:";
-  for (const char* k : kPlacementAnnotations)
-    if (const std::string* v = pod.meta.annotation(k)) key += std::string(k) + "=" + *v + "\n";
-  for (const auto& f : placementKey_) {
-    key += "|" + f.plugin + ":";
-    f.fn(task, key);
-  }
+const std::string& Session::podPlacementKey(const SessionTask& task) const {
+  if (task.info->placementKey) return *task.info->placementKey;  // built by the cache
+  const size_t slot = slotOf(task);
+  if (keyCache_.size() != tasks_.size()) keyCache_.resize(tasks_.size());
+  std::string& key = keyCache_[slot];
+  if (key.empty()) key = cache::podPlacementKey(task.pod(), task.request());
   return key;
+}
+
+namespace {
+
+/// What the plugins add to `task`'s key now; empty when none adds anything.
+template <typename Fns>
+std::string pluginKeyPart(const Fns& fns, const SessionTask& task) {
+  std::string part;
+  bool added = false;
+  for (const auto& f : fns) {
+    part += "|" + f.plugin + ":";
+    const size_t before = part.size();
+    f.fn(task, part);
+    added = added || part.size() != before;
+  }
+  return added ? part : std::string();
+}
+
+}  // namespace
+
+std::string Session::placementKey(const SessionTask& task) const {
+  return podPlacementKey(task) + pluginKeyPart(placementKey_, task);
+}
+
+int Session::placementClass(const SessionTask& task) const {
+  const size_t slot = slotOf(task);
+  if (classCache_.size() != tasks_.size()) classCache_.assign(tasks_.size(), -1);
+  int& own = classCache_[slot];  // the class of the pod-derived key
+  if (own < 0) {
+    auto intern = [&](const std::string& key) {
+      return classIds_.try_emplace(key, static_cast<int>(classIds_.size())).first->second;
+    };
+    if (const std::string* shared = task.info->placementKey.get()) {
+      auto [it, fresh] = classByKey_.try_emplace(shared, 0);
+      if (fresh) it->second = intern(*shared);
+      own = it->second;
+    } else {
+      own = intern(podPlacementKey(task));
+    }
+  }
+  if (placementKey_.empty()) return own;
+  // Plugins' parts are asked each time (they may change within the session); usually empty.
+  const std::string part = pluginKeyPart(placementKey_, task);
+  if (part.empty()) return own;
+  return classIds_.try_emplace(podPlacementKey(task) + part, static_cast<int>(classIds_.size())).first->second;
 }
 
 std::optional<Session::RankedNode> Session::rank(const SessionTask& task, const SessionNode& n) const {
@@ -181,10 +188,7 @@ Placement Session::findPlacement(const SessionTask& task, bool allowPipeline) {
   // Inside a domain (a rack, say) the ranking covers the domain's nodes only, kept per domain name:
   // many gangs placed rack by rack reuse one ranking per rack.
   // The key of a task is built once per session (the same pod is often tried by several actions).
-  const size_t slot = slotOf(task);
-  if (keyCache_.size() != tasks_.size()) keyCache_.resize(tasks_.size());
-  if (keyCache_[slot].empty()) keyCache_[slot] = placementKey(task);
-  std::string key = keyCache_[slot];
+  std::string key = placementKey(task);
   if (domain_) key += "|domain:" + domain_->name;
   // More cpu or memory than any node has free, even counting releasing pods: no ranking to build.
   if (exceedsEveryNode(task.nodeRequest())) return explainFailure(task, allowPipeline, key);

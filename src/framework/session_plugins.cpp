@@ -129,12 +129,18 @@ bool Session::jobReady(const SessionJob& job) const {
 }
 
 std::vector<int> Session::pendingTaskOrder(const SessionJob& job, int* minimum) const {
+  // Task order depends on the pods only: sorted once per job and session, then filtered.
+  if (taskOrderCache_.size() != jobs_.size()) taskOrderCache_.resize(jobs_.size());
+  std::vector<int>& all = taskOrderCache_[static_cast<size_t>(job.index)];
+  if (all.size() != job.tasks.size()) {
+    all.resize(job.tasks.size());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
+    std::sort(all.begin(), all.end(), [&](int a, int b) { return taskLess(job.tasks[a], job.tasks[b]); });
+  }
   std::vector<int> order;
   order.reserve(static_cast<size_t>(job.pendingCount));
-  for (const SessionTask& t : job.tasks)
-    if (t.state == TaskState::Pending) order.push_back(t.index);
-  if (order.size() > 1)
-    std::sort(order.begin(), order.end(), [&](int a, int b) { return taskLess(job.tasks[a], job.tasks[b]); });
+  for (int ti : all)
+    if (job.tasks[ti].state == TaskState::Pending) order.push_back(ti);
   const bool ready = jobReady(job);
   if (minimum) *minimum = 0;
   if (ready || order.empty()) return order;

@@ -54,6 +54,9 @@ struct TaskInfo {
   /// GPU groups a bound fractional pod holds (label tessera.dev/gpu-group, annotation
   /// tessera.dev/gpu-groups for several devices).
   std::vector<std::string> gpuGroups;
+  /// The pod's placement key (placement_key.h), interned: pods with equal keys share one string.
+  /// Null where a TaskInfo was built by hand (the session builds the key then).
+  std::shared_ptr<const std::string> placementKey;
   bool sharesGpu() const { return gpuSpec && gpuSpec->shared(); }
 };
 

@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "tessera/api/clock.h"
@@ -423,8 +424,12 @@ class Session {
   /// Every change of a node's working state is logged here (its version bumped): callers keep
   /// their own lazily refreshed views of the nodes with it (NodeRanking, as findPlacement does).
   const NodeChangeLog& nodeChanges() const { return nodeChanges_; }
-  /// The key under which findPlacement caches node rankings for `task`.
+  /// The key under which findPlacement caches node rankings for `task`: what the pod asks for and
+  /// where it may go (built once per task and session), then what plugins add for it now.
   std::string placementKey(const SessionTask& task) const;
+  /// placementKey() as a small number: tasks with equal keys have equal classes (session-wide).
+  /// Cheap after a task's first call: callers compare and combine classes instead of keys.
+  int placementClass(const SessionTask& task) const;
   /// Whole GPUs free on the best node, counting releasing resources (an upper bound for any task).
   int64_t maxFreeGpus() const;
   /// The reason given when no node has enough GPUs free: "insufficient nvidia.com/gpu (N nodes)".
@@ -582,7 +587,16 @@ class Session {
 
   const NodeDomain* domain_ = nullptr;
   std::map<std::string, NodeRanking<RankedNode, RankedBefore>> rankings_;
-  std::vector<std::string> keyCache_;  ///< placement key per task (index into tasks_), built lazily
+  /// The pod-derived part of placementKey() per task slot, built lazily (plugins' parts are not
+  /// kept: they may change within a session).
+  mutable std::vector<std::string> keyCache_;
+  mutable std::vector<int> classCache_;  ///< its class per task slot, -1 not known yet
+  mutable std::unordered_map<std::string, int> classIds_;  ///< placement key -> class
+  /// The cache's interned keys -> class: equal keys are one pointer there, so no string is hashed.
+  mutable std::unordered_map<const std::string*, int> classByKey_;
+  const std::string& podPlacementKey(const SessionTask& task) const;
+  /// Per job: all its tasks in task order (taskLess: static within a session), built lazily.
+  mutable std::vector<std::vector<int>> taskOrderCache_;
   NodeChangeLog nodeChanges_;
   /// Nodes grouped by whole GPUs of future idle: a task needing g GPUs only visits levels >= g.
   std::vector<std::vector<int>> gpuLevels_;

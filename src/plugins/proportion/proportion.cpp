@@ -149,6 +149,13 @@ class State {
     return capacity(job, resourcesOf(req));
   }
 
+  /// How many ancestors queue `q` has (parent cycles are cut at load: bounded anyway).
+  int depth(int q) const {
+    int d = 0;
+    for (; q_[q].parent >= 0 && d <= static_cast<int>(q_.size()); q = q_[q].parent) ++d;
+    return d;
+  }
+
   /// KAI's reclaim rules: a victim's queue gives back only while it is above its fair share, or
   /// above its deserved quota when the reclaimer is still within its own; checked for the two
   /// queues and for the two subtrees where their paths diverge (with the saturation multiplier).
@@ -159,16 +166,15 @@ class State {
     if (protectedByMinRuntime(vj, &api::Queue::reclaimMinRuntime)) return false;
     const Amounts req = turnRequest(claimant);
     if (!mayTake(claimant.queue, vj.queue, req)) return false;
-    // Where the paths diverge.
-    std::vector<int> cp, vp;
-    for (int c = claimant.queue; c >= 0; c = q_[c].parent) cp.push_back(c);
-    for (int c = vj.queue; c >= 0; c = q_[c].parent) vp.push_back(c);
-    std::reverse(cp.begin(), cp.end());
-    std::reverse(vp.begin(), vp.end());
-    size_t i = 0;
-    while (i < cp.size() && i < vp.size() && cp[i] == vp[i]) ++i;
-    if (i >= cp.size() || i >= vp.size()) return false;
-    const int a = cp[i], b = vp[i];
+    // Where the paths diverge: each side's queue just below their lowest common ancestor (none
+    // when one queue is the other's ancestor). Asked for every victim job: no allocation.
+    int a = claimant.queue, b = vj.queue;
+    for (int da = depth(a), db = depth(b); da != db;) {
+      if (da > db) a = q_[a].parent, --da;
+      else b = q_[b].parent, --db;
+    }
+    if (a == b) return false;
+    while (q_[a].parent != q_[b].parent) a = q_[a].parent, b = q_[b].parent;
     if (a == claimant.queue && b == vj.queue) return saturationOk(a, req);
     return mayTake(a, b, req) && saturationOk(a, req);
   }
@@ -201,11 +207,6 @@ class State {
     const SessionJob& lj = ssn_.jobs()[l.job];
     const SessionJob& rj = ssn_.jobs()[r.job];
     // The lowest common ancestor (-1: different top-level trees), then each side's child of it.
-    auto depth = [&](int q) {
-      int d = 0;
-      for (; q_[q].parent >= 0 && d <= static_cast<int>(q_.size()); q = q_[q].parent) ++d;
-      return d;
-    };
     int a = lj.queue, b = rj.queue, da = depth(a), db = depth(b);
     for (; da > db; --da) a = q_[a].parent;
     for (; db > da; --db) b = q_[b].parent;
