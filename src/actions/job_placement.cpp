@@ -222,7 +222,8 @@ bool placePending(Session& ssn, Statement& stmt, SessionJob& job, const framewor
 bool placeInDomains(Session& ssn, Statement& stmt, SessionJob& job, bool allowPipeline, Turn turn,
                     const std::vector<int>* skip, std::string& reason, int& ready, int& failed) {
   ready = job.readyCount;
-  auto domains = ssn.jobDomains(job);
+  // Placements that may not be pipelined need domains with room free now (releasing room is not).
+  auto domains = ssn.jobDomains(job, allowPipeline ? framework::DomainRoom::Free : framework::DomainRoom::Now);
   if (!domains) return placePending(ssn, stmt, job, nullptr, allowPipeline, turn, skip, reason, ready, failed);
   if (domains->domains.empty()) {  // constrained, and no domain can hold it: the plugin said why
     reason = std::move(domains->reason);

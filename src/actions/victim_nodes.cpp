@@ -30,6 +30,14 @@ bool VictimSearch::better(const Candidate& a, const Candidate& b) const {
   return a.node < b.node;
 }
 
+bool VictimSearch::mayHaveVictims(const SessionJob& job, int node) const {
+  // Preempt takes victims in the claimant's own queue only: nodes running none of its pods have none.
+  if (mode_ != VictimMode::Preempt) return true;
+  if (job.queue < 0) return false;
+  const std::vector<int>& nodes = queueNodes_[job.queue];
+  return std::binary_search(nodes.begin(), nodes.end(), node);
+}
+
 void VictimSearch::resetVerdicts() {
   for (int j : touched_) verdict_[j] = -1;
   touched_.clear();
@@ -301,7 +309,8 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
   if (domain) {
     std::vector<Candidate> all;
     for (int ni : domain->nodes)
-      if (auto c = evaluate(job, task, ni)) all.push_back(*c);
+      if (mayHaveVictims(job, ni))
+        if (auto c = evaluate(job, task, ni)) all.push_back(*c);
     resetVerdicts();
     const size_t keep = std::min(all.size(), max);
     std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(keep), all.end(), Better{this});

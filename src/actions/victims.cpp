@@ -534,8 +534,9 @@ bool VictimSearch::mayHold(const SessionJob& job, const framework::NodeDomain& d
     if (t.sharesGpu()) want.milliGpu += t.request().milliGpu;
   }
   // Per node, for claimants of this queue, priority and preemptibility, while the node is unchanged
-  // and nothing was committed (a commit changes queue shares, and with them who may be a victim).
-  if (roomAt_ != commits_) {
+  // and (reclaim) nothing was committed: a commit changes queue shares, and with them who may be a
+  // reclaim victim; who may be preempted or moved does not depend on shares.
+  if (mode_ == VictimMode::Reclaim && roomAt_ != commits_) {
     nodeRoom_.clear();
     roomAt_ = commits_;
   }
@@ -550,13 +551,14 @@ bool VictimSearch::mayHold(const SessionJob& job, const framework::NodeDomain& d
       api::Resources r = n.futureIdle();
       for (const framework::SessionGpuGroup& g : n.gpuGroups)
         if (g.capacity > 0 && g.futureFree() > 0) r.milliGpu += g.futureFree() * 1000 / g.capacity;
-      for (const Victim& v : onNode_[ni])
-        if (eligibleCached(job, v)) {
-          const SessionTask& t = ssn_.task(v.job, v.task);
-          r.milliGpu += t.nodeRequest().milliGpu + (t.sharesGpu() ? t.request().milliGpu : 0);
-          r.milliCpu += t.nodeRequest().milliCpu;
-          r.memory += t.nodeRequest().memory;
-        }
+      if (mayHaveVictims(job, ni))
+        for (const Victim& v : onNode_[ni])
+          if (eligibleCached(job, v)) {
+            const SessionTask& t = ssn_.task(v.job, v.task);
+            r.milliGpu += t.nodeRequest().milliGpu + (t.sharesGpu() ? t.request().milliGpu : 0);
+            r.milliCpu += t.nodeRequest().milliCpu;
+            r.memory += t.nodeRequest().memory;
+          }
       rooms[ni] = NodeRoom{true, version, {r.milliGpu, r.milliCpu, r.memory}};
     }
     for (int i = 0; i < 3; ++i) have[i] += rooms[ni].room[i];

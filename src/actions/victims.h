@@ -108,6 +108,8 @@ class VictimSearch {
   void evict(framework::Statement& stmt, framework::SessionTask& task, const std::string& why);
   std::vector<Victim> evictedNow_;  ///< the victims of the current runIn()
   bool eligible(const framework::SessionJob& claimant, const framework::SessionTask& victim) const;
+  /// False when no pod on `node` can be a victim of `job` in this mode (cheap: no pod is asked).
+  bool mayHaveVictims(const framework::SessionJob& job, int node) const;
   /// The tasks evicted together with `v`: its whole gang when the gang is at its minimum; none
   /// when `v` must wait for surplus pods of its job's other subgroups.
   std::vector<Victim> chunkOf(const Victim& v) const;

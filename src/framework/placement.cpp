@@ -122,15 +122,15 @@ const std::string& Session::podPlacementKey(const SessionTask& task) const {
 
 namespace {
 
-/// What the plugins add to `task`'s key now; empty when none adds anything.
+/// What the plugins `fns` (the first `count`) add to `task`'s key now; empty when none adds anything.
 template <typename Fns>
-std::string pluginKeyPart(const Fns& fns, const SessionTask& task) {
+std::string pluginKeyPart(const Fns& fns, const SessionTask& task, size_t count = SIZE_MAX) {
   std::string part;
   bool added = false;
-  for (const auto& f : fns) {
-    part += "|" + f.plugin + ":";
+  for (size_t i = 0; i < fns.size() && i < count; ++i) {
+    part += "|" + fns[i].plugin + ":";
     const size_t before = part.size();
-    f.fn(task, part);
+    fns[i].fn(task, part);
     added = added || part.size() != before;
   }
   return added ? part : std::string();
@@ -191,7 +191,7 @@ Placement Session::findPlacement(const SessionTask& task, bool allowPipeline) {
   std::string key = placementKey(task);
   if (domain_) key += "|domain:" + domain_->name;
   // More cpu or memory than any node has free, even counting releasing pods: no ranking to build.
-  if (exceedsEveryNode(task.nodeRequest())) return explainFailure(task, allowPipeline, key);
+  if (exceedsEveryNode(task.nodeRequest())) return explainFailure(task, allowPipeline);
   auto [it, fresh] = rankings_.try_emplace(std::move(key));
   NodeRanking<RankedNode, RankedBefore>& ranking = it->second;
   if (fresh) {
@@ -219,7 +219,7 @@ Placement Session::findPlacement(const SessionTask& task, bool allowPipeline) {
     p.pipelined = !best->fitsNow;
     return p;
   }
-  return explainFailure(task, allowPipeline, it->first);  // nothing fits: the class's tally says why
+  return explainFailure(task, allowPipeline);  // nothing fits: the class's tally says why
 }
 
 // ---- failure tallies ----
@@ -301,12 +301,15 @@ void Session::setOutcome(FailureTally& t, int ni, const std::vector<std::string>
   cur = id;
 }
 
-Placement Session::explainFailure(const SessionTask& task, bool allowPipeline, const std::string& classKey) {
-  // A plugin that adds to placement keys keeps per-job state its predicates read (topology: where a
-  // gang's subgroups went), which can change a node's verdict without changing the node: tallies
-  // would go stale, so such cycles scan, as before.
-  if (nodes_.empty() || !placementKey_.empty()) return scanPlacement(task, allowPipeline);
-  std::string key = classKey;
+Placement Session::explainFailure(const SessionTask& task, bool allowPipeline) {
+  // A plugin's verdict part of the key (topology: where a gang's subgroups went) is per-job state
+  // its predicates read, which can change a node's verdict without changing the node: tallies would
+  // go stale, so such tasks scan. Order parts (a preferred level's bonus) change no verdict.
+  if (nodes_.empty() || !pluginKeyPart(placementKey_, task, verdictKeyFns_).empty())
+    return scanPlacement(task, allowPipeline);
+  // Shared by every task whose verdicts are alike: the pod's key, plugins' order parts left out.
+  std::string key = podPlacementKey(task);
+  if (domain_) key += "|domain:" + domain_->name;
   key += allowPipeline ? "|pipeline" : "|now";
   auto [it, fresh] = tallies_.try_emplace(std::move(key));
   FailureTally& t = it->second;

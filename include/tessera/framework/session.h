@@ -285,9 +285,10 @@ struct JobDomains {
   /// it could not use ("" when none).
   std::string reason;
 };
-/// Which room a domain must have to be offered: what is free (or releasing) now, or what it could
+/// Which room a domain must have to be offered: what is free (or releasing) now, what is free now
+/// without what is releasing (placements that may not be pipelined: backfill), or what it could
 /// have once running pods are evicted (the victim actions: the search decides what to evict).
-enum class DomainRoom { Free, WithVictims };
+enum class DomainRoom { Free, Now, WithVictims };
 /// The domains a job must be placed in; nullopt when the plugin does not constrain this job.
 using JobDomainsFn = std::function<std::optional<JobDomains>(const SessionJob& job, DomainRoom room)>;
 /// Appends to the task's placement key whatever, besides the pod's own scheduling fields (requests,
@@ -295,6 +296,10 @@ using JobDomainsFn = std::function<std::optional<JobDomains>(const SessionJob& j
 /// state, this plugin's predicates and scores depend on (e.g. the job, for constraints
 /// that depend on where its siblings are). Tasks with equal keys share cached node rankings.
 using PlacementKeyFn = std::function<void(const SessionTask& task, std::string& key)>;
+/// What a plugin's part of the placement key stands for: state its predicates read (which nodes
+/// pass), or state only its scores read (the order of the nodes that pass). Failure tallies, which
+/// remember only which nodes pass and why, are shared by tasks whose verdict parts are equal.
+enum class KeyPart { Verdicts, Order };
 
 class Statement;
 
@@ -348,7 +353,7 @@ class Session {
   void addReclaimableFn(const std::string& plugin, VictimFn fn);
   void addCapacityFn(const std::string& plugin, CapacityFn fn);
   void addAllocateHandler(const std::string& plugin, TaskEventFn onAllocate, TaskEventFn onDeallocate);
-  void addPlacementKeyFn(const std::string& plugin, PlacementKeyFn fn);
+  void addPlacementKeyFn(const std::string& plugin, PlacementKeyFn fn, KeyPart part = KeyPart::Verdicts);
   void addJobDomainsFn(const std::string& plugin, JobDomainsFn fn);
   void addCanReclaimFn(const std::string& plugin, JobCheckFn fn);
   void addVictimOrderFn(const std::string& plugin, VictimOrderFn fn);
@@ -511,7 +516,8 @@ class Session {
   std::vector<Named<CapacityFn>> capacity_;
   std::vector<Named<TaskEventFn>> onAllocate_;
   std::vector<Named<TaskEventFn>> onDeallocate_;
-  std::vector<Named<PlacementKeyFn>> placementKey_;
+  std::vector<Named<PlacementKeyFn>> placementKey_;  ///< every plugin's part (KeyPart::Verdicts first)
+  size_t verdictKeyFns_ = 0;                          ///< how many of them are KeyPart::Verdicts
   std::vector<Named<JobDomainsFn>> jobDomains_;
   std::vector<Named<JobCheckFn>> canReclaim_;
   std::vector<Named<VictimOrderFn>> victimOrder_;
@@ -559,7 +565,7 @@ class Session {
     size_t seen = 0;                                 ///< prefix of the change log folded in
   };
   /// The reasons scanPlacement would give for a task that fits nowhere, from the class's tally.
-  Placement explainFailure(const SessionTask& task, bool allowPipeline, const std::string& classKey);
+  Placement explainFailure(const SessionTask& task, bool allowPipeline);
   /// The reasons node `ni` gives in a scan (empty: the task fits there, now or with pipelining).
   void scanOutcome(const SessionTask& task, int ni, bool allowPipeline, std::vector<std::string>& out) const;
   void setOutcome(FailureTally& t, int ni, const std::vector<std::string>& reasons);

@@ -12,9 +12,10 @@ std::pair<api::Resources, int64_t> freeOf(const framework::SessionNode& n, const
   const api::Node& node = n.node();
   if (!node.ready || node.unschedulable) return {api::Resources{}, 0};
   std::pair<api::Resources, int64_t> out =
-      basis == Basis::Free
-          ? std::pair<api::Resources, int64_t>{n.futureIdle(), node.allocatablePods - n.podCount}
-          : std::pair<api::Resources, int64_t>{n.info->allocatable - n.info->foreignUsed, node.allocatablePods};
+      basis == Basis::Free  ? std::pair<api::Resources, int64_t>{n.futureIdle(), node.allocatablePods - n.podCount}
+      : basis == Basis::Now ? std::pair<api::Resources, int64_t>{n.idle, node.allocatablePods - n.podCount}
+                            : std::pair<api::Resources, int64_t>{n.info->allocatable - n.info->foreignUsed,
+                                                                 node.allocatablePods};
   if (overlay) {
     auto it = overlay->used.find(n.index);
     if (it != overlay->used.end()) {
@@ -66,9 +67,10 @@ int64_t shareSlots(const framework::SessionNode& n, const api::PodGpuSpec& share
     return compute > 0 ? std::min(k, std::max<int64_t>(0, computeRoom) / compute) : k;
   };
   int64_t k = std::max<int64_t>(0, wholeMilli / 1000) * pods(capacity, n.gpuComputeCapacity);
-  if (basis == Basis::Free)
+  if (basis != Basis::Capacity)
     for (const framework::SessionGpuGroup& g : n.gpuGroups)
-      if (g.capacity > 0) k += pods(g.futureFree(), g.computeFutureFree());
+      if (g.capacity > 0)
+        k += basis == Basis::Free ? pods(g.futureFree(), g.computeFutureFree()) : pods(g.free(), g.computeFree());
   return k;
 }
 
@@ -194,7 +196,7 @@ void DomainTree::resetSession() {
 }
 
 DomainTree::RoomCache& DomainTree::roomCache(const PodClass& cls, Basis basis) {
-  const std::string key = basis == Basis::Free ? cls.key : "capacity|" + cls.key;
+  const std::string key = basis == Basis::Free ? cls.key : (basis == Basis::Now ? "now|" : "capacity|") + cls.key;
   auto it = cache_.find(key);
   if (it == cache_.end()) {
     RoomCache fresh(levels_.size());

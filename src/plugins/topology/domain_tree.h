@@ -48,9 +48,10 @@ struct PodClass {
   const api::PodGpuSpec* share = nullptr;
 };
 
-/// What a node offers: its future idle room (free now or releasing), or everything it has for
-/// the scheduler's pods (running pods evicted: the room the victim actions search in).
-enum class Basis { Free, Capacity };
+/// What a node offers: its future idle room (free now or releasing), its idle room now (releasing
+/// resources not counted), or everything it has for the scheduler's pods (running pods evicted:
+/// the room the victim actions search in).
+enum class Basis { Free, Now, Capacity };
 
 /// Resources already promised on some nodes by an earlier decision of the same plan (subgroups
 /// placed before this one); nodes not in it are as the session says.

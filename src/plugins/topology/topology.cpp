@@ -113,7 +113,6 @@ struct Plan {
   std::vector<int> taskSub;                    ///< task index -> subgroup index, -1 none
   std::vector<std::string> subNames;           ///< subgroup index -> name
   std::map<std::string, std::vector<SubAssign>, std::less<>> assign;  ///< group domain name -> per subgroup
-  bool jobDependent() const { return bonusLevel >= 0 || !assign.empty(); }
 };
 
 class TopologyPlugin final : public framework::Plugin {
@@ -139,9 +138,17 @@ class TopologyPlugin final : public framework::Plugin {
       const int d = plan_.tree->level(plan_.bonusLevel).nodeDomain[node.index];
       return d < 0 ? 0 : plan_.bonus[d];
     });
+    // The planned job's subgroup domains decide which nodes pass (subgroupFits); its preferred
+    // level's bonus only orders them.
     ssn.addPlacementKeyFn(name_, [this](const SessionTask& task, std::string& key) {
-      if (task.job == plan_.job && plan_.jobDependent()) key += std::to_string(task.job);
+      if (task.job == plan_.job && !plan_.assign.empty()) key += std::to_string(task.job);
     });
+    ssn.addPlacementKeyFn(
+        name_,
+        [this](const SessionTask& task, std::string& key) {
+          if (task.job == plan_.job && plan_.bonusLevel >= 0) key += "b" + std::to_string(task.job);
+        },
+        framework::KeyPart::Order);
     // Rooms are cached per domain; every change of a node's resources comes through here.
     ssn.addAllocateHandler(
         name_, [this](const SessionTask& t) { changed(t, true); }, [this](const SessionTask& t) { changed(t, false); });
@@ -329,7 +336,9 @@ class TopologyPlugin final : public framework::Plugin {
 
   std::optional<framework::JobDomains> domains(Session& ssn, const SessionJob& job, framework::DomainRoom room) {
     plan_ = Plan{};
-    basis_ = room == framework::DomainRoom::Free ? topology::Basis::Free : topology::Basis::Capacity;
+    basis_ = room == framework::DomainRoom::Free  ? topology::Basis::Free
+             : room == framework::DomainRoom::Now ? topology::Basis::Now
+                                                  : topology::Basis::Capacity;
     const api::PodGroup* pg = job.info->podGroup.get();
     if (!pg || !constrained(*pg)) return std::nullopt;
     framework::JobDomains out;
