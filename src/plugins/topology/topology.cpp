@@ -107,6 +107,7 @@ struct SubAssign {
 /// The latest job's plan (see the file comment).
 struct Plan {
   int job = -1;
+  uint64_t seq = 0;  ///< which plan of the session: a job planned again may get other domains and bonuses
   DomainTree* tree = nullptr;
   int bonusLevel = -1;
   std::vector<int64_t> bonus;                  ///< per domain of bonusLevel
@@ -139,14 +140,14 @@ class TopologyPlugin final : public framework::Plugin {
       return d < 0 ? 0 : plan_.bonus[d];
     });
     // The planned job's subgroup domains decide which nodes pass (subgroupFits); its preferred
-    // level's bonus only orders them.
+    // level's bonus only orders them. Both hold for one plan: planned again, the job may get others.
     ssn.addPlacementKeyFn(name_, [this](const SessionTask& task, std::string& key) {
-      if (task.job == plan_.job && !plan_.assign.empty()) key += std::to_string(task.job);
+      if (task.job == plan_.job && !plan_.assign.empty()) key += std::to_string(plan_.seq);
     });
     ssn.addPlacementKeyFn(
         name_,
         [this](const SessionTask& task, std::string& key) {
-          if (task.job == plan_.job && plan_.bonusLevel >= 0) key += "b" + std::to_string(task.job);
+          if (task.job == plan_.job && plan_.bonusLevel >= 0) key += "b" + std::to_string(plan_.seq);
         },
         framework::KeyPart::Order);
     // Rooms are cached per domain; every change of a node's resources comes through here.
@@ -367,6 +368,7 @@ class TopologyPlugin final : public framework::Plugin {
     }
 
     plan_.job = job.index;
+    plan_.seq = ++plans_;
     plan_.tree = tree;
     planSubgroups(ssn, job, *pg, *tree, cands, out.reason);
     if (cands.empty()) {
@@ -513,6 +515,7 @@ class TopologyPlugin final : public framework::Plugin {
   Plan plan_;
   /// The room domains are judged by in the current domains() call (DomainRoom).
   topology::Basis basis_ = topology::Basis::Free;
+  uint64_t plans_ = 0;  ///< plans made (Plan::seq)
   std::map<const cache::TaskInfo*, int> lastNode_;  ///< where a task was last placed this session
 };
 
