@@ -317,13 +317,11 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
     for (size_t i = 0; i < keep; ++i) out.push_back(all[i].node);
     return out;
   }
-  const std::string baseKey = std::to_string(ssn_.placementClass(task)) + "|" + job.info->queue + "|" +
-                              std::to_string(job.priority) + "|" + (job.preemptible ? "p" : "n");
-  std::string key = baseKey;
+  std::string key = std::to_string(ssn_.placementClass(task)) + "|" + job.info->queue + "|" + std::to_string(job.priority) + "|" +
+                    (job.preemptible ? "p" : "n");
   for (int j : excluded_) key += "|x" + std::to_string(j);  // pruning: rankings without those victims
   // Victims taken for this claimant's earlier pods change the victim order itself (queue shares,
   // jobs no longer above their minimum): the nodes are ranked afresh for its later pods.
-  const bool afresh = orderChanged_;
   if (orderChanged_) {
     rankings_.erase(key);
     orderChanged_ = false;
@@ -331,29 +329,7 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
   auto [it, fresh] = rankings_.try_emplace(key, Better{this});
   Ranking& ranking = it->second;
   const framework::NodeChangeLog& log = ssn_.nodeChanges();
-  auto base = fresh && !afresh && !excluded_.empty() ? rankings_.find(baseKey) : rankings_.end();
-  if (base != rankings_.end()) {
-    // Pruning: without the excluded victim jobs, a node's set differs only where they run. The
-    // ranking is derived from the claimant's own (brought up to date first, without exclusions),
-    // those nodes evaluated again, instead of every node.
-    std::vector<int> excluded;
-    std::swap(excluded, excluded_);
-    base->second.refresh(log, [&](int ni) { return evaluate(job, task, ni); });
-    resetVerdicts();
-    std::swap(excluded, excluded_);
-    std::vector<int> redo;
-    for (int j : excluded_)
-      for (const SessionTask& t : ssn_.jobs()[j].tasks)
-        if (running(t) && t.node >= 0) redo.push_back(t.node);
-    std::sort(redo.begin(), redo.end());
-    redo.erase(std::unique(redo.begin(), redo.end()), redo.end());
-    std::vector<Candidate> all;
-    for (const Candidate& c : base->second.entries())
-      if (c.version == log.version(c.node) && !std::binary_search(redo.begin(), redo.end(), c.node)) all.push_back(c);
-    for (int ni : redo)
-      if (auto c = evaluate(job, task, ni)) all.push_back(*c);
-    ranking.assign(std::move(all), log);
-  } else if (fresh) {
+  if (fresh) {
     std::vector<Candidate> all;
     if (mode_ == VictimMode::Preempt) {  // victims live in the claimant's queue: only its nodes
       if (job.queue >= 0)

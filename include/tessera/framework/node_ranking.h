@@ -98,8 +98,6 @@ class NodeRanking {
 
   /// Entries held, stale ones included (for tests).
   size_t size() const { return heap_.size(); }
-  /// The entries held, in heap order, stale ones included (a caller deriving another ranking).
-  const std::vector<Entry>& entries() const { return heap_; }
 
  private:
   /// The heap's comparator: "a is worse than b", so the best entry is on top.
