@@ -6,6 +6,7 @@
 // preferred level's bonus orders nodes per job, subgroup domains change which nodes pass).
 #include <catch2/catch.hpp>
 
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -115,18 +116,29 @@ void requireSame(const Placement& fast, const Placement& scan, const std::string
   if (fast.node < 0) REQUIRE(fast.reason == scan.reason);
 }
 
+/// A session opened over `objects` with the default config.
+struct OpenSession {
+  explicit OpenSession(const std::string& objects) {
+    cluster.create(objects);
+    cluster.start();
+    auto loaded = tessera::framework::loadConfig(tessera::testing::testRegistry(), nullptr);
+    REQUIRE(loaded.ok());
+    config = std::move(*loaded);
+    session = std::make_unique<Session>(cluster.snapshot(), config, cluster.clock);
+    session->open();
+  }
+  TestCluster cluster;
+  tessera::framework::Config config;
+  std::unique_ptr<Session> session;
+};
+
 }  // namespace
 
 TEST_CASE("findPlacement's cached rankings always agree with a full scan", "[placement]") {
   for (unsigned seed = 1; seed <= 40; ++seed) {
     std::mt19937 rng(seed);
-    TestCluster tc;
-    tc.create(randomCluster(rng));
-    tc.start();
-    auto config = tessera::framework::loadConfig(tessera::testing::testRegistry(), nullptr);
-    REQUIRE(config.ok());
-    Session ssn(tc.snapshot(), *config, tc.clock);
-    ssn.open();
+    OpenSession open(randomCluster(rng));
+    Session& ssn = *open.session;
     Statement stmt(ssn);
     std::vector<Statement::Checkpoint> checkpoints;
     // Two domains (a name stands for one node set within a session): even and odd nodes.
@@ -172,18 +184,13 @@ TEST_CASE("findPlacement's cached rankings always agree with a full scan", "[pla
 
 TEST_CASE("findPlacement agrees with a full scan while topology plans rank and restrict nodes per job",
           "[placement][topology]") {
-  // Failure tallies are shared by tasks whose verdicts are alike: a preferred level's bonus (an
-  // order part of the key) must not split them, subgroup domains (a verdict part) must.
+  // A job planned again gets other subgroup domains and bonuses: rankings and failure tallies
+  // kept from an earlier plan must not answer for the new one.
   int constrainedTries = 0;
   for (unsigned seed = 1; seed <= 40; ++seed) {
     std::mt19937 rng(seed);
-    TestCluster tc;
-    tc.create(randomTopologyCluster(rng));
-    tc.start();
-    auto config = tessera::framework::loadConfig(tessera::testing::testRegistry(), nullptr);
-    REQUIRE(config.ok());
-    Session ssn(tc.snapshot(), *config, tc.clock);
-    ssn.open();
+    OpenSession open(randomTopologyCluster(rng));
+    Session& ssn = *open.session;
     Statement stmt(ssn);
     for (int step = 0; step < 200; ++step) {
       std::vector<SessionTask*> pending;
