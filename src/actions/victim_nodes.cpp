@@ -317,8 +317,8 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
     for (size_t i = 0; i < keep; ++i) out.push_back(all[i].node);
     return out;
   }
-  std::string key = std::to_string(ssn_.placementClass(task)) + "|" + job.info->queue + "|" + std::to_string(job.priority) + "|" +
-                    (job.preemptible ? "p" : "n");
+  std::string key = std::to_string(ssn_.placementClass(task)) + "|" + job.info->queue + "|" +
+                    std::to_string(job.priority) + "|" + (job.preemptible ? "p" : "n");
   for (int j : excluded_) key += "|x" + std::to_string(j);  // pruning: rankings without those victims
   // Victims taken for this claimant's earlier pods change the victim order itself (queue shares,
   // jobs no longer above their minimum): the nodes are ranked afresh for its later pods.

@@ -430,7 +430,8 @@ class Session {
   /// their own lazily refreshed views of the nodes with it (NodeRanking, as findPlacement does).
   const NodeChangeLog& nodeChanges() const { return nodeChanges_; }
   /// The key under which findPlacement caches node rankings for `task`: what the pod asks for and
-  /// where it may go (built once per task and session), then what plugins add for it now.
+  /// where it may go (built once per pod by the cache: TaskInfo::placementKey), then what plugins
+  /// add for it now.
   std::string placementKey(const SessionTask& task) const;
   /// placementKey() as a small number: tasks with equal keys have equal classes (session-wide).
   /// Cheap after a task's first call: callers compare and combine classes instead of keys.
