@@ -32,6 +32,7 @@ bool VictimSearch::better(const Candidate& a, const Candidate& b) const {
 
 bool VictimSearch::mayHaveVictims(const SessionJob& job, int node) const {
   // Preempt takes victims in the claimant's own queue only: nodes running none of its pods have none.
+  if (pruning_ && !std::binary_search(pruneNodes_.begin(), pruneNodes_.end(), node)) return false;
   if (mode_ != VictimMode::Preempt) return true;
   if (job.queue < 0) return false;
   const std::vector<int>& nodes = queueNodes_[job.queue];
@@ -166,10 +167,8 @@ std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, 
     const api::Resources room = n.futureIdle();
     for (const auto& [name, amount] : req.scalars) lack.scalars.emplace_back(name, amount - room.get(name));
   }
-  // Pod slots: pods evicted this cycle still count on the node until they are gone.
-  lack.slots = n.podCount + 1 - n.node().allocatablePods;
-  if (lack.slots > 0)
-    for (const Victim& v : onNode_[node]) lack.slots -= ssn_.task(v.job, v.task).state == TaskState::Releasing ? 1 : 0;
+  // Pod slots once the pods leaving are gone and the pipelined ones are bound.
+  lack.slots = n.futurePods() + 1 - n.node().allocatablePods;
   if (task.sharesGpu()) {
     if (task.info->gpuSpec->numDevices != 1) {  // several devices: only a fit without GPU victims
       if (!ssn_.gpuShareFits(task, n, /*future=*/true)) return std::nullopt;
@@ -289,15 +288,14 @@ std::optional<VictimSearch::Candidate> VictimSearch::evaluate(const SessionJob& 
                                                               int node) {
   std::optional<Chosen> chosen = choose(job, task, node, /*keepChunks=*/false);
   if (!chosen) return std::nullopt;
-  // Node checks run with the victims gone, and the pods already leaving: their pod slots are free
-  // again by the time the pod is bound (it is pipelined until then).
+  // Node checks run with the victims gone: their pod slots are free again by the time the pod is
+  // bound (it is pipelined until then), as those of the pods already leaving.
   SessionNode& n = ssn_.nodes()[node];
-  int32_t slots = static_cast<int32_t>(chosen->slots);
-  for (const Victim& v : onNode_[node]) slots += ssn_.task(v.job, v.task).state == TaskState::Releasing ? 1 : 0;
-  n.podCount -= slots;
+  const auto slots = static_cast<int32_t>(chosen->slots);
+  n.releasingPods += slots;
   std::string unused;
   const bool ok = ssn_.predicate(task, n, unused);
-  n.podCount += slots;
+  n.releasingPods -= slots;
   if (!ok) return std::nullopt;
   return Candidate{chosen->count, chosen->last, -ssn_.nodeScore(task, n), node, ssn_.nodeChanges().version(node)};
 }
@@ -319,7 +317,7 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
   }
   std::string key = std::to_string(ssn_.placementClass(task)) + "|" + job.info->queue + "|" +
                     std::to_string(job.priority) + "|" + (job.preemptible ? "p" : "n");
-  for (int j : excluded_) key += "|x" + std::to_string(j);  // pruning: rankings without those victims
+  key += pruneKey();  // pruning: rankings of this prune, without its excluded victims
   // Victims taken for this claimant's earlier pods change the victim order itself (queue shares,
   // jobs no longer above their minimum): the nodes are ranked afresh for its later pods.
   if (orderChanged_) {
@@ -331,7 +329,10 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
   const framework::NodeChangeLog& log = ssn_.nodeChanges();
   if (fresh) {
     std::vector<Candidate> all;
-    if (mode_ == VictimMode::Preempt) {  // victims live in the claimant's queue: only its nodes
+    if (pruning_) {  // victims only where the pruned set's jobs run
+      for (int ni : pruneNodes_)
+        if (auto c = evaluate(job, task, ni)) all.push_back(*c);
+    } else if (mode_ == VictimMode::Preempt) {  // victims live in the claimant's queue: only its nodes
       if (job.queue >= 0)
         for (int ni : queueNodes_[job.queue])
           if (auto c = evaluate(job, task, ni)) all.push_back(*c);
@@ -341,7 +342,9 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
     }
     ranking.assign(std::move(all), log);
   } else {
-    ranking.refresh(log, [&](int ni) { return evaluate(job, task, ni); });
+    ranking.refresh(log, [&](int ni) {
+      return mayHaveVictims(job, ni) ? evaluate(job, task, ni) : std::optional<Candidate>();
+    });
   }
   resetVerdicts();
   // The best current nodes; they stay ranked, valid until a try changes them.

@@ -60,6 +60,7 @@ bool VictimSearch::onSessionNodes(const SessionJob& job) const {
 bool VictimSearch::eligible(const SessionJob& claimant, const SessionTask& victim) const {
   const SessionJob& vj = ssn_.jobs()[victim.job];
   if (vj.index == claimant.index || !vj.preemptible || !running(victim) || !onSessionNodes(vj)) return false;
+  if (pruning_ && !std::binary_search(pruneJobs_.begin(), pruneJobs_.end(), vj.index)) return false;
   if (!excluded_.empty() && std::find(excluded_.begin(), excluded_.end(), vj.index) != excluded_.end()) return false;
   switch (mode_) {
     case VictimMode::Reclaim: return ssn_.reclaimable(claimant, victim);
@@ -267,7 +268,7 @@ int VictimSearch::makeRoomOnce(Statement& stmt, SessionJob& job, SessionTask& ta
   if (!ssn_.fits(task, n, /*future=*/true)) return fail();
   // Bound now only when the node holds it now, its pod slots included (evicted pods still hold
   // theirs until they are gone).
-  if (ssn_.fits(task, n, /*future=*/false) && n.podCount < n.node().allocatablePods) stmt.allocate(task, node);
+  if (ssn_.fits(task, n, /*future=*/false)) stmt.allocate(task, node);
   else stmt.pipeline(task, node);
   orderChanged_ = true;
   movedWhy_ = why;
@@ -299,8 +300,7 @@ std::string VictimSearch::queueRoomKey(const SessionJob& job, const SessionTask&
   std::string key = std::to_string(job.queue) + "|" + std::to_string(job.priority) + "|" +
                     std::to_string(task.request().milliGpu) + "|" + std::to_string(task.request().milliCpu) + "|" +
                     std::to_string(task.request().memory);
-  for (int j : excluded_) key += "|x" + std::to_string(j);  // pruning: found without those victims
-  return key;
+  return key + pruneKey();
 }
 
 bool VictimSearch::queueRoomKnownFailed(const SessionJob& job, const SessionTask& task) const {
@@ -489,9 +489,28 @@ bool VictimSearch::earlier(std::vector<Victim> a, std::vector<Victim> b) const {
   return a.size() < b.size();
 }
 
+std::string VictimSearch::pruneKey() const {
+  if (!pruning_) return "";
+  std::string key = "|p" + std::to_string(pruneSeq_);
+  for (int j : excluded_) key += "|x" + std::to_string(j);
+  return key;
+}
+
 bool VictimSearch::prune(SessionJob& job, const framework::NodeDomain* domain, std::vector<Victim> best,
                          std::string& reason) {
   pruning_ = true;
+  ++pruneSeq_;
+  pruneJobs_.clear();
+  pruneNodes_.clear();
+  for (const Victim& v : best) {
+    pruneJobs_.push_back(v.job);
+    for (const SessionTask& t : ssn_.jobs()[v.job].tasks)
+      if (running(t)) pruneNodes_.push_back(t.node >= 0 ? t.node : ssn_.findNode(t.info->nodeName));
+  }
+  for (std::vector<int>* list : {&pruneJobs_, &pruneNodes_}) {
+    std::sort(list->begin(), list->end());
+    list->erase(std::unique(list->begin(), list->end()), list->end());
+  }
   // The victims' jobs, the one with the latest victim in victim order first.
   auto later = [&](const Victim& x, const Victim& y) {
     return ssn_.victimLess(ssn_.task(y.job, y.task), ssn_.task(x.job, x.task));
@@ -516,8 +535,8 @@ bool VictimSearch::prune(SessionJob& job, const framework::NodeDomain* domain, s
   }
   bool ok = runIn(job, domain, reason, /*trial=*/false);
   excluded_.clear();
-  if (!ok) ok = runIn(job, domain, reason, /*trial=*/false);  // as first found
   pruning_ = false;
+  if (!ok) ok = runIn(job, domain, reason, /*trial=*/false);  // as first found
   return ok;
 }
 

@@ -99,6 +99,13 @@ class VictimSearch {
              std::string& reason);
   bool pruning_ = false;
   std::vector<int> excluded_;  ///< victim jobs left alone while pruning
+  /// While pruning: the jobs of the set being pruned and the nodes their pods run on (both
+  /// ascending). Only they may give victims, so that every trial looks for a subset of that set
+  /// (a trial free to take other victims finds a set that is not one, and the prune keeps none).
+  std::vector<int> pruneJobs_, pruneNodes_;
+  uint32_t pruneSeq_ = 0;  ///< counts prunes: rankings and failures found inside one are its own
+  /// The suffix of ranking and failure keys that tells a prune's trials apart (empty otherwise).
+  std::string pruneKey() const;
   /// Per job: 1 when every pod it runs is on a node of the session, 0 when one is not (a node
   /// gone or invalid: that pod cannot be evicted with its node's accounting, so the job is no
   /// victim), -1 not known yet.

@@ -157,7 +157,7 @@ void ClusterState::addToNode(const std::string& key, const api::Pod& pod, TaskSt
   NodeInfo& n = nodeEntry(node);
   n.used += pod.requests;
   if (!ours) n.foreignUsed += pod.requests;
-  if (st == TaskStatus::Releasing) n.releasing += pod.requests;
+  if (st == TaskStatus::Releasing) n.releasing += pod.requests, n.releasingPods++;
   n.podCount++;
   n.pods.insert(std::upper_bound(n.pods.begin(), n.pods.end(), key), key);
   n.usedPorts.insert(n.usedPorts.end(), pod.hostPorts.begin(), pod.hostPorts.end());
@@ -171,7 +171,7 @@ void ClusterState::removeFromNode(const std::string& key, const api::Pod& pod, T
     n.foreignUsed -= pod.requests;
     n.foreignUsed.normalize();
   }
-  if (st == TaskStatus::Releasing) n.releasing -= pod.requests;
+  if (st == TaskStatus::Releasing) n.releasing -= pod.requests, n.releasingPods--;
   n.used.normalize();
   n.releasing.normalize();
   n.podCount--;

@@ -86,6 +86,7 @@ void Session::buildState() {
     n.idle = info.allocatable - info.used;
     n.releasing = info.releasing;
     n.podCount = info.podCount;
+    n.releasingPods = info.releasingPods;
     const GpuSharingConfig& gs = config_.gpuSharing;
     const int64_t scaling = info.gpuMemoryScalingMilli > 0 ? info.gpuMemoryScalingMilli : gs.memoryScalingMilli;
     n.gpuCapacity = info.gpuUnits() * scaling / 1000;

@@ -98,6 +98,9 @@ bool Session::gpuShareFits(const SessionTask& task, const SessionNode& node, boo
 bool Session::fits(const SessionTask& task, const SessionNode& node, bool future) const {
   const api::Resources& req = task.nodeRequest();
   if (!req.fitsIn(future ? node.futureIdle() : node.idle)) return false;
+  // A pod slot: now, one not held by a pod (leaving or not); later, one the pods staying and the
+  // pipelined ones leave (the predicates refuse a node without it).
+  if ((future ? node.futurePods() : node.podCount) + 1 > node.node().allocatablePods) return false;
   return !task.sharesGpu() || gpuShareFits(task, node, future);
 }
 

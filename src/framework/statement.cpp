@@ -117,6 +117,7 @@ void Session::applyPipeline(SessionTask& task, int node) {
   SessionNode& n = nodes_[node];
   SessionJob& j = jobs_[task.job];
   n.pipelined += task.nodeRequest();
+  n.pipelinedPods++;
   if (task.sharesGpu()) takeGpus(task, n, /*pipelined=*/true);
   nodeChanged(n);
   task.state = TaskState::Pipelined;
@@ -135,6 +136,7 @@ void Session::undoPipeline(const Operation& op) {
   SessionJob& j = jobs_[op.job];
   TESSERA_ASSERT(task.state == TaskState::Pipelined);
   n.pipelined -= task.nodeRequest();
+  n.pipelinedPods--;
   if (task.sharesGpu()) returnGpus(task, n, /*pipelined=*/true);
   countReady(j, task, -1);
   j.pendingCount++;
@@ -161,6 +163,7 @@ void Session::applyEvict(SessionTask& task) {
   SessionNode& n = nodes_[task.node];
   SessionJob& j = jobs_[task.job];
   n.releasing += task.nodeRequest();
+  n.releasingPods++;
   if (task.sharesGpu()) releaseGpus(task, n, +1);
   nodeChanged(n);
   task.state = TaskState::Releasing;
@@ -176,6 +179,7 @@ void Session::undoEvict(const Operation& op) {
   SessionJob& j = jobs_[op.job];
   TESSERA_ASSERT(task.state == TaskState::Releasing);
   n.releasing -= task.nodeRequest();
+  n.releasingPods--;
   if (task.sharesGpu()) releaseGpus(task, n, -1);
   countReady(j, task, +1);
   j.allocated += task.request();
@@ -194,6 +198,7 @@ void Statement::reserve(const SessionTask& evicted, int node) {
 void Session::applyReserve(const SessionTask& task, int node) {
   SessionNode& n = nodes_[node];
   n.pipelined += task.nodeRequest();
+  n.pipelinedPods++;
   // A fractional pod's share is held in the GPU group it will join (its own groups are released
   // through the cache's group ids, not the session's record, so that record is free to hold this).
   if (task.sharesGpu()) takeGpus(jobs_[task.job].tasks[task.index], n, /*pipelined=*/true);
@@ -206,6 +211,7 @@ void Session::undoReserve(const Operation& op) {
   if (task.sharesGpu()) returnGpus(task, n, /*pipelined=*/true);
   n.pipelined -= task.nodeRequest();
   n.pipelined.normalize();
+  n.pipelinedPods--;
   nodeChanged(n);
 }
 
@@ -231,6 +237,7 @@ void Session::applyRepipeline(SessionTask& task) {
   n.idle += task.nodeRequest();
   n.idle.normalize();
   n.podCount--;
+  n.pipelinedPods++;
   removePorts(n.addedPorts, task.pod().hostPorts);
   n.pipelined += task.nodeRequest();
   nodeChanged(n);
@@ -248,6 +255,7 @@ void Session::undoRepipeline(const Operation& op) {
   n.pipelined.normalize();
   n.idle -= task.nodeRequest();
   n.podCount++;
+  n.pipelinedPods--;
   addPorts(n.addedPorts, task.pod().hostPorts);
   j.pipelinedCount--;
   nodeChanged(n);

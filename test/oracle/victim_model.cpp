@@ -41,13 +41,19 @@ std::vector<Amounts> allocatedBy(const Case& c, const std::vector<bool>* removed
   return a;
 }
 
-std::vector<Amounts> fairShares(const Case& c) {
-  std::vector<plugins::proportion::DivisionQueue> dq(c.queues.size());
+/// Per queue: what its pods hold and ask for.
+std::vector<Amounts> requestedBy(const Case& c) {
   std::vector<Amounts> requested = allocatedBy(c, nullptr);
   for (const OJob& j : c.jobs)
     for (int pi : j.pods)
       if (!running(c.pods[pi]))
         for (int q : pathOf(c, j.queue)) add(requested[q], podAmounts(c.pods[pi]));
+  return requested;
+}
+
+std::vector<Amounts> fairShares(const Case& c) {
+  std::vector<plugins::proportion::DivisionQueue> dq(c.queues.size());
+  const std::vector<Amounts> requested = requestedBy(c);
   for (size_t i = 0; i < c.queues.size(); ++i) {
     const OQueue& q = c.queues[i];
     dq[i].name = q.name;
@@ -62,6 +68,20 @@ std::vector<Amounts> fairShares(const Case& c) {
   plugins::proportion::divide(dq, capacity);
   std::vector<Amounts> out;
   for (const auto& d : dq) out.push_back(d.fairShare);
+  return out;
+}
+
+/// What reclaim leaves a queue: its fair share, or, where the division scaled an over-committed
+/// quota down, its quota up to what it asks for (and its limit): KAI's fair share is never below
+/// min(quota, requested).
+std::vector<Amounts> keptShares(const Case& c, const std::vector<Amounts>& fs) {
+  const std::vector<Amounts> requested = requestedBy(c);
+  std::vector<Amounts> out = fs;
+  for (size_t i = 0; i < c.queues.size(); ++i) {
+    int64_t guaranteed = std::min(c.queues[i].quotaGpu, requested[i][0]);
+    if (c.queues[i].limitGpu >= 0) guaranteed = std::min(guaranteed, c.queues[i].limitGpu);
+    out[i][0] = std::max(out[i][0], guaranteed);
+  }
   return out;
 }
 
@@ -120,7 +140,7 @@ std::vector<Chunk> jobChunks(const Case& c, int ji) {
   return out;
 }
 
-std::vector<Chunk> victimSequence(const Case& c, const std::vector<Amounts>& fs) {
+std::vector<Chunk> victimSequence(const Case& c, const std::vector<Amounts>& fs, const std::vector<Amounts>& kept) {
   std::map<int, std::vector<Chunk>> left;  // job -> chunks not yet in the sequence
   for (size_t j = 0; j < c.jobs.size(); ++j)
     if (eligibleJob(c, int(j))) left[int(j)] = jobChunks(c, int(j));
@@ -179,7 +199,7 @@ std::vector<Chunk> victimSequence(const Case& c, const std::vector<Amounts>& fs)
       }
       const size_t b = size_t(best);
       int pick = 0;  // >0: q goes before best
-      const bool oq = above(alloc[qi], fs[qi]), ob = above(alloc[b], fs[b]);
+      const bool oq = above(alloc[qi], kept[qi]), ob = above(alloc[b], kept[b]);
       const bool sq = alloc[qi][kGpu] <= c.queues[qi].quotaGpu, sb = alloc[b][kGpu] <= c.queues[b].quotaGpu;
       if (oq != ob) pick = oq ? 1 : -1;
       else if (sq != sb) pick = sq ? -1 : 1;
@@ -380,7 +400,7 @@ SetEval evaluate(const Case& c, const Expected& e, const std::vector<int>& posit
       const int qa = a[i], qb = b[i];
       const OQueue& A = c.queues[size_t(qa)];
       const OQueue& B = c.queues[size_t(qb)];
-      const bool maintain = above(run[size_t(qb)], e.fairShare[size_t(qb)]);
+      const bool maintain = above(run[size_t(qb)], e.kept[size_t(qb)]);
       const bool guarantee = (e.request[kGpu] == 0 || orig[size_t(qa)][kGpu] + e.request[kGpu] <= A.quotaGpu) &&
                              run[size_t(qb)][kGpu] > B.quotaGpu;
       if (!maintain && !guarantee) {
@@ -526,7 +546,8 @@ Expected expectedOutcome(const Case& c) {
   for (int p : c.jobs[size_t(c.claimant)].pods)
     if (!running(c.pods[size_t(p)])) add(e.request, podAmounts(c.pods[size_t(p)]));
   e.fairShare = fairShares(c);
-  e.sequence = victimSequence(c, e.fairShare);
+  e.kept = keptShares(c, e.fairShare);
+  e.sequence = victimSequence(c, e.fairShare, e.kept);
   for (const Chunk& ch : e.sequence) {
     std::vector<int> ps = ch.pods;
     std::sort(ps.begin(), ps.end(),

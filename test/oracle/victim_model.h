@@ -21,7 +21,9 @@
 /// (KAI's victim queue: JobsOrderByQueues with VictimQueue, reversed queue and job order):
 ///   1. queues, top-down through the tree, among the sibling queues that still hold a candidate
 ///      (KAI's reversed queue order with victims): a queue above its fair share in some resource
-///      goes first; then one above its quota (not starved); then the larger dominant share of what
+///      goes first (its "kept" share: the fair share, but never below min(quota, requested, limit)
+///      where the division scaled an over-committed quota down; KAI's fair share is never below
+///      min(quota, requested)); then one above its quota (not starved); then the larger dominant share of what
 ///      it would still hold after the chunks already in the sequence and its own next chunk are
 ///      taken, max over gpu/cpu/memory of remaining / fair share (a positive amount over a zero
 ///      share is infinite); then the larger dominant share as it stands; then the newer queue
@@ -56,7 +58,7 @@
 ///              and, unit by unit in victim order (a single pod, or a whole gang's last
 ///              minMember pods together), at the level just below the lowest common
 ///              ancestor of claimant and victim queue: the victim side must still be above its
-///              fair share before the chunk is taken (MaintainFairShare), or the claimant side is
+///              kept share before the chunk is taken (MaintainFairShare), or the claimant side is
 ///              within its quota with the claimant added and the victim side above its quota
 ///              (GuaranteeDeservedQuota).
 /// When the claimant fits with no victim at all (allocate places it), nothing is evicted.
@@ -137,6 +139,7 @@ struct Chunk {
 struct Expected {
   Amounts request{0, 0, 0};         ///< the claimant's pending pods
   std::vector<Amounts> fairShare;   ///< per queue
+  std::vector<Amounts> kept;        ///< per queue: what reclaim leaves it (fair share, or quota: keptShares)
   std::vector<Chunk> sequence;      ///< the victim order, chunk by chunk
   std::vector<int> order;           ///< the same, pod by pod (a whole chunk newest first)
   bool fitsWithoutVictims = false;  ///< allocate places the claimant

@@ -112,6 +112,7 @@ struct NodeInfo {
   api::Resources releasing;  ///< pods terminating here: freed once they are gone
   api::Resources foreignUsed;  ///< held by pods of other schedulers (never ours to divide)
   int32_t podCount = 0;
+  int32_t releasingPods = 0;  ///< of podCount, the terminating pods: their slots free once they are gone
   std::vector<std::string> pods;          ///< keys "ns/name" of pods holding resources here, sorted
   std::vector<api::HostPort> usedPorts;   ///< host ports of those pods
   /// GPU groups on this node, sorted by id. A group without a reservation pod still holds a GPU:

@@ -99,7 +99,9 @@ struct SessionNode {
   api::Resources idle;       ///< allocatable minus everything on the node (incl. this cycle's allocations)
   api::Resources releasing;  ///< held by terminating/evicted pods: free once they are gone
   api::Resources pipelined;  ///< promised to pipelined tasks out of releasing (and idle) resources
-  int32_t podCount = 0;
+  int32_t podCount = 0;       ///< pods holding a slot now (releasing ones too; not pipelined ones)
+  int32_t releasingPods = 0;  ///< of podCount, pods leaving: their slots are free once they are gone
+  int32_t pipelinedPods = 0;  ///< pods promised a slot once releasing ones are gone (and reserved moves)
   std::vector<api::HostPort> addedPorts;  ///< host ports of tasks placed this cycle
   std::vector<SessionGpuGroup> gpuGroups; ///< the cache's groups (same order), then opened ones
   /// One GPU's capacity in group units: cache::NodeInfo::gpuUnits() times the memory scaling (the
@@ -114,6 +116,8 @@ struct SessionNode {
   const std::string& name() const { return info->name; }
   /// Resources free once releasing pods are gone, minus what pipelined tasks were promised.
   api::Resources futureIdle() const { return idle + releasing - pipelined; }
+  /// Pod slots taken once releasing pods are gone and pipelined ones are bound.
+  int32_t futurePods() const { return podCount - releasingPods + pipelinedPods; }
 };
 
 struct SessionJob {

@@ -144,7 +144,9 @@ class PredicatesPlugin final : public framework::Plugin {
           return false;
         }
       }
-      if (sn.podCount + 1 > node.allocatablePods) {
+      // Slots of pods leaving are free by the time a pod pipelined here is bound (Session::fits
+      // asks for a slot now before binding it now).
+      if (sn.futurePods() + 1 > node.allocatablePods) {
         reason = "too many pods";
         return false;
       }

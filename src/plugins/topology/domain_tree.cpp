@@ -12,7 +12,7 @@ std::pair<api::Resources, int64_t> freeOf(const framework::SessionNode& n, const
   const api::Node& node = n.node();
   if (!node.ready || node.unschedulable) return {api::Resources{}, 0};
   std::pair<api::Resources, int64_t> out =
-      basis == Basis::Free  ? std::pair<api::Resources, int64_t>{n.futureIdle(), node.allocatablePods - n.podCount}
+      basis == Basis::Free  ? std::pair<api::Resources, int64_t>{n.futureIdle(), node.allocatablePods - n.futurePods()}
       : basis == Basis::Now ? std::pair<api::Resources, int64_t>{n.idle, node.allocatablePods - n.podCount}
                             : std::pair<api::Resources, int64_t>{n.info->allocatable - n.info->foreignUsed,
                                                                  node.allocatablePods};

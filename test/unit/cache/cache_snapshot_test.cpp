@@ -134,6 +134,7 @@ std::vector<std::string> describeNode(const NodeInfo& n) {
   out.push_back(w + " releasing " + res(n.releasing));
   out.push_back(w + " idle " + res(n.idle()));
   out.push_back(w + " podCount " + std::to_string(n.podCount));
+  out.push_back(w + " releasingPods " + std::to_string(n.releasingPods));
   std::string pods;
   for (const auto& p : n.pods) pods += " " + p;
   out.push_back(w + " pods" + pods);
@@ -360,7 +361,7 @@ std::vector<std::string> recomputeDifferences(MemoryCluster& cluster, const Snap
   REQUIRE(pods.ok());
   struct NodeTotals {
     Resources used, releasing;
-    int32_t count = 0;
+    int32_t count = 0, leaving = 0;
     std::vector<std::string> pods;
   };
   std::map<std::string, NodeTotals> nodes;
@@ -370,7 +371,7 @@ std::vector<std::string> recomputeDifferences(MemoryCluster& cluster, const Snap
     if (p->nodeName.empty() || p->terminated()) continue;
     NodeTotals& t = nodes[p->nodeName];
     t.used += p->requests;
-    if (p->terminating()) t.releasing += p->requests;
+    if (p->terminating()) t.releasing += p->requests, t.leaving++;
     t.count++;
     t.pods.push_back(p->meta.key());
   }
@@ -381,6 +382,8 @@ std::vector<std::string> recomputeDifferences(MemoryCluster& cluster, const Snap
     if (!(n->releasing == t.releasing))
       d.push_back("node " + n->name + " releasing " + res(n->releasing) + " != " + res(t.releasing));
     if (n->podCount != t.count) d.push_back("node " + n->name + " podCount " + std::to_string(n->podCount));
+    if (n->releasingPods != t.leaving)
+      d.push_back("node " + n->name + " releasingPods " + std::to_string(n->releasingPods));
     if (n->pods != t.pods) d.push_back("node " + n->name + " pods");
   }
   std::map<std::string, Resources> queues;
