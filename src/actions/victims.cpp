@@ -285,15 +285,23 @@ int VictimSearch::parentOf(int queue) const {
   return q.queue && !q.queue->parentQueue.empty() ? ssn_.findQueue(q.queue->parentQueue) : -1;
 }
 
+api::Status VictimSearch::queueRoom(const SessionJob& job, const SessionTask& task) const {
+  TESSERA_TRY(taskAllowed(ssn_, job, task));
+  if (mode_ == VictimMode::Reclaim) return ssn_.reclaimBounds(job, task.request());
+  return api::Status::success();
+}
+
 bool VictimSearch::relievable(const SessionJob& job, const std::string& why) const {
   // "OverLimit: queue q: ...": reclaim takes from other queues, which frees no room under the
   // claimant's own queue's limit, only under an ancestor's; preempt frees its own queue's.
-  static const std::string kPrefix = "OverLimit: queue ";
-  if (why.rfind(kPrefix, 0) != 0) return false;
+  // "OverFairShare: queue q: ..." (reclaim): an ancestor's, freed by victims in sibling queues.
+  static const std::string kLimit = "OverLimit: queue ", kShare = "OverFairShare: queue ";
+  const bool limit = why.rfind(kLimit, 0) == 0;
+  if (!limit && (mode_ != VictimMode::Reclaim || why.rfind(kShare, 0) != 0)) return false;
   if (mode_ != VictimMode::Reclaim) return true;
+  const size_t at = limit ? kLimit.size() : kShare.size();
   const std::string& own = job.info->queue;
-  return why.compare(kPrefix.size(), own.size(), own) != 0 || why.size() <= kPrefix.size() + own.size() ||
-         why[kPrefix.size() + own.size()] != ':';
+  return why.compare(at, own.size(), own) != 0 || why.size() <= at + own.size() || why[at + own.size()] != ':';
 }
 
 std::string VictimSearch::queueRoomKey(const SessionJob& job, const SessionTask& task) const {
@@ -354,7 +362,7 @@ bool VictimSearch::freeQueueRoom(Statement& stmt, SessionJob& job, SessionTask& 
                               : "preempted by " + describeJob(job) + " (priority " + std::to_string(job.priority) +
                                     ", queue limit)";
   for (const Victim& v : cands) {
-    if (taskAllowed(ssn_, job, task).ok()) break;
+    if (queueRoom(job, task).ok()) break;
     SessionTask& vt = ssn_.task(v.job, v.task);
     if (!running(vt) || !eligible(job, vt)) continue;
     for (const Victim& c : chunkOf(v)) {
@@ -364,7 +372,7 @@ bool VictimSearch::freeQueueRoom(Statement& stmt, SessionJob& job, SessionTask& 
       ++evicted;
     }
   }
-  if (taskAllowed(ssn_, job, task).ok()) return true;
+  if (queueRoom(job, task).ok()) return true;
   stmt.rollback(cp);
   evictedNow_.resize(record);
   evicted = before;
@@ -645,8 +653,9 @@ bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, s
     ssn_.restrictTo(domain);  // replace() below lifts it
     if (turnDone(job)) break;  // evict (or move pods) for this turn's pods only
     SessionTask& task = job.tasks[ti];
-    if (auto allowed = taskAllowed(ssn_, job, task); !allowed.ok()) {
-      // Blocked by a queue's limit: victims under that queue free room in it (issue 15, item 9).
+    if (auto allowed = queueRoom(job, task); !allowed.ok()) {
+      // Blocked by a queue's limit (or, reclaiming, an ancestor's fair share): victims under that
+      // queue free room in it (issue 15, item 9).
       if (mode_ == VictimMode::Consolidate || !relievable(job, allowed.error().message) ||
           !freeQueueRoom(stmt, job, task, evicted)) {
         reason = allowed.error().message;

@@ -141,6 +141,9 @@ class VictimSearch {
   bool freeQueueRoom(framework::Statement& stmt, framework::SessionJob& job, framework::SessionTask& task,
                      int& evicted);
   int parentOf(int queue) const;
+  /// Whether the queue rules let `task` be placed as things stand: its queue path's limits (and
+  /// non-preemptible quota); reclaiming, its ancestors' fair shares too (Session::reclaimBounds).
+  api::Status queueRoom(const framework::SessionJob& job, const framework::SessionTask& task) const;
   /// Whether victims could relieve the capacity failure `why` (an OverLimit this mode can free).
   bool relievable(const framework::SessionJob& job, const std::string& why) const;
   std::string queueRoomKey(const framework::SessionJob& job, const framework::SessionTask& task) const;

@@ -35,6 +35,7 @@ void Session::addPlacementKeyFn(const std::string& p, PlacementKeyFn fn, KeyPart
 }
 void Session::addJobDomainsFn(const std::string& p, JobDomainsFn fn) { jobDomains_.push_back({p, std::move(fn)}); }
 void Session::addCanReclaimFn(const std::string& p, JobCheckFn fn) { canReclaim_.push_back({p, std::move(fn)}); }
+void Session::addReclaimBoundsFn(const std::string& p, CapacityFn fn) { reclaimBounds_.push_back({p, std::move(fn)}); }
 void Session::addVictimOrderFn(const std::string& p, VictimOrderFn fn) { victimOrder_.push_back({p, std::move(fn)}); }
 void Session::addAllocateHandler(const std::string& p, TaskEventFn onAllocate, TaskEventFn onDeallocate) {
   if (onAllocate) onAllocate_.push_back({p, std::move(onAllocate)});
@@ -116,6 +117,11 @@ api::Status Session::capacityCheck(const SessionJob& job, const api::Resources& 
 api::Status Session::canReclaim(const SessionJob& job) const {
   if (canReclaim_.empty()) return api::makeError("no plugin allows reclaiming");
   for (const auto& f : canReclaim_) TESSERA_TRY(f.fn(job));
+  return api::Status::success();
+}
+
+api::Status Session::reclaimBounds(const SessionJob& job, const api::Resources& request) const {
+  for (const auto& f : reclaimBounds_) TESSERA_TRY(f.fn(job, request));
   return api::Status::success();
 }
 

@@ -203,6 +203,10 @@ void Session::applyReserve(const SessionTask& task, int node) {
   // through the cache's group ids, not the session's record, so that record is free to hold this).
   if (task.sharesGpu()) takeGpus(jobs_[task.job].tasks[task.index], n, /*pipelined=*/true);
   nodeChanged(n);
+  // A moved pod comes back: its queue still holds what it asks (limits and quotas count it while
+  // other pods are placed), as before it was evicted.
+  chargeQueue(jobs_[task.job], task, +1);
+  notifyAllocate(task);
 }
 
 void Session::undoReserve(const Operation& op) {
@@ -213,6 +217,8 @@ void Session::undoReserve(const Operation& op) {
   n.pipelined.normalize();
   n.pipelinedPods--;
   nodeChanged(n);
+  chargeQueue(jobs_[task.job], task, -1);
+  notifyDeallocate(task);
 }
 
 // ---- pipelineAllocated: a gang's Allocated tasks turn Pipelined (repipeline) ----

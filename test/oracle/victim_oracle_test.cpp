@@ -7,6 +7,8 @@
 //                            3000 in a normal build, 200 under the sanitizers)
 //   TESSERA_ORACLE_SEED=S    the first seed (default 1); seeds S .. S+N-1 run
 //   TESSERA_ORACLE_SHOW=K    how many failing seeds to print in full (default 3)
+//   TESSERA_ORACLE_KEEP=1    keep every seed's scenario file, passing ones too (to turn a case into
+//                            a scenario of its own)
 //   TESSERA_ORACLE_ALLOW=L   known gaps, a ratchet: "minimal=3,order=11,missed=8" lets at most that
 //                            many seeds break rules whose name contains the key (default:
 //                            TESSERA_ORACLE_DEFAULT_ALLOW from CMake; empty: every rule strict).
@@ -138,6 +140,7 @@ TEST_CASE("victim oracle: preempt, reclaim and consolidate evict the first minim
   const long cases = envLong("TESSERA_ORACLE_CASES", TESSERA_ORACLE_DEFAULT_CASES);
   const long first = envLong("TESSERA_ORACLE_SEED", 1);
   const long show = envLong("TESSERA_ORACLE_SHOW", 3);
+  const bool keep = envLong("TESSERA_ORACLE_KEEP", 0) != 0;
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("tessera-victim-oracle-" + std::to_string(first));
   std::filesystem::create_directories(dir);
@@ -157,7 +160,7 @@ TEST_CASE("victim oracle: preempt, reclaim and consolidate evict the first minim
       continue;
     }
     if (!r.failed) {
-      std::filesystem::remove(r.file);
+      if (!keep) std::filesystem::remove(r.file);
       continue;
     }
     ++failed;

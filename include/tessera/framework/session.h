@@ -360,6 +360,7 @@ class Session {
   void addPlacementKeyFn(const std::string& plugin, PlacementKeyFn fn, KeyPart part = KeyPart::Verdicts);
   void addJobDomainsFn(const std::string& plugin, JobDomainsFn fn);
   void addCanReclaimFn(const std::string& plugin, JobCheckFn fn);
+  void addReclaimBoundsFn(const std::string& plugin, CapacityFn fn);
   void addVictimOrderFn(const std::string& plugin, VictimOrderFn fn);
 
   // ---- queries over the registered callbacks (session_plugins.cpp) ----
@@ -386,6 +387,10 @@ class Session {
   /// Whether the job's queue may take resources back from other queues (a reason when not).
   /// Without a registered check, no job may reclaim.
   api::Status canReclaim(const SessionJob& job) const;
+  /// Whether a reclaimer may take `request` more as things stand, by the rules that depend on
+  /// where its victims are (its queue's ancestors staying within their fair shares: victims in
+  /// sibling queues make room there, others do not). Without a registered check, always.
+  api::Status reclaimBounds(const SessionJob& job, const api::Resources& request) const;
   /// Strict total order of victims: plugins first, then the newest pod, then the pod key.
   bool victimLess(const SessionTask& l, const SessionTask& r) const;
   /// The domains a job must be placed in (first plugin that constrains it wins); nullopt = anywhere.
@@ -525,6 +530,7 @@ class Session {
   size_t verdictKeyFns_ = 0;                          ///< how many of them are KeyPart::Verdicts
   std::vector<Named<JobDomainsFn>> jobDomains_;
   std::vector<Named<JobCheckFn>> canReclaim_;
+  std::vector<Named<CapacityFn>> reclaimBounds_;
   std::vector<Named<VictimOrderFn>> victimOrder_;
 
   // ---- placement search, its node rankings and indexes (placement.cpp) ----

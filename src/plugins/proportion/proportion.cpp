@@ -149,6 +149,27 @@ class State {
     return capacity(job, resourcesOf(req));
   }
 
+  /// KAI's reclaimingQueuesRemainWithinBoundaries for the claimant's ancestors (its own queue is
+  /// canReclaim's): each stays within its fair share with `request` added, except a top-level
+  /// queue that is the only one. Victims under the ancestor (in sibling queues) make room in it.
+  api::Status reclaimBounds(const SessionJob& job, const api::Resources& request) {
+    ensureDivided();
+    if (job.queue < 0) return api::Status::success();
+    const Amounts req = amountsOf(request);
+    int tops = 0;
+    for (const QNode& q : q_) tops += q.parent < 0 ? 1 : 0;
+    for (int c = q_[job.queue].parent; c >= 0; c = q_[c].parent) {
+      const QNode& q = q_[c];
+      if (q.parent < 0 && tops == 1) break;
+      for (int r = 0; r < kResources; ++r)
+        if (req[r] > 0 && q.allocated[r] + req[r] > q.fairShare[r])
+          return api::makeError("OverFairShare: queue " + ssn_.queues()[c].name + ": " + kResourceNames[r] + " " +
+                                fmt(r, q.allocated[r]) + " + " + fmt(r, req[r]) + " > fair share " +
+                                fmt(r, q.fairShare[r]));
+    }
+    return api::Status::success();
+  }
+
   /// How many ancestors queue `q` has (parent cycles are cut at load: bounded anyway).
   int depth(int q) const {
     int d = 0;
@@ -561,6 +582,8 @@ class ProportionPlugin final : public framework::Plugin {
                                     const SessionJob* rj) { return st->compareQueues(l.index, r.index, lj, rj); });
     ssn.addCapacityFn(name_, [st](const SessionJob& j, const api::Resources& req) { return st->capacity(j, req); });
     ssn.addCanReclaimFn(name_, [st](const SessionJob& j) { return st->canReclaim(j); });
+    ssn.addReclaimBoundsFn(name_,
+                           [st](const SessionJob& j, const api::Resources& req) { return st->reclaimBounds(j, req); });
     ssn.addReclaimableFn(name_, [st](const SessionJob& c, const SessionTask& v) { return st->reclaimable(c, v); });
     ssn.addPreemptableFn(name_, [st](const SessionJob& c, const SessionTask& v) { return st->preemptable(c, v); });
     ssn.addVictimOrderFn(name_, [st](const SessionTask& l, const SessionTask& r) { return st->compareVictims(l, r); });
