@@ -211,7 +211,7 @@ std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, 
   taken_.clear();
   for (const Victim& v : onNode_[node]) {
     if (lack.met()) break;
-    if (!eligibleCached(job, v)) continue;
+    if (!eligibleCached(job, v) || podExcluded(v)) continue;
     if (std::find(whole.begin(), whole.end(), v.job) != whole.end()) continue;
     if (!unmovable_.empty() && std::find(unmovable_.begin(), unmovable_.end(), v.job) != unmovable_.end()) continue;
     const SessionJob& vj = ssn_.jobs()[v.job];
@@ -232,6 +232,10 @@ std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, 
                                         [&](const Victim& x) { return x.job == v.job && x.task == t.index; });
         if (!chosen) chunk.push_back({v.job, t.index});
       }
+    if (!surplus && !excludedPods_.empty() && std::any_of(chunk.begin(), chunk.end(), [&](const Victim& c) {
+          return podExcluded(c);
+        }))
+      continue;  // pruning: a pod left alone keeps its whole job
     VictimFreed f;
     f.scalars.assign(lack.scalars.size(), 0);
     f.first = v;

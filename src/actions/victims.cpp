@@ -351,9 +351,10 @@ bool VictimSearch::freeQueueRoom(Statement& stmt, SessionJob& job, SessionTask& 
       cands.push_back({vj.index, t.index});
     }
   }
-  std::sort(cands.begin(), cands.end(), [&](const Victim& a, const Victim& b) {
+  auto less = [&](const Victim& a, const Victim& b) {
     return ssn_.victimLess(ssn_.task(a.job, a.task), ssn_.task(b.job, b.task));
-  });
+  };
+  std::sort(cands.begin(), cands.end(), less);
   const auto cp = stmt.checkpoint();
   const size_t record = evictedNow_.size();
   const int before = evicted;
@@ -361,11 +362,17 @@ bool VictimSearch::freeQueueRoom(Statement& stmt, SessionJob& job, SessionTask& 
                               ? "reclaimed by queue " + job.info->queue + " for " + describeJob(job) + " (queue limit)"
                               : "preempted by " + describeJob(job) + " (priority " + std::to_string(job.priority) +
                                     ", queue limit)";
-  for (const Victim& v : cands) {
+  for (size_t i = 0; i < cands.size(); ++i) {
     if (queueRoom(job, task).ok()) break;
+    // The order as it stands after the victims taken so far (KAI's victim queue): an elastic job
+    // that reached its minimum now goes whole, behind newer jobs; the queues' shares moved.
+    if (evicted > before) std::iter_swap(cands.begin() + i, std::min_element(cands.begin() + i, cands.end(), less));
+    const Victim v = cands[i];
     SessionTask& vt = ssn_.task(v.job, v.task);
     if (!running(vt) || !eligible(job, vt)) continue;
-    for (const Victim& c : chunkOf(v)) {
+    const std::vector<Victim> chunk = chunkOf(v);
+    if (std::any_of(chunk.begin(), chunk.end(), [&](const Victim& c) { return podExcluded(c); })) continue;
+    for (const Victim& c : chunk) {
       SessionTask& ct = ssn_.task(c.job, c.task);
       if (!running(ct)) continue;
       evict(stmt, ct, why);
@@ -501,6 +508,7 @@ std::string VictimSearch::pruneKey() const {
   if (!pruning_) return "";
   std::string key = "|p" + std::to_string(pruneSeq_);
   for (int j : excluded_) key += "|x" + std::to_string(j);
+  for (const Victim& v : excludedPods_) key += "|y" + std::to_string(v.job) + "." + std::to_string(v.task);
   return key;
 }
 
@@ -528,21 +536,36 @@ bool VictimSearch::prune(SessionJob& job, const framework::NodeDomain* domain, s
   std::vector<int> jobs;
   for (const Victim& v : byLatest)
     if (std::find(jobs.begin(), jobs.end(), v.job) == jobs.end()) jobs.push_back(v.job);
+  auto in = [](const std::vector<Victim>& set, const Victim& v) {
+    return std::any_of(set.begin(), set.end(), [&](const Victim& y) { return v.job == y.job && v.task == y.task; });
+  };
+  // One trial without what was just excluded: kept only when it takes a subset (comparing
+  // different sets by the victim order as it stands, not as it would be after the victims
+  // before, could trade a victim for a later one).
+  auto trial = [&] {
+    std::string why;
+    const bool found = runIn(job, domain, why, /*trial=*/true);
+    if (!found || !std::all_of(evictedNow_.begin(), evictedNow_.end(), [&](const Victim& x) { return in(best, x); }))
+      return false;
+    best = evictedNow_;
+    return true;
+  };
   for (int j : jobs) {
     if (std::none_of(best.begin(), best.end(), [&](const Victim& v) { return v.job == j; })) continue;
     excluded_.push_back(j);
-    std::string why;
-    // Kept only when it takes a subset: comparing different sets by the victim order as it stands
-    // (not as it would be after the victims before) could trade a victim for a later one.
-    const bool found = runIn(job, domain, why, /*trial=*/true);
-    const bool subset = std::all_of(evictedNow_.begin(), evictedNow_.end(), [&](const Victim& x) {
-      return std::any_of(best.begin(), best.end(), [&](const Victim& y) { return x.job == y.job && x.task == y.task; });
-    });
-    if (found && subset) best = evictedNow_;
-    else excluded_.pop_back();
+    if (!trial()) excluded_.pop_back();
+  }
+  // Then single pods of a job that gave several (surplus pods of an elastic job are taken one at a
+  // time, for different pods of the claimant or for queue room and node room): the latest first.
+  for (const Victim& v : byLatest) {
+    if (!in(best, v) || std::count_if(best.begin(), best.end(), [&](const Victim& y) { return y.job == v.job; }) < 2)
+      continue;
+    excludedPods_.push_back(v);
+    if (!trial()) excludedPods_.pop_back();
   }
   bool ok = runIn(job, domain, reason, /*trial=*/false);
   excluded_.clear();
+  excludedPods_.clear();
   pruning_ = false;
   if (!ok) ok = runIn(job, domain, reason, /*trial=*/false);  // as first found
   return ok;

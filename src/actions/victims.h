@@ -8,6 +8,7 @@
 // inside one Statement: committed only when the claimant's gang is satisfied, discarded otherwise.
 // Searching node by node keeps the victim set small: a global victim order would evict pods on
 // many nodes before any single node had room.
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <map>
@@ -99,6 +100,11 @@ class VictimSearch {
              std::string& reason);
   bool pruning_ = false;
   std::vector<int> excluded_;  ///< victim jobs left alone while pruning
+  std::vector<VictimSearchVictim> excludedPods_;  ///< single victim pods left alone while pruning
+  bool podExcluded(const VictimSearchVictim& v) const {
+    return std::any_of(excludedPods_.begin(), excludedPods_.end(),
+                       [&](const VictimSearchVictim& x) { return x.job == v.job && x.task == v.task; });
+  }
   /// While pruning: the jobs of the set being pruned and the nodes their pods run on (both
   /// ascending). Only they may give victims, so that every trial looks for a subset of that set
   /// (a trial free to take other victims finds a set that is not one, and the prune keeps none).

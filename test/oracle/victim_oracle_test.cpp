@@ -9,8 +9,8 @@
 //   TESSERA_ORACLE_SHOW=K    how many failing seeds to print in full (default 3)
 //   TESSERA_ORACLE_KEEP=1    keep every seed's scenario file, passing ones too (to turn a case into
 //                            a scenario of its own)
-//   TESSERA_ORACLE_ALLOW=L   known gaps, a ratchet: "minimal=3,order=11,missed=8" lets at most that
-//                            many seeds break rules whose name contains the key (default:
+//   TESSERA_ORACLE_ALLOW=L   known gaps, a ratchet: "consolidate: (d) order=8,missed=5" lets at most
+//                            that many seeds break rules whose "mode: rule" name contains the key (default:
 //                            TESSERA_ORACLE_DEFAULT_ALLOW from CMake; empty: every rule strict).
 //                            Rules (a) fit and (c) allowed never have an allowance in CMake.
 // A failing seed is kept as a scenario file (with the expected outcome as expectations) in the
@@ -165,7 +165,7 @@ TEST_CASE("victim oracle: preempt, reclaim and consolidate evict the first minim
     }
     ++failed;
     ++perModeFailed[mode];
-    failures[r.rule].push_back(seed);
+    failures[mode + ": " + r.rule].push_back(seed);  // allowances may name the mode
     if (shown++ < show)
       std::cout << "---- victim oracle: seed " << seed << " (" << mode << ") breaks " << r.rule << ": " << r.detail
                 << "\n---- scenario kept at " << r.file << "\n"

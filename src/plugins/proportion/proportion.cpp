@@ -211,12 +211,40 @@ class State {
       if (int c = compareVictimQueues(l, r)) return c;
     if (lj.priority != rj.priority) return lj.priority < rj.priority ? -1 : 1;
     // An elastic job's surplus pods before a job at its minimum (which would go whole), as KAI.
-    const bool lSurplus = lj.readyCount > lj.minMember(), rSurplus = rj.readyCount > rj.minMember();
+    const bool lSurplus = surplusPod(l), rSurplus = surplusPod(r);
     if (lSurplus != rSurplus) return lSurplus ? -1 : 1;
     if (lj.index != rj.index && lj.info->creationTime != rj.info->creationTime)
       return lj.info->creationTime > rj.info->creationTime ? -1 : 1;  // the newer job first
     if (l.info->taskPriority != r.info->taskPriority) return l.info->taskPriority < r.info->taskPriority ? -1 : 1;
     return 0;
+  }
+
+  /// Whether `t` is one of its job's surplus pods: the first readyCount - minMember of its running
+  /// pods in the order the job gives them up (lower task priority, newer pod, key). The others go
+  /// with the job whole once it is at its minimum, and are ordered as such (KAI's victim queue puts
+  /// an elastic job back in order after each surplus pod: once at its minimum, behind newer jobs).
+  bool surplusPod(const SessionTask& t) const {
+    const SessionJob& j = ssn_.jobs()[t.job];
+    const int32_t extra = j.readyCount - j.minMember();
+    if (extra <= 0) return false;
+    if (surplus_.size() < ssn_.jobs().size()) surplus_.resize(ssn_.jobs().size());
+    Surplus& s = surplus_[static_cast<size_t>(t.job)];
+    if (s.ready != j.readyCount) {
+      s.ready = j.readyCount;
+      std::vector<const SessionTask*> running;
+      for (const SessionTask& x : j.tasks)
+        if (x.state == framework::TaskState::Running || x.state == framework::TaskState::Bound) running.push_back(&x);
+      std::sort(running.begin(), running.end(), [](const SessionTask* a, const SessionTask* b) {
+        if (a->info->taskPriority != b->info->taskPriority) return a->info->taskPriority < b->info->taskPriority;
+        const auto& ta = a->pod().meta.creationTimestamp;
+        const auto& tb = b->pod().meta.creationTimestamp;
+        if (ta != tb) return ta > tb;
+        return a->info->key < b->info->key;
+      });
+      s.pods.assign(j.tasks.size(), 0);
+      for (size_t k = 0; k < running.size() && k < static_cast<size_t>(extra); ++k) s.pods[running[k]->index] = 1;
+    }
+    return s.pods[static_cast<size_t>(t.index)] != 0;
   }
 
   /// KAI's victim queue order, compared between the two queues just below the lowest common
@@ -241,7 +269,7 @@ class State {
     const bool oa = overDeserved(ca), ob = overDeserved(cb);
     if (oa != ob) return oa ? -1 : 1;
     auto chunk = [&](const SessionJob& j, const SessionTask& t) {
-      const Amounts c = amountsOf(j.readyCount > j.minMember() ? t.request() : j.allocated);
+      const Amounts c = amountsOf(surplusPod(t) ? t.request() : j.allocated);
       return Amounts{-c[0], -c[1], -c[2]};
     };
     if (int c = compareShares(cb, chunk(rj, r), ca, chunk(lj, l))) return c;  // larger share first
@@ -567,6 +595,12 @@ class State {
   std::vector<QNode> q_;
   bool divided_ = false;
   std::vector<TurnRequest> turnCache_;  ///< per job index (turnRequest)
+  /// Per job index: which running pods are surplus (surplusPod), as of its ready count `ready`.
+  struct Surplus {
+    int32_t ready = -1;
+    std::vector<uint8_t> pods;
+  };
+  mutable std::vector<Surplus> surplus_;
 };
 
 class ProportionPlugin final : public framework::Plugin {
