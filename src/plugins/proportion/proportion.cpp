@@ -177,16 +177,16 @@ class State {
     return d;
   }
 
-  /// KAI's reclaim rules: a victim's queue gives back only while it is above its fair share, or
-  /// above its deserved quota when the reclaimer is still within its own; checked for the two
-  /// queues and for the two subtrees where their paths diverge (with the saturation multiplier).
+  /// KAI's reclaim rules, compared between the two queues that share a parent where the paths of
+  /// claimant and victim diverge (KAI compares siblings only): the victim's side gives back only
+  /// while it is above its fair share, or above its deserved quota when the claimant's side is still
+  /// within its own; the claimant's side stays within its fair share times the saturation multiplier.
   bool reclaimable(const SessionJob& claimant, const SessionTask& victim) {
     ensureDivided();
     const SessionJob& vj = ssn_.jobs()[victim.job];
     if (claimant.queue < 0 || vj.queue < 0 || claimant.queue == vj.queue || !vj.preemptible) return false;
     if (protectedByMinRuntime(vj, &api::Queue::reclaimMinRuntime)) return false;
     const Amounts req = turnRequest(claimant);
-    if (!mayTake(claimant.queue, vj.queue, req)) return false;
     // Where the paths diverge: each side's queue just below their lowest common ancestor (none
     // when one queue is the other's ancestor). Asked for every victim job: no allocation.
     int a = claimant.queue, b = vj.queue;
@@ -196,7 +196,6 @@ class State {
     }
     if (a == b) return false;
     while (q_[a].parent != q_[b].parent) a = q_[a].parent, b = q_[b].parent;
-    if (a == claimant.queue && b == vj.queue) return saturationOk(a, req);
     return mayTake(a, b, req) && saturationOk(a, req);
   }
 
