@@ -735,7 +735,10 @@ bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, s
     std::vector<int> victimJobs;
     for (const Victim& v : evictedNow_)
       if (std::find(victimJobs.begin(), victimJobs.end(), v.job) == victimJobs.end()) victimJobs.push_back(v.job);
-    if (victimJobs.size() > 1) {
+    // One victim job still running pods gave surplus pods one at a time: one of them may be spare.
+    const bool surplusPods = victimJobs.size() == 1 && evictedNow_.size() > 1 &&
+                             victims_detail::runningCount(ssn_.jobs()[victimJobs.front()]) > 0;
+    if (victimJobs.size() > 1 || surplusPods) {
       std::vector<Victim> found = evictedNow_;
       stmt.discard();
       return prune(job, domain, std::move(found), reason);
