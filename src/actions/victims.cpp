@@ -520,8 +520,11 @@ bool VictimSearch::prune(SessionJob& job, const framework::NodeDomain* domain, s
   pruneNodes_.clear();
   for (const Victim& v : best) {
     pruneJobs_.push_back(v.job);
-    for (const SessionTask& t : ssn_.jobs()[v.job].tasks)
-      if (running(t)) pruneNodes_.push_back(t.node >= 0 ? t.node : ssn_.findNode(t.info->nodeName));
+    for (const SessionTask& t : ssn_.jobs()[v.job].tasks) {
+      if (!running(t)) continue;
+      const int n = t.node >= 0 ? t.node : ssn_.findNode(t.info->nodeName);
+      if (n >= 0) pruneNodes_.push_back(n);
+    }
   }
   for (std::vector<int>* list : {&pruneJobs_, &pruneNodes_}) {
     std::sort(list->begin(), list->end());

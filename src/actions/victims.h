@@ -94,8 +94,9 @@ class VictimSearch {
   /// so on down; then fewer victims.
   bool earlier(std::vector<Victim> a, std::vector<Victim> b) const;
   /// Drops victims a claimant with several pods did without: for each victim job of `best`, the
-  /// latest in victim order first, the search runs again without it and keeps the result when its
-  /// set comes earlier (earlier()); then commits the final search.
+  /// latest in victim order first, then for each single pod of a job that gave several, the search
+  /// runs again without it, among `best`'s victims only, and keeps the result when it is a subset;
+  /// then commits the final search.
   bool prune(framework::SessionJob& job, const framework::NodeDomain* domain, std::vector<Victim> best,
              std::string& reason);
   bool pruning_ = false;
