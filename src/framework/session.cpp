@@ -169,6 +169,7 @@ void Session::buildState() {
           if (subGroups[g].name == st.info->subGroup) st.subGroup = static_cast<int32_t>(g);
       if (isReadyState(st.state)) countReady(j, st, +1);
       if (st.state == TaskState::Pending) j.pendingCount++;
+      if (st.state == TaskState::Releasing) j.releasingCount++;
     }
     j.allocated = info.allocated;
     j.minMember_ = info.minMember;

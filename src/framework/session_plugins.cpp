@@ -81,6 +81,16 @@ bool Session::victimLess(const SessionTask& l, const SessionTask& r) const {
 // ---- checks off the hot path: the first rejection wins ----
 
 api::Status Session::jobValid(const SessionJob& job) const {
+  if (validCache_.size() != jobs_.size()) validCache_.assign(jobs_.size(), ValidMemo{});
+  ValidMemo& memo = validCache_[static_cast<size_t>(job.index)];
+  if (memo.releasing != job.releasingCount) {
+    memo.status = checkJobValid(job);
+    memo.releasing = job.releasingCount;
+  }
+  return memo.status;
+}
+
+api::Status Session::checkJobValid(const SessionJob& job) const {
   const cache::JobInfo& info = *job.info;
   if (job.queue < 0) {
     // A Queue that exists but could not be read (a malformed quantity) is invalid, not missing.

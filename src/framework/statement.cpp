@@ -167,6 +167,7 @@ void Session::applyEvict(SessionTask& task) {
   if (task.sharesGpu()) releaseGpus(task, n, +1);
   nodeChanged(n);
   task.state = TaskState::Releasing;
+  j.releasingCount++;
   countReady(j, task, -1);
   j.allocated -= task.request();
   chargeQueue(j, task, -1);
@@ -180,6 +181,7 @@ void Session::undoEvict(const Operation& op) {
   TESSERA_ASSERT(task.state == TaskState::Releasing);
   n.releasing -= task.nodeRequest();
   n.releasingPods--;
+  j.releasingCount--;
   if (task.sharesGpu()) releaseGpus(task, n, -1);
   countReady(j, task, +1);
   j.allocated += task.request();

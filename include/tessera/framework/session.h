@@ -130,6 +130,7 @@ struct SessionJob {
   int32_t readyCount = 0;      ///< tasks in a ready state (isReadyState)
   int32_t pendingCount = 0;
   int32_t pipelinedCount = 0;
+  int32_t releasingCount = 0;  ///< tasks leaving (Releasing): the gang counts only the others
   api::Resources allocated;    ///< resources of tasks holding node resources
   int32_t minMember_ = 1;      ///< copied from info: read on every readiness check
   /// Per subgroup of the PodGroup (spec.subGroups order): tasks in a ready state; empty when the
@@ -250,6 +251,8 @@ using TaskOrderFn = std::function<int(const SessionTask& l, const SessionTask& r
 using QueueOrderFn = std::function<int(const SessionQueue& l, const SessionQueue& r, const SessionJob* lJob,
                                        const SessionJob* rJob)>;
 /// Fails with a reason when the job cannot be scheduled at all this cycle (gang too small, bad spec...).
+/// It may depend on the snapshot and on which of the job's pods are leaving, nothing else: the
+/// session asks it again only when one of them was evicted or came back (Session::jobValid).
 using JobValidFn = std::function<api::Status(const SessionJob& job)>;
 /// Whether the job's placement so far satisfies it (gang: ready tasks >= minMember).
 using JobReadyFn = std::function<bool(const SessionJob& job)>;
@@ -369,6 +372,8 @@ class Session {
   bool taskLess(const SessionTask& l, const SessionTask& r) const;
   bool queueLess(const SessionQueue& l, const SessionQueue& r, const SessionJob* lJob, const SessionJob* rJob) const;
   /// Fails when the job cannot be scheduled this cycle: its queue is missing, or a plugin says so.
+  /// Asked of every pending job by every action: the verdict is kept per job until one of its pods
+  /// is evicted or its eviction undone (JobValidFn's contract).
   api::Status jobValid(const SessionJob& job) const;
   bool jobReady(const SessionJob& job) const;
   /// The job's pending tasks in the order they are tried (KAI's task selection): while the gang is
@@ -614,6 +619,13 @@ class Session {
   const std::string& podPlacementKey(const SessionTask& task) const;
   /// Per job: all its tasks in task order (taskLess: static within a session), built lazily.
   mutable std::vector<std::vector<int>> taskOrderCache_;
+  /// Per job: jobValid()'s verdict, as of the job's releasingCount `releasing` (-1: not asked yet).
+  struct ValidMemo {
+    int32_t releasing = -1;
+    api::Status status = api::Status::success();
+  };
+  mutable std::vector<ValidMemo> validCache_;
+  api::Status checkJobValid(const SessionJob& job) const;
   NodeChangeLog nodeChanges_;
   /// Nodes grouped by whole GPUs of future idle: a task needing g GPUs only visits levels >= g.
   std::vector<std::vector<int>> gpuLevels_;

@@ -41,7 +41,7 @@ using tessera::testing::TestCluster;
 struct NodeRec {
   std::string name;
   Resources idle, releasing, pipelined;
-  int32_t podCount = 0;
+  int32_t podCount = 0, releasingPods = 0, pipelinedPods = 0;
   std::vector<std::string> addedPorts;  // "port/protocol@hostIP", in order
 };
 struct TaskRec {
@@ -51,7 +51,7 @@ struct TaskRec {
 };
 struct JobRec {
   std::string key;
-  int32_t readyCount = 0, pendingCount = 0, pipelinedCount = 0;
+  int32_t readyCount = 0, pendingCount = 0, pipelinedCount = 0, releasingCount = 0;
   Resources allocated;
   std::vector<TaskRec> tasks;
 };
@@ -68,12 +68,12 @@ struct State {
 State capture(const Session& ssn) {
   State s;
   for (const auto& n : ssn.nodes()) {
-    NodeRec r{n.name(), n.idle, n.releasing, n.pipelined, n.podCount, {}};
+    NodeRec r{n.name(), n.idle, n.releasing, n.pipelined, n.podCount, n.releasingPods, n.pipelinedPods, {}};
     for (const auto& p : n.addedPorts) r.addedPorts.push_back(std::to_string(p.port) + "/" + p.protocol + "@" + p.hostIP);
     s.nodes.push_back(std::move(r));
   }
   for (const auto& j : ssn.jobs()) {
-    JobRec r{j.key(), j.readyCount, j.pendingCount, j.pipelinedCount, j.allocated, {}};
+    JobRec r{j.key(), j.readyCount, j.pendingCount, j.pipelinedCount, j.releasingCount, j.allocated, {}};
     for (const auto& t : j.tasks) r.tasks.push_back({t.info->key, t.state, t.node});
     s.jobs.push_back(std::move(r));
   }
@@ -107,6 +107,8 @@ std::vector<std::string> differences(const State& a, const State& b) {
     field(w + " releasing", x.releasing, y.releasing, res);
     field(w + " pipelined", x.pipelined, y.pipelined, res);
     field(w + " podCount", x.podCount, y.podCount, num);
+    field(w + " releasingPods", x.releasingPods, y.releasingPods, num);
+    field(w + " pipelinedPods", x.pipelinedPods, y.pipelinedPods, num);
     field(w + " addedPorts", x.addedPorts, y.addedPorts, ports);
   }
   field("job count", a.jobs.size(), b.jobs.size(), num);
@@ -118,6 +120,7 @@ std::vector<std::string> differences(const State& a, const State& b) {
     field(w + " readyCount", x.readyCount, y.readyCount, num);
     field(w + " pendingCount", x.pendingCount, y.pendingCount, num);
     field(w + " pipelinedCount", x.pipelinedCount, y.pipelinedCount, num);
+    field(w + " releasingCount", x.releasingCount, y.releasingCount, num);
     field(w + " allocated", x.allocated, y.allocated, res);
     field(w + " task count", x.tasks.size(), y.tasks.size(), num);
     for (size_t t = 0; t < std::min(x.tasks.size(), y.tasks.size()); ++t) {
@@ -232,6 +235,8 @@ TEST_CASE("the session starts from the snapshot", "[statement]") {
   CHECK(n2.idle.milliGpu == 1000);
   CHECK(n2.releasing.milliGpu == 2000);
   CHECK(n2.podCount == 2);
+  CHECK(n2.releasingPods == 1);  // old
+  CHECK(n2.futurePods() == 1);
   CHECK(f.gang().pendingCount == 3);
   CHECK(f.gang().readyCount == 0);
   CHECK(f.task("run-0").state == TaskState::Running);
@@ -258,8 +263,11 @@ TEST_CASE("allocate, pipeline and evict change the state at once; rollback resto
   REQUIRE(n1.addedPorts.size() == 1);
   CHECK(n1.addedPorts[0].port == 9000);
   CHECK(n1.releasing.milliGpu == 1000);  // run-0 evicted
+  CHECK(n1.releasingPods == 1);
+  CHECK(n1.futurePods() == 1);  // g-0 stays, run-0 leaves
   const auto& n2 = f.nodeOf("n2");
   CHECK(n2.pipelined == gpus(1, 1000));
+  CHECK(n2.pipelinedPods == 1);
   CHECK(n2.idle == before.nodes[1].idle);  // a pipelined pod takes nothing idle
   CHECK(f.task("g-0").state == TaskState::Allocated);
   CHECK(f.task("g-0").node == f.node("n1"));
@@ -560,4 +568,43 @@ TEST_CASE("random operations, pipelineAllocated and checkpoints always roll back
   CHECK(differences(stack[0].state, capture(*f.ssn)) == kNone);
   CHECK(ops > 100);
   CHECK(rollbacks > 10);
+}
+
+TEST_CASE("jobValid follows the job's own evictions and their rollback (its verdict is kept per job)",
+          "[statement]") {
+  // A gang of minMember 2 with one pod running and one pending: valid. Evicting its running pod
+  // leaves one live pod (the gang plugin's count): invalid, until the eviction is rolled back.
+  TestCluster c;
+  c.create(R"(
+apiVersion: scheduling.tessera.dev/v1alpha1
+kind: Queue
+metadata: {name: q-a}
+---
+apiVersion: scheduling.tessera.dev/v1alpha1
+kind: PodGroup
+metadata: {name: h, namespace: team}
+spec: {minMember: 2, queue: q-a}
+)");
+  c.create(tessera::testing::nodeYaml("n1", "16", "4"));
+  c.create(pod("h-0", "  annotations: {pod-group-name: h}\n" +
+                          podSpec("{cpu: \"1\", nvidia.com/gpu: \"1\"}", "", "  nodeName: n1\n") +
+                          "status: {phase: Running}\n"));
+  c.create(pod("h-1", "  annotations: {pod-group-name: h}\n" + podSpec("{cpu: \"1\", nvidia.com/gpu: \"1\"}")));
+  c.start();
+  auto cfg = tessera::framework::loadConfig(tessera::testing::testRegistry(), nullptr);
+  REQUIRE(cfg.ok());
+  Session ssn(c.snapshot(), *cfg, c.clock);
+  ssn.open();
+  SessionJob& h = ssn.jobs()[ssn.findJob("PodGroup/team/h")];
+  CHECK(ssn.jobValid(h).ok());
+  Statement stmt(ssn);
+  const auto cp = stmt.checkpoint();
+  stmt.evict(taskOf(ssn, "PodGroup/team/h", "team/h-0"), "test");
+  CHECK(h.releasingCount == 1);
+  const auto invalid = ssn.jobValid(h);
+  REQUIRE_FALSE(invalid.ok());
+  CHECK(invalid.error().message.find("gang 1/2") != std::string::npos);
+  stmt.rollback(cp);
+  CHECK(h.releasingCount == 0);
+  CHECK(ssn.jobValid(h).ok());
 }
