@@ -238,7 +238,12 @@ std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, 
       continue;  // pruning: a pod left alone keeps its whole job
     VictimFreed f;
     f.scalars.assign(lack.scalars.size(), 0);
-    f.first = v;
+    // A whole job's place in victim order is its first pod's, wherever that pod runs: nodes whose
+    // sets end with the same job compare equal there (and then by how many pods they take).
+    f.first = surplus ? v
+                      : *std::min_element(chunk.begin(), chunk.end(), [&](const Victim& a, const Victim& b) {
+                          return ssn_.victimLess(ssn_.task(a.job, a.task), ssn_.task(b.job, b.task));
+                        });
     f.pods = static_cast<int>(chunk.size());
     for (const Victim& c : chunk) {
       const SessionTask& ct = ssn_.task(c.job, c.task);
