@@ -572,39 +572,19 @@ TEST_CASE("random operations, pipelineAllocated and checkpoints always roll back
 
 TEST_CASE("jobValid follows the job's own evictions and their rollback (its verdict is kept per job)",
           "[statement]") {
-  // A gang of minMember 2 with one pod running and one pending: valid. Evicting its running pod
-  // leaves one live pod (the gang plugin's count): invalid, until the eviction is rolled back.
-  TestCluster c;
-  c.create(R"(
-apiVersion: scheduling.tessera.dev/v1alpha1
-kind: Queue
-metadata: {name: q-a}
----
-apiVersion: scheduling.tessera.dev/v1alpha1
-kind: PodGroup
-metadata: {name: h, namespace: team}
-spec: {minMember: 2, queue: q-a}
-)");
-  c.create(tessera::testing::nodeYaml("n1", "16", "4"));
-  c.create(pod("h-0", "  annotations: {pod-group-name: h}\n" +
-                          podSpec("{cpu: \"1\", nvidia.com/gpu: \"1\"}", "", "  nodeName: n1\n") +
-                          "status: {phase: Running}\n"));
-  c.create(pod("h-1", "  annotations: {pod-group-name: h}\n" + podSpec("{cpu: \"1\", nvidia.com/gpu: \"1\"}")));
-  c.start();
-  auto cfg = tessera::framework::loadConfig(tessera::testing::testRegistry(), nullptr);
-  REQUIRE(cfg.ok());
-  Session ssn(c.snapshot(), *cfg, c.clock);
-  ssn.open();
-  SessionJob& h = ssn.jobs()[ssn.findJob("PodGroup/team/h")];
-  CHECK(ssn.jobValid(h).ok());
-  Statement stmt(ssn);
+  // run-0 (minMember 1) is valid while it runs; evicted, it has no live pod left (the gang
+  // plugin's count): invalid, until the eviction is rolled back.
+  Fixture f;
+  const SessionJob& job = f.ssn->jobs()[f.task("run-0").job];
+  CHECK(f.ssn->jobValid(job).ok());
+  Statement stmt(*f.ssn);
   const auto cp = stmt.checkpoint();
-  stmt.evict(taskOf(ssn, "PodGroup/team/h", "team/h-0"), "test");
-  CHECK(h.releasingCount == 1);
-  const auto invalid = ssn.jobValid(h);
+  stmt.evict(f.task("run-0"), "test");
+  CHECK(job.releasingCount == 1);
+  const auto invalid = f.ssn->jobValid(job);
   REQUIRE_FALSE(invalid.ok());
-  CHECK(invalid.error().message.find("gang 1/2") != std::string::npos);
+  CHECK(invalid.error().message.find("gang 0/1") != std::string::npos);
   stmt.rollback(cp);
-  CHECK(h.releasingCount == 0);
-  CHECK(ssn.jobValid(h).ok());
+  CHECK(job.releasingCount == 0);
+  CHECK(f.ssn->jobValid(job).ok());
 }
