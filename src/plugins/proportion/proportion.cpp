@@ -156,11 +156,9 @@ class State {
     ensureDivided();
     if (job.queue < 0) return api::Status::success();
     const Amounts req = amountsOf(request);
-    int tops = 0;
-    for (const QNode& q : q_) tops += q.parent < 0 ? 1 : 0;
     for (int c = q_[job.queue].parent; c >= 0; c = q_[c].parent) {
       const QNode& q = q_[c];
-      if (q.parent < 0 && tops == 1) break;
+      if (q.parent < 0 && topLevel_ == 1) break;
       for (int r = 0; r < kResources; ++r)
         if (req[r] > 0 && q.allocated[r] + req[r] > q.fairShare[r])
           return api::makeError("OverFairShare: queue " + ssn_.queues()[c].name + ": " + kResourceNames[r] + " " +
@@ -228,8 +226,9 @@ class State {
     if (extra <= 0) return false;
     if (surplus_.size() < ssn_.jobs().size()) surplus_.resize(ssn_.jobs().size());
     Surplus& s = surplus_[static_cast<size_t>(t.job)];
-    if (s.ready != j.readyCount) {
+    if (s.ready != j.readyCount || s.releasing != j.releasingCount) {  // a pod placed or evicted since
       s.ready = j.readyCount;
+      s.releasing = j.releasingCount;
       std::vector<const SessionTask*> running;
       for (const SessionTask& x : j.tasks)
         if (x.state == framework::TaskState::Running || x.state == framework::TaskState::Bound) running.push_back(&x);
@@ -358,6 +357,7 @@ class State {
     }
     for (size_t i = 0; i < q_.size(); ++i)
       if (q_[i].parent >= 0) q_[q_[i].parent].children.push_back(static_cast<int>(i));
+    for (const QNode& q : q_) topLevel_ += q.parent < 0 ? 1 : 0;
 
     // What each subtree holds and asks for.
     // At session open the working state is the cache's: its per-job totals answer without
@@ -592,11 +592,13 @@ class State {
   Session& ssn_;
   ProportionArgs args_;
   std::vector<QNode> q_;
+  int topLevel_ = 0;  ///< queues without a parent (reclaimBounds: the only one is exempt)
   bool divided_ = false;
   std::vector<TurnRequest> turnCache_;  ///< per job index (turnRequest)
-  /// Per job index: which running pods are surplus (surplusPod), as of its ready count `ready`.
+  /// Per job index: which running pods are surplus (surplusPod), as of its ready and releasing
+  /// counts (a pod evicted and another placed leave the ready count as it was).
   struct Surplus {
-    int32_t ready = -1;
+    int32_t ready = -1, releasing = -1;
     std::vector<uint8_t> pods;
   };
   mutable std::vector<Surplus> surplus_;
