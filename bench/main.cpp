@@ -110,11 +110,12 @@ int reclaimBench(int argc, char** argv) {
               nodes, gen.runningPods, gen.pendingPods);
   std::vector<double> wall, cpu;
   size_t evictions = 0, pipelined = 0;
+  framework::SchedulerState state;  // kept across cycles, as the daemon's Scheduler does
   for (int r = 0; r < repeat; ++r) {  // decisions are not committed: every repetition does the same work
     auto c0 = Clock::now();
     const double cpu0 = threadCpuMs();
     auto snap = cache.snapshot();
-    framework::Session session(snap, *config, clock);
+    framework::Session session(snap, *config, clock, &state);
     session.open();
     session.runActions();
     framework::SessionResult res = session.close();

@@ -166,10 +166,11 @@ Run runCycles(const TopologySpec& spec, bool constrained, const framework::Confi
   gen.objects.clear();
   std::vector<double> wall, cpu, alloc;
   Run run;
+  framework::SchedulerState state;  // kept across cycles, as the daemon's Scheduler does
   for (int c = 0; c < cycles; ++c) {
     auto t0 = SteadyClock::now();
     const double cpu0 = threadCpuMs();
-    framework::Session session(cache->snapshot(), config, clock);
+    framework::Session session(cache->snapshot(), config, clock, &state);
     session.open();
     auto t1 = SteadyClock::now();
     session.runActions();

@@ -1,6 +1,7 @@
 #include "victims.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "job_placement.h"
 
@@ -505,7 +506,7 @@ bool VictimSearch::earlier(std::vector<Victim> a, std::vector<Victim> b) const {
 }
 
 std::string VictimSearch::pruneKey() const {
-  if (!pruning_) return "";
+  if (!pruning_ && excludedPods_.empty()) return "";
   std::string key = "|p" + std::to_string(pruneSeq_);
   for (int j : excluded_) key += "|x" + std::to_string(j);
   for (const Victim& v : excludedPods_) key += "|y" + std::to_string(v.job) + "." + std::to_string(v.task);
@@ -713,12 +714,25 @@ bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, s
   ssn_.restrictTo(nullptr);
   if (!turnDone(job)) {
     if (reason.empty()) reason = "no eligible victims would make room";
+    const std::optional<Victim> firstVictim =
+        evictedNow_.empty() ? std::nullopt : std::optional<Victim>(evictedNow_.front());
     stmt.discard();
     // Consolidation for several pods: the pods that fit as things are may have taken the free room
     // the moved pods needed. Once more, making room before taking free room.
     if (mode_ == VictimMode::Consolidate && !victimsFirst && needed > 1) {
       std::string again;
       if (runIn(job, domain, again, trial, /*victimsFirst=*/true)) return true;
+    }
+    // Several pods take victims one after another, each its node's first in victim order, and
+    // nothing backtracks: the first pod's victim may leave no room for the next one where another
+    // victim would have held both. Once more without that first victim.
+    if (mode_ != VictimMode::Consolidate && needed > 1 && firstVictim && !pruning_ && excludedPods_.empty()) {
+      excludedPods_.push_back(*firstVictim);
+      ++pruneSeq_;  // rankings and failures of this search are its own (pruneKey)
+      std::string again;
+      const bool ok = runIn(job, domain, again, trial, victimsFirst);
+      excludedPods_.clear();
+      if (ok) return true;
     }
     return false;
   }

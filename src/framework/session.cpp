@@ -63,6 +63,45 @@ int SessionJob::shortSubGroup() const {
   return -1;
 }
 
+/// The arrays a session sizes by the cluster (see SchedulerState::sessionStorage). A session moves
+/// each one in when it is built and back, emptied, when it is destroyed; a second session alive at
+/// the same time finds them taken and allocates its own.
+struct SessionStorage {
+  std::vector<SessionNode> nodes;
+  std::vector<SessionJob> jobs;
+  std::vector<SessionTask> tasks;
+  std::vector<std::string> keys;
+  std::vector<int> classes;
+  std::vector<std::vector<int>> taskOrders;
+  std::vector<Session::ValidMemo> valid;
+  std::vector<std::vector<int>> taskGpus;
+  std::vector<int> levelPos, nodeLevel;
+
+  /// Calls f(kept, mine) for each array and the session's member it backs.
+  template <class F>
+  void each(Session& s, F&& f) {
+    f(nodes, s.nodes_);
+    f(jobs, s.jobs_);
+    f(tasks, s.tasks_);
+    f(keys, s.keyCache_);
+    f(classes, s.classCache_);
+    f(taskOrders, s.taskOrderCache_);
+    f(valid, s.validCache_);
+    f(taskGpus, s.taskGpus_);
+    f(levelPos, s.gpuLevelPos_);
+    f(nodeLevel, s.nodeLevel_);
+  }
+  void lend(Session& s) {
+    each(s, [](auto& kept, auto& mine) { mine = std::move(kept); mine.clear(); });
+  }
+  void takeBack(Session& s) {
+    each(s, [](auto& kept, auto& mine) {
+      mine.clear();  // the elements' own memory is freed; the array's is kept
+      if (mine.capacity() >= kept.capacity()) kept = std::move(mine);
+    });
+  }
+};
+
 Session::Session(std::shared_ptr<const cache::Snapshot> snapshot, const Config& config, const api::Clock& clock,
                  SchedulerState* state)
     : snapshot_(std::move(snapshot)), config_(config), clock_(clock), now_(clock.now()), state_(state) {
@@ -70,10 +109,15 @@ Session::Session(std::shared_ptr<const cache::Snapshot> snapshot, const Config& 
     ownState_ = std::make_unique<SchedulerState>();
     state_ = ownState_.get();
   }
+  if (!state_->sessionStorage) state_->sessionStorage = std::make_shared<SessionStorage>();
+  state_->sessionStorage->lend(*this);
   buildState();
 }
 
-Session::~Session() = default;
+Session::~Session() {
+  // jobs_ holds spans into tasks_: both go back emptied.
+  if (state_ && state_->sessionStorage) state_->sessionStorage->takeBack(*this);
+}
 
 void Session::buildState() {
   const cache::Snapshot& s = *snapshot_;
@@ -272,9 +316,15 @@ SessionResult Session::close() {
         break;
     }
   }
+  // Jobs with pending or pipelined pods that were tried this cycle; sized first (one block each).
+  auto listed = [](const SessionJob& j) { return j.pipelinedCount > 0 || (j.pendingCount > 0 && j.reason >= 0); };
+  size_t listedJobs = 0, listedPods = 0;
+  for (const SessionJob& j : jobs_)
+    if (listed(j)) ++listedJobs, listedPods += static_cast<size_t>(j.pendingCount + j.pipelinedCount);
+  r.jobs.reserve(listedJobs);
+  r.pods.reserve(listedPods);
   for (SessionJob& j : jobs_) {
-    if (j.pendingCount == 0 && j.pipelinedCount == 0) continue;
-    if (j.reason < 0 && j.pipelinedCount == 0) continue;  // not tried this cycle
+    if (!listed(j)) continue;
     const auto jobIndex = static_cast<uint32_t>(r.jobs.size());
     if (j.reason < 0) setUnschedulable(j, "pipelined: waiting for resources being released");
     r.jobs.push_back({j.info, static_cast<uint32_t>(j.reason)});

@@ -483,6 +483,7 @@ class Session {
   friend class Statement;  // changes the working state through apply* / undo*
 
   // ---- state, lookups, open and close (session.cpp) ----
+  friend struct SessionStorage;
   void buildState();
 
   std::shared_ptr<const cache::Snapshot> snapshot_;

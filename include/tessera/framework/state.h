@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -79,6 +80,8 @@ class UsageHistory {
 /// The bucket length for a window: window / 60, at least one second.
 int64_t usageBucketMillis(api::Duration window);
 
+struct SessionStorage;  // session.cpp
+
 struct SchedulerState {
   /// timeaware: the usage history (restored from its ConfigMap at start and on becoming leader).
   UsageHistory usage;
@@ -89,6 +92,11 @@ struct SchedulerState {
   /// stalegangeviction: since when each stale gang (job key) is stale, for the cycles before its
   /// PodGroup's annotation (tessera.dev/stale-since) is written and seen; the annotation wins.
   std::map<std::string, api::Time> staleSince;
+  /// The session's largest arrays (per node, job and pod), emptied but not freed between cycles:
+  /// each session takes them when it is built and gives them back when it is destroyed, so a
+  /// cycle writes into memory the last cycle already faulted in, whatever the allocator does with
+  /// freed blocks (issue 16). Null until the first session.
+  std::shared_ptr<SessionStorage> sessionStorage;
 };
 
 }  // namespace tessera::framework
