@@ -64,7 +64,34 @@ struct QNode {
 
 class State {
  public:
-  State(Session& ssn, ProportionArgs args) : ssn_(ssn), args_(args) { build(); }
+  struct TurnRequest {
+    int32_t ready = -1, pending = -1;
+    Amounts request{0, 0, 0};
+  };
+  struct Surplus {
+    int32_t ready = -1, releasing = -1;
+    std::vector<uint8_t> pods;
+  };
+  /// The per-job arrays, emptied, between sessions: the plugin keeps them so that each session
+  /// reuses their memory (issue 16).
+  struct Kept {
+    std::vector<TurnRequest> turn;
+    std::vector<Surplus> surplus;
+  };
+
+  State(Session& ssn, ProportionArgs args, Kept& kept) : ssn_(ssn), args_(args) {
+    turnCache_ = std::move(kept.turn);
+    surplus_ = std::move(kept.surplus);
+    turnCache_.clear();
+    surplus_.clear();
+    build();
+  }
+  void giveBack(Kept& kept) {
+    turnCache_.clear();
+    surplus_.clear();
+    kept.turn = std::move(turnCache_);
+    kept.surplus = std::move(surplus_);
+  }
 
   api::Status jobProblem(const SessionJob& job) const {
     if (job.queue < 0) return api::Status::success();  // the session reports a missing queue itself
@@ -584,11 +611,6 @@ class State {
     return started && ssn_.now() - *started < *min;
   }
 
-  struct TurnRequest {
-    int32_t ready = -1, pending = -1;
-    Amounts request{0, 0, 0};
-  };
-
   Session& ssn_;
   ProportionArgs args_;
   std::vector<QNode> q_;
@@ -597,10 +619,6 @@ class State {
   std::vector<TurnRequest> turnCache_;  ///< per job index (turnRequest)
   /// Per job index: which running pods are surplus (surplusPod), as of its ready and releasing
   /// counts (a pod evicted and another placed leave the ready count as it was).
-  struct Surplus {
-    int32_t ready = -1, releasing = -1;
-    std::vector<uint8_t> pods;
-  };
   mutable std::vector<Surplus> surplus_;
 };
 
@@ -610,7 +628,7 @@ class ProportionPlugin final : public framework::Plugin {
   const std::string& name() const override { return name_; }
 
   void onSessionOpen(Session& ssn) override {
-    auto st = std::make_shared<State>(ssn, args_);
+    auto st = std::make_shared<State>(ssn, args_, kept_);
     state_ = st;
     ssn.addJobValidFn(name_, [st](const SessionJob& j) { return st->jobProblem(j); });
     ssn.addQueueOrderFn(name_, [st](const SessionQueue& l, const SessionQueue& r, const SessionJob* lj,
@@ -627,7 +645,10 @@ class ProportionPlugin final : public framework::Plugin {
   }
 
   void onSessionClose(Session& ssn) override {
-    if (state_) ssn.setQueueReports(state_->reports());
+    if (state_) {
+      ssn.setQueueReports(state_->reports());
+      state_->giveBack(kept_);
+    }
     state_.reset();
   }
 
@@ -635,6 +656,7 @@ class ProportionPlugin final : public framework::Plugin {
   std::string name_ = "proportion";
   ProportionArgs args_;
   std::shared_ptr<State> state_;
+  State::Kept kept_;
 };
 
 }  // namespace
