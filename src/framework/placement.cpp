@@ -122,18 +122,23 @@ const std::string& Session::podPlacementKey(const SessionTask& task) const {
 
 namespace {
 
-/// What the plugins `fns` (the first `count`) add to `task`'s key now; empty when none adds anything.
+/// What the plugins `fns` (the first `count`) add to `task`'s key now: "|plugin:what" for each
+/// one that adds something (its place in `fns` with it); empty when none does, which is the usual
+/// case and allocates nothing.
 template <typename Fns>
 std::string pluginKeyPart(const Fns& fns, const SessionTask& task, size_t count = SIZE_MAX) {
-  std::string part;
-  bool added = false;
+  std::string part, own;
   for (size_t i = 0; i < fns.size() && i < count; ++i) {
-    part += "|" + fns[i].plugin + ":";
-    const size_t before = part.size();
-    fns[i].fn(task, part);
-    added = added || part.size() != before;
+    own.clear();
+    fns[i].fn(task, own);
+    if (own.empty()) continue;
+    part += '|';
+    part += std::to_string(i);
+    part += fns[i].plugin;
+    part += ':';
+    part += own;
   }
-  return added ? part : std::string();
+  return part;
 }
 
 }  // namespace

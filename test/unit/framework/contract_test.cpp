@@ -200,3 +200,49 @@ TEST_CASE("a cycle is deterministic: same snapshot, or another cache on the same
   // A later snapshot of the same, unchanged cluster (sharing its entries) decides the same.
   CHECK(runCycle(c.snapshot(), cfg, c.clock) == first);
 }
+
+TEST_CASE("sessions that reuse the arrays of earlier ones (SchedulerState) decide as with new ones", "[contract]") {
+  // Issue 16: a session takes the per-node, per-job and per-pod arrays the last one left in the
+  // scheduler's state, emptied. A session on a smaller cluster after a larger one, or one opened
+  // while another holds them, must decide exactly as with arrays of its own.
+  TestCluster busy;
+  busyCluster(busy);
+  TestCluster small;
+  small.create(queue("team-a", "2") + node("only", 2) + pod("lonely", "team-a", 1) + pod("too-big", "team-a", 4));
+  small.start();
+  TestCluster empty;
+  empty.start();
+  const Config cfg = configFrom("");
+  const std::vector<std::shared_ptr<const tessera::cache::Snapshot>> sequence = {
+      busy.snapshot(), small.snapshot(), busy.snapshot(), empty.snapshot(), small.snapshot(), busy.snapshot()};
+
+  auto run = [&](tessera::framework::SchedulerState& state, const std::shared_ptr<const tessera::cache::Snapshot>& snap,
+                 size_t* nodeCapacity = nullptr) {
+    Session ssn(snap, cfg, busy.clock, &state);
+    if (nodeCapacity) *nodeCapacity = ssn.nodes().capacity();
+    ssn.open();
+    ssn.runActions();
+    return decisions(ssn.close());
+  };
+  tessera::framework::SchedulerState reused, fresh;  // the same history; `fresh` drops its arrays
+  for (size_t i = 0; i < sequence.size(); ++i) {
+    INFO("session " << i);
+    size_t capacity = 0;
+    const auto got = run(reused, sequence[i], &capacity);
+    fresh.sessionStorage.reset();
+    CHECK(got == run(fresh, sequence[i]));
+    if (i == 1) CHECK(capacity >= 6);  // the busy cluster's 6 nodes' array, reused for 1 node
+  }
+  CHECK(reused.sessionStorage != nullptr);
+
+  // A session opened while another holds the arrays gets arrays of its own.
+  Session outer(busy.snapshot(), cfg, busy.clock, &reused);
+  outer.open();
+  const auto inner = run(reused, small.snapshot());
+  fresh.sessionStorage.reset();
+  CHECK(inner == run(fresh, small.snapshot()));
+  outer.runActions();
+  const auto outerDecisions = decisions(outer.close());
+  fresh.sessionStorage.reset();
+  CHECK(outerDecisions == run(fresh, busy.snapshot()));
+}
