@@ -330,6 +330,7 @@ int runShape(const Options& o) {
       }
     }
     outcomes.push_back(out);
+    if (!ui) framework::recycleResult(state, std::move(r));  // as the daemon's loop does without a UI
     if (ui) {  // after the timed cycle, as the daemon's loop does
       const auto p0 = SteadyClock::now();
       framework::CycleStats stats;

@@ -580,6 +580,7 @@ class Daemon {
       metrics_.afterCycle(stats, result, pipeline);
       if (!flags_.shard.empty() && result.snapshot) writeShardStatus(**statusClient, *result.snapshot, clock.now());
       if (ui_) ui_->publish(std::make_shared<const framework::SessionResult>(std::move(result)), stats, clock.now());
+      else framework::recycleResult(pipeline.state(), std::move(result));  // its lists serve the next cycle
       if (log::v(2))
         log::info("cycle ", stats.cycle, ": ", stats.binds, " binds, ", stats.evictions, " evictions, ",
                   stats.pipelined, " pipelined, ", stats.pendingJobs, " pending jobs, ", stats.totalMs, " ms");

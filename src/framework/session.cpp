@@ -76,6 +76,22 @@ struct SessionStorage {
   std::vector<Session::ValidMemo> valid;
   std::vector<std::vector<int>> taskGpus;
   std::vector<int> levelPos, nodeLevel;
+  /// Not the session's: the result's lists, handed back by recycleResult() once read.
+  std::vector<SessionResult::Bind> binds;
+  std::vector<SessionResult::Evict> evictions;
+  std::vector<SessionResult::Pipeline> pipelined;
+  std::vector<SessionResult::JobStatus> resultJobs;
+  std::vector<SessionResult::PodStatus> resultPods;
+
+  /// Calls f(kept, list) for each of the result's lists.
+  template <class F>
+  void eachOfResult(SessionResult& r, F&& f) {
+    f(binds, r.binds);
+    f(evictions, r.evictions);
+    f(pipelined, r.pipelined);
+    f(resultJobs, r.jobs);
+    f(resultPods, r.pods);
+  }
 
   /// Calls f(kept, mine) for each array and the session's member it backs.
   template <class F>
@@ -112,6 +128,14 @@ Session::Session(std::shared_ptr<const cache::Snapshot> snapshot, const Config& 
   if (!state_->sessionStorage) state_->sessionStorage = std::make_shared<SessionStorage>();
   state_->sessionStorage->lend(*this);
   buildState();
+}
+
+void recycleResult(SchedulerState& state, SessionResult&& result) {
+  if (!state.sessionStorage) return;
+  state.sessionStorage->eachOfResult(result, [](auto& kept, auto& list) {
+    list.clear();
+    if (list.capacity() >= kept.capacity()) kept = std::move(list);
+  });
 }
 
 Session::~Session() {
@@ -279,6 +303,11 @@ SessionResult Session::close() {
   closed_ = true;
   for (const auto& p : config_.plugins) p->onSessionClose(*this);
   SessionResult r;
+  // The lists of a result handed back (recycleResult), if any.
+  state_->sessionStorage->eachOfResult(r, [](auto& kept, auto& list) {
+    list = std::move(kept);
+    list.clear();
+  });
   r.snapshot = snapshot_;
   for (const Operation& op : committed_) {
     const SessionTask& t = jobs_[op.job].tasks[op.task];
@@ -321,8 +350,9 @@ SessionResult Session::close() {
   size_t listedJobs = 0, listedPods = 0;
   for (const SessionJob& j : jobs_)
     if (listed(j)) ++listedJobs, listedPods += static_cast<size_t>(j.pendingCount + j.pipelinedCount);
-  r.jobs.reserve(listedJobs);
-  r.pods.reserve(listedPods);
+  // With room to spare: a recycled list is then reused while the backlog grows a little.
+  if (r.jobs.capacity() < listedJobs) r.jobs.reserve(listedJobs + listedJobs / 8);
+  if (r.pods.capacity() < listedPods) r.pods.reserve(listedPods + listedPods / 8);
   for (SessionJob& j : jobs_) {
     if (!listed(j)) continue;
     const auto jobIndex = static_cast<uint32_t>(r.jobs.size());

@@ -310,6 +310,11 @@ enum class KeyPart { Verdicts, Order };
 
 class Statement;
 
+/// Hands a cycle's result back once nothing reads it any more: its per-job and per-pod lists are
+/// kept, emptied, for the next session's result (SchedulerState::sessionStorage), so a cycle does
+/// not allocate and fault them in anew. Optional: a result kept elsewhere (the UI) is just freed.
+void recycleResult(SchedulerState& state, SessionResult&& result);
+
 class Session {
  public:
   /// Builds the working state from `snapshot`. Plugins are opened by open(). `state` is what the

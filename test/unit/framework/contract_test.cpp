@@ -216,24 +216,41 @@ TEST_CASE("sessions that reuse the arrays of earlier ones (SchedulerState) decid
   const std::vector<std::shared_ptr<const tessera::cache::Snapshot>> sequence = {
       busy.snapshot(), small.snapshot(), busy.snapshot(), empty.snapshot(), small.snapshot(), busy.snapshot()};
 
+  // `recycle`: the result's lists are handed back too (framework::recycleResult), as the daemon does.
   auto run = [&](tessera::framework::SchedulerState& state, const std::shared_ptr<const tessera::cache::Snapshot>& snap,
-                 size_t* nodeCapacity = nullptr) {
+                 size_t* nodeCapacity = nullptr, bool recycle = false) {
     Session ssn(snap, cfg, busy.clock, &state);
     if (nodeCapacity) *nodeCapacity = ssn.nodes().capacity();
     ssn.open();
     ssn.runActions();
-    return decisions(ssn.close());
+    tessera::framework::SessionResult r = ssn.close();
+    auto out = decisions(r);
+    if (recycle) tessera::framework::recycleResult(state, std::move(r));
+    return out;
   };
   tessera::framework::SchedulerState reused, fresh;  // the same history; `fresh` drops its arrays
   for (size_t i = 0; i < sequence.size(); ++i) {
     INFO("session " << i);
     size_t capacity = 0;
-    const auto got = run(reused, sequence[i], &capacity);
+    const auto got = run(reused, sequence[i], &capacity, /*recycle=*/true);
     fresh.sessionStorage.reset();
     CHECK(got == run(fresh, sequence[i]));
     if (i == 1) CHECK(capacity >= 6);  // the busy cluster's 6 nodes' array, reused for 1 node
   }
   CHECK(reused.sessionStorage != nullptr);
+  {  // the busy cluster's pending pods: a recycled list holds them, in the same block
+    Session ssn(busy.snapshot(), cfg, busy.clock, &reused);
+    ssn.open();
+    ssn.runActions();
+    tessera::framework::SessionResult r = ssn.close();
+    REQUIRE_FALSE(r.pods.empty());
+    const auto* block = r.pods.data();
+    tessera::framework::recycleResult(reused, std::move(r));
+    Session again(busy.snapshot(), cfg, busy.clock, &reused);
+    again.open();
+    again.runActions();
+    CHECK(again.close().pods.data() == block);
+  }
 
   // A session opened while another holds the arrays gets arrays of its own.
   Session outer(busy.snapshot(), cfg, busy.clock, &reused);
