@@ -37,6 +37,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "alloc_counter.h"
 #include "cluster_generator.h"
 #include "tessera/api/malloc_tuning.h"
 #include "tessera/app/ui_state.h"
@@ -218,6 +219,7 @@ int runShape(const Options& o) {
   std::map<std::string, std::vector<double>> perActionMs;  // action name -> its time in each cycle
   std::vector<CycleOutcome> outcomes;
   framework::SchedulerState state;  // what the daemon's Scheduler keeps across cycles (session storage included)
+  uint64_t allocBytes = 0, allocCalls = 0;  // through operator new, cycles after the first
   long faults = 0, firstCycleFaults = 0;  // after the first cycle (steady state); the first one's
   int churnSeq = 0;
   auto deletePod = [&](const std::string& key) {
@@ -277,6 +279,7 @@ int runShape(const Options& o) {
 
     // ---- the cycle (timed) ----
     const long f0 = minorFaults();
+    const AllocCount a0 = allocated();
     const double cpu0 = threadCpuMs();
     auto c0 = SteadyClock::now();
     auto snap = cache.snapshot();
@@ -303,6 +306,11 @@ int runShape(const Options& o) {
     cpuMs.push_back(threadCpuMs() - cpu0);
     const long cycleFaults = minorFaults() - f0;
     (c == 0 ? firstCycleFaults : faults) += cycleFaults;
+    if (c > 0) {  // as the faults: the cycles after the first
+      const AllocCount a1 = allocated();
+      allocBytes += a1.bytes - a0.bytes;
+      allocCalls += a1.calls - a0.calls;
+    }
 
     CycleOutcome out;
     out.binds = r.binds.size();
@@ -370,6 +378,9 @@ int runShape(const Options& o) {
                {"minor_faults_per_cycle", o.cycles > 1 ? static_cast<double>(faults) / (o.cycles - 1)
                                                        : static_cast<double>(firstCycleFaults)},
                {"minor_faults_first_cycle", firstCycleFaults},
+               // What a cycle allocates (operator new, bytes and calls), mean over the cycles after the first.
+               {"bytes_allocated_per_cycle", o.cycles > 1 ? static_cast<double>(allocBytes) / (o.cycles - 1) : 0.0},
+               {"allocations_per_cycle", o.cycles > 1 ? static_cast<double>(allocCalls) / (o.cycles - 1) : 0.0},
                {"peak_rss_mb", peakRssMb()},
                {"snapshot_ms", percentile(snapMs, 50)},
                {"session_open_ms", percentile(openMs, 50)},
