@@ -107,15 +107,19 @@ struct SessionStorage {
     f(levelPos, s.gpuLevelPos_);
     f(nodeLevel, s.nodeLevel_);
   }
-  void lend(Session& s) {
-    each(s, [](auto& kept, auto& mine) { mine = std::move(kept); mine.clear(); });
-  }
-  void takeBack(Session& s) {
-    each(s, [](auto& kept, auto& mine) {
-      mine.clear();  // the elements' own memory is freed; the array's is kept
-      if (mine.capacity() >= kept.capacity()) kept = std::move(mine);
-    });
-  }
+  /// The kept array becomes the user's, emptied.
+  static constexpr auto borrow = [](auto& kept, auto& mine) {
+    mine = std::move(kept);
+    mine.clear();
+  };
+  /// The user's array is kept, emptied (its elements' own memory is freed, the array's is not),
+  /// unless a larger one is kept already.
+  static constexpr auto giveBack = [](auto& kept, auto& mine) {
+    mine.clear();
+    if (mine.capacity() >= kept.capacity()) kept = std::move(mine);
+  };
+  void lend(Session& s) { each(s, borrow); }
+  void takeBack(Session& s) { each(s, giveBack); }
 };
 
 Session::Session(std::shared_ptr<const cache::Snapshot> snapshot, const Config& config, const api::Clock& clock,
@@ -132,10 +136,7 @@ Session::Session(std::shared_ptr<const cache::Snapshot> snapshot, const Config& 
 
 void recycleResult(SchedulerState& state, SessionResult&& result) {
   if (!state.sessionStorage) return;
-  state.sessionStorage->eachOfResult(result, [](auto& kept, auto& list) {
-    list.clear();
-    if (list.capacity() >= kept.capacity()) kept = std::move(list);
-  });
+  state.sessionStorage->eachOfResult(result, SessionStorage::giveBack);
 }
 
 Session::~Session() {
@@ -304,10 +305,7 @@ SessionResult Session::close() {
   for (const auto& p : config_.plugins) p->onSessionClose(*this);
   SessionResult r;
   // The lists of a result handed back (recycleResult), if any.
-  state_->sessionStorage->eachOfResult(r, [](auto& kept, auto& list) {
-    list = std::move(kept);
-    list.clear();
-  });
+  state_->sessionStorage->eachOfResult(r, SessionStorage::borrow);
   r.snapshot = snapshot_;
   for (const Operation& op : committed_) {
     const SessionTask& t = jobs_[op.job].tasks[op.task];
