@@ -220,7 +220,7 @@ int runShape(const Options& o) {
   std::vector<CycleOutcome> outcomes;
   framework::SchedulerState state;  // what the daemon's Scheduler keeps across cycles (session storage included)
   uint64_t allocBytes = 0, allocCalls = 0;  // through operator new, cycles after the first
-  long faults = 0, firstCycleFaults = 0;  // after the first cycle (steady state); the first one's
+  long faults = 0, firstCycleFaults = 0;  // minor faults of the cycles after the first, and of the first
   int churnSeq = 0;
   auto deletePod = [&](const std::string& key) {
     const size_t slash = key.find('/');
@@ -338,7 +338,6 @@ int runShape(const Options& o) {
       }
     }
     outcomes.push_back(out);
-    if (!ui) framework::recycleResult(state, std::move(r));  // as the daemon's loop does without a UI
     if (ui) {  // after the timed cycle, as the daemon's loop does
       const auto p0 = SteadyClock::now();
       framework::CycleStats stats;
@@ -346,6 +345,8 @@ int runShape(const Options& o) {
       stats.totalMs = wallMs.back();
       ui->publish(std::make_shared<const framework::SessionResult>(std::move(r)), stats, clock.now());
       uiPublishMs.push_back(msSince(p0));
+    } else {
+      framework::recycleResult(state, std::move(r));  // as the daemon's loop does without a UI
     }
     if (!o.quiet)
     {

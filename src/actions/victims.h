@@ -101,7 +101,8 @@ class VictimSearch {
              std::string& reason);
   bool pruning_ = false;
   std::vector<int> excluded_;  ///< victim jobs left alone while pruning
-  std::vector<VictimSearchVictim> excludedPods_;  ///< single victim pods left alone while pruning
+  /// Single victim pods left alone while pruning, or (one pod) by runIn's retry without a first victim.
+  std::vector<VictimSearchVictim> excludedPods_;
   bool podExcluded(const VictimSearchVictim& v) const {
     return std::any_of(excludedPods_.begin(), excludedPods_.end(),
                        [&](const VictimSearchVictim& x) { return x.job == v.job && x.task == v.task; });
@@ -110,8 +111,9 @@ class VictimSearch {
   /// ascending). Only they may give victims, so that every trial looks for a subset of that set
   /// (a trial free to take other victims finds a set that is not one, and the prune keeps none).
   std::vector<int> pruneJobs_, pruneNodes_;
-  uint32_t pruneSeq_ = 0;  ///< counts prunes: rankings and failures found inside one are its own
-  /// The suffix of ranking and failure keys that tells a prune's trials apart (empty otherwise).
+  uint32_t pruneSeq_ = 0;  ///< counts prunes and retries: rankings and failures found inside one are its own
+  /// The suffix of ranking and failure keys that tells a prune's trials, or a retry without a
+  /// victim, apart from the plain search (empty for it).
   std::string pruneKey() const;
   /// Per job: 1 when every pod it runs is on a node of the session, 0 when one is not (a node
   /// gone or invalid: that pod cannot be evicted with its node's accounting, so the job is no

@@ -107,17 +107,8 @@ struct SessionStorage {
     f(levelPos, s.gpuLevelPos_);
     f(nodeLevel, s.nodeLevel_);
   }
-  /// The kept array becomes the user's, emptied.
-  static constexpr auto borrow = [](auto& kept, auto& mine) {
-    mine = std::move(kept);
-    mine.clear();
-  };
-  /// The user's array is kept, emptied (its elements' own memory is freed, the array's is not),
-  /// unless a larger one is kept already.
-  static constexpr auto giveBack = [](auto& kept, auto& mine) {
-    mine.clear();
-    if (mine.capacity() >= kept.capacity()) kept = std::move(mine);
-  };
+  static constexpr auto borrow = [](auto& kept, auto& mine) { borrowKept(kept, mine); };
+  static constexpr auto giveBack = [](auto& kept, auto& mine) { returnKept(kept, mine); };
   void lend(Session& s) { each(s, borrow); }
   void takeBack(Session& s) { each(s, giveBack); }
 };

@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -81,6 +82,21 @@ class UsageHistory {
 int64_t usageBucketMillis(api::Duration window);
 
 struct SessionStorage;  // session.cpp
+
+/// Arrays kept, emptied, from one session to the next so that their memory is reused rather than
+/// freed and faulted in again (issue 16): `borrowKept` gives the kept array to `mine`, emptied;
+/// `returnKept` empties `mine` (its elements' own memory is freed, the array's is not) and keeps it
+/// unless a larger one is kept already.
+template <class Vec>
+void borrowKept(Vec& kept, Vec& mine) {
+  mine = std::move(kept);
+  mine.clear();
+}
+template <class Vec>
+void returnKept(Vec& kept, Vec& mine) {
+  mine.clear();
+  if (mine.capacity() >= kept.capacity()) kept = std::move(mine);
+}
 
 struct SchedulerState {
   /// timeaware: the usage history (restored from its ConfigMap at start and on becoming leader).

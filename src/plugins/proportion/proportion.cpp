@@ -80,17 +80,13 @@ class State {
   };
 
   State(Session& ssn, ProportionArgs args, Kept& kept) : ssn_(ssn), args_(args) {
-    turnCache_ = std::move(kept.turn);
-    surplus_ = std::move(kept.surplus);
-    turnCache_.clear();
-    surplus_.clear();
+    framework::borrowKept(kept.turn, turnCache_);
+    framework::borrowKept(kept.surplus, surplus_);
     build();
   }
   void giveBack(Kept& kept) {
-    turnCache_.clear();
-    surplus_.clear();
-    kept.turn = std::move(turnCache_);
-    kept.surplus = std::move(surplus_);
+    framework::returnKept(kept.turn, turnCache_);
+    framework::returnKept(kept.surplus, surplus_);
   }
 
   api::Status jobProblem(const SessionJob& job) const {
