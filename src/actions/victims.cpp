@@ -281,9 +281,12 @@ int VictimSearch::makeRoomOnce(Statement& stmt, SessionJob& job, SessionTask& ta
   return kPlaced;
 }
 
-int VictimSearch::parentOf(int queue) const {
-  const framework::SessionQueue& q = ssn_.queues()[queue];
-  return q.queue && !q.queue->parentQueue.empty() ? ssn_.findQueue(q.queue->parentQueue) : -1;
+void VictimSearch::indexQueues() {
+  if (queueParent_.size() == ssn_.queues().size()) return;
+  queueParent_.assign(ssn_.queues().size(), -1);
+  for (const framework::SessionQueue& q : ssn_.queues())
+    if (q.queue && !q.queue->parentQueue.empty())
+      queueParent_[static_cast<size_t>(q.index)] = ssn_.findQueue(q.queue->parentQueue);
 }
 
 api::Status VictimSearch::queueRoom(const SessionJob& job, const SessionTask& task) const {
@@ -323,6 +326,7 @@ bool VictimSearch::freeQueueRoom(Statement& stmt, SessionJob& job, SessionTask& 
   // nothing changed on any node since, finds none again: the scan below is not repeated.
   if (queueRoomKnownFailed(job, task)) return false;
   std::string key = queueRoomKey(job, task);
+  indexQueues();
   const size_t nq = ssn_.queues().size();
   std::vector<int8_t> under(nq, -1);  // per queue: counted under a limit on the claimant's path?
   std::vector<int8_t> onPath(nq, 0);
@@ -339,7 +343,9 @@ bool VictimSearch::freeQueueRoom(Statement& stmt, SessionJob& job, SessionTask& 
     return (want.milliGpu > 0 && r.milliGpu > 0) || (want.milliCpu > 0 && r.milliCpu > 0) ||
            (want.memory > 0 && r.memory > 0);
   };
-  // Victims whose queue counts against a limit on the claimant's path, in victim order.
+  // Victims whose queue counts against a limit on the claimant's path, in victim order. Jobs are
+  // visited in job order: victim order compares queues below the lowest common ancestor of each
+  // pair, which is not transitive across levels, so the sort's input order can matter.
   std::vector<Victim> cands;
   for (const SessionJob& vj : ssn_.jobs()) {
     if (vj.queue < 0 || vj.index == job.index || vj.readyCount == 0 || !vj.preemptible || !underPath(vj.queue))

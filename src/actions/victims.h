@@ -149,7 +149,10 @@ class VictimSearch {
   /// when they cannot.
   bool freeQueueRoom(framework::Statement& stmt, framework::SessionJob& job, framework::SessionTask& task,
                      int& evicted);
-  int parentOf(int queue) const;
+  int parentOf(int queue) const { return queueParent_[static_cast<size_t>(queue)]; }
+  /// Builds queueParent_ once (queues do not change within a session).
+  void indexQueues();
+  std::vector<int> queueParent_;  ///< per queue: its parent's index, -1 for none
   /// Whether the queue rules let `task` be placed as things stand: its queue path's limits (and
   /// non-preemptible quota); reclaiming, its ancestors' fair shares too (Session::reclaimBounds).
   api::Status queueRoom(const framework::SessionJob& job, const framework::SessionTask& task) const;

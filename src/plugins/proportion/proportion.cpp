@@ -53,6 +53,7 @@ struct QNode {
   int32_t priority = 100;
   Amounts deserved{0, 0, 0}, limit{-1, -1, -1}, weight{1000, 1000, 1000};
   Amounts allocated{0, 0, 0};    ///< subtree, tasks holding or promised resources (not releasing)
+  uint64_t allocatedVersion = 0;  ///< bumped whenever `allocated` changes (QueueKey)
   Amounts allocatedNP{0, 0, 0};  ///< the non-preemptible part
   Amounts requested{0, 0, 0};    ///< subtree: allocated + pending
   Amounts fairShare{0, 0, 0};
@@ -109,26 +110,27 @@ class State {
       return d;
     };
     int a = l, b = r;
-    int da = depth(a), db = depth(b);
-    for (; da > db; --da) {
-      if (q_[a].parent == b) return 0;  // one contains the other
-      a = q_[a].parent;
-    }
-    for (; db > da; --db) {
-      if (q_[b].parent == a) return 0;
-      b = q_[b].parent;
+    if (q_[a].parent != q_[b].parent) {  // siblings (the queue order's case) need no walk
+      int da = depth(a), db = depth(b);
+      for (; da > db; --da) {
+        if (q_[a].parent == b) return 0;  // one contains the other
+        a = q_[a].parent;
+      }
+      for (; db > da; --db) {
+        if (q_[b].parent == a) return 0;
+        b = q_[b].parent;
+      }
+      if (a == b) return 0;
+      while (q_[a].parent != q_[b].parent) a = q_[a].parent, b = q_[b].parent;
     }
     if (a == b) return 0;
-    while (q_[a].parent != q_[b].parent) a = q_[a].parent, b = q_[b].parent;
-    const Amounts lj = lJob ? turnRequest(*lJob) : Amounts{0, 0, 0};
-    const Amounts rj = rJob ? turnRequest(*rJob) : Amounts{0, 0, 0};
-    const bool lOver = over(a, lj), rOver = over(b, rj);
-    if (lOver != rOver) return lOver ? 1 : -1;
-    const bool lStarved = starved(a, lj), rStarved = starved(b, rj);
-    if (lStarved != rStarved) return lStarved ? -1 : 1;
+    const QueueKey& ka = queueKey(a, lJob ? turnRequest(*lJob) : Amounts{0, 0, 0});
+    const QueueKey& kb = queueKey(b, rJob ? turnRequest(*rJob) : Amounts{0, 0, 0});
+    if (ka.over != kb.over) return ka.over ? 1 : -1;
+    if (ka.starved != kb.starved) return ka.starved ? -1 : 1;
     if (q_[a].priority != q_[b].priority) return q_[a].priority > q_[b].priority ? -1 : 1;
-    if (int c = compareShares(a, lj, b, rj)) return c;
-    if (int c = compareShares(a, {0, 0, 0}, b, {0, 0, 0})) return c;
+    if (int c = compareFractions(ka.withJob, kb.withJob)) return c;
+    if (int c = compareFractions(ka.without, kb.without)) return c;
     const api::Time ta = q_[a].obj ? q_[a].obj->meta.creationTimestamp : api::Time{};
     const api::Time tb = q_[b].obj ? q_[b].obj->meta.creationTimestamp : api::Time{};
     if (ta != tb) return ta < tb ? -1 : 1;
@@ -311,11 +313,13 @@ class State {
     const SessionJob& j = ssn_.jobs()[t.job];
     if (j.queue < 0) return;
     const Amounts a = amountsOf(t.request());
-    for (int c = j.queue; c >= 0; c = q_[c].parent)
+    for (int c = j.queue; c >= 0; c = q_[c].parent) {
+      ++q_[c].allocatedVersion;
       for (int r = 0; r < kResources; ++r) {
         q_[c].allocated[r] += sign * a[r];
         if (!j.preemptible) q_[c].allocatedNP[r] += sign * a[r];
       }
+    }
   }
 
   std::vector<framework::SessionResult::QueueReport> reports() {
@@ -538,27 +542,55 @@ class State {
     return any;
   }
 
-  /// Dominant share (allocated + job) / fair share, compared exactly; <0 when a's is smaller.
-  int compareShares(int a, const Amounts& ja, int b, const Amounts& jb) const {
-    auto dominant = [&](int q, const Amounts& j) {
-      // Returns the largest fraction as (num, den); den 0 = infinite.
-      i128 bn = 0, bd = 1;
-      for (int r = 0; r < kResources; ++r) {
-        const i128 n = q_[q].allocated[r] + j[r], d = q_[q].fairShare[r];
-        if (n <= 0) continue;
-        if (d <= 0) return std::pair<i128, i128>{1, 0};
-        if (n * bd > bn * d) bn = n, bd = d;
-      }
-      return std::pair<i128, i128>{bn, bd};
-    };
-    auto [an, ad] = dominant(a, ja);
-    auto [bn, bd] = dominant(b, jb);
+  /// A fraction num / den; den 0 = infinite.
+  using Fraction = std::pair<i128, i128>;
+  /// Dominant share (allocated + job) / fair share: the largest fraction over the resources.
+  Fraction dominant(int q, const Amounts& j) const {
+    i128 bn = 0, bd = 1;
+    for (int r = 0; r < kResources; ++r) {
+      const i128 n = q_[q].allocated[r] + j[r], d = q_[q].fairShare[r];
+      if (n <= 0) continue;
+      if (d <= 0) return {1, 0};
+      if (n * bd > bn * d) bn = n, bd = d;
+    }
+    return {bn, bd};
+  }
+  /// Two dominant shares compared exactly; <0 when a is smaller.
+  static int compareFractions(const Fraction& a, const Fraction& b) {
+    const auto [an, ad] = a;
+    const auto [bn, bd] = b;
     if (ad == 0 || bd == 0) {
       if (ad == 0 && bd == 0) return 0;
       return ad == 0 ? 1 : -1;
     }
     const i128 l = an * bd, r = bn * ad;
     return l < r ? -1 : (l > r ? 1 : 0);
+  }
+  /// Dominant shares of (a + ja) and (b + jb) compared exactly; <0 when a's is smaller.
+  int compareShares(int a, const Amounts& ja, int b, const Amounts& jb) const {
+    return compareFractions(dominant(a, ja), dominant(b, jb));
+  }
+  /// What compareQueues() asks of one side (queue `q` with its head job's turn request `job`),
+  /// kept per queue while its allocation and that request stay as they were: the queue order
+  /// compares the same queues over and over between two allocations.
+  struct QueueKey {
+    uint64_t version = ~uint64_t{0};  ///< QNode::allocatedVersion it was computed at
+    Amounts job{0, 0, 0};
+    bool over = false, starved = false;
+    Fraction withJob{0, 1}, without{0, 1};
+  };
+  const QueueKey& queueKey(int q, const Amounts& job) {
+    if (queueKeys_.size() != q_.size()) queueKeys_.assign(q_.size(), QueueKey{});
+    QueueKey& k = queueKeys_[static_cast<size_t>(q)];
+    if (k.version != q_[q].allocatedVersion || k.job != job) {
+      k.version = q_[q].allocatedVersion;
+      k.job = job;
+      k.over = over(q, job);
+      k.starved = starved(q, job);
+      k.withJob = dominant(q, job);
+      k.without = dominant(q, {0, 0, 0});
+    }
+    return k;
   }
 
   /// Above what reclaim must leave it (`kept`: its fair share, or its guaranteed quota).
@@ -613,6 +645,7 @@ class State {
   int topLevel_ = 0;  ///< queues without a parent (reclaimBounds: the only one is exempt)
   bool divided_ = false;
   std::vector<TurnRequest> turnCache_;  ///< per job index (turnRequest)
+  std::vector<QueueKey> queueKeys_;     ///< per queue (queueKey)
   /// Per job index: which running pods are surplus (surplusPod), as of its ready and releasing
   /// counts (a pod evicted and another placed leave the ready count as it was).
   mutable std::vector<Surplus> surplus_;
