@@ -282,11 +282,23 @@ int VictimSearch::makeRoomOnce(Statement& stmt, SessionJob& job, SessionTask& ta
 }
 
 void VictimSearch::indexQueues() {
-  if (queueParent_.size() == ssn_.queues().size()) return;
-  queueParent_.assign(ssn_.queues().size(), -1);
+  const size_t nq = ssn_.queues().size();
+  if (queueTop_.size() == nq) return;
+  std::vector<int> parent(nq, -1);
   for (const framework::SessionQueue& q : ssn_.queues())
-    if (q.queue && !q.queue->parentQueue.empty())
-      queueParent_[static_cast<size_t>(q.index)] = ssn_.findQueue(q.queue->parentQueue);
+    if (q.queue && !q.queue->parentQueue.empty()) parent[static_cast<size_t>(q.index)] = ssn_.findQueue(q.queue->parentQueue);
+  queueTop_.assign(nq, -1);
+  for (size_t q = 0; q < nq; ++q) {
+    int c = static_cast<int>(q);
+    size_t depth = 0;
+    while (parent[static_cast<size_t>(c)] >= 0 && depth++ <= nq) c = parent[static_cast<size_t>(c)];
+    if (depth <= nq) queueTop_[q] = c;  // else q is on (or under) a parent cycle: no top
+  }
+  topRunning_.assign(nq, {});
+  for (const SessionJob& j : ssn_.jobs())
+    if (j.queue >= 0 && queueTop_[static_cast<size_t>(j.queue)] >= 0)
+      for (const SessionTask& t : j.tasks)
+        if (running(t)) topRunning_[static_cast<size_t>(queueTop_[static_cast<size_t>(j.queue)])].push_back({j.index, t.index});
 }
 
 api::Status VictimSearch::queueRoom(const SessionJob& job, const SessionTask& task) const {
@@ -327,36 +339,27 @@ bool VictimSearch::freeQueueRoom(Statement& stmt, SessionJob& job, SessionTask& 
   if (queueRoomKnownFailed(job, task)) return false;
   std::string key = queueRoomKey(job, task);
   indexQueues();
-  const size_t nq = ssn_.queues().size();
-  std::vector<int8_t> under(nq, -1);  // per queue: counted under a limit on the claimant's path?
-  std::vector<int8_t> onPath(nq, 0);
-  for (int q = job.queue, depth = 0; q >= 0 && depth <= static_cast<int>(nq); q = parentOf(q), ++depth) onPath[q] = 1;
-  auto underPath = [&](int q) -> bool {
-    if (under[q] >= 0) return under[q] == 1;
-    bool u = false;
-    for (int c = q, depth = 0; c >= 0 && depth <= static_cast<int>(nq) && !u; c = parentOf(c), ++depth) u = onPath[c];
-    under[q] = u ? 1 : 0;
-    return u;
-  };
   const api::Resources& want = task.request();
   auto shares = [&](const api::Resources& r) {
     return (want.milliGpu > 0 && r.milliGpu > 0) || (want.milliCpu > 0 && r.milliCpu > 0) ||
            (want.memory > 0 && r.memory > 0);
   };
-  // Victims whose queue counts against a limit on the claimant's path, in victim order. Jobs are
-  // visited in job order: victim order compares queues below the lowest common ancestor of each
-  // pair, which is not transitive across levels, so the sort's input order can matter.
+  // Victims whose queue counts against a limit on the claimant's path: every queue under the
+  // path's top-level queue. Their pods are visited in job order: victim order compares queues
+  // below the lowest common ancestor of each pair, which is not transitive across levels, so the
+  // sort's input order can matter.
+  const int top = queueTop_[static_cast<size_t>(job.queue)];
+  if (top < 0) return false;  // on a parent cycle: its queues are invalid, their jobs wait
+  const std::vector<Victim>& pool = topRunning_[static_cast<size_t>(top)];
   std::vector<Victim> cands;
-  for (const SessionJob& vj : ssn_.jobs()) {
-    if (vj.queue < 0 || vj.index == job.index || vj.readyCount == 0 || !vj.preemptible || !underPath(vj.queue))
-      continue;
-    int8_t ok = -1;  // whether the job may give victims: asked once, of its first running pod
-    for (const SessionTask& t : vj.tasks) {
-      if (!running(t) || !shares(t.request())) continue;
-      if (ok < 0) ok = eligible(job, t) ? 1 : 0;
-      if (ok == 0) break;
-      cands.push_back({vj.index, t.index});
-    }
+  int8_t ok = -1;  // whether the job may give victims: asked once, of its first running pod
+  for (size_t i = 0; i < pool.size(); ++i) {
+    const SessionJob& vj = ssn_.jobs()[static_cast<size_t>(pool[i].job)];
+    if (i == 0 || pool[i - 1].job != vj.index) ok = vj.index == job.index || vj.readyCount == 0 || !vj.preemptible ? 0 : -1;
+    const SessionTask& t = vj.tasks[static_cast<size_t>(pool[i].task)];
+    if (ok == 0 || !running(t) || !shares(t.request())) continue;
+    if (ok < 0) ok = eligible(job, t) ? 1 : 0;
+    if (ok == 1) cands.push_back(pool[i]);
   }
   auto less = [&](const Victim& a, const Victim& b) {
     return ssn_.victimLess(ssn_.task(a.job, a.task), ssn_.task(b.job, b.task));

@@ -149,10 +149,11 @@ class VictimSearch {
   /// when they cannot.
   bool freeQueueRoom(framework::Statement& stmt, framework::SessionJob& job, framework::SessionTask& task,
                      int& evicted);
-  int parentOf(int queue) const { return queueParent_[static_cast<size_t>(queue)]; }
-  /// Builds queueParent_ once (queues do not change within a session).
+  /// Builds queueTop_ and topRunning_ once (queues do not change within a session, and no pod
+  /// starts running in one).
   void indexQueues();
-  std::vector<int> queueParent_;  ///< per queue: its parent's index, -1 for none
+  std::vector<int> queueTop_;  ///< per queue: its top-level ancestor (itself at the top); -1 on a parent cycle
+  std::vector<std::vector<Victim>> topRunning_;  ///< per top-level queue: pods running under it when indexed, in job order
   /// Whether the queue rules let `task` be placed as things stand: its queue path's limits (and
   /// non-preemptible quota); reclaiming, its ancestors' fair shares too (Session::reclaimBounds).
   api::Status queueRoom(const framework::SessionJob& job, const framework::SessionTask& task) const;
