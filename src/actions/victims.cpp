@@ -41,8 +41,9 @@ void VictimSearch::indexNodes() {
       if (q >= 0 && (queueNodes_[q].empty() || queueNodes_[q].back() != static_cast<int>(n)))
         queueNodes_[q].push_back(static_cast<int>(n));
     }
+  // stable_sort wherever victim order sorts (see victimSort's note in victims.h).
   for (auto& list : onNode_)
-    std::sort(list.begin(), list.end(), [&](const Victim& a, const Victim& b) {
+    std::stable_sort(list.begin(), list.end(), [&](const Victim& a, const Victim& b) {
       return ssn_.victimLess(ssn_.task(a.job, a.task), ssn_.task(b.job, b.task));
     });
 }
@@ -61,6 +62,9 @@ bool VictimSearch::onSessionNodes(const SessionJob& job) const {
 bool VictimSearch::eligible(const SessionJob& claimant, const SessionTask& victim) const {
   const SessionJob& vj = ssn_.jobs()[victim.job];
   if (vj.index == claimant.index || !vj.preemptible || !running(victim) || !onSessionNodes(vj)) return false;
+  // A job that got pods placed in this cycle gives no victims in it: its running pods evicted (or
+  // moved) would leave the new ones starting without them, a gang below its minimum.
+  if (vj.pendingCount < vj.info->pendingCount) return false;
   if (pruning_ && !std::binary_search(pruneJobs_.begin(), pruneJobs_.end(), vj.index)) return false;
   if (!excluded_.empty() && std::find(excluded_.begin(), excluded_.end(), vj.index) != excluded_.end()) return false;
   switch (mode_) {
@@ -364,7 +368,7 @@ bool VictimSearch::freeQueueRoom(Statement& stmt, SessionJob& job, SessionTask& 
   auto less = [&](const Victim& a, const Victim& b) {
     return ssn_.victimLess(ssn_.task(a.job, a.task), ssn_.task(b.job, b.task));
   };
-  std::sort(cands.begin(), cands.end(), less);
+  std::stable_sort(cands.begin(), cands.end(), less);
   const auto cp = stmt.checkpoint();
   const size_t record = evictedNow_.size();
   const int before = evicted;
@@ -505,8 +509,8 @@ bool VictimSearch::earlier(std::vector<Victim> a, std::vector<Victim> b) const {
   auto later = [&](const Victim& x, const Victim& y) {
     return ssn_.victimLess(ssn_.task(y.job, y.task), ssn_.task(x.job, x.task));
   };
-  std::sort(a.begin(), a.end(), later);
-  std::sort(b.begin(), b.end(), later);
+  std::stable_sort(a.begin(), a.end(), later);
+  std::stable_sort(b.begin(), b.end(), later);
   for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
     if (later(b[i], a[i])) return true;
     if (later(a[i], b[i])) return false;
@@ -545,7 +549,7 @@ bool VictimSearch::prune(SessionJob& job, const framework::NodeDomain* domain, s
     return ssn_.victimLess(ssn_.task(y.job, y.task), ssn_.task(x.job, x.task));
   };
   std::vector<Victim> byLatest = best;
-  std::sort(byLatest.begin(), byLatest.end(), later);
+  std::stable_sort(byLatest.begin(), byLatest.end(), later);
   std::vector<int> jobs;
   for (const Victim& v : byLatest)
     if (std::find(jobs.begin(), jobs.end(), v.job) == jobs.end()) jobs.push_back(v.job);

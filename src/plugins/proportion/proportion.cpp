@@ -124,8 +124,8 @@ class State {
       while (q_[a].parent != q_[b].parent) a = q_[a].parent, b = q_[b].parent;
     }
     if (a == b) return 0;
-    const QueueKey& ka = queueKey(a, lJob ? turnRequest(*lJob) : Amounts{0, 0, 0});
-    const QueueKey& kb = queueKey(b, rJob ? turnRequest(*rJob) : Amounts{0, 0, 0});
+    const QueueKey& ka = queueKey(a, lJob);
+    const QueueKey& kb = queueKey(b, rJob);
     if (ka.over != kb.over) return ka.over ? 1 : -1;
     if (ka.starved != kb.starved) return ka.starved ? -1 : 1;
     if (q_[a].priority != q_[b].priority) return q_[a].priority > q_[b].priority ? -1 : 1;
@@ -570,24 +570,29 @@ class State {
   int compareShares(int a, const Amounts& ja, int b, const Amounts& jb) const {
     return compareFractions(dominant(a, ja), dominant(b, jb));
   }
-  /// What compareQueues() asks of one side (queue `q` with its head job's turn request `job`),
-  /// kept per queue while its allocation and that request stay as they were: the queue order
-  /// compares the same queues over and over between two allocations.
+  /// What compareQueues() asks of one side (queue `q` with the turn request of `job`, its head; none
+  /// when null), kept per queue while its allocation and that job's ready and pending counts stay
+  /// as they were: the queue order compares the same queues over and over between allocations.
   struct QueueKey {
     uint64_t version = ~uint64_t{0};  ///< QNode::allocatedVersion it was computed at
-    Amounts job{0, 0, 0};
+    const SessionJob* job = nullptr;
+    int32_t ready = -1, pending = -1;  ///< the job's counts it was computed at (turnRequest)
     bool over = false, starved = false;
     Fraction withJob{0, 1}, without{0, 1};
   };
-  const QueueKey& queueKey(int q, const Amounts& job) {
+  const QueueKey& queueKey(int q, const SessionJob* job) {
     if (queueKeys_.size() != q_.size()) queueKeys_.assign(q_.size(), QueueKey{});
     QueueKey& k = queueKeys_[static_cast<size_t>(q)];
-    if (k.version != q_[q].allocatedVersion || k.job != job) {
+    const int32_t ready = job ? job->readyCount : -1, pending = job ? job->pendingCount : -1;
+    if (k.version != q_[q].allocatedVersion || k.job != job || k.ready != ready || k.pending != pending) {
+      const Amounts request = job ? turnRequest(*job) : Amounts{0, 0, 0};
       k.version = q_[q].allocatedVersion;
       k.job = job;
-      k.over = over(q, job);
-      k.starved = starved(q, job);
-      k.withJob = dominant(q, job);
+      k.ready = ready;
+      k.pending = pending;
+      k.over = over(q, request);
+      k.starved = starved(q, request);
+      k.withJob = dominant(q, request);
       k.without = dominant(q, {0, 0, 0});
     }
     return k;
