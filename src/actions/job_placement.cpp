@@ -234,6 +234,8 @@ bool placeInDomains(Session& ssn, Statement& stmt, SessionJob& job, bool allowPi
   std::string firstReason;
   int firstReady = job.readyCount;
   for (const framework::NodeDomain& d : domains->domains) {
+    // Once the first failure's reason is known, the others' are not built.
+    framework::QuietPlacement quiet(ssn, /*quiet=*/!firstReason.empty());
     if (placePending(ssn, stmt, job, &d, allowPipeline, turn, skip, reason, ready, failed)) return true;
     if (firstReason.empty()) firstReason = d.name + ": " + reason, firstReady = ready;
   }

@@ -410,6 +410,8 @@ int VictimSearch::turnMissing(const SessionJob& job) const {
 }
 
 bool VictimSearch::run(SessionJob& job, std::string& reason) {
+  // The search says why in its own words: findPlacement's failure reasons are not built.
+  framework::QuietPlacement quiet(ssn_);
   turnTarget_ = ssn_.jobReady(job) ? job.readyCount + 1 : 0;
   if (mode_ == VictimMode::Reclaim)
     if (auto may = ssn_.canReclaim(job); !may.ok()) {

@@ -344,10 +344,11 @@ Placement Session::explainFailure(const SessionTask& task, bool allowPipeline) {
   } else {
     // Only the nodes changed since the class was last explained (once each) can say otherwise.
     const std::vector<int>& changes = nodeChanges_.changes();
-    changedScratch_.assign(changes.begin() + static_cast<std::ptrdiff_t>(t.seen), changes.end());
-    std::sort(changedScratch_.begin(), changedScratch_.end());
-    changedScratch_.erase(std::unique(changedScratch_.begin(), changedScratch_.end()), changedScratch_.end());
-    for (int ni : changedScratch_) {
+    if (changedMark_.size() != nodes_.size() || ++changedGen_ == 0) changedMark_.assign(nodes_.size(), 0), changedGen_ = 1;
+    for (size_t i = t.seen; i < changes.size(); ++i) {
+      const int ni = changes[i];
+      if (changedMark_[static_cast<size_t>(ni)] == changedGen_) continue;
+      changedMark_[static_cast<size_t>(ni)] = changedGen_;
       if (visit && !std::binary_search(visit->begin(), visit->end(), ni)) continue;
       scanOutcome(task, ni, allowPipeline, outcomeScratch_);
       setOutcome(t, ni, outcomeScratch_);
@@ -358,7 +359,7 @@ Placement Session::explainFailure(const SessionTask& task, bool allowPipeline) {
   // tally was given up: the scan decides, as it always did.
   if (t.fitting != 0) return scanPlacement(task, allowPipeline);
   Placement p;
-  p.reason = aggregate(t.counts);
+  if (explain_) p.reason = aggregate(t.counts);
   return p;
 }
 

@@ -445,6 +445,11 @@ class Session {
   /// name stands for one set of nodes within a session.
   void restrictTo(const NodeDomain* domain) { domain_ = domain; }
   const NodeDomain* restriction() const { return domain_; }
+  /// While off, a findPlacement that finds no node may leave its reason empty instead of building
+  /// it from the failure tally (for callers that only ask whether and where a pod fits). On by
+  /// default; QuietPlacement turns it off for a scope.
+  void explainFailures(bool on) { explain_ = on; }
+  bool explainsFailures() const { return explain_; }
   /// Every change of a node's working state is logged here (its version bumped): callers keep
   /// their own lazily refreshed views of the nodes with it (NodeRanking, as findPlacement does).
   const NodeChangeLog& nodeChanges() const { return nodeChanges_; }
@@ -611,7 +616,10 @@ class Session {
   size_t tallyEntries_ = 0;  ///< per-node outcomes held by all tallies (bounded: see placement.cpp)
   NodeRanking<FreeEntry, MoreFree> maxFreeCpu_, maxFreeMemory_;
   std::vector<std::string> outcomeScratch_;
-  std::vector<int> changedScratch_;
+  /// explainFailure's marks of nodes already re-judged in one catch-up (== changedGen_).
+  std::vector<uint32_t> changedMark_;
+  uint32_t changedGen_ = 0;
+  bool explain_ = true;  ///< explainFailures()
 
   const NodeDomain* domain_ = nullptr;
   std::map<std::string, NodeRanking<RankedNode, RankedBefore>> rankings_;
@@ -671,6 +679,22 @@ class Session {
   void releaseGpus(SessionTask& task, SessionNode& node, int sign);
   std::string newGroupId(const SessionTask& task, const SessionNode& node, size_t k) const;
   std::vector<std::vector<int>> taskGpus_;  ///< per task slot: indices into its node's gpuGroups
+};
+
+/// Turns a session's failure explanations off for a scope (Session::explainFailures), restoring
+/// what was set before.
+class QuietPlacement {
+ public:
+  explicit QuietPlacement(Session& ssn, bool quiet = true) : ssn_(ssn), was_(ssn.explainsFailures()) {
+    if (quiet) ssn_.explainFailures(false);
+  }
+  ~QuietPlacement() { ssn_.explainFailures(was_); }
+  QuietPlacement(const QuietPlacement&) = delete;
+  QuietPlacement& operator=(const QuietPlacement&) = delete;
+
+ private:
+  Session& ssn_;
+  bool was_;
 };
 
 }  // namespace tessera::framework
