@@ -480,22 +480,29 @@ bool VictimSearch::run(SessionJob& job, std::string& reason) {
 }
 
 std::string VictimSearch::signature(const SessionJob& job) const {
-  // Pending pods' placement keys (in task order), the job's queue, priority, preemptibility and
+  // Pending pods' placement classes (in task order), the job's queue, priority, preemptibility and
   // how many pods it still needs, and its topology constraint. A constrained job with pods placed
-  // (its domains depend on where they are) or with constrained subgroups is not compared.
+  // (its domains depend on where they are) or with constrained subgroups is not compared. Numbers
+  // go in as raw bytes (a key compared for equality only, within one session).
   std::string sig;
+  auto put = [&sig](int64_t v) { sig.append(reinterpret_cast<const char*>(&v), sizeof v); };
   if (const api::PodGroup* pg = job.info->podGroup.get()) {
     const api::TopologyConstraint& tc = pg->topologyConstraint;
     if (!tc.empty()) {
       if (job.readyCount > 0 || job.pendingCount < static_cast<int32_t>(job.tasks.size())) return "";
-      sig = tc.topology + "|" + tc.requiredTopologyLevel + "|" + tc.preferredTopologyLevel + "|";
+      for (const std::string* part : {&tc.topology, &tc.requiredTopologyLevel, &tc.preferredTopologyLevel}) {
+        put(static_cast<int64_t>(part->size()));
+        sig += *part;
+      }
     }
     for (const api::SubGroup& sg : pg->subGroups)
       if (!sg.topologyConstraint.empty()) return "";
   }
-  sig += job.info->queue + "|" + std::to_string(job.priority) + (job.preemptible ? "|p|" : "|n|") +
-         std::to_string(turnMissing(job));
-  for (int ti : pendingTasks(ssn_, job)) (sig += '|') += std::to_string(ssn_.placementClass(job.tasks[ti]));
+  put(job.queue);
+  put(job.priority);
+  put(job.preemptible ? 1 : 0);
+  put(turnMissing(job));
+  for (int ti : pendingTasks(ssn_, job)) put(ssn_.placementClass(job.tasks[ti]));
   return sig;
 }
 

@@ -165,10 +165,14 @@ class State {
     const Amounts req = turnRequest(job);
     const QNode& q = q_[job.queue];
     for (int r = 0; r < kResources; ++r)
-      if (req[r] > 0 && q.allocated[r] + req[r] > q.fairShare[r])
+      if (req[r] > 0 && q.allocated[r] + req[r] > q.fairShare[r]) {
+        // Asked by the victim search, which does not show it (Session::explainFailures off):
+        // the amounts are not formatted.
+        if (!ssn_.explainsFailures()) return api::makeError("queue would exceed its fair share");
         return api::makeError("queue " + ssn_.queues()[job.queue].name +
                               " would exceed its fair share: " + kResourceNames[r] + " " + fmt(r, q.allocated[r]) +
                               " + " + fmt(r, req[r]) + " > " + fmt(r, q.fairShare[r]));
+      }
     // A limit that blocks (OverLimit) may still be relieved by victims under it (issue 15, item
     // 9): the victim search decides.
     return capacity(job, resourcesOf(req));
