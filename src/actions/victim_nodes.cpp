@@ -223,6 +223,7 @@ std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, 
       if (take == Take::Wait) continue;
       surplus = take == Take::Surplus;
     }
+    if (!surplus && placedThisCycle(vj)) continue;  // not taken whole: see takeOf()
     std::vector<Victim>& chunk = scratch_;
     chunk.assign(1, v);  // first: it places the chunk in victim order
     if (!surplus)

@@ -62,9 +62,6 @@ bool VictimSearch::onSessionNodes(const SessionJob& job) const {
 bool VictimSearch::eligible(const SessionJob& claimant, const SessionTask& victim) const {
   const SessionJob& vj = ssn_.jobs()[victim.job];
   if (vj.index == claimant.index || !vj.preemptible || !running(victim) || !onSessionNodes(vj)) return false;
-  // A job that got pods placed in this cycle gives no victims in it: its running pods evicted (or
-  // moved) would leave the new ones starting without them, a gang below its minimum.
-  if (vj.pendingCount < vj.info->pendingCount) return false;
   if (pruning_ && !std::binary_search(pruneJobs_.begin(), pruneJobs_.end(), vj.index)) return false;
   if (!excluded_.empty() && std::find(excluded_.begin(), excluded_.end(), vj.index) != excluded_.end()) return false;
   switch (mode_) {
@@ -131,7 +128,11 @@ std::vector<int> claimantOrder(const Session& ssn, const SessionJob& job) {
 
 VictimSearch::Take VictimSearch::takeOf(const Victim& v, const std::vector<Victim>& taken) const {
   const SessionJob& vj = ssn_.jobs()[v.job];
-  if (runningIn(vj, nullptr, taken) <= vj.minMember()) return Take::Whole;
+  // A job that got pods placed in this cycle is not taken whole in it (its surplus pods may go):
+  // its running pods evicted or moved would leave the new ones starting without them, the gang
+  // below its minimum.
+  const Take whole = placedThisCycle(vj) ? Take::Wait : Take::Whole;
+  if (runningIn(vj, nullptr, taken) <= vj.minMember()) return whole;
   if (!vj.info->podGroup || vj.info->podGroup->subGroups.empty()) return Take::Surplus;
   // Subgroups (issue 15, item 6): a pod is surplus only while its subgroup is above its own
   // minimum too; one whose subgroup is at it waits while another subgroup still has a surplus pod.
@@ -139,7 +140,7 @@ VictimSearch::Take VictimSearch::takeOf(const Victim& v, const std::vector<Victi
   if (!mine || runningIn(vj, mine, taken) > mine->minMember) return Take::Surplus;
   for (const api::SubGroup& s : vj.info->podGroup->subGroups)
     if (runningIn(vj, &s, taken) > s.minMember) return Take::Wait;
-  return Take::Whole;
+  return whole;
 }
 
 std::vector<VictimSearch::Victim> VictimSearch::chunkOf(const Victim& v) const {

@@ -133,6 +133,9 @@ class VictimSearch {
   /// subgroup), later (another subgroup still has a surplus pod), or with its whole job.
   enum class Take { Surplus, Wait, Whole };
   Take takeOf(const Victim& v, const std::vector<Victim>& taken) const;
+  /// Whether an earlier action of this cycle placed pods of the job (bound or pipelined): such a
+  /// job gives surplus pods only, never its whole gang (the new pods would start without it).
+  static bool placedThisCycle(const framework::SessionJob& j) { return j.pendingCount < j.info->pendingCount; }
   void indexNodes();
   /// Evicts the victims choose() picks on `node`, then places `task` there. False (and the
   /// statement rolled back to where it was) when the node cannot be made to fit.
