@@ -87,11 +87,17 @@ void forEachJobTurn(Session& ssn, const std::function<bool(const SessionJob&)>& 
     SessionJob& job = ssn.jobs()[q.jobs[q.next]];
     // One turn: the job goes back into the order (as the head of its queue) while it asks for
     // another and still has pending pods.
+    const size_t turn = q.next;
     if (!fn(job) || job.pendingCount == 0) ++q.next;
-    if (q.next < q.jobs.size()) order.touch(leaf);
-    else order.deactivate(leaf);
+    const std::vector<int> changed = ssn.takeChangedQueues();
+    if (q.next >= q.jobs.size()) {
+      order.deactivate(leaf);
+    } else if (!changed.empty() || q.next == turn ||
+               !ssn.queueHeadSame(ssn.queues()[static_cast<size_t>(leaf)], job, ssn.jobs()[q.jobs[q.next]])) {
+      order.touch(leaf);  // (nothing changed and the next job ranks the queue as this one did: it stands)
+    }
     // Re-rank every queue whose share changed (victims' queues too), with its ancestors.
-    for (int changed : ssn.takeChangedQueues()) order.touch(changed);
+    for (int c : changed) order.touch(c);
     order.fix();
   }
 }

@@ -14,6 +14,9 @@ namespace tessera::framework {
 void Session::addJobOrderFn(const std::string& p, JobOrderFn fn) { jobOrder_.push_back({p, std::move(fn)}); }
 void Session::addTaskOrderFn(const std::string& p, TaskOrderFn fn) { taskOrder_.push_back({p, std::move(fn)}); }
 void Session::addQueueOrderFn(const std::string& p, QueueOrderFn fn) { queueOrder_.push_back({p, std::move(fn)}); }
+void Session::addQueueHeadSameFn(const std::string& p, QueueHeadSameFn fn) {
+  queueHeadSame_.push_back({p, std::move(fn)});
+}
 void Session::addJobValidFn(const std::string& p, JobValidFn fn) { jobValid_.push_back({p, std::move(fn)}); }
 void Session::addJobReadyFn(const std::string& p, JobReadyFn fn) { jobReady_.push_back({p, std::move(fn)}); }
 void Session::addPrePredicateFn(const std::string& p, PrePredicateFn fn) {
@@ -67,6 +70,15 @@ bool Session::queueLess(const SessionQueue& l, const SessionQueue& r, const Sess
   for (const auto& f : queueOrder_)
     if (int c = f.fn(l, r, lJob, rJob)) return c < 0;
   return l.name < r.name;
+}
+
+bool Session::queueHeadSame(const SessionQueue& q, const SessionJob& a, const SessionJob& b) const {
+  for (const auto& order : queueOrder_) {
+    auto same = std::find_if(queueHeadSame_.begin(), queueHeadSame_.end(),
+                             [&](const Named<QueueHeadSameFn>& f) { return f.plugin == order.plugin; });
+    if (same == queueHeadSame_.end() || !same->fn(q, a, b)) return false;
+  }
+  return true;
 }
 
 bool Session::victimLess(const SessionTask& l, const SessionTask& r) const {

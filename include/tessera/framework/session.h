@@ -250,6 +250,11 @@ using TaskOrderFn = std::function<int(const SessionTask& l, const SessionTask& r
 /// Orders queues for allocate; `lJob`/`rJob` are the jobs each queue would try next (may be null).
 using QueueOrderFn = std::function<int(const SessionQueue& l, const SessionQueue& r, const SessionJob* lJob,
                                        const SessionJob* rJob)>;
+/// Whether queue `q` ranks the same under the plugin's QueueOrderFn with job `a` or job `b` as the
+/// job it would try next (both ask the same for their next turn, say). A plugin whose
+/// QueueOrderFn reads the jobs registers one to spare re-ranking a queue whose next job changed
+/// (Session::queueHeadSame); without one, a new next job is taken to change the queue's rank.
+using QueueHeadSameFn = std::function<bool(const SessionQueue& q, const SessionJob& a, const SessionJob& b)>;
 /// Fails with a reason when the job cannot be scheduled at all this cycle (gang too small, bad spec...).
 /// It may depend on the snapshot and on which of the job's pods are leaving, nothing else: the
 /// session asks it again only when one of them was evicted or came back (Session::jobValid).
@@ -355,6 +360,7 @@ class Session {
   void addJobOrderFn(const std::string& plugin, JobOrderFn fn);
   void addTaskOrderFn(const std::string& plugin, TaskOrderFn fn);
   void addQueueOrderFn(const std::string& plugin, QueueOrderFn fn);
+  void addQueueHeadSameFn(const std::string& plugin, QueueHeadSameFn fn);
   void addJobValidFn(const std::string& plugin, JobValidFn fn);
   void addJobReadyFn(const std::string& plugin, JobReadyFn fn);
   void addPrePredicateFn(const std::string& plugin, PrePredicateFn fn);
@@ -376,6 +382,9 @@ class Session {
   bool jobLess(const SessionJob& l, const SessionJob& r) const;
   bool taskLess(const SessionTask& l, const SessionTask& r) const;
   bool queueLess(const SessionQueue& l, const SessionQueue& r, const SessionJob* lJob, const SessionJob* rJob) const;
+  /// Whether `q` compares with every other queue under queueLess exactly as before when its next
+  /// job changes from `a` to `b`: every plugin with a QueueOrderFn has a QueueHeadSameFn and says so.
+  bool queueHeadSame(const SessionQueue& q, const SessionJob& a, const SessionJob& b) const;
   /// Fails when the job cannot be scheduled this cycle: its queue is missing, or a plugin says so.
   /// Asked of every pending job by every action: the verdict is kept per job until one of its pods
   /// is evicted or its eviction undone (JobValidFn's contract).
@@ -531,6 +540,7 @@ class Session {
   std::vector<Named<JobOrderFn>> jobOrder_;
   std::vector<Named<TaskOrderFn>> taskOrder_;
   std::vector<Named<QueueOrderFn>> queueOrder_;
+  std::vector<Named<QueueHeadSameFn>> queueHeadSame_;
   std::vector<Named<JobValidFn>> jobValid_;
   std::vector<Named<JobReadyFn>> jobReady_;
   std::vector<Named<PrePredicateFn>> prePredicate_;

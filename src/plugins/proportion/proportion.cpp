@@ -99,6 +99,9 @@ class State {
     return api::Status::success();
   }
 
+  /// Whether the two jobs ask the same for their next turn (all compareQueues reads of a job).
+  bool sameTurnRequest(const SessionJob& a, const SessionJob& b) { return turnRequest(a) == turnRequest(b); }
+
   int compareQueues(int l, int r, const SessionJob* lJob, const SessionJob* rJob) {
     ensureDivided();
     // Compare where the two paths diverge: the children of their lowest common ancestor.
@@ -671,6 +674,10 @@ class ProportionPlugin final : public framework::Plugin {
     ssn.addJobValidFn(name_, [st](const SessionJob& j) { return st->jobProblem(j); });
     ssn.addQueueOrderFn(name_, [st](const SessionQueue& l, const SessionQueue& r, const SessionJob* lj,
                                     const SessionJob* rj) { return st->compareQueues(l.index, r.index, lj, rj); });
+    // compareQueues reads the next jobs only through their turn requests.
+    ssn.addQueueHeadSameFn(name_, [st](const SessionQueue&, const SessionJob& a, const SessionJob& b) {
+      return st->sameTurnRequest(a, b);
+    });
     ssn.addCapacityFn(name_, [st](const SessionJob& j, const api::Resources& req) { return st->capacity(j, req); });
     ssn.addCanReclaimFn(name_, [st](const SessionJob& j) { return st->canReclaim(j); });
     ssn.addReclaimBoundsFn(name_,

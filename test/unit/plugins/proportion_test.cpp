@@ -179,6 +179,33 @@ TEST_CASE("queue order: smaller dominant share including the job, then without i
   }
 }
 
+TEST_CASE("queue order: a next job that asks the same keeps the queue's rank (queueHeadSame)", "[proportion][order]") {
+  // forEachJobTurn skips re-ranking a queue whose next job changed when queueHeadSame says the
+  // queue compares as before: it must say so only when every comparison is the same.
+  Env e;
+  e.start(queue("a", {}) + queue("b", {}) + pod("a-run", "a", 2, "n1") + pod("a1", "a", 1) + pod("a2", "a", 1) +
+              pod("a3", "a", 2) + pod("b-run", "b", 1, "n1") + pod("b1", "b", 1) + pod("b2", "b", 2) +
+              pod("b3", "b", 1),
+          2);
+  // 16 GPUs; fair shares are what each asks: a 6, b 5. Dominant shares with the next job: a1 or a2
+  // 3/6, a3 4/6; b1 2/5, b2 3/5 (b2 falls between a1's and a3's).
+  CHECK(e.ssn->queueHeadSame(e.q("a"), e.job("a1"), e.job("a2")));
+  CHECK_FALSE(e.ssn->queueHeadSame(e.q("a"), e.job("a1"), e.job("a3")));
+  for (const char* rj : {"b1", "b2", "b3"}) {
+    CHECK(e.ssn->queueLess(e.q("a"), e.q("b"), &e.job("a1"), &e.job(rj)) ==
+          e.ssn->queueLess(e.q("a"), e.q("b"), &e.job("a2"), &e.job(rj)));
+    CHECK(e.ssn->queueLess(e.q("b"), e.q("a"), &e.job(rj), &e.job("a1")) ==
+          e.ssn->queueLess(e.q("b"), e.q("a"), &e.job(rj), &e.job("a2")));
+  }
+  // a3 asks more: against b2 the order with it differs from a1's (why a new next job that asks
+  // otherwise must re-rank its queue).
+  bool differs = false;
+  for (const char* rj : {"b1", "b2", "b3"})
+    differs = differs || e.ssn->queueLess(e.q("a"), e.q("b"), &e.job("a1"), &e.job(rj)) !=
+                             e.ssn->queueLess(e.q("a"), e.q("b"), &e.job("a3"), &e.job(rj));
+  CHECK(differs);
+}
+
 TEST_CASE("queue order: the older queue, then the name", "[proportion][order]") {
   Env e;
   SECTION("older first") {
