@@ -16,7 +16,21 @@ class Backfill final : public framework::Action {
           framework::Statement stmt(ssn);
           std::string reason;
           int ready = 0, failed = 0;
-          if (placeInDomains(ssn, stmt, job, /*allowPipeline=*/false, Turn::Whole, nullptr, reason, ready, failed)) {
+          auto place = [&] {
+            return placeInDomains(ssn, stmt, job, /*allowPipeline=*/false, Turn::Whole, nullptr, reason, ready, failed);
+          };
+          bool placed;
+          {
+            // A job backfill cannot place keeps allocate's reason: failures are not explained.
+            framework::QuietPlacement quiet(ssn);
+            placed = place();
+          }
+          if (placed && failed > 0) {  // placed, with pods above minMember left: placed again, explained
+            stmt.discard();
+            reason.clear();
+            placed = place();
+          }
+          if (placed) {
             stmt.commit();
             ssn.setUnschedulable(job, failed > 0 ? pods(failed) + " above minMember unschedulable: " + reason : "");
           }
