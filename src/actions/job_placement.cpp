@@ -59,7 +59,8 @@ void forEachPendingJob(Session& ssn, const std::function<bool(const SessionJob&)
 void forEachJobTurn(Session& ssn, const std::function<bool(const SessionJob&)>& filter, bool reportInvalid,
                     const std::function<bool(SessionJob&)>& fn) {
   std::vector<QueueJobs> perQueue(ssn.queues().size());
-  for (SessionJob& job : ssn.jobs()) {
+  for (int ji : ssn.jobsInOrder()) {  // each queue's jobs come out in job order
+    SessionJob& job = ssn.jobs()[static_cast<size_t>(ji)];
     if (job.pendingCount == 0 || !filter(job)) continue;
     if (auto valid = ssn.jobValid(job); !valid.ok()) {
       if (reportInvalid) ssn.setUnschedulable(job, valid.error().message);
@@ -67,8 +68,6 @@ void forEachJobTurn(Session& ssn, const std::function<bool(const SessionJob&)>& 
     }
     perQueue[static_cast<size_t>(job.queue)].jobs.push_back(job.index);
   }
-  for (QueueJobs& q : perQueue)
-    std::sort(q.jobs.begin(), q.jobs.end(), [&](int a, int b) { return ssn.jobLess(ssn.jobs()[a], ssn.jobs()[b]); });
   // The job each queue would try next, and the queue order over the tree (framework/queue_order.h).
   auto head = [&](int queue) -> const SessionJob* {
     if (queue < 0) return nullptr;

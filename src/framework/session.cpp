@@ -73,6 +73,7 @@ struct SessionStorage {
   std::vector<std::string> keys;
   std::vector<int> classes;
   std::vector<std::vector<int>> taskOrders;
+  std::vector<int> jobOrder;
   std::vector<Session::ValidMemo> valid;
   std::vector<std::vector<int>> taskGpus;
   std::vector<int> levelPos, nodeLevel;
@@ -102,6 +103,7 @@ struct SessionStorage {
     f(keys, s.keyCache_);
     f(classes, s.classCache_);
     f(taskOrders, s.taskOrderCache_);
+    f(jobOrder, s.jobOrderCache_);
     f(valid, s.validCache_);
     f(taskGpus, s.taskGpus_);
     f(levelPos, s.gpuLevelPos_);

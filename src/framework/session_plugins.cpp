@@ -55,6 +55,16 @@ bool Session::jobLess(const SessionJob& l, const SessionJob& r) const {
   return l.key() < r.key();
 }
 
+const std::vector<int>& Session::jobsInOrder() const {
+  if (jobOrderCache_.size() != jobs_.size()) {
+    jobOrderCache_.resize(jobs_.size());
+    for (size_t i = 0; i < jobs_.size(); ++i) jobOrderCache_[i] = static_cast<int>(i);
+    std::sort(jobOrderCache_.begin(), jobOrderCache_.end(),
+              [&](int a, int b) { return jobLess(jobs_[static_cast<size_t>(a)], jobs_[static_cast<size_t>(b)]); });
+  }
+  return jobOrderCache_;
+}
+
 bool Session::taskLess(const SessionTask& l, const SessionTask& r) const {
   for (const auto& f : taskOrder_)
     if (int c = f.fn(l, r)) return c < 0;

@@ -245,6 +245,8 @@ struct Placement {
 // Checks off the hot path return api::Status: ok, or an error whose message is the reason users
 // read (pod conditions, events; its code is unused). Node predicates, called for every node a
 // task is tried on, keep an allocation-free form: bool, the reason written into a buffer.
+/// Orders jobs inside a queue. It decides on what the snapshot says of the jobs (priority, age),
+/// not on this cycle's placements: the session sorts its jobs once (Session::jobsInOrder).
 using JobOrderFn = std::function<int(const SessionJob& l, const SessionJob& r)>;
 using TaskOrderFn = std::function<int(const SessionTask& l, const SessionTask& r)>;
 /// Orders queues for allocate; `lJob`/`rJob` are the jobs each queue would try next (may be null).
@@ -380,6 +382,8 @@ class Session {
   // ---- queries over the registered callbacks (session_plugins.cpp) ----
   /// Strict total orders: plugins first (tier order), then the session's unique tie-break.
   bool jobLess(const SessionJob& l, const SessionJob& r) const;
+  /// Every job's index in jobLess order, sorted once per session (JobOrderFn's contract).
+  const std::vector<int>& jobsInOrder() const;
   bool taskLess(const SessionTask& l, const SessionTask& r) const;
   bool queueLess(const SessionQueue& l, const SessionQueue& r, const SessionJob* lJob, const SessionJob* rJob) const;
   /// Whether `q` compares with every other queue under queueLess exactly as before when its next
@@ -643,6 +647,7 @@ class Session {
   const std::string& podPlacementKey(const SessionTask& task) const;
   /// Per job: all its tasks in task order (taskLess: static within a session), built lazily.
   mutable std::vector<std::vector<int>> taskOrderCache_;
+  mutable std::vector<int> jobOrderCache_;  ///< jobsInOrder(); empty until asked
   /// Per job: jobValid()'s verdict, as of the job's releasingCount `releasing` (-1: not asked yet).
   struct ValidMemo {
     int32_t releasing = -1;
