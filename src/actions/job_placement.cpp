@@ -238,10 +238,21 @@ bool placeInDomains(Session& ssn, Statement& stmt, SessionJob& job, bool allowPi
   // Domains in the plugin's order; the first one's failure is the one worth telling.
   std::string firstReason;
   int firstReady = job.readyCount;
+  const bool explain = ssn.explainsFailures();
   for (const framework::NodeDomain& d : domains->domains) {
-    // Once the first failure's reason is known, the others' are not built.
-    framework::QuietPlacement quiet(ssn, /*quiet=*/!firstReason.empty());
-    if (placePending(ssn, stmt, job, &d, allowPipeline, turn, skip, reason, ready, failed)) return true;
+    // Once the first failure's reason is known, the others' are not built...
+    const auto cp = stmt.checkpoint();
+    bool placed;
+    {
+      framework::QuietPlacement quiet(ssn, /*quiet=*/!firstReason.empty());
+      placed = placePending(ssn, stmt, job, &d, allowPipeline, turn, skip, reason, ready, failed);
+    }
+    // ... unless the job is placed there with pods left over, whose reason is shown: again, explained.
+    if (placed && failed > 0 && explain && !firstReason.empty()) {
+      stmt.rollback(cp);
+      placed = placePending(ssn, stmt, job, &d, allowPipeline, turn, skip, reason, ready, failed);
+    }
+    if (placed) return true;
     if (firstReason.empty()) firstReason = d.name + ": " + reason, firstReady = ready;
   }
   reason = firstReason;
