@@ -18,15 +18,6 @@ std::string describeJob(const SessionJob& job) {
 
 std::string pods(int n) { return std::to_string(n) + (n == 1 ? " pod" : " pods"); }
 
-namespace {
-
-struct QueueJobs {
-  std::vector<int> jobs;  ///< in job order
-  size_t next = 0;        ///< the job whose turn it is
-};
-
-/// Each queue's parent in the tree, -1 for a top-level one; a parent cycle is cut where it closes
-/// (every queue on one is invalid anyway: the validation layer says so, and their jobs wait).
 std::vector<int> queueParents(const Session& ssn) {
   const auto& queues = ssn.queues();
   std::vector<int> parent(queues.size(), -1);
@@ -45,6 +36,13 @@ std::vector<int> queueParents(const Session& ssn) {
     }
   return parent;
 }
+
+namespace {
+
+struct QueueJobs {
+  std::vector<int> jobs;  ///< in job order
+  size_t next = 0;        ///< the job whose turn it is
+};
 
 }  // namespace
 

@@ -16,6 +16,11 @@ std::string describeJob(const framework::SessionJob& job);
 /// "1 pod" / "3 pods".
 std::string pods(int n);
 
+/// Each queue's parent in the tree (indices into Session::queues()), -1 for a top-level one or one
+/// whose parent is not declared; a parent cycle is cut where it closes (every queue on one is
+/// invalid anyway: the validation layer says so, and their jobs wait).
+std::vector<int> queueParents(const framework::Session& ssn);
+
 /// Gives every valid job with pending pods its turns, queue by queue in queue order, and within a
 /// queue in job order. `fn` takes one turn of the job and returns whether the job asks for another
 /// (allocate: one pod at a time above minMember); the job then stays its queue's next while it has

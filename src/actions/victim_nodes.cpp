@@ -242,9 +242,8 @@ std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, 
     // A whole job's place in victim order is its first pod's, wherever that pod runs: nodes whose
     // sets end with the same job compare equal there (and then by how many pods they take).
     f.first = surplus ? v
-                      : *std::min_element(chunk.begin(), chunk.end(), [&](const Victim& a, const Victim& b) {
-                          return ssn_.victimLess(ssn_.task(a.job, a.task), ssn_.task(b.job, b.task));
-                        });
+                      : *std::min_element(chunk.begin(), chunk.end(),
+                                          [&](const Victim& a, const Victim& b) { return victimBefore(a, b); });
     f.pods = static_cast<int>(chunk.size());
     for (const Victim& c : chunk) {
       const SessionTask& ct = ssn_.task(c.job, c.task);

@@ -41,11 +41,7 @@ void VictimSearch::indexNodes() {
       if (q >= 0 && (queueNodes_[q].empty() || queueNodes_[q].back() != static_cast<int>(n)))
         queueNodes_[q].push_back(static_cast<int>(n));
     }
-  // stable_sort wherever victim order sorts (see victimSort's note in victims.h).
-  for (auto& list : onNode_)
-    std::stable_sort(list.begin(), list.end(), [&](const Victim& a, const Victim& b) {
-      return ssn_.victimLess(ssn_.task(a.job, a.task), ssn_.task(b.job, b.task));
-    });
+  for (auto& list : onNode_) sortInVictimOrder(list);
 }
 
 bool VictimSearch::onSessionNodes(const SessionJob& job) const {
@@ -289,19 +285,16 @@ int VictimSearch::makeRoomOnce(Statement& stmt, SessionJob& job, SessionTask& ta
 void VictimSearch::indexQueues() {
   const size_t nq = ssn_.queues().size();
   if (queueTop_.size() == nq) return;
-  std::vector<int> parent(nq, -1);
-  for (const framework::SessionQueue& q : ssn_.queues())
-    if (q.queue && !q.queue->parentQueue.empty()) parent[static_cast<size_t>(q.index)] = ssn_.findQueue(q.queue->parentQueue);
+  const std::vector<int> parent = queueParents(ssn_);  // parent cycles cut
   queueTop_.assign(nq, -1);
   for (size_t q = 0; q < nq; ++q) {
     int c = static_cast<int>(q);
-    size_t depth = 0;
-    while (parent[static_cast<size_t>(c)] >= 0 && depth++ <= nq) c = parent[static_cast<size_t>(c)];
-    if (depth <= nq) queueTop_[q] = c;  // else q is on (or under) a parent cycle: no top
+    while (parent[static_cast<size_t>(c)] >= 0) c = parent[static_cast<size_t>(c)];
+    queueTop_[q] = c;
   }
   topRunning_.assign(nq, {});
   for (const SessionJob& j : ssn_.jobs())
-    if (j.queue >= 0 && queueTop_[static_cast<size_t>(j.queue)] >= 0)
+    if (j.queue >= 0)
       for (const SessionTask& t : j.tasks)
         if (running(t)) topRunning_[static_cast<size_t>(queueTop_[static_cast<size_t>(j.queue)])].push_back({j.index, t.index});
 }
@@ -353,9 +346,7 @@ bool VictimSearch::freeQueueRoom(Statement& stmt, SessionJob& job, SessionTask& 
   // path's top-level queue. Their pods are visited in job order: victim order compares queues
   // below the lowest common ancestor of each pair, which is not transitive across levels, so the
   // sort's input order can matter.
-  const int top = queueTop_[static_cast<size_t>(job.queue)];
-  if (top < 0) return false;  // on a parent cycle: its queues are invalid, their jobs wait
-  const std::vector<Victim>& pool = topRunning_[static_cast<size_t>(top)];
+  const std::vector<Victim>& pool = topRunning_[static_cast<size_t>(queueTop_[static_cast<size_t>(job.queue)])];
   std::vector<Victim> cands;
   int8_t ok = -1;  // whether the job may give victims: asked once, of its first running pod
   for (size_t i = 0; i < pool.size(); ++i) {
@@ -366,10 +357,8 @@ bool VictimSearch::freeQueueRoom(Statement& stmt, SessionJob& job, SessionTask& 
     if (ok < 0) ok = eligible(job, t) ? 1 : 0;
     if (ok == 1) cands.push_back(pool[i]);
   }
-  auto less = [&](const Victim& a, const Victim& b) {
-    return ssn_.victimLess(ssn_.task(a.job, a.task), ssn_.task(b.job, b.task));
-  };
-  std::stable_sort(cands.begin(), cands.end(), less);
+  sortInVictimOrder(cands);
+  auto less = [&](const Victim& a, const Victim& b) { return victimBefore(a, b); };
   const auto cp = stmt.checkpoint();
   const size_t record = evictedNow_.size();
   const int before = evicted;
@@ -516,14 +505,11 @@ bool VictimSearch::earlier(std::vector<Victim> a, std::vector<Victim> b) const {
   // Latest victim first in both, then compared from there: the set whose latest victim comes
   // earlier in victim order wins; on a tie the next latest decides; a set that runs out first
   // (fewer victims, the rest equal) wins.
-  auto later = [&](const Victim& x, const Victim& y) {
-    return ssn_.victimLess(ssn_.task(y.job, y.task), ssn_.task(x.job, x.task));
-  };
-  std::stable_sort(a.begin(), a.end(), later);
-  std::stable_sort(b.begin(), b.end(), later);
+  sortInVictimOrder(a, /*latestFirst=*/true);
+  sortInVictimOrder(b, /*latestFirst=*/true);
   for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    if (later(b[i], a[i])) return true;
-    if (later(a[i], b[i])) return false;
+    if (victimBefore(a[i], b[i])) return true;
+    if (victimBefore(b[i], a[i])) return false;
   }
   return a.size() < b.size();
 }
@@ -555,11 +541,8 @@ bool VictimSearch::prune(SessionJob& job, const framework::NodeDomain* domain, s
     list->erase(std::unique(list->begin(), list->end()), list->end());
   }
   // The victims' jobs, the one with the latest victim in victim order first.
-  auto later = [&](const Victim& x, const Victim& y) {
-    return ssn_.victimLess(ssn_.task(y.job, y.task), ssn_.task(x.job, x.task));
-  };
   std::vector<Victim> byLatest = best;
-  std::stable_sort(byLatest.begin(), byLatest.end(), later);
+  sortInVictimOrder(byLatest, /*latestFirst=*/true);
   std::vector<int> jobs;
   for (const Victim& v : byLatest)
     if (std::find(jobs.begin(), jobs.end(), v.job) == jobs.end()) jobs.push_back(v.job);

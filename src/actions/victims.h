@@ -120,6 +120,18 @@ class VictimSearch {
   /// victim), -1 not known yet.
   mutable std::vector<int8_t> onSessionNodes_;
   bool onSessionNodes(const framework::SessionJob& job) const;
+  /// Whether victim `a` goes before `b` in victim order (Session::victimLess).
+  bool victimBefore(const Victim& a, const Victim& b) const {
+    return ssn_.victimLess(ssn_.task(a.job, a.task), ssn_.task(b.job, b.task));
+  }
+  /// Sorts `v` in victim order (`latestFirst`: reversed). Stable on purpose: victim order compares
+  /// two victims where their queue paths diverge, each with its own chunk taken away, which is not
+  /// transitive across levels of a queue tree; std::sort may then read outside the range, and its
+  /// result would depend on its own partitioning rather than on the input order (docs/fairness.md).
+  void sortInVictimOrder(std::vector<Victim>& v, bool latestFirst = false) const {
+    if (latestFirst) std::stable_sort(v.begin(), v.end(), [&](const Victim& a, const Victim& b) { return victimBefore(b, a); });
+    else std::stable_sort(v.begin(), v.end(), [&](const Victim& a, const Victim& b) { return victimBefore(a, b); });
+  }
   /// Evicts `task` in `stmt`, recording it in evictedNow_.
   void evict(framework::Statement& stmt, framework::SessionTask& task, const std::string& why);
   std::vector<Victim> evictedNow_;  ///< the victims of the current runIn()
@@ -155,7 +167,7 @@ class VictimSearch {
   /// Builds queueTop_ and topRunning_ once (queues do not change within a session, and no pod
   /// starts running in one).
   void indexQueues();
-  std::vector<int> queueTop_;  ///< per queue: its top-level ancestor (itself at the top); -1 on a parent cycle
+  std::vector<int> queueTop_;  ///< per queue: its top-level ancestor (itself at the top; parent cycles cut)
   std::vector<std::vector<Victim>> topRunning_;  ///< per top-level queue: pods running under it when indexed, in job order
   /// Whether the queue rules let `task` be placed as things stand: its queue path's limits (and
   /// non-preemptible quota); reclaiming, its ancestors' fair shares too (Session::reclaimBounds).
