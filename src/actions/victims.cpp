@@ -41,7 +41,18 @@ void VictimSearch::indexNodes() {
       if (q >= 0 && (queueNodes_[q].empty() || queueNodes_[q].back() != static_cast<int>(n)))
         queueNodes_[q].push_back(static_cast<int>(n));
     }
-  for (auto& list : onNode_) sortInVictimOrder(list);
+  if (mode_ != VictimMode::Preempt) {
+    for (auto& list : onNode_) sortInVictimOrder(list);
+    return;
+  }
+  // Preempt takes victims in the claimant's own queue only: each node's pods are grouped by queue,
+  // in victim order inside each: no two queues' pods are compared (an order across queues costs
+  // the proportion plugin a build of their victim sequences, and preempt never needs it).
+  for (auto& list : onNode_)
+    std::stable_sort(list.begin(), list.end(), [&](const Victim& a, const Victim& b) {
+      const int qa = ssn_.jobs()[a.job].queue, qb = ssn_.jobs()[b.job].queue;
+      return qa != qb ? qa < qb : victimBefore(a, b);
+    });
 }
 
 bool VictimSearch::onSessionNodes(const SessionJob& job) const {
@@ -402,6 +413,8 @@ int VictimSearch::turnMissing(const SessionJob& job) const {
 bool VictimSearch::run(SessionJob& job, std::string& reason) {
   // The search says why in its own words: findPlacement's failure reasons are not built.
   framework::QuietPlacement quiet(ssn_);
+  // One victim order for the whole search, as KAI builds its victim queue once per claimant.
+  framework::HeldVictimOrder held(ssn_);
   turnTarget_ = ssn_.jobReady(job) ? job.readyCount + 1 : 0;
   if (mode_ == VictimMode::Reclaim)
     if (auto may = ssn_.canReclaim(job); !may.ok()) {

@@ -416,6 +416,16 @@ class Session {
   api::Status reclaimBounds(const SessionJob& job, const api::Resources& request) const;
   /// Strict total order of victims: plugins first, then the newest pod, then the pod key.
   bool victimLess(const SessionTask& l, const SessionTask& r) const;
+  /// While held (HeldVictimOrder: one claimant's victim search), a victim order that depends on
+  /// what queues hold keeps the order it had when the hold began, as KAI builds its victim queue
+  /// once per claimant: that order already counts each victim as gone once the ones before it
+  /// are, so the search's own evictions do not change it. Each hold is a new epoch.
+  void holdVictimOrder(bool on) {
+    if (on && !victimOrderHeld_) ++victimOrderEpoch_;
+    victimOrderHeld_ = on;
+  }
+  bool victimOrderHeld() const { return victimOrderHeld_; }
+  uint64_t victimOrderEpoch() const { return victimOrderEpoch_; }
   /// The domains a job must be placed in (first plugin that constrains it wins); nullopt = anywhere.
   std::optional<JobDomains> jobDomains(const SessionJob& job, DomainRoom room = DomainRoom::Free) const;
 
@@ -634,6 +644,8 @@ class Session {
   std::vector<uint32_t> changedMark_;
   uint32_t changedGen_ = 0;
   bool explain_ = true;  ///< explainFailures()
+  bool victimOrderHeld_ = false;     ///< holdVictimOrder()
+  uint64_t victimOrderEpoch_ = 0;    ///< counts holds
 
   const NodeDomain* domain_ = nullptr;
   std::map<std::string, NodeRanking<RankedNode, RankedBefore>> rankings_;
@@ -706,6 +718,19 @@ class QuietPlacement {
   ~QuietPlacement() { ssn_.explainFailures(was_); }
   QuietPlacement(const QuietPlacement&) = delete;
   QuietPlacement& operator=(const QuietPlacement&) = delete;
+
+ private:
+  Session& ssn_;
+  bool was_;
+};
+
+/// Holds the session's victim order for a scope (Session::holdVictimOrder).
+class HeldVictimOrder {
+ public:
+  explicit HeldVictimOrder(Session& ssn) : ssn_(ssn), was_(ssn.victimOrderHeld()) { ssn_.holdVictimOrder(true); }
+  ~HeldVictimOrder() { ssn_.holdVictimOrder(was_); }
+  HeldVictimOrder(const HeldVictimOrder&) = delete;
+  HeldVictimOrder& operator=(const HeldVictimOrder&) = delete;
 
  private:
   Session& ssn_;

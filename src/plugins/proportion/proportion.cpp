@@ -2,6 +2,7 @@
 // division, DRF queue order, capacity checks (OverLimit, NonPreemptibleOverQuota), and the queue
 // rules of reclaim. Per-session state lives in State; the plugin object holds only its arguments.
 #include <algorithm>
+#include <iterator>
 #include <memory>
 #include <set>
 #include <string>
@@ -12,6 +13,7 @@
 #include "tessera/framework/session.h"
 #include "tessera/plugins/factories.h"
 #include "tessera/plugins/proportion.h"
+#include "victim_sequence.h"
 
 namespace tessera::plugins {
 namespace {
@@ -78,9 +80,10 @@ class State {
   struct Kept {
     std::vector<TurnRequest> turn;
     std::vector<Surplus> surplus;
+    proportion::VictimSequence sequence;
   };
 
-  State(Session& ssn, ProportionArgs args, Kept& kept) : ssn_(ssn), args_(args) {
+  State(Session& ssn, ProportionArgs args, Kept& kept) : ssn_(ssn), args_(args), sequence_(std::move(kept.sequence)) {
     framework::borrowKept(kept.turn, turnCache_);
     framework::borrowKept(kept.surplus, surplus_);
     build();
@@ -88,6 +91,7 @@ class State {
   void giveBack(Kept& kept) {
     framework::returnKept(kept.turn, turnCache_);
     framework::returnKept(kept.surplus, surplus_);
+    kept.sequence = std::move(sequence_);
   }
 
   api::Status jobProblem(const SessionJob& job) const {
@@ -242,11 +246,16 @@ class State {
     // An elastic job's surplus pods before a job at its minimum (which would go whole), as KAI.
     const bool lSurplus = surplusPod(l), rSurplus = surplusPod(r);
     if (lSurplus != rSurplus) return lSurplus ? -1 : 1;
-    if (lj.index != rj.index && lj.info->creationTime != rj.info->creationTime)
-      return lj.info->creationTime > rj.info->creationTime ? -1 : 1;  // the newer job first
+    if (lj.index != rj.index) {  // the newer job first; a job's pods stay together (its chunk)
+      if (lj.info->creationTime != rj.info->creationTime) return lj.info->creationTime > rj.info->creationTime ? -1 : 1;
+      return lj.info->key < rj.info->key ? -1 : 1;
+    }
+    const bool lRunning = running(l), rRunning = running(r);  // pods leaving after the job's others
+    if (lRunning != rRunning) return lRunning ? -1 : 1;
     if (l.info->taskPriority != r.info->taskPriority) return l.info->taskPriority < r.info->taskPriority ? -1 : 1;
     return 0;
   }
+  static bool running(const SessionTask& t) { return t.state == TaskState::Running || t.state == TaskState::Bound; }
 
   /// Whether `t` is one of its job's surplus pods: the first readyCount - minMember of its running
   /// pods in the order the job gives them up (lower task priority, newer pod, key). The others go
@@ -277,37 +286,196 @@ class State {
     return s.pods[static_cast<size_t>(t.index)] != 0;
   }
 
-  /// KAI's victim queue order, compared between the two queues just below the lowest common
-  /// ancestor of the victims' queues: a queue above its fair share first, then one above its
-  /// quota, then the larger dominant share of what it holds once the victim's chunk is gone (the
-  /// pod when its job runs above minMember, else the whole job), then the larger share as it
-  /// stands, then the newer queue. <0 when l's queue gives first.
-  int compareVictimQueues(const SessionTask& l, const SessionTask& r) const {
+  /// KAI's victim queue order between victims of two queues (victim_sequence.h): compared at the
+  /// two queues just below the lowest common ancestor, each with everything its side gives up to
+  /// and including the victim's chunk gone (compareGiving). A pod of a queue that is the other's
+  /// ancestor (a parent queue that still runs pods) comes first. <0 when l goes first.
+  int compareVictimQueues(const SessionTask& l, const SessionTask& r) {
     const SessionJob& lj = ssn_.jobs()[l.job];
     const SessionJob& rj = ssn_.jobs()[r.job];
+    if (!sequenceIndexed_) indexSequence();
     // The lowest common ancestor (-1: different top-level trees), then each side's child of it.
-    int a = lj.queue, b = rj.queue, da = depth(a), db = depth(b);
+    int a = lj.queue, b = rj.queue, da = queueDepth_[static_cast<size_t>(a)], db = queueDepth_[static_cast<size_t>(b)];
     for (; da > db; --da) a = q_[a].parent;
     for (; db > da; --db) b = q_[b].parent;
     while (a != b) a = q_[a].parent, b = q_[b].parent;
-    if (a == lj.queue || a == rj.queue) return 0;  // not two leaves
+    if (a == lj.queue) return -1;
+    if (a == rj.queue) return 1;
     int ca = lj.queue, cb = rj.queue;
     while (q_[ca].parent != a) ca = q_[ca].parent;
     while (q_[cb].parent != a) cb = q_[cb].parent;
-    const bool fa = overFair(ca), fb = overFair(cb);
-    if (fa != fb) return fa ? -1 : 1;
-    const bool oa = overDeserved(ca), ob = overDeserved(cb);
-    if (oa != ob) return oa ? -1 : 1;
-    auto chunk = [&](const SessionJob& j, const SessionTask& t) {
-      const Amounts c = amountsOf(surplusPod(t) ? t.request() : j.allocated);
-      return Amounts{-c[0], -c[1], -c[2]};
+    const int level = queueDepth_[static_cast<size_t>(ca)];
+    const proportion::Share* sl = shareBy(l, level);
+    const proportion::Share* sr = shareBy(r, level);
+    if (sl && sr) return compareGiving(ca, *sl, cb, *sr);
+    // A pod in no sequence (placed in this session, not running): its own chunk, as things stand.
+    auto after = [&](int q, const SessionJob& j, const SessionTask& t) {
+      const Amounts chunk = amountsOf(surplusPod(t) ? t.request() : j.allocated);
+      return shareAfter(snapshotOf(q), q, chunk);
     };
-    if (int c = compareShares(cb, chunk(rj, r), ca, chunk(lj, l))) return c;  // larger share first
-    if (int c = compareShares(cb, {0, 0, 0}, ca, {0, 0, 0})) return c;
-    const api::Time ta = q_[ca].obj ? q_[ca].obj->meta.creationTimestamp : api::Time{};
-    const api::Time tb = q_[cb].obj ? q_[cb].obj->meta.creationTimestamp : api::Time{};
+    return compareGiving(snapshotOf(ca), ca, after(ca, lj, l), snapshotOf(cb), cb, after(cb, rj, r));
+  }
+
+  /// What compareGiving() reads of a queue: taken when its sequence is built, so that the order
+  /// stays one order while the queue's allocation moves (Session::holdVictimOrder).
+  struct Snapshot {
+    bool overFair = false, overDeserved = false;
+    Amounts allocated{0, 0, 0};
+    proportion::Share stood;  ///< its dominant share as it stood
+  };
+  Snapshot snapshotOf(int q) const {
+    Snapshot s{overFair(q), overDeserved(q), q_[q].allocated, {}};
+    s.stood = shareAfter(s, q, {0, 0, 0});
+    return s;
+  }
+  proportion::Share shareAfter(const Snapshot& s, int q, const Amounts& given) const {
+    Amounts held = s.allocated;
+    for (int r = 0; r < kResources; ++r) held[r] -= given[r];
+    const Fraction f = share(q, held);
+    return {static_cast<int64_t>(f.first), static_cast<int64_t>(f.second)};
+  }
+  /// Siblings `a` and `b`, at shares `sa` / `sb` once each has given what its victim sequence
+  /// holds up to the victims compared: a queue above its fair share first, then one above its quota,
+  /// then the larger of those shares, then the larger share as it stood, then the newer queue.
+  /// <0: a gives first.
+  int compareGiving(const Snapshot& qa, int a, const proportion::Share& sa, const Snapshot& qb, int b,
+                    const proportion::Share& sb) const {
+    if (qa.overFair != qb.overFair) return qa.overFair ? -1 : 1;
+    if (qa.overDeserved != qb.overDeserved) return qa.overDeserved ? -1 : 1;
+    if (int c = compareFractions({sb.num, sb.den}, {sa.num, sa.den})) return c;  // larger share first
+    if (int c = compareFractions({qb.stood.num, qb.stood.den}, {qa.stood.num, qa.stood.den})) return c;
+    const api::Time ta = q_[a].obj ? q_[a].obj->meta.creationTimestamp : api::Time{};
+    const api::Time tb = q_[b].obj ? q_[b].obj->meta.creationTimestamp : api::Time{};
     if (ta != tb) return ta > tb ? -1 : 1;  // the newer queue first
-    return ca > cb ? -1 : 1;
+    return a > b ? -1 : 1;
+  }
+  int compareGiving(int a, const proportion::Share& sa, int b, const proportion::Share& sb) const {
+    return compareGiving(sequenceSnap_[static_cast<size_t>(a)], a, sa, sequenceSnap_[static_cast<size_t>(b)], b, sb);
+  }
+
+  /// The share of `t`'s ancestor at `level` once it has given its victim sequence up to `t`'s
+  /// chunk (null when `t` is in none: not running or leaving). Builds the sequence of `t`'s
+  /// top-level queue when it is stale: its allocation moved since it was built (while the victim
+  /// order is held: moved before the hold began, and not built since).
+  const proportion::Share* shareBy(const SessionTask& t, int level) {
+    const int q = ssn_.jobs()[t.job].queue;
+    const int top = queueTop_[static_cast<size_t>(q)];
+    if (top < 0) return nullptr;
+    const bool held = ssn_.victimOrderHeld();
+    const uint64_t epoch = ssn_.victimOrderEpoch();
+    if (held && heldEpoch_ != epoch) {  // the first comparison of a hold: where each tree stood
+      heldEpoch_ = epoch;
+      for (size_t i = 0; i < q_.size(); ++i) heldVersion_[i] = q_[i].allocatedVersion;
+    }
+    TopBuild& b = topBuilt_[static_cast<size_t>(top)];
+    const uint64_t now = q_[top].allocatedVersion;
+    bool stale = !b.built;
+    if (!stale && held) stale = b.epoch != epoch && b.version != heldVersion_[static_cast<size_t>(top)];
+    else if (!stale) stale = b.version != now;
+    if (stale) {
+      SequenceSource src(*this);
+      sequence_.build(top, src);
+      b = {true, now, held ? epoch : 0};
+    }
+    return sequence_.share(taskSlot_[static_cast<size_t>(t.job)] + t.index, level);
+  }
+
+  /// The victim sequence's view of this session (victim_sequence.h).
+  class SequenceSource final : public proportion::VictimSequence::Source {
+   public:
+    explicit SequenceSource(State& st) : st_(st) {}
+    void ownPods(int q, std::vector<proportion::VictimSequence::Pod>& out) override {
+      st_.sequenceSnap_[static_cast<size_t>(q)] = st_.snapshotOf(q);
+      const SessionTask* prev = nullptr;  // the last pod of a whole chunk
+      for (const SessionTask* t : st_.ownOrder(q)) {
+        const SessionJob& j = st_.ssn_.jobs()[t->job];
+        const bool counts = running(*t) && j.preemptible;  // never a victim: holds no place in a chunk
+        const bool whole = counts && !st_.surplusPod(*t);
+        out.push_back({st_.taskSlot_[static_cast<size_t>(t->job)] + t->index, whole && prev && prev->job == t->job,
+                       counts ? amountsOf(t->request()) : Amounts{0, 0, 0}});
+        prev = whole ? t : nullptr;
+      }
+    }
+    const std::vector<int>& children(int q) const override { return st_.queueKids_[static_cast<size_t>(q)]; }
+    uint64_t version(int q) const override { return st_.q_[q].allocatedVersion; }
+    proportion::Share shareAfter(int q, const Amounts& given) const override {
+      return st_.shareAfter(st_.sequenceSnap_[static_cast<size_t>(q)], q, given);
+    }
+    int compareChildren(int a, const proportion::Share& sa, int b, const proportion::Share& sb) const override {
+      return st_.compareGiving(a, sa, b, sb);
+    }
+
+   private:
+    State& st_;
+  };
+
+  /// Queue `q`'s own pods (running or leaving) in victim order. Kept between builds: a build
+  /// starts from the last order, keeps the pods still in order (each after the one kept before it
+  /// and not after the next), and sorts in only the others (new, or moved by what changed), so a
+  /// queue that changed by a few pods costs a pass, not a sort.
+  const std::vector<const SessionTask*>& ownOrder(int q) {
+    auto less = [&](const SessionTask* x, const SessionTask* y) { return ssn_.victimLess(*x, *y); };
+    auto inSequence = [](const SessionTask& t) { return running(t) || t.state == TaskState::Releasing; };
+    auto slot = [&](const SessionTask& t) { return static_cast<size_t>(taskSlot_[static_cast<size_t>(t.job)] + t.index); };
+    std::vector<const SessionTask*>& order = ownOrder_[static_cast<size_t>(q)];
+    ++orderStamp_;
+    orderNow_.clear();
+    for (const SessionTask* t : order)
+      if (inSequence(*t)) {
+        orderSeen_[slot(*t)] = orderStamp_;
+        orderNow_.push_back(t);
+      }
+    orderKept_.clear();
+    orderMoved_.clear();
+    for (size_t i = 0; i < orderNow_.size(); ++i) {
+      const SessionTask* t = orderNow_[i];
+      const bool afterKept = orderKept_.empty() || less(orderKept_.back(), t);
+      const bool beforeNext = i + 1 == orderNow_.size() || less(t, orderNow_[i + 1]);
+      (afterKept && beforeNext ? orderKept_ : orderMoved_).push_back(t);
+    }
+    for (int ji : queueJobs_[static_cast<size_t>(q)])
+      for (const SessionTask& t : ssn_.jobs()[ji].tasks)
+        if (inSequence(t) && orderSeen_[slot(t)] != orderStamp_) orderMoved_.push_back(&t);
+    std::sort(orderMoved_.begin(), orderMoved_.end(), less);
+    order.clear();
+    std::merge(orderKept_.begin(), orderKept_.end(), orderMoved_.begin(), orderMoved_.end(), std::back_inserter(order),
+               less);
+    return order;
+  }
+
+  /// Numbers every task (taskSlot_ per job), lists each queue's jobs and children (a parent
+  /// cycle, cut at load, leaves its queues without a top: they are compared as things stand).
+  void indexSequence() {
+    sequenceIndexed_ = true;
+    const size_t nq = q_.size();
+    taskSlot_.assign(ssn_.jobs().size(), 0);
+    int slots = 0;
+    for (const SessionJob& j : ssn_.jobs()) {
+      taskSlot_[static_cast<size_t>(j.index)] = slots;
+      slots += static_cast<int>(j.tasks.size());
+    }
+    queueJobs_.assign(nq, {});
+    for (const SessionJob& j : ssn_.jobs())
+      if (j.queue >= 0) queueJobs_[static_cast<size_t>(j.queue)].push_back(j.index);
+    queueKids_.assign(nq, {});
+    queueTop_.assign(nq, -1);
+    queueDepth_.assign(nq, 0);
+    for (size_t q = 0; q < nq; ++q) {
+      int top = static_cast<int>(q), steps = 0;
+      for (; q_[top].parent >= 0 && steps <= static_cast<int>(nq); ++steps) top = q_[top].parent;
+      if (steps <= static_cast<int>(nq)) queueTop_[q] = top;
+      queueDepth_[q] = steps;
+      if (q_[q].parent >= 0) queueKids_[static_cast<size_t>(q_[q].parent)].push_back(static_cast<int>(q));
+    }
+    ownOrder_.resize(nq);
+    for (auto& o : ownOrder_) o.clear();
+    orderSeen_.assign(static_cast<size_t>(slots), 0);
+    orderStamp_ = 0;
+    topBuilt_.assign(nq, TopBuild{});
+    heldVersion_.assign(nq, 0);
+    heldEpoch_ = ~uint64_t{0};
+    sequenceSnap_.assign(nq, Snapshot{});
+    sequence_.reset(nq, static_cast<size_t>(slots));
   }
 
   bool preemptable(const SessionJob& claimant, const SessionTask& victim) const {
@@ -553,9 +721,15 @@ class State {
   using Fraction = std::pair<i128, i128>;
   /// Dominant share (allocated + job) / fair share: the largest fraction over the resources.
   Fraction dominant(int q, const Amounts& j) const {
+    Amounts held = q_[q].allocated;
+    for (int r = 0; r < kResources; ++r) held[r] += j[r];
+    return share(q, held);
+  }
+  /// Dominant share of `held` in queue `q`: held / fair share, the largest over the resources.
+  Fraction share(int q, const Amounts& held) const {
     i128 bn = 0, bd = 1;
     for (int r = 0; r < kResources; ++r) {
-      const i128 n = q_[q].allocated[r] + j[r], d = q_[q].fairShare[r];
+      const i128 n = held[r], d = q_[q].fairShare[r];
       if (n <= 0) continue;
       if (d <= 0) return {1, 0};
       if (n * bd > bn * d) bn = n, bd = d;
@@ -661,6 +835,26 @@ class State {
   /// Per job index: which running pods are surplus (surplusPod), as of its ready and releasing
   /// counts (a pod evicted and another placed leave the ready count as it was).
   mutable std::vector<Surplus> surplus_;
+  // The victim sequence (compareVictimQueues), built per top-level queue on demand.
+  proportion::VictimSequence sequence_;
+  bool sequenceIndexed_ = false;
+  std::vector<int> taskSlot_;                ///< per job: its first task's slot in the sequence
+  std::vector<std::vector<int>> queueJobs_;  ///< per queue: its jobs
+  std::vector<std::vector<int>> queueKids_;  ///< per queue: its children
+  std::vector<int> queueTop_;                ///< per queue: its top-level ancestor (-1: in a cycle)
+  std::vector<int> queueDepth_;              ///< per queue: how many ancestors it has
+  struct TopBuild {
+    bool built = false;
+    uint64_t version = 0, epoch = 0;  ///< allocatedVersion and hold (0: none) it was built at
+  };
+  std::vector<TopBuild> topBuilt_;      ///< per top-level queue
+  uint64_t heldEpoch_ = ~uint64_t{0};   ///< the hold heldVersion_ was taken in
+  std::vector<uint64_t> heldVersion_;   ///< per queue: allocatedVersion when that hold began
+  std::vector<Snapshot> sequenceSnap_;  ///< per queue, as of its top's last build
+  std::vector<std::vector<const SessionTask*>> ownOrder_;  ///< per queue: ownOrder() as last built
+  std::vector<uint32_t> orderSeen_;                        ///< per task slot: ownOrder()'s stamp
+  uint32_t orderStamp_ = 0;
+  std::vector<const SessionTask*> orderNow_, orderKept_, orderMoved_;  ///< ownOrder()'s buffers
 };
 
 class ProportionPlugin final : public framework::Plugin {

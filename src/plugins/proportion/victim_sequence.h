@@ -1,0 +1,94 @@
+#pragma once
+// KAI's victim queue as one total order of running pods (internal to the proportion plugin).
+//
+// KAI pops victims from a sequence built level by level: at each parent, the child queue whose
+// share is largest once its next chunk (a surplus pod, or a job at its minimum whole) is gone gives
+// next, its share counting every chunk it gave before. Comparing two victims pairwise, each with
+// only its own chunk gone, is not transitive across levels of a tree (x < y < z < x happens), so
+// Tessera builds the sequence instead and compares positions in it.
+//
+// The sequence of a queue: its own pods first (in the queue's victim order, a chunk's pods
+// adjacent), then its children's sequences merged by that rule. Since a child's share only falls
+// along its own sequence, the merge at a parent is a sort by "what the child holds once everything
+// it gave up to this chunk is gone", and two victims whose queues differ compare, at the children of
+// their lowest common ancestor, by that share: `share(slot, depth)`, computed once per build. A
+// top-level queue's subtree is built on demand; of it, only the queues whose subtree changed since
+// (Source::version) are built again.
+#include <cstdint>
+#include <vector>
+
+#include "tessera/plugins/proportion.h"
+
+namespace tessera::plugins::proportion {
+
+/// A dominant share num / den (den 0: infinite), as the plugin computes it.
+struct Share {
+  int64_t num = 0, den = 1;
+};
+
+class VictimSequence {
+ public:
+  /// One pod of a queue, in the queue's own victim order.
+  struct Pod {
+    int slot = -1;                ///< the caller's number for the pod (below `slots` of reset())
+    bool joinsPrevious = false;   ///< same chunk as the pod before it (a job at its minimum)
+    Amounts amounts{0, 0, 0};     ///< what it gives back (0 for a pod that is never a victim)
+  };
+  /// What a build asks of the plugin.
+  class Source {
+   public:
+    virtual ~Source() = default;
+    /// Appends queue `q`'s own pods (those of its jobs, not its children's) in victim order.
+    virtual void ownPods(int q, std::vector<Pod>& out) = 0;
+    virtual const std::vector<int>& children(int q) const = 0;
+    /// Changes whenever anything in `q`'s subtree does (its pods, their states, its allocation):
+    /// a subtree whose version stands is not built again.
+    virtual uint64_t version(int q) const = 0;
+    /// Queue `q`'s dominant share once it has given `given`.
+    virtual Share shareAfter(int q, const Amounts& given) const = 0;
+    /// <0 when child `a` of a parent, at share `sa` (shareAfter), gives before its sibling `b` at
+    /// share `sb` (a strict total order on the siblings for fixed shares).
+    virtual int compareChildren(int a, const Share& sa, int b, const Share& sb) const = 0;
+  };
+
+  /// For a new session: `queues` queues, pods numbered below `slots`. Storage is kept.
+  void reset(size_t queues, size_t slots);
+  /// Builds the sequence of top-level queue `top`'s subtree (replacing its last one).
+  void build(int top, Source& src);
+  /// The share of the ancestor at `depth` (0: top level) of `slot`'s queue once it has given
+  /// everything in its own sequence up to and including the slot's chunk; null when the slot is in
+  /// no built sequence.
+  const Share* share(int slot, int depth) const {
+    const size_t s = static_cast<size_t>(slot);
+    if (s >= valid_.size() || !valid_[s] || static_cast<size_t>(depth) >= share_.size()) return nullptr;
+    return &share_[static_cast<size_t>(depth)][s];
+  }
+
+ private:
+  struct Entry {
+    int slot;
+    int chunk;
+  };
+  void buildQueue(int q, size_t depth, Source& src);
+  std::vector<Share>& shareAt(size_t depth);
+
+  size_t slots_ = 0;
+  int nextChunk_ = 0;
+  std::vector<std::vector<Entry>> seq_;    ///< per queue: its subtree's pods, in sequence
+  struct Built {
+    bool valid = false;
+    uint64_t version = 0;
+  };
+  std::vector<Built> built_;               ///< per queue: when seq_ was built
+  std::vector<std::vector<Share>> share_;   ///< per depth, per slot (share())
+  std::vector<Amounts> amounts_;           ///< per slot: what the pod gives back
+  std::vector<uint8_t> valid_;             ///< per slot: in a built sequence
+  std::vector<Pod> pods_;                  ///< ownPods() buffer
+  struct Head {
+    int child;
+    size_t pos;
+  };
+  std::vector<Head> heads_;
+};
+
+}  // namespace tessera::plugins::proportion
