@@ -488,6 +488,7 @@ std::string VictimSearch::signature(const SessionJob& job) const {
   // (its domains depend on where they are) or with constrained subgroups is not compared. Numbers
   // go in as raw bytes (a key compared for equality only, within one session).
   std::string sig;
+  sig.reserve(sizeof(int64_t) * (5 + static_cast<size_t>(job.pendingCount)) + 64);  // one allocation
   auto put = [&sig](int64_t v) { sig.append(reinterpret_cast<const char*>(&v), sizeof v); };
   if (const api::PodGroup* pg = job.info->podGroup.get()) {
     const api::TopologyConstraint& tc = pg->topologyConstraint;
