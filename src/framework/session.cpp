@@ -74,6 +74,9 @@ struct SessionStorage {
   std::vector<int> classes;
   std::vector<std::vector<int>> taskOrders;
   std::vector<int> jobOrder;
+  /// The last session's job order and its snapshot (Session::jobsInOrder starts from them).
+  std::vector<int> lastJobOrder;
+  std::shared_ptr<const cache::Snapshot> lastOrderSnapshot;
   std::vector<Session::ValidMemo> valid;
   std::vector<std::vector<int>> taskGpus;
   std::vector<int> levelPos, nodeLevel;
@@ -111,8 +114,20 @@ struct SessionStorage {
   }
   static constexpr auto borrow = [](auto& kept, auto& mine) { borrowKept(kept, mine); };
   static constexpr auto giveBack = [](auto& kept, auto& mine) { returnKept(kept, mine); };
-  void lend(Session& s) { each(s, borrow); }
-  void takeBack(Session& s) { each(s, giveBack); }
+  void lend(Session& s) {
+    each(s, borrow);
+    s.prevJobOrder_ = std::move(lastJobOrder);
+    s.prevOrderSnapshot_ = std::move(lastOrderSnapshot);
+  }
+  void takeBack(Session& s) {
+    if (!s.jobs_.empty() && s.jobOrderCache_.size() == s.jobs_.size()) {  // this session's order
+      s.prevJobOrder_.assign(s.jobOrderCache_.begin(), s.jobOrderCache_.end());
+      s.prevOrderSnapshot_ = s.snapshot_;
+    }
+    lastJobOrder = std::move(s.prevJobOrder_);
+    lastOrderSnapshot = std::move(s.prevOrderSnapshot_);
+    each(s, giveBack);
+  }
 };
 
 Session::Session(std::shared_ptr<const cache::Snapshot> snapshot, const Config& config, const api::Clock& clock,

@@ -56,12 +56,44 @@ bool Session::jobLess(const SessionJob& l, const SessionJob& r) const {
 }
 
 const std::vector<int>& Session::jobsInOrder() const {
-  if (jobOrderCache_.size() != jobs_.size()) {
-    jobOrderCache_.resize(jobs_.size());
-    for (size_t i = 0; i < jobs_.size(); ++i) jobOrderCache_[i] = static_cast<int>(i);
-    std::sort(jobOrderCache_.begin(), jobOrderCache_.end(),
-              [&](int a, int b) { return jobLess(jobs_[static_cast<size_t>(a)], jobs_[static_cast<size_t>(b)]); });
+  if (jobOrderCache_.size() == jobs_.size()) return jobOrderCache_;
+  auto less = [&](int a, int b) { return jobLess(jobs_[static_cast<size_t>(a)], jobs_[static_cast<size_t>(b)]); };
+  // Most jobs were in the last session too, in an order that still holds: start from it. Jobs are
+  // matched by key (both snapshots list them sorted by key). The last order's jobs are kept where
+  // each still comes after the one kept before it and before the next; the others (moved, or new)
+  // are sorted and merged in. The result is sorted whatever the last order was: it only saves
+  // comparisons (a full sort of 30,000 jobs costs ~450,000 of them, this ~60,000 when few changed).
+  std::vector<int> carried;
+  std::vector<char> placed(jobs_.size(), 0);
+  if (prevOrderSnapshot_ && !prevJobOrder_.empty()) {
+    const auto& was = prevOrderSnapshot_->jobs;
+    const auto& now = snapshot_->jobs;
+    std::vector<int> toNow(was.size(), -1);
+    for (size_t i = 0, j = 0; i < was.size() && j < now.size();) {
+      if (was[i] == now[j] || was[i]->key == now[j]->key) toNow[i++] = static_cast<int>(j++);
+      else if (was[i]->key < now[j]->key) ++i;
+      else ++j;
+    }
+    carried.reserve(jobs_.size());
+    for (int w : prevJobOrder_)
+      if (w >= 0 && static_cast<size_t>(w) < toNow.size() && toNow[static_cast<size_t>(w)] >= 0) {
+        const int n = toNow[static_cast<size_t>(w)];
+        if (!placed[static_cast<size_t>(n)]) placed[static_cast<size_t>(n)] = 1, carried.push_back(n);
+      }
   }
+  std::vector<int> kept, moved;
+  kept.reserve(carried.size());
+  for (size_t i = 0; i < carried.size(); ++i) {
+    const int j = carried[i];
+    const bool afterKept = kept.empty() || less(kept.back(), j);
+    const bool beforeNext = i + 1 == carried.size() || less(j, carried[i + 1]);
+    (afterKept && beforeNext ? kept : moved).push_back(j);
+  }
+  for (size_t j = 0; j < jobs_.size(); ++j)
+    if (!placed[j]) moved.push_back(static_cast<int>(j));
+  std::sort(moved.begin(), moved.end(), less);
+  jobOrderCache_.resize(jobs_.size());
+  std::merge(kept.begin(), kept.end(), moved.begin(), moved.end(), jobOrderCache_.begin(), less);
   return jobOrderCache_;
 }
 

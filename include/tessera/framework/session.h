@@ -660,6 +660,10 @@ class Session {
   /// Per job: all its tasks in task order (taskLess: static within a session), built lazily.
   mutable std::vector<std::vector<int>> taskOrderCache_;
   mutable std::vector<int> jobOrderCache_;  ///< jobsInOrder(); empty until asked
+  /// The last session's job order (indices into its snapshot's jobs) and that snapshot, kept
+  /// alive so that its jobs can be matched with this one's: jobsInOrder() starts from it.
+  std::vector<int> prevJobOrder_;
+  std::shared_ptr<const cache::Snapshot> prevOrderSnapshot_;
   /// Per job: jobValid()'s verdict, as of the job's releasingCount `releasing` (-1: not asked yet).
   struct ValidMemo {
     int32_t releasing = -1;

@@ -263,3 +263,52 @@ TEST_CASE("sessions that reuse the arrays of earlier ones (SchedulerState) decid
   fresh.sessionStorage.reset();
   CHECK(outerDecisions == run(fresh, busy.snapshot()));
 }
+
+TEST_CASE("the job order carried from the last session is the order a full sort gives", "[contract]") {
+  // Issue 16: Session::jobsInOrder starts from the last session's order (SchedulerState) and only
+  // sorts in what moved. Between the sessions a job is deleted, one arrives that goes first, and a
+  // PodGroup's priority class changes (the same job, now ordered elsewhere): the order must be the
+  // one a session without history computes.
+  TestCluster c;
+  std::string y = queue("team", "-1") +
+                  "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: high}\nvalue: 1000\n---\n" +
+                  "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: low}\nvalue: 10\n---\n" +
+                  node("n0", 1);
+  for (int i = 0; i < 8; ++i)
+    y += pod("p" + std::to_string(i), "team", 1, ", creationTimestamp: \"2025-12-31T00:0" + std::to_string(7 - i) + ":00Z\"",
+             i % 3 == 0 ? "  priorityClassName: high\n" : "  priorityClassName: low\n");
+  for (const char* g : {"ga", "gb"}) {
+    y += std::string("apiVersion: scheduling.tessera.dev/v1alpha1\nkind: PodGroup\nmetadata: {name: ") + g +
+         ", namespace: t}\nspec: {minMember: 1, queue: team, priorityClassName: low}\n---\n";
+    y += pod(std::string(g) + "-0", "team", 1, std::string(", annotations: {pod-group-name: ") + g + "}");
+  }
+  c.create(y);
+  c.start();
+  const Config cfg = configFrom("");
+  auto order = [&](tessera::framework::SchedulerState* state) {
+    Session ssn(c.snapshot(), cfg, c.clock, state);
+    ssn.open();
+    std::vector<std::string> keys;
+    for (int j : ssn.jobsInOrder()) keys.push_back(ssn.jobs()[static_cast<size_t>(j)].info->key);
+    return keys;
+  };
+  tessera::framework::SchedulerState state;
+  const auto first = order(&state);
+  CHECK(first == order(nullptr));
+  REQUIRE(first.size() == 10);
+
+  REQUIRE(c.cluster.remove(tessera::api::Kind::Pod, "t", "p3").ok());
+  c.create(pod("p-new", "team", 1, ", creationTimestamp: \"2025-12-30T00:00:00Z\"", "  priorityClassName: high\n"));
+  Json gb = {{"apiVersion", "scheduling.tessera.dev/v1alpha1"},
+             {"kind", "PodGroup"},
+             {"metadata", {{"name", "gb"}, {"namespace", "t"}}},
+             {"spec", {{"minMember", 1}, {"queue", "team"}, {"priorityClassName", "high"}}}};
+  REQUIRE(c.cluster.update(tessera::api::Kind::PodGroup, gb).ok());
+  const auto second = order(&state);
+  CHECK(second == order(nullptr));
+  CHECK(second.front() == "Pod/t/p-new");  // high, and the oldest
+  CHECK(std::find(second.begin(), second.end(), "Pod/t/p3") == second.end());
+  // gb (now high) comes before ga (still low); the carried order had it after.
+  CHECK(std::find(second.begin(), second.end(), "PodGroup/t/gb") < std::find(second.begin(), second.end(), "PodGroup/t/ga"));
+  CHECK(std::find(first.begin(), first.end(), "PodGroup/t/gb") > std::find(first.begin(), first.end(), "PodGroup/t/ga"));
+}
