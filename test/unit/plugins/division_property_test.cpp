@@ -13,22 +13,13 @@
 #include <string>
 #include <vector>
 
+#include "support/splitmix.h"
 #include "tessera/plugins/proportion.h"
 
 namespace tessera::plugins::proportion {
 namespace {
 
-/// splitmix64: reproducible on every platform.
-struct Rng {
-  uint64_t s;
-  uint64_t next() {
-    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  int64_t below(int64_t n) { return int64_t(next() % uint64_t(n)); }
-};
+using Rng = tessera::testing::SplitMix64;
 
 struct Tree {
   std::vector<DivisionQueue> queues;

@@ -12,6 +12,7 @@
 #include "tessera/framework/session.h"
 #include "tessera/plugins/factories.h"
 #include "support/test_cluster.h"
+#include "support/test_plugins.h"
 
 namespace {
 
@@ -21,13 +22,8 @@ using tessera::framework::SessionQueue;
 using tessera::framework::SessionTask;
 using tessera::testing::TestCluster;
 
-std::shared_ptr<tessera::framework::Plugin> plugin(const char* name,
-                                                   tessera::plugins::PluginResult (*factory)(tessera::framework::Args&)) {
-  tessera::framework::Args args(std::string("plugins.") + name, nullptr);
-  auto p = factory(args);
-  REQUIRE(p.ok());
-  return std::move(p).value();
-}
+using tessera::testing::makePlugin;
+
 
 const char* kClasses = R"(
 apiVersion: scheduling.k8s.io/v1
@@ -84,7 +80,7 @@ std::string pod(const std::string& name, const std::string& q, int gpus, const s
 struct Env {
   TestCluster c;
   tessera::framework::Config cfg = tessera::testing::configWith(
-      {plugin("priority", tessera::plugins::makePriority), plugin("proportion", tessera::plugins::makeProportion)});
+      {makePlugin("priority", tessera::plugins::makePriority), makePlugin("proportion", tessera::plugins::makeProportion)});
   std::unique_ptr<Session> ssn;
 
   /// `nodes` 8-GPU nodes n1..nN, then the objects.

@@ -12,6 +12,7 @@
 #include "tessera/framework/statement.h"
 #include "tessera/plugins/factories.h"
 #include "support/test_cluster.h"
+#include "support/test_plugins.h"
 
 namespace {
 
@@ -24,10 +25,7 @@ using tessera::testing::TestCluster;
 
 std::shared_ptr<tessera::framework::Plugin> plugin(tessera::plugins::PluginResult (*make)(tessera::framework::Args&),
                                                    const char* name) {
-  tessera::framework::Args args(std::string("plugins.") + name, nullptr);
-  auto p = make(args);
-  REQUIRE(p.ok());
-  return std::move(p).value();
+  return tessera::testing::makePlugin(name, make);
 }
 
 const char* kQueue = R"(

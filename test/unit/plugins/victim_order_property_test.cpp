@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "support/test_plugins.h"
+#include "support/splitmix.h"
 #include "support/test_cluster.h"
 #include "tessera/framework/args.h"
 #include "tessera/framework/session.h"
@@ -26,25 +28,10 @@ using tessera::framework::Session;
 using tessera::framework::SessionTask;
 using tessera::framework::TaskState;
 
-/// splitmix64: reproducible on every platform.
-struct Rng {
-  uint64_t s;
-  uint64_t next() {
-    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  int below(int n) { return int(next() % uint64_t(n)); }
-};
+using Rng = tessera::testing::SplitMix64;
 
-std::shared_ptr<tessera::framework::Plugin> plugin(const char* name,
-                                                   tessera::plugins::PluginResult (*factory)(tessera::framework::Args&)) {
-  tessera::framework::Args args(std::string("plugins.") + name, nullptr);
-  auto p = factory(args);
-  REQUIRE(p.ok());
-  return std::move(p).value();
-}
+using tessera::testing::makePlugin;
+
 
 std::string queueYaml(const std::string& name, const std::string& parent, int quota, int weight, int created) {
   std::ostringstream y;
@@ -145,7 +132,7 @@ TEST_CASE("victim order property: a strict total order on random queue trees, he
     c.create(yaml);
     c.start();
     auto cfg = tessera::testing::configWith(
-        {plugin("priority", tessera::plugins::makePriority), plugin("proportion", tessera::plugins::makeProportion)});
+        {makePlugin("priority", tessera::plugins::makePriority), makePlugin("proportion", tessera::plugins::makeProportion)});
     Session ssn(c.snapshot(), cfg, c.clock);
     ssn.open();
     std::vector<SessionTask*> pods;
