@@ -747,10 +747,6 @@ class State {
     const i128 l = an * bd, r = bn * ad;
     return l < r ? -1 : (l > r ? 1 : 0);
   }
-  /// Dominant shares of (a + ja) and (b + jb) compared exactly; <0 when a's is smaller.
-  int compareShares(int a, const Amounts& ja, int b, const Amounts& jb) const {
-    return compareFractions(dominant(a, ja), dominant(b, jb));
-  }
   /// What compareQueues() asks of one side (queue `q` with the turn request of `job`, its head; none
   /// when null), kept per queue while its allocation and that job's ready and pending counts stay
   /// as they were: the queue order compares the same queues over and over between allocations.
