@@ -51,6 +51,8 @@ struct QNode {
   const api::Queue* obj = nullptr;
   int parent = -1;
   std::vector<int> children;
+  int depth = 0;  ///< how many ancestors it has
+  int top = -1;   ///< its top-level ancestor (itself at the top)
   std::string problem;  ///< non-empty: unusable (not found, orphaned, invalid)
   int32_t priority = 100;
   Amounts deserved{0, 0, 0}, limit{-1, -1, -1}, weight{1000, 1000, 1000};
@@ -111,14 +113,9 @@ class State {
     // Compare where the two paths diverge: the children of their lowest common ancestor.
     // Walk both up to the same depth, then together, to the children of their lowest common
     // ancestor (no allocation: this runs for every heap operation of allocate).
-    auto depth = [&](int q) {
-      int d = 0;
-      for (int c = q_[q].parent; c >= 0; c = q_[c].parent) ++d;
-      return d;
-    };
     int a = l, b = r;
     if (q_[a].parent != q_[b].parent) {  // siblings (the queue order's case) need no walk
-      int da = depth(a), db = depth(b);
+      int da = q_[a].depth, db = q_[b].depth;
       for (; da > db; --da) {
         if (q_[a].parent == b) return 0;  // one contains the other
         a = q_[a].parent;
@@ -204,13 +201,6 @@ class State {
     return api::Status::success();
   }
 
-  /// How many ancestors queue `q` has (parent cycles are cut at load: bounded anyway).
-  int depth(int q) const {
-    int d = 0;
-    for (; q_[q].parent >= 0 && d <= static_cast<int>(q_.size()); q = q_[q].parent) ++d;
-    return d;
-  }
-
   /// KAI's reclaim rules, compared between the two queues that share a parent where the paths of
   /// claimant and victim diverge (KAI compares siblings only): the victim's side gives back only
   /// while it is above its fair share, or above its deserved quota when the claimant's side is still
@@ -224,7 +214,7 @@ class State {
     // Where the paths diverge: each side's queue just below their lowest common ancestor (none
     // when one queue is the other's ancestor). Asked for every victim job: no allocation.
     int a = claimant.queue, b = vj.queue;
-    for (int da = depth(a), db = depth(b); da != db;) {
+    for (int da = q_[a].depth, db = q_[b].depth; da != db;) {
       if (da > db) a = q_[a].parent, --da;
       else b = q_[b].parent, --db;
     }
@@ -295,7 +285,7 @@ class State {
     const SessionJob& rj = ssn_.jobs()[r.job];
     if (!sequenceIndexed_) indexSequence();
     // The lowest common ancestor (-1: different top-level trees), then each side's child of it.
-    int a = lj.queue, b = rj.queue, da = queueDepth_[static_cast<size_t>(a)], db = queueDepth_[static_cast<size_t>(b)];
+    int a = lj.queue, b = rj.queue, da = q_[a].depth, db = q_[b].depth;
     for (; da > db; --da) a = q_[a].parent;
     for (; db > da; --db) b = q_[b].parent;
     while (a != b) a = q_[a].parent, b = q_[b].parent;
@@ -304,7 +294,7 @@ class State {
     int ca = lj.queue, cb = rj.queue;
     while (q_[ca].parent != a) ca = q_[ca].parent;
     while (q_[cb].parent != a) cb = q_[cb].parent;
-    const int level = queueDepth_[static_cast<size_t>(ca)];
+    const int level = q_[ca].depth;
     const proportion::Share* sl = shareBy(l, level);
     const proportion::Share* sr = shareBy(r, level);
     if (sl && sr) return compareGiving(ca, *sl, cb, *sr);
@@ -359,8 +349,7 @@ class State {
   /// order is held: moved before the hold began, and not built since).
   const proportion::Share* shareBy(const SessionTask& t, int level) {
     const int q = ssn_.jobs()[t.job].queue;
-    const int top = queueTop_[static_cast<size_t>(q)];
-    if (top < 0) return nullptr;
+    const int top = q_[q].top;
     const bool held = ssn_.victimOrderHeld();
     const uint64_t epoch = ssn_.victimOrderEpoch();
     if (held && heldEpoch_ != epoch) {  // the first comparison of a hold: where each tree stood
@@ -396,7 +385,7 @@ class State {
         prev = whole ? t : nullptr;
       }
     }
-    const std::vector<int>& children(int q) const override { return st_.queueKids_[static_cast<size_t>(q)]; }
+    const std::vector<int>& children(int q) const override { return st_.q_[q].children; }
     uint64_t version(int q) const override { return st_.q_[q].allocatedVersion; }
     proportion::Share shareAfter(int q, const Amounts& given) const override {
       return st_.shareAfter(st_.sequenceSnap_[static_cast<size_t>(q)], q, given);
@@ -443,8 +432,7 @@ class State {
     return order;
   }
 
-  /// Numbers every task (taskSlot_ per job), lists each queue's jobs and children (a parent
-  /// cycle, cut at load, leaves its queues without a top: they are compared as things stand).
+  /// Numbers every task (taskSlot_ per job) and lists each queue's jobs.
   void indexSequence() {
     sequenceIndexed_ = true;
     const size_t nq = q_.size();
@@ -457,16 +445,6 @@ class State {
     queueJobs_.assign(nq, {});
     for (const SessionJob& j : ssn_.jobs())
       if (j.queue >= 0) queueJobs_[static_cast<size_t>(j.queue)].push_back(j.index);
-    queueKids_.assign(nq, {});
-    queueTop_.assign(nq, -1);
-    queueDepth_.assign(nq, 0);
-    for (size_t q = 0; q < nq; ++q) {
-      int top = static_cast<int>(q), steps = 0;
-      for (; q_[top].parent >= 0 && steps <= static_cast<int>(nq); ++steps) top = q_[top].parent;
-      if (steps <= static_cast<int>(nq)) queueTop_[q] = top;
-      queueDepth_[q] = steps;
-      if (q_[q].parent >= 0) queueKids_[static_cast<size_t>(q_[q].parent)].push_back(static_cast<int>(q));
-    }
     ownOrder_.resize(nq);
     for (auto& o : ownOrder_) o.clear();
     orderSeen_.assign(static_cast<size_t>(slots), 0);
@@ -557,8 +535,12 @@ class State {
           break;
         }
     }
-    for (size_t i = 0; i < q_.size(); ++i)
+    for (size_t i = 0; i < q_.size(); ++i) {
       if (q_[i].parent >= 0) q_[q_[i].parent].children.push_back(static_cast<int>(i));
+      int top = static_cast<int>(i);
+      for (; q_[top].parent >= 0; top = q_[top].parent) ++q_[i].depth;
+      q_[i].top = top;
+    }
     for (const QNode& q : q_) topLevel_ += q.parent < 0 ? 1 : 0;
 
     // What each subtree holds and asks for.
@@ -836,9 +818,6 @@ class State {
   bool sequenceIndexed_ = false;
   std::vector<int> taskSlot_;                ///< per job: its first task's slot in the sequence
   std::vector<std::vector<int>> queueJobs_;  ///< per queue: its jobs
-  std::vector<std::vector<int>> queueKids_;  ///< per queue: its children
-  std::vector<int> queueTop_;                ///< per queue: its top-level ancestor (-1: in a cycle)
-  std::vector<int> queueDepth_;              ///< per queue: how many ancestors it has
   struct TopBuild {
     bool built = false;
     uint64_t version = 0, epoch = 0;  ///< allocatedVersion and hold (0: none) it was built at
