@@ -266,4 +266,33 @@ GeneratedCluster generateReclaimCluster(int nodes) {
   return out;
 }
 
+GeneratedCluster generateConsolidateCluster(int nodes, int busy, int claimGpus) {
+  GeneratedCluster out;
+  auto add = [&](api::Kind k, Json j) { out.objects.push_back({k, std::move(j)}); };
+  add(api::Kind::PriorityClass, {{"apiVersion", "scheduling.k8s.io/v1"},
+                                 {"kind", "PriorityClass"},
+                                 {"metadata", {{"name", "train"}}},
+                                 {"value", 50}});
+  // One queue that deserves everything: no reclaim, no preemption (one priority); only moving
+  // pods makes room.
+  add(api::Kind::Queue, queue("team", "", int64_t(nodes) * 8));
+  for (int n = 0; n < nodes; ++n) {
+    char name[32];
+    std::snprintf(name, sizeof name, "node-%05d", n);
+    add(api::Kind::Node, nodeJson(name, "128", 8, n / 32, {}));
+    for (int g = 0; g < busy; ++g) {
+      add(api::Kind::Pod, pod("ns-team", std::string(name) + "-run-" + std::to_string(g), "team", "", "train",
+                              kBase - 86400 + n * 8 + g, name));
+      ++out.runningPods;
+    }
+  }
+  PodShape claim;
+  claim.gpus = std::to_string(claimGpus);
+  for (int i = 0; i < std::max(1, nodes / 10); ++i) {
+    add(api::Kind::Pod, pod("ns-team", "claim-" + std::to_string(i), "team", "", "train", kBase - 3600 + i, "", claim));
+    ++out.pendingPods;
+  }
+  return out;
+}
+
 }  // namespace tessera::bench

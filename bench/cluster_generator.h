@@ -55,6 +55,12 @@ GeneratedCluster generateCluster(const ClusterSpec& spec, const ObjectSink& sink
 /// preemptible pod of an over-share queue, and nodes/10 pending 8-GPU pods of a starved queue.
 GeneratedCluster generateReclaimCluster(int nodes);
 
+/// Consolidation: `nodes` nodes of 8 GPUs, each running `busy` 1-GPU pods (single preemptible
+/// pods of one queue that deserves everything), and nodes/10 pending pods asking `claimGpus` GPUs
+/// each of the same queue and priority: with 8 - busy < claimGpus they fit nowhere as things are,
+/// and only consolidation (moving running pods) makes room.
+GeneratedCluster generateConsolidateCluster(int nodes, int busy, int claimGpus);
+
 /// The `unschedulable` shape of issue 16: `nodes` nodes of 4 cpu (no GPU) and `pods` pending
 /// single pods asking for 8 cpu each, in the 100 queues: no pod fits anywhere.
 GeneratedCluster generateUnschedulableCluster(int nodes, int pods, const ObjectSink& sink = {});

@@ -81,21 +81,28 @@ tessera::api::Result<tessera::framework::Config> benchConfig(const std::string& 
   return framework::loadConfig(app::builtinRegistry(), &overrides);
 }
 
-/// KAI's ReclaimLargeJobs: every GPU busy with preemptible 1-GPU pods of an over-share queue,
-/// nodes/10 pending 8-GPU pods of a starved queue; one cycle with every action.
-int reclaimBench(int argc, char** argv) {
+/// `reclaim`: KAI's ReclaimLargeJobs: every GPU busy with preemptible 1-GPU pods of an over-share
+/// queue, nodes/10 pending 8-GPU pods of a starved queue. `consolidate`: every node runs --busy
+/// 1-GPU pods, nodes/10 pending pods of --claim GPUs fit nowhere until pods move (--busy 7
+/// --claim 8: a node is freed only by moving its 7 pods to 7 other nodes, the shape the victim
+/// sequence cannot solve and node by node must). One cycle with every action, repeated.
+int victimBench(int argc, char** argv, bool consolidate) {
   using namespace tessera;
-  int nodes = 1000, repeat = 3;
+  int nodes = 1000, repeat = 3, busy = 5, claim = 4;
+  const char* name = consolidate ? "consolidate" : "reclaim";
   for (int i = 2; i < argc; ++i) {
     std::string v;
     if (flag(i, argc, argv, "--nodes", v)) nodes = std::stoi(v);
     else if (flag(i, argc, argv, "--repeat", v)) repeat = std::stoi(v);
+    else if (consolidate && flag(i, argc, argv, "--busy", v)) busy = std::clamp(std::stoi(v), 0, 8);
+    else if (consolidate && flag(i, argc, argv, "--claim", v)) claim = std::clamp(std::stoi(v), 1, 8);
     else {
-      std::fprintf(stderr, "tessera-bench reclaim: unknown argument %s\n", argv[i]);
+      std::fprintf(stderr, "tessera-bench %s: unknown argument %s\n", name, argv[i]);
       return 2;
     }
   }
-  bench::GeneratedCluster gen = bench::generateReclaimCluster(nodes);
+  bench::GeneratedCluster gen =
+      consolidate ? bench::generateConsolidateCluster(nodes, busy, claim) : bench::generateReclaimCluster(nodes);
   api::FakeClock clock(api::parseTime("2026-01-01T00:00:00Z").value());
   cache::MemoryCluster unused(clock);
   cache::Cache cache(unused, clock);
@@ -106,8 +113,12 @@ int reclaimBench(int argc, char** argv) {
     std::fprintf(stderr, "tessera-bench: %s\n", config.error().message.c_str());
     return 1;
   }
-  std::printf("cluster: %d nodes x 8 GPUs, %d running 1-GPU preemptible pods (queue busy), %d pending 8-GPU pods (queue starved)\n",
-              nodes, gen.runningPods, gen.pendingPods);
+  if (consolidate)
+    std::printf("cluster: %d nodes x 8 GPUs, %d running 1-GPU preemptible pods, %d pending %d-GPU pods (one queue)\n",
+                nodes, gen.runningPods, gen.pendingPods, claim);
+  else
+    std::printf("cluster: %d nodes x 8 GPUs, %d running 1-GPU preemptible pods (queue busy), %d pending 8-GPU pods (queue starved)\n",
+                nodes, gen.runningPods, gen.pendingPods);
   std::vector<double> wall, cpu;
   size_t evictions = 0, pipelined = 0;
   framework::SchedulerState state;  // kept across cycles, as the daemon's Scheduler does
@@ -126,7 +137,7 @@ int reclaimBench(int argc, char** argv) {
     std::printf("cycle: %.1f ms wall, %.1f ms cpu, %zu evictions, %zu pipelined\n", wall.back(), cpu.back(), evictions,
                 pipelined);
   }
-  nlohmann::json out = {{"benchmark", "reclaim"},     {"nodes", nodes},
+  nlohmann::json out = {{"benchmark", name},         {"nodes", nodes},
                         {"running_pods", gen.runningPods}, {"pending_pods", gen.pendingPods},
                         {"cycle_ms", median(wall)},   {"cycle_cpu_ms", median(cpu)},
                         {"evictions", evictions},     {"pipelined", pipelined},
@@ -144,6 +155,7 @@ void usage() {
                "       tessera-bench suite [--nodes 4000] [--pods 140000] [--cycles 10] [--churn 200] [--shape-timeout 600] [--check]\n"
                "                           [--malloc keep|default]\n"
                "       tessera-bench reclaim [--nodes 1000] [--repeat 3]\n"
+               "       tessera-bench consolidate [--nodes 1000] [--repeat 3] [--busy 5] [--claim 4]\n"
                "       tessera-bench topology [--nodes 4000] [--rack-size 100] [--gangs 2000] [--gang-size 8] [--fill 0.75] [--cycles 5]\n"
                "       tessera-bench e2e [--nodes 500] [--pods 5000] [--creators 16] [--bind-workers 16] [--server-threads 2]\n"
                "                         [--debounce 100ms] [--timeout 600] [--tessera PATH] [--skip-raw]\n"
@@ -163,7 +175,8 @@ int main(int argc, char** argv) {
   if (cmd == "cycle") return tessera::bench::runCycleBench(argc - 1, argv + 1);
   if (cmd == "suite") return tessera::bench::runSuiteBench(argc - 1, argv + 1);
   if (cmd == "topology") return tessera::bench::runTopologyBench(argc - 1, argv + 1);
-  if (cmd == "reclaim") return reclaimBench(argc, argv);
+  if (cmd == "reclaim") return victimBench(argc, argv, /*consolidate=*/false);
+  if (cmd == "consolidate") return victimBench(argc, argv, /*consolidate=*/true);
   if (cmd == "e2e") return tessera::bench::runE2eBench(argc - 1, argv + 1);
   if (cmd == "interposer") {
 #ifdef TESSERA_HAVE_INTERPOSER_BENCH

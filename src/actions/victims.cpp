@@ -473,7 +473,7 @@ bool VictimSearch::run(SessionJob& job, std::string& reason) {
   // could hold it once victims are gone, not only those with room now (issue 15, item 4).
   auto domains = ssn_.jobDomains(job, framework::DomainRoom::WithVictims);
   if (!domains) {
-    ok = runIn(job, nullptr, reason, /*trial=*/false);
+    ok = searchIn(job, nullptr, reason, /*trial=*/false);
   } else {
     reason = std::move(domains->reason);  // the plugin's word, when it has one, goes before a domain's
     ok = runInDomains(job, domains->domains, reason);
@@ -658,8 +658,8 @@ bool VictimSearch::runInDomains(SessionJob& job, const std::vector<framework::No
         continue;
       }
       if (end - first == 1) {
-        if (runIn(job, &domains[d], why, /*trial=*/false)) return true;
-      } else if (++tried, runIn(job, &domains[d], why, /*trial=*/true)) {
+        if (searchIn(job, &domains[d], why, /*trial=*/false)) return true;
+      } else if (++tried, searchIn(job, &domains[d], why, /*trial=*/true)) {
         if (best < 0 || earlier(evictedNow_, bestSet)) best = static_cast<int>(d), bestSet = evictedNow_;
         continue;
       }
@@ -667,7 +667,7 @@ bool VictimSearch::runInDomains(SessionJob& job, const std::vector<framework::No
     }
     if (best >= 0) {
       std::string why;
-      if (runIn(job, &domains[best], why, /*trial=*/false)) return true;
+      if (searchIn(job, &domains[best], why, /*trial=*/false)) return true;
       if (reason.empty()) reason = domains[best].name + ": " + why;
     }
     first = end;
@@ -781,6 +781,11 @@ bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, s
       return prune(job, domain, std::move(found), reason);
     }
   }
+  commitTurn(stmt, job, evicted);
+  return true;
+}
+
+void VictimSearch::commitTurn(Statement& stmt, SessionJob& job, int evicted) {
   if (job.pipelinedCount > 0) stmt.pipelineAllocated(job.index);
   stmt.commit();
   ++commits_;
@@ -789,7 +794,16 @@ bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, s
   ssn_.setUnschedulable(job, job.pipelinedCount > 0 ? "pipelined by " + std::string(what) + ": waiting for " +
                                                           pods(evicted) + " to leave"
                                                     : "");
-  return true;
+}
+
+bool VictimSearch::searchIn(SessionJob& job, const framework::NodeDomain* domain, std::string& reason, bool trial) {
+  if (mode_ == VictimMode::Consolidate) switch (solveBySequence(job, domain, trial, reason)) {
+      case SequenceResult::Solved: return true;
+      case SequenceResult::NoVictimsNeeded: reason = "fits without victims"; return false;
+      case SequenceResult::Blocked: return false;
+      case SequenceResult::Failed: break;
+    }
+  return runIn(job, domain, reason, trial);
 }
 
 }  // namespace tessera::actions

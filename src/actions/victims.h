@@ -88,6 +88,42 @@ class VictimSearch {
   /// Domains of one level searched (and compared) at most per claimant: the cost of a search grows
   /// with the domains, and past a few the gain in victim order is small.
   static constexpr int kDomainTrials = 8;
+  /// runIn(), for consolidation first by the victim sequence (solveBySequence), then node by node.
+  bool searchIn(framework::SessionJob& job, const framework::NodeDomain* domain, std::string& reason, bool trial);
+
+  // ---- consolidation by the victim sequence (victim_sequence_solver.cpp) ----
+  /// KAI's solver for consolidation: eligible chunks are taken cluster-wide in victim order until
+  /// the claimant's turn and every moved pod fit (a trial placement: the claimant's pods first,
+  /// then the moved pods, largest first); then, walking back from the chunk before the last, every
+  /// chunk the set can do without is dropped. The set found is the first minimal one in victim
+  /// order among the first chunks (kSequencePods pods), which node by node can miss: a pod moved
+  /// to make room for a moved pod, a gang moved whole to a node its claimant leaves free.
+  enum class SequenceResult {
+    Solved,
+    NoVictimsNeeded,
+    Blocked,  ///< a queue rule refuses the turn wherever it runs (`reason` says which)
+    Failed,   ///< no set among the first chunks: node by node may still find one
+  };
+  SequenceResult solveBySequence(framework::SessionJob& job, const framework::NodeDomain* domain, bool trial,
+                                 std::string& reason);
+  /// Whether the claimant's turn and the pods of `set` (moved elsewhere) fit once `set` is evicted.
+  /// `commit`: the placements are committed; otherwise undone, the set left in evictedNow_.
+  bool placesWith(framework::SessionJob& job, const framework::NodeDomain* domain, const std::vector<Victim>& set,
+                  bool commit);
+  /// Whether some pod of the claimant's turn could fit on a node `set` touches (inside `domain`)
+  /// with everything there gone: a necessary condition, cheap next to placesWith().
+  bool mayPlaceWith(const framework::SessionJob& job, const framework::NodeDomain* domain,
+                    const std::vector<Victim>& set);
+  /// The first running pods in victim order, cluster-wide (a merge of onNode_).
+  const std::vector<Victim>& sequenceHead();
+  std::vector<Victim> sequenceHead_;
+  bool sequenceBuilt_ = false;
+  size_t sequenceAt_ = 0;  ///< commits_ when sequenceHead_ was built
+  static constexpr int kSequencePods = 48;
+  /// Placements placesWith() tries at most in one call, and solveBySequence() in all its calls
+  /// for one claimant (each may scan every node): past them the search falls back to node by node.
+  static constexpr int kPackSteps = 128, kSolveSteps = 512;
+  int solveSteps_ = 0;
   /// run() for a claimant constrained to topology domains (see NodeDomain::rank).
   bool runInDomains(framework::SessionJob& job, const std::vector<framework::NodeDomain>& domains, std::string& reason);
   /// Whether victim set `a` comes before `b`: its latest victim is earlier in victim order, and
@@ -132,6 +168,9 @@ class VictimSearch {
     if (latestFirst) std::stable_sort(v.begin(), v.end(), [&](const Victim& a, const Victim& b) { return victimBefore(b, a); });
     else std::stable_sort(v.begin(), v.end(), [&](const Victim& a, const Victim& b) { return victimBefore(a, b); });
   }
+  /// Commits a claimant's turn made room for with `evicted` victims, and says what its pipelined
+  /// pods wait for.
+  void commitTurn(framework::Statement& stmt, framework::SessionJob& job, int evicted);
   /// Evicts `task` in `stmt`, recording it in evictedNow_.
   void evict(framework::Statement& stmt, framework::SessionTask& task, const std::string& why);
   std::vector<Victim> evictedNow_;  ///< the victims of the current runIn()

@@ -9,10 +9,6 @@
 //   TESSERA_ORACLE_SHOW=K    how many failing seeds to print in full (default 3)
 //   TESSERA_ORACLE_KEEP=1    keep every seed's scenario file, passing ones too (to turn a case into
 //                            a scenario of its own)
-//   TESSERA_ORACLE_ALLOW=L   known gaps, a ratchet: "consolidate: (d) order=8,missed=5" lets at most
-//                            that many seeds break rules whose "mode: rule" name contains the key (default:
-//                            TESSERA_ORACLE_DEFAULT_ALLOW from CMake; empty: every rule strict).
-//                            Rules (a) fit and (c) allowed never have an allowance in CMake.
 // A failing seed is kept as a scenario file (with the expected outcome as expectations) in the
 // temp directory; `tessera check FILE` and `tessera simulate FILE` reproduce it.
 #include <catch2/catch.hpp>
@@ -31,9 +27,6 @@
 
 #ifndef TESSERA_ORACLE_DEFAULT_CASES
 #define TESSERA_ORACLE_DEFAULT_CASES 3000
-#endif
-#ifndef TESSERA_ORACLE_DEFAULT_ALLOW
-#define TESSERA_ORACLE_DEFAULT_ALLOW ""
 #endif
 
 namespace tessera::oracle {
@@ -185,22 +178,10 @@ TEST_CASE("victim oracle: preempt, reclaim and consolidate evict the first minim
   }
   if (failed > 0) std::cout << "  failing seeds are kept as scenario files in " << dir.string() << "\n";
 
-  // Known gaps (issue 15, still open): at most `allowed` seeds may break a rule whose name holds
-  // the key; any other rule, and any count above its allowance, fails.
-  const char* allowEnv = std::getenv("TESSERA_ORACLE_ALLOW");
-  const std::string allowText = allowEnv ? allowEnv : TESSERA_ORACLE_DEFAULT_ALLOW;
-  std::map<std::string, long> allowed;
-  std::stringstream list(allowText);
-  for (std::string item; std::getline(list, item, ',');)
-    if (auto eq = item.find('='); eq != std::string::npos) allowed[item.substr(0, eq)] = std::stol(item.substr(eq + 1));
+  // Every rule is strict: one failing seed fails the test (its scenario file is kept above).
   for (const auto& [rule, seeds] : failures) {
-    long allowance = 0;
-    for (const auto& [key, n] : allowed)
-      if (rule.find(key) != std::string::npos) allowance = n;
-    if (allowance > 0)
-      std::cout << "  known gap: " << rule << ": " << seeds.size() << " seeds, allowed " << allowance << "\n";
-    INFO("rule " << rule << ": " << seeds.size() << " failing seeds, allowed " << allowance);
-    CHECK(long(seeds.size()) <= allowance);
+    INFO("rule " << rule << ": " << seeds.size() << " failing seeds");
+    CHECK(seeds.empty());
   }
 }
 
