@@ -130,26 +130,45 @@ bool VictimSearch::placesWith(SessionJob& job, const framework::NodeDomain* doma
       claimant.push_back(&job.tasks[static_cast<size_t>(ti)]);
   std::vector<Victim> moved = set;
   std::stable_sort(moved.begin(), moved.end(), [&](const Victim& a, const Victim& b) {
-    return podRoom(ssn_.task(a.job, a.task)) > podRoom(ssn_.task(b.job, b.task));
+    const SessionTask &ta = ssn_.task(a.job, a.task), &tb = ssn_.task(b.job, b.task);
+    const auto ra = podRoom(ta), rb = podRoom(tb);
+    return ra != rb ? ra > rb : ssn_.placementClass(ta) < ssn_.placementClass(tb);
   });
   // A small search with backtracking: each pod goes to the node placement ranks first, or to a
-  // node the set frees room on (the only nodes where the choice matters: every other node offers
-  // what it offered before). Greedy placement misses sets that fit (the claimant taking the room a
-  // moved pod needs); the steps are bounded.
+  // node the set frees room on (where the choice matters most: every other node offers what it
+  // offered before), or on a small cluster to any node (the search is then exact within its
+  // steps). Greedy placement misses sets that fit (the claimant taking the room a moved pod
+  // needs); the steps are bounded.
+  std::vector<int> spots = touched;
+  if (ssn_.nodes().size() <= static_cast<size_t>(kPackEveryNode)) {
+    spots.resize(ssn_.nodes().size());
+    for (size_t n = 0; n < spots.size(); ++n) spots[n] = static_cast<int>(n);
+  }
   int steps = 0;
+  auto item = [&](size_t i) -> SessionTask& {
+    return i < claimant.size() ? *claimant[i] : ssn_.task(moved[i - claimant.size()].job, moved[i - claimant.size()].task);
+  };
+  // Pods alike (one placement class, both the claimant's or both moved) are interchangeable: the
+  // second tries the nodes the set frees numbered no lower than the first's node, so arrangements
+  // are not tried twice there (the node placement ranks first is always tried: the others are
+  // reached through it).
+  std::vector<int> placedOn(claimant.size() + moved.size(), -1);
   std::function<bool(size_t)> pack = [&](size_t i) -> bool {
     if (i == claimant.size() + moved.size()) return true;
     if (++steps > kPackSteps || ++solveSteps_ > kSolveSteps) return false;
     const bool ofClaimant = i < claimant.size();
-    SessionTask& task = ofClaimant ? *claimant[i] : ssn_.task(moved[i - claimant.size()].job, moved[i - claimant.size()].task);
+    SessionTask& task = item(i);
+    const bool likePrevious = i > 0 && i != claimant.size() && ssn_.placementClass(item(i - 1)) == ssn_.placementClass(task);
+    const int lowest = likePrevious ? placedOn[i - 1] : -1;
     if (ofClaimant && !taskAllowed(ssn_, job, task).ok()) return false;
     std::vector<int> nodes;
     ssn_.restrictTo(ofClaimant ? domain : nullptr);
     const framework::Placement p = ssn_.findPlacement(task, /*allowPipeline=*/true);
     ssn_.restrictTo(nullptr);
-    if (p.node >= 0) nodes.push_back(p.node);
-    for (int n : touched) {
-      if (n == p.node || (ofClaimant && domain && !std::binary_search(domain->nodes.begin(), domain->nodes.end(), n)))
+    if (p.node >= 0) nodes.push_back(p.node);  // always: untouched nodes are reached through it only
+    for (int n : spots) {
+      if (n == p.node || n < lowest ||
+          (ofClaimant && domain && !std::binary_search(domain->nodes.begin(), domain->nodes.end(), n)))
         continue;
       std::string unused;
       const SessionNode& node = ssn_.nodes()[static_cast<size_t>(n)];
@@ -160,13 +179,15 @@ bool VictimSearch::placesWith(SessionJob& job, const framework::NodeDomain* doma
       if (!ofClaimant) stmt.reserve(task, n);
       else if (ssn_.fits(task, ssn_.nodes()[static_cast<size_t>(n)], /*future=*/false)) stmt.allocate(task, n);
       else stmt.pipeline(task, n);
+      placedOn[i] = n;
       if (pack(i + 1)) return true;
       stmt.rollback(cp);
       if (steps > kPackSteps || solveSteps_ > kSolveSteps) break;
     }
     return false;
   };
-  if (pack(0) && turnDone(job)) {
+  const bool packed = pack(0);
+  if (packed && turnDone(job)) {
     if (commit) {
       orderChanged_ = true;
       commitTurn(stmt, job, evicted);

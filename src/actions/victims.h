@@ -122,7 +122,10 @@ class VictimSearch {
   static constexpr int kSequencePods = 48;
   /// Placements placesWith() tries at most in one call, and solveBySequence() in all its calls
   /// for one claimant (each may scan every node): past them the search falls back to node by node.
-  static constexpr int kPackSteps = 128, kSolveSteps = 512;
+  static constexpr int kPackSteps = 512, kSolveSteps = 2048;
+  /// Up to this many nodes, placesWith() tries every node for every pod, not only the ones the
+  /// set touches and the best-ranked one.
+  static constexpr int kPackEveryNode = 64;
   int solveSteps_ = 0;
   /// run() for a claimant constrained to topology domains (see NodeDomain::rank).
   bool runInDomains(framework::SessionJob& job, const std::vector<framework::NodeDomain>& domains, std::string& reason);
