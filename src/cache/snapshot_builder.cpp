@@ -55,7 +55,7 @@ std::shared_ptr<const Snapshot> SnapshotBuilder::build(ClusterState& state, api:
   s->topologies = state.topologies();
   s->conversionErrors.reserve(state.conversionErrors().size());
   for (const auto& [k, e] : state.conversionErrors()) s->conversionErrors.push_back(e);
-  validateSnapshot(*s);
+  validateSnapshot(*s, last_.get(), validation_);
   last_ = s;
   return s;
 }

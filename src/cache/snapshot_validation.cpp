@@ -4,7 +4,43 @@
 
 namespace tessera::cache {
 
-void validateSnapshot(Snapshot& s) {
+namespace {
+
+/// Whether a PodGroup's references would resolve the same in `a` and `b`: the same queues (and
+/// which of them exist as objects), queues of other pools, priority classes and topologies.
+bool sameRefs(const Snapshot& a, const Snapshot& b) {
+  auto sameKeys = [](const auto& x, const auto& y, auto same) {
+    if (x.size() != y.size()) return false;
+    for (auto i = x.begin(), j = y.begin(); i != x.end(); ++i, ++j)
+      if (i->first != j->first || !same(i->second, j->second)) return false;
+    return true;
+  };
+  auto any = [](const auto&, const auto&) { return true; };
+  return sameKeys(a.queues, b.queues, [](const auto& x, const auto& y) { return (x->queue != nullptr) == (y->queue != nullptr); }) &&
+         sameKeys(a.otherPoolQueues, b.otherPoolQueues, any) && sameKeys(a.priorityClasses, b.priorityClasses, any) &&
+         sameKeys(a.topologies, b.topologies, [](const auto& x, const auto& y) { return x == y; });
+}
+
+/// The verdict on `object` from `memo` when it was validated before, else `validate`'s.
+template <class T, class Validate>
+const std::optional<api::Problem>& verdictOf(const std::shared_ptr<const T>& object, ValidationMemo::Verdicts<T>& memo,
+                                             uint64_t generation, Validate validate) {
+  auto [at, fresh] = memo.try_emplace(object.get());
+  if (fresh) at->second = {object, validate(*object), 0};
+  at->second.seen = generation;
+  return at->second.problem;
+}
+
+/// Drops the verdicts of objects the snapshot no longer holds, once they are as many as the live.
+template <class T>
+void sweep(ValidationMemo::Verdicts<T>& memo, uint64_t generation, size_t live) {
+  if (memo.size() <= 2 * live + 64) return;
+  for (auto it = memo.begin(); it != memo.end();) it = it->second.seen == generation ? std::next(it) : memo.erase(it);
+}
+
+}  // namespace
+
+void validateSnapshot(Snapshot& s, const Snapshot* last, ValidationMemo& memo) {
   s.invalid.clear();
   // An object whose latest version failed conversion may still be in the cache in its last good
   // version: it is invalid all the same (skipped, never scheduled on a stale spec).
@@ -20,11 +56,20 @@ void validateSnapshot(Snapshot& s) {
         s.invalid.emplace(p.ref(), std::move(p));
     }
   }
+  const uint64_t generation = ++memo.generation;
   std::vector<const api::Queue*> queues;
   queues.reserve(s.queues.size());
   for (const auto& [name, q] : s.queues)
     if (q->queue) queues.push_back(q->queue.get());
-  for (auto& [name, p] : api::validateQueues(queues, badQueues)) s.invalid.emplace(p.ref(), std::move(p));
+  // The queue objects are held by `last` (and `s`): the same addresses are the same objects.
+  std::vector<std::string> badNames;
+  for (const auto& [name, p] : badQueues) badNames.push_back(name);
+  if (!last || queues != memo.queues || badNames != memo.badQueues) {
+    memo.queueProblems = api::validateQueues(queues, badQueues);
+    memo.queues = std::move(queues);
+    memo.badQueues = std::move(badNames);
+  }
+  for (const auto& [name, p] : memo.queueProblems) s.invalid.emplace(p.ref(), p);
 
   api::PodGroupRefs refs;
   // A queue of another node pool exists: the session says why a job of this pool cannot use it.
@@ -37,12 +82,23 @@ void validateSnapshot(Snapshot& s) {
     auto it = s.topologies.find(n);
     return it == s.topologies.end() ? nullptr : it->second.get();
   };
-  for (const auto& job : s.jobs)
-    if (job->podGroup)
-      if (auto p = api::validatePodGroup(*job->podGroup, refs)) s.invalid.emplace(p->ref(), std::move(*p));  // idem
-  for (const auto& n : s.nodes)
-    if (n->node)
-      if (auto p = api::validateNode(*n->node)) s.invalid.emplace(p->ref(), std::move(*p));  // keeps a conversion error
+  if (!last || !sameRefs(s, *last)) memo.podGroups.clear();
+  auto validatePodGroup = [&](const api::PodGroup& pg) { return api::validatePodGroup(pg, refs); };
+  size_t podGroups = 0, nodes = 0;
+  for (const auto& job : s.jobs) {
+    if (!job->podGroup) continue;
+    ++podGroups;
+    if (const auto& p = verdictOf(job->podGroup, memo.podGroups, generation, validatePodGroup))
+      s.invalid.emplace(p->ref(), *p);  // idem
+  }
+  for (const auto& n : s.nodes) {
+    if (!n->node) continue;
+    ++nodes;
+    if (const auto& p = verdictOf(n->node, memo.nodes, generation, api::validateNode))
+      s.invalid.emplace(p->ref(), *p);  // keeps a conversion error
+  }
+  sweep(memo.podGroups, generation, podGroups);
+  sweep(memo.nodes, generation, nodes);
 }
 
 }  // namespace tessera::cache

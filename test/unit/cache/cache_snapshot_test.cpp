@@ -898,3 +898,49 @@ TEST_CASE("cache, sharded: the pool's nodes and pods; foreign pods where they ru
   CHECK(s->findNode("b-1")->used.milliGpu == 2'000);
   CHECK(s->findNode("b-1")->foreignUsed.milliGpu == 0);
 }
+
+TEST_CASE("validation verdicts kept between snapshots follow the objects and the references they read",
+          "[snapshot][validation]") {
+  // The snapshot keeps the verdicts of unchanged PodGroups and nodes (snapshot_validation.h): each
+  // snapshot must still say what validating from scratch says, whatever changed in between.
+  Env e;
+  e.create(Kind::Node, node("n1"));
+  e.create(Kind::Queue, queue("q"));
+  e.create(Kind::PodGroup, podGroup("t", "g", 1, "missing"));
+  e.create(Kind::PodGroup, podGroup("t", "h", 1, "q"));
+  // A PodGroup is validated as a job's: each has a pod.
+  e.create(Kind::Pod, pod("t", "g-0", {{"cpu", "1"}}, annotations({{"pod-group-name", "g"}})));
+  e.create(Kind::Pod, pod("t", "h-0", {{"cpu", "1"}}, annotations({{"pod-group-name", "h"}})));
+  e.start();
+  auto invalid = [&](const std::string& ref) {
+    const auto s = e.snap();
+    Cache fresh(e.cluster, e.clock);  // from scratch: the verdict the kept one must equal
+    REQUIRE(fresh.start().ok());
+    const bool kept = s->findInvalid(ref) != nullptr;
+    CHECK(kept == (fresh.snapshot()->findInvalid(ref) != nullptr));
+    return kept;
+  };
+  CHECK(invalid("PodGroup/t/g"));   // its queue does not exist
+  CHECK(!invalid("PodGroup/t/h"));
+  e.create(Kind::Queue, queue("missing"));  // a reference appears: the unchanged PodGroup is valid now
+  CHECK(!invalid("PodGroup/t/g"));
+  REQUIRE(e.cluster.remove(Kind::Queue, "", "missing").ok());  // and disappears again
+  CHECK(invalid("PodGroup/t/g"));
+  // A priority class named by an unchanged PodGroup comes and goes.
+  Json withClass = podGroup("t", "h", 1, "q");
+  withClass["spec"]["priorityClassName"] = "high";
+  e.apply(Kind::PodGroup, withClass);
+  CHECK(invalid("PodGroup/t/h"));
+  e.create(Kind::PriorityClass, priorityClass("high", 100));
+  CHECK(!invalid("PodGroup/t/h"));
+  // The object itself changes: validated again.
+  e.apply(Kind::PodGroup, podGroup("t", "h", 1, "missing"));
+  CHECK(invalid("PodGroup/t/h"));
+  // A node's labels break a rule, then are mended.
+  e.apply(Kind::Node, node("n1", "16", "4", {{"nvidia.com/gpu.memory", "lots"}}));
+  CHECK(invalid("Node/n1"));
+  e.apply(Kind::Node, node("n1", "16", "4", {{"nvidia.com/gpu.memory", "81920"}}));
+  CHECK(!invalid("Node/n1"));
+  // Many snapshots with nothing changed keep the same verdicts.
+  for (int i = 0; i < 3; ++i) CHECK(invalid("PodGroup/t/h"));
+}
