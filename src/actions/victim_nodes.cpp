@@ -149,7 +149,7 @@ VictimSearch::~VictimSearch() = default;
 std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, const SessionTask& task, int node,
                                                          bool keepChunks) {
   const SessionNode& n = ssn_.nodes()[node];
-  if (onNode_[node].empty()) return std::nullopt;
+  if (onNode_[node].empty()) return std::nullopt;  // (unsorted: only its size is read)
   const api::Resources& req = task.nodeRequest();
   const api::Resources& alloc = n.info->allocatable;
   const api::Resources& foreign = n.info->foreignUsed;
@@ -201,7 +201,8 @@ std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, 
   Chosen out;
   std::vector<VictimFreed>& freed = freed_;
   freed.clear();
-  if (keepChunks) out.chunks.reserve(onNode_[node].size());
+  const std::vector<Victim>& victims = victimsOn(node);
+  if (keepChunks) out.chunks.reserve(victims.size());
   // Pods of each victim job chosen so far: a job goes surplus pod by surplus pod while above its
   // minMember, then the rest of it whole (after which it is done).
   std::vector<std::pair<int, int>>& takenPods = takenPods_;  // (job, pods)
@@ -209,7 +210,7 @@ std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, 
   takenPods.clear();
   whole.clear();
   taken_.clear();
-  for (const Victim& v : onNode_[node]) {
+  for (const Victim& v : victims) {
     if (lack.met()) break;
     if (!eligibleCached(job, v) || podExcluded(v)) continue;
     if (std::find(whole.begin(), whole.end(), v.job) != whole.end()) continue;

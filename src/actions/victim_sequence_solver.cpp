@@ -64,7 +64,10 @@ const std::vector<VictimSearch::Victim>& VictimSearch::sequenceHead() {
     }
     if (at < list.size()) heads.push({node, at});
   };
-  for (size_t n = 0; n < onNode_.size(); ++n) next(static_cast<int>(n), 0);
+  for (size_t n = 0; n < onNode_.size(); ++n) {
+    victimsOn(static_cast<int>(n));  // sorted before its head is compared
+    next(static_cast<int>(n), 0);
+  }
   // Room for the claimant's own running pods, which are skipped, and for a gang's pods.
   const size_t want = 2 * kSequencePods;
   while (!heads.empty() && sequenceHead_.size() < want) {

@@ -41,18 +41,25 @@ void VictimSearch::indexNodes() {
       if (q >= 0 && (queueNodes_[q].empty() || queueNodes_[q].back() != static_cast<int>(n)))
         queueNodes_[q].push_back(static_cast<int>(n));
     }
+  sortedOn_.assign(onNode_.size(), 0);  // each node's list is sorted when first searched (victimsOn)
+}
+
+const std::vector<VictimSearch::Victim>& VictimSearch::victimsOn(int node) {
+  std::vector<Victim>& list = onNode_[static_cast<size_t>(node)];
+  if (sortedOn_[static_cast<size_t>(node)]) return list;
+  sortedOn_[static_cast<size_t>(node)] = 1;
   if (mode_ != VictimMode::Preempt) {
-    for (auto& list : onNode_) sortInVictimOrder(list);
-    return;
+    sortInVictimOrder(list);
+    return list;
   }
   // Preempt takes victims in the claimant's own queue only: each node's pods are grouped by queue,
   // in victim order inside each: no two queues' pods are compared (an order across queues costs
   // the proportion plugin a build of their victim sequences, and preempt never needs it).
-  for (auto& list : onNode_)
-    std::stable_sort(list.begin(), list.end(), [&](const Victim& a, const Victim& b) {
-      const int qa = ssn_.jobs()[a.job].queue, qb = ssn_.jobs()[b.job].queue;
-      return qa != qb ? qa < qb : victimBefore(a, b);
-    });
+  std::stable_sort(list.begin(), list.end(), [&](const Victim& a, const Victim& b) {
+    const int qa = ssn_.jobs()[a.job].queue, qb = ssn_.jobs()[b.job].queue;
+    return qa != qb ? qa < qb : victimBefore(a, b);
+  });
+  return list;
 }
 
 bool VictimSearch::onSessionNodes(const SessionJob& job) const {
@@ -99,36 +106,6 @@ int runningIn(const SessionJob& j, const api::SubGroup* s, const std::vector<Vic
     n += gone ? 0 : 1;
   }
   return n;
-}
-
-/// The claimant's pending pods in the order the search places them: the pods each subgroup's
-/// minimum still needs first (task order), then the rest, so that the gang's minimum is made of
-/// every subgroup's (issue 15, item 6). Without subgroups: task order.
-std::vector<int> claimantOrder(const Session& ssn, const SessionJob& job) {
-  std::vector<int> pending = pendingTasks(ssn, job);
-  if (!job.info->podGroup || job.info->podGroup->subGroups.empty() || pending.size() < 2) return pending;
-  const auto& subs = job.info->podGroup->subGroups;
-  std::vector<int> need(subs.size());
-  for (size_t i = 0; i < subs.size(); ++i) {
-    int ready = 0;
-    for (const SessionTask& t : job.tasks)
-      ready += framework::isReadyState(t.state) && t.info->subGroup == subs[i].name;
-    need[i] = std::max(0, subs[i].minMember - ready);
-  }
-  std::vector<int> first, rest;
-  for (int ti : pending) {
-    const SessionTask& t = job.tasks[ti];
-    size_t i = 0;
-    while (i < subs.size() && subs[i].name != t.info->subGroup) ++i;
-    if (i < subs.size() && need[i] > 0) {
-      --need[i];
-      first.push_back(ti);
-    } else {
-      rest.push_back(ti);
-    }
-  }
-  first.insert(first.end(), rest.begin(), rest.end());
-  return first;
 }
 
 }  // namespace
@@ -601,7 +578,7 @@ bool VictimSearch::mayHold(const SessionJob& job, const framework::NodeDomain& d
   indexNodes();
   api::Resources want;
   int needed = std::max(1, turnMissing(job));
-  for (int ti : claimantOrder(ssn_, job)) {
+  for (int ti : pendingTasks(ssn_, job)) {
     if (needed-- <= 0) break;
     const SessionTask& t = job.tasks[ti];
     want += t.nodeRequest();
@@ -679,7 +656,7 @@ bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, s
                          bool victimsFirst) {
   evictedNow_.clear();
   orderChanged_ = false;
-  const std::vector<int> pending = claimantOrder(ssn_, job);
+  const std::vector<int> pending = pendingTasks(ssn_, job);
   // A job that needs one more pod, which fits as things are, needs no victim: asked before any
   // operation, so that no statement is opened and discarded for it.
   const size_t needed = static_cast<size_t>(turnMissing(job));

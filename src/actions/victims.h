@@ -281,7 +281,11 @@ class VictimSearch {
   VictimMode mode_;
   int maxVictims_;
   bool indexed_ = false;
-  std::vector<std::vector<Victim>> onNode_;  ///< running tasks per node, in victim order
+  std::vector<std::vector<Victim>> onNode_;  ///< running tasks per node, in victim order once sortedOn_
+  std::vector<uint8_t> sortedOn_;            ///< per node: whether onNode_ is sorted (victimsOn)
+  /// The node's running tasks in victim order (preempt: grouped by queue), sorted on first use:
+  /// most nodes are never searched by an action, and sorting them all cost it more than its search.
+  const std::vector<Victim>& victimsOn(int node);
   std::vector<int8_t> verdict_;              ///< per victim job during one scan: -1 unknown, 0/1
   std::vector<int> touched_;                 ///< verdict_ entries to reset after the scan
   /// Per claimant shape: nodes by victim order of their sets (better()), best score, lowest index.
