@@ -57,8 +57,13 @@ void forEachPendingJob(Session& ssn, const std::function<bool(const SessionJob&)
 void forEachJobTurn(Session& ssn, const std::function<bool(const SessionJob&)>& filter, bool reportInvalid,
                     const std::function<bool(SessionJob&)>& fn) {
   std::vector<QueueJobs> perQueue(ssn.queues().size());
-  for (int ji : ssn.jobsInOrder()) {  // each queue's jobs come out in job order
-    SessionJob& job = ssn.jobs()[static_cast<size_t>(ji)];
+  const std::vector<int>& inOrder = ssn.jobsInOrder();
+  for (size_t i = 0; i < inOrder.size(); ++i) {  // each queue's jobs come out in job order
+    // Jobs in job order are far apart in memory (and their cache entries further): asked for
+    // ahead, as Session::buildState does.
+    if (i + 8 < inOrder.size()) __builtin_prefetch(&ssn.jobs()[static_cast<size_t>(inOrder[i + 8])]);
+    if (i + 4 < inOrder.size()) __builtin_prefetch(ssn.jobs()[static_cast<size_t>(inOrder[i + 4])].info);
+    SessionJob& job = ssn.jobs()[static_cast<size_t>(inOrder[i])];
     if (job.pendingCount == 0 || !filter(job)) continue;
     if (auto valid = ssn.jobValid(job); !valid.ok()) {
       if (reportInvalid) ssn.setUnschedulable(job, valid.error().message);
