@@ -4,6 +4,7 @@
 // pod is moved to make room for a moved pod, or where the claimant goes to a node other than the
 // one its first victims free.
 #include <algorithm>
+#include <array>
 #include <functional>
 #include <queue>
 
@@ -46,8 +47,9 @@ const std::vector<VictimSearch::Victim>& VictimSearch::sequenceHead() {
   sequenceAt_ = commits_;
   sequenceHead_.clear();
   indexNodes();
-  // Each node's running pods are in victim order (indexNodes): a merge of their heads gives the
-  // cluster's first pods for O(nodes + pods taken) comparisons, not a sort of every running pod.
+  // Each node's running pods are in victim order (victimsOn): a merge of their heads gives the
+  // cluster's first pods for O((nodes + pods taken) log nodes) comparisons, not a sort of every
+  // running pod.
   struct Head {
     int node;
     size_t at;

@@ -23,10 +23,6 @@ using tessera::framework::Session;
 using tessera::framework::SessionResult;
 using tessera::testing::TestCluster;
 
-std::string recreated(const std::string& name, const std::string& node, int gpus = 1) {
-  return pod(name, "q", gpus, node);
-}
-
 TEST_CASE("consolidate: moves a pod when it can be re-placed, and only then", "[actions][consolidate]") {
   // n1 (4 GPUs) runs one 1-GPU pod, n2 (2 GPUs) has 1 GPU free. A 4-GPU preemptible pod fits only
   // on n1 if its pod moves to n2: one eviction, the claimant pipelined on n1, nothing bound.
