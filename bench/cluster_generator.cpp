@@ -80,16 +80,17 @@ Json pod(const std::string& ns, const std::string& name, const std::string& queu
   return {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", meta}, {"spec", spec}, {"status", status}};
 }
 
+Json priorityClass(const std::string& name, int value) {
+  return {{"apiVersion", "scheduling.k8s.io/v1"}, {"kind", "PriorityClass"}, {"metadata", {{"name", name}}}, {"value", value}};
+}
+
 const char* const kClasses[] = {"train", "build", "inference"};
 
 /// PriorityClasses and the queue tree of generateCluster; returns the leaf queues.
 std::vector<std::string> addDefinitions(const ClusterSpec& spec, const ObjectSink& add) {
   const int values[] = {50, 100, 125};
   for (int i = 0; i < 3; ++i)
-    add(api::Kind::PriorityClass, {{"apiVersion", "scheduling.k8s.io/v1"},
-                                   {"kind", "PriorityClass"},
-                                   {"metadata", {{"name", kClasses[i]}}},
-                                   {"value", values[i]}});
+    add(api::Kind::PriorityClass, priorityClass(kClasses[i], values[i]));
   // Queues: departments with teams; quotas split the cluster's GPUs evenly.
   const int64_t totalGpus = int64_t(spec.nodes) * spec.gpusPerNode;
   std::vector<std::string> leaves;
@@ -238,10 +239,7 @@ GeneratedCluster generateCluster(const ClusterSpec& spec, const ObjectSink& sink
 GeneratedCluster generateReclaimCluster(int nodes) {
   GeneratedCluster out;
   auto add = [&](api::Kind k, Json j) { out.objects.push_back({k, std::move(j)}); };
-  add(api::Kind::PriorityClass, {{"apiVersion", "scheduling.k8s.io/v1"},
-                                 {"kind", "PriorityClass"},
-                                 {"metadata", {{"name", "train"}}},
-                                 {"value", 50}});
+  add(api::Kind::PriorityClass, priorityClass("train", 50));
   const int pending = std::max(1, nodes / 10);
   // The starved queue deserves what its pending pods ask for; the busy one deserves nothing and
   // holds every GPU through its over-quota share.
@@ -269,10 +267,7 @@ GeneratedCluster generateReclaimCluster(int nodes) {
 GeneratedCluster generateConsolidateCluster(int nodes, int busy, int claimGpus) {
   GeneratedCluster out;
   auto add = [&](api::Kind k, Json j) { out.objects.push_back({k, std::move(j)}); };
-  add(api::Kind::PriorityClass, {{"apiVersion", "scheduling.k8s.io/v1"},
-                                 {"kind", "PriorityClass"},
-                                 {"metadata", {{"name", "train"}}},
-                                 {"value", 50}});
+  add(api::Kind::PriorityClass, priorityClass("train", 50));
   // One queue that deserves everything: no reclaim, no preemption (one priority); only moving
   // pods makes room.
   add(api::Kind::Queue, queue("team", "", int64_t(nodes) * 8));
