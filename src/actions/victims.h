@@ -7,7 +7,9 @@
 // surplus pods one at a time), and pipeline the pod onto the released resources. Everything happens
 // inside one Statement: committed only when the claimant's gang is satisfied, discarded otherwise.
 // Searching node by node keeps the victim set small: a global victim order would evict pods on
-// many nodes before any single node had room.
+// many nodes before any single node had room. Consolidation first searches by the victim sequence,
+// as KAI does (victim_sequence_solver.cpp): its moved pods must find room again, and node by node
+// misses sets where a pod moves for a moved pod.
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -284,7 +286,7 @@ class VictimSearch {
   std::vector<std::vector<Victim>> onNode_;  ///< running tasks per node, in victim order once sortedOn_
   std::vector<uint8_t> sortedOn_;            ///< per node: whether onNode_ is sorted (victimsOn)
   /// The node's running tasks in victim order (preempt: grouped by queue), sorted on first use:
-  /// most nodes are never searched by an action, and sorting them all cost it more than its search.
+  /// a node the action never searches is never sorted.
   const std::vector<Victim>& victimsOn(int node);
   std::vector<int8_t> verdict_;              ///< per victim job during one scan: -1 unknown, 0/1
   std::vector<int> touched_;                 ///< verdict_ entries to reset after the scan
