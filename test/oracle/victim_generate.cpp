@@ -6,20 +6,18 @@
 #include <map>
 #include <sstream>
 
+#include "support/splitmix.h"
+
 namespace tessera::oracle {
 namespace {
 
-/// splitmix64: the same numbers on every platform and standard library.
+/// The shared splitmix64 (test/support/splitmix.h), seeded the oracle's own way: its seeds are
+/// named in notes and scenario files.
 class Rng {
  public:
-  explicit Rng(uint64_t seed) : s_(seed * 0x9E3779B97F4A7C15ull + 0x1234567ull) {}
-  uint64_t next() {
-    uint64_t z = (s_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  int below(int n) { return int(next() % uint64_t(n)); }
+  explicit Rng(uint64_t seed) : g_{seed * 0x9E3779B97F4A7C15ull + 0x1234567ull} {}
+  uint64_t next() { return g_.next(); }
+  int below(int n) { return int(g_.below(n)); }
   bool chance(int percent) { return below(100) < percent; }
   template <class T>
   const T& pick(const std::vector<T>& v) {
@@ -27,7 +25,7 @@ class Rng {
   }
 
  private:
-  uint64_t s_;
+  testing::SplitMix64 g_;
 };
 
 /// What is left on each node while the generator fills it.

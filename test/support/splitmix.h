@@ -1,7 +1,7 @@
 #pragma once
 // splitmix64 for the property tests: the same numbers on every platform and standard library, so a
-// failing seed reproduces anywhere. (The victim oracle keeps its own, seeded differently: its seeds
-// are named in notes and scenario files.)
+// failing seed reproduces anywhere. (The victim oracle seeds it its own way: its seeds are named in
+// notes and scenario files.)
 #include <cstdint>
 
 namespace tessera::testing {
