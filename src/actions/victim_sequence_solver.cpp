@@ -81,8 +81,7 @@ const std::vector<VictimSearch::Victim>& VictimSearch::sequenceHead() {
   return sequenceHead_;
 }
 
-bool VictimSearch::mayPlaceWith(const SessionJob& job, const framework::NodeDomain* domain,
-                                const std::vector<Victim>& set) {
+bool VictimSearch::mayPlaceWith(const framework::NodeDomain* domain, const std::vector<Victim>& set) {
   // A claimant pod that did not fit anywhere as things stand can only fit on a node the set
   // touches: one of the turn's pods must fit in what is free there plus what the set frees.
   std::vector<std::pair<int, std::array<int64_t, 3>>> rooms;  // node, room
@@ -102,10 +101,8 @@ bool VictimSearch::mayPlaceWith(const SessionJob& job, const framework::NodeDoma
     const auto freed = podRoom(t);
     for (int i = 0; i < 3; ++i) it->second[static_cast<size_t>(i)] += freed[static_cast<size_t>(i)];
   }
-  int needed = std::max(1, turnMissing(job));
-  for (int ti : ssn_.pendingTaskOrder(job)) {
-    if (needed-- <= 0) break;
-    const auto want = podRoom(job.tasks[static_cast<size_t>(ti)]);
+  for (const SessionTask* t : turn_) {
+    const auto want = podRoom(*t);
     for (const auto& [node, room] : rooms)
       if (want[0] <= room[0] && want[1] <= room[1] && want[2] <= room[2]) return true;
   }
@@ -129,10 +126,7 @@ bool VictimSearch::placesWith(SessionJob& job, const framework::NodeDomain* doma
   }
   std::sort(touched.begin(), touched.end());
   // What is placed: the pods of the claimant's turn, then the moved pods largest first.
-  std::vector<SessionTask*> claimant;
-  for (int ti : ssn_.pendingTaskOrder(job))
-    if (claimant.size() < static_cast<size_t>(std::max(1, turnMissing(job))))
-      claimant.push_back(&job.tasks[static_cast<size_t>(ti)]);
+  const std::vector<SessionTask*>& claimant = turn_;
   std::vector<Victim> moved = set;
   std::stable_sort(moved.begin(), moved.end(), [&](const Victim& a, const Victim& b) {
     const SessionTask &ta = ssn_.task(a.job, a.task), &tb = ssn_.task(b.job, b.task);
@@ -211,10 +205,13 @@ VictimSearch::SequenceResult VictimSearch::solveBySequence(SessionJob& job, cons
   // Moved pods stay in their queues: the turn must fit under its queue's limits as things stand.
   // (Checked once for the whole turn: with pods of its own queue evicted, a pod-by-pod check in
   // placesWith would count room they only leave for a moment.)
+  turn_.clear();
   api::Resources turn;
-  int needed = std::max(1, turnMissing(job));
-  for (int ti : ssn_.pendingTaskOrder(job))
-    if (needed-- > 0) turn += job.tasks[static_cast<size_t>(ti)].request();
+  for (int ti : ssn_.pendingTaskOrder(job)) {
+    if (turn_.size() >= static_cast<size_t>(std::max(1, turnMissing(job)))) break;
+    turn_.push_back(&job.tasks[static_cast<size_t>(ti)]);
+    turn += turn_.back()->request();
+  }
   if (auto room = ssn_.capacityCheck(job, turn); !room.ok()) {
     reason = room.error().message;
     return SequenceResult::Blocked;
@@ -248,7 +245,7 @@ VictimSearch::SequenceResult VictimSearch::solveBySequence(SessionJob& job, cons
     if (taken.size() + chunk.size() > static_cast<size_t>(kSequencePods) || solveSteps_ > kSolveSteps) break;
     chunks.push_back(chunk);
     taken.insert(taken.end(), chunk.begin(), chunk.end());
-    if (!mayPlaceWith(job, domain, taken) || !placesWith(job, domain, taken, /*commit=*/false)) continue;
+    if (!mayPlaceWith(domain, taken) || !placesWith(job, domain, taken, /*commit=*/false)) continue;
     // The first prefix that fits ends in the earliest possible last chunk; walking back from the
     // chunk before it, each chunk the set can do without is dropped: the first minimal set.
     std::vector<bool> keep(chunks.size(), true);

@@ -114,8 +114,7 @@ class VictimSearch {
                   bool commit);
   /// Whether some pod of the claimant's turn could fit on a node `set` touches (inside `domain`)
   /// with everything there gone: a necessary condition, cheap next to placesWith().
-  bool mayPlaceWith(const framework::SessionJob& job, const framework::NodeDomain* domain,
-                    const std::vector<Victim>& set);
+  bool mayPlaceWith(const framework::NodeDomain* domain, const std::vector<Victim>& set);
   /// The first running pods in victim order, cluster-wide (a merge of onNode_).
   const std::vector<Victim>& sequenceHead();
   std::vector<Victim> sequenceHead_;
@@ -129,6 +128,9 @@ class VictimSearch {
   /// set touches and the best-ranked one.
   static constexpr int kPackEveryNode = 64;
   int solveSteps_ = 0;
+  /// The claimant's pods of this turn, in the order they are placed (set by solveBySequence for
+  /// its trials: a trial is undone before the next, so they stay pending throughout).
+  std::vector<framework::SessionTask*> turn_;
   /// run() for a claimant constrained to topology domains (see NodeDomain::rank).
   bool runInDomains(framework::SessionJob& job, const std::vector<framework::NodeDomain>& domains, std::string& reason);
   /// Whether victim set `a` comes before `b`: its latest victim is earlier in victim order, and
