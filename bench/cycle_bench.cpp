@@ -69,6 +69,7 @@ struct Options {
   std::string actions;   ///< "": the shape's default ("allocate" for default, else "all")
   bool commit = false;   ///< commit decisions between cycles as steady does (any shape)
   bool check = false;    ///< verify that the shape placed what it should (ctest)
+  bool reasons = false;  ///< print how many pending jobs gave each reason in the last cycle
   bool quiet = false;    ///< only the JSON line (suite)
   int shapeTimeoutS = 600;  ///< suite: a shape still running after this is killed and reported
   /// "keep": malloc as the daemon sets it (api::tuneMalloc); "default": glibc's own.
@@ -338,6 +339,15 @@ int runShape(const Options& o) {
       }
     }
     outcomes.push_back(out);
+    if (o.reasons && c + 1 == o.cycles) {  // what holds the pending jobs back, most common first
+      std::map<std::string, int> count;
+      for (const auto& j : r.jobs) ++count[r.message(j)];
+      std::vector<std::pair<int, std::string>> byCount;
+      for (auto& [m, n] : count) byCount.push_back({n, m});
+      std::sort(byCount.rbegin(), byCount.rend());
+      for (size_t i = 0; i < byCount.size() && i < 12; ++i)
+        std::printf("reason %6d: %s\n", byCount[i].first, byCount[i].second.substr(0, 220).c_str());
+    }
     if (ui) {  // after the timed cycle, as the daemon's loop does
       const auto p0 = SteadyClock::now();
       framework::CycleStats stats;
@@ -432,6 +442,7 @@ bool parseOptions(int argc, char** argv, Options& o, bool suite) {
     else if (!suite && flag(i, argc, argv, "--actions", v)) o.actions = v;
     else if (!suite && flag(i, argc, argv, "--shape", v)) o.shape = v;
     else if (std::strcmp(argv[i], "--check") == 0) o.check = true;
+    else if (std::strcmp(argv[i], "--reasons") == 0) o.reasons = true;
     else if (std::strcmp(argv[i], "--commit") == 0) o.commit = true;
     else if (suite && flag(i, argc, argv, "--shape-timeout", v)) o.shapeTimeoutS = std::max(1, std::stoi(v));
     else if (flag(i, argc, argv, "--malloc", v) && (v == "keep" || v == "default")) o.malloc = v;

@@ -32,6 +32,7 @@ class Allocate final : public framework::Action {
     // use: most jobs never get there).
     std::vector<int32_t> slot(ssn.jobs().size(), -1);
     std::vector<AboveMinimum> above;
+    ShapeFailures failures;  // gang minimums (first turns) that found no placement, by signature
     forEachJobTurn(
         ssn, [](const SessionJob&) { return true; }, /*reportInvalid=*/true, [&](SessionJob& job) {
           int32_t& k = slot[static_cast<size_t>(job.index)];
@@ -40,7 +41,7 @@ class Allocate final : public framework::Action {
             above.emplace_back();
           }
           AboveMinimum none;
-          return turn(ssn, job, k < 0 ? none : above[static_cast<size_t>(k)]);
+          return turn(ssn, job, k < 0 ? none : above[static_cast<size_t>(k)], failures);
         });
   }
 
@@ -73,15 +74,26 @@ class Allocate final : public framework::Action {
   };
 
   /// One turn of the job; returns whether it asks for another.
-  static bool turn(Session& ssn, SessionJob& job, AboveMinimum& above) {
+  static bool turn(Session& ssn, SessionJob& job, AboveMinimum& above, ShapeFailures& failures) {
     if (cannotFitAnywhere(ssn, job)) return false;
     const bool wasReady = ssn.jobReady(job);
+    // A gang minimum like one that found no placement, with no node changed since, finds none
+    // either: it fails the same way without a search.
+    int sig = -1;
+    if (!wasReady) {
+      sig = ssn.jobSignature(job, std::max(1, job.minMember() - job.readyCount));
+      if (const ShapeFailures::Failure* f = failures.find(ssn, sig)) {
+        failJob(ssn, job, job.readyCount + f->progress, f->reason);
+        return false;
+      }
+    }
     Statement stmt(ssn);
     std::string reason;
     int ready = job.readyCount, failed = 0;
     const bool placed =
         placeInDomains(ssn, stmt, job, /*allowPipeline=*/true, Turn::Next, &above.failed, reason, ready, failed);
     if (!placed && !wasReady) {
+      failures.record(ssn, sig, ready - job.readyCount, reason);
       failJob(ssn, job, ready, reason);
       return false;
     }

@@ -1,5 +1,8 @@
 // backfill: after the other actions, place jobs that fit on idle resources as they are now, without
 // touching what was pipelined or reserved this cycle (kube-batch's backfill). Nothing is pipelined.
+#include <algorithm>
+#include <string>
+
 #include "job_placement.h"
 #include "tessera/actions/factories.h"
 
@@ -10,9 +13,12 @@ class Backfill final : public framework::Action {
  public:
   const std::string& name() const override { return name_; }
   void execute(framework::Session& ssn) override {
+    ShapeFailures failures;  // jobs that did not fit, by signature: a job like one, nothing changed since, neither
     forEachPendingJob(
         ssn, [&](const framework::SessionJob& j) { return !ssn.jobReady(j); }, /*reportInvalid=*/false,
         [&](framework::SessionJob& job) {
+          const int sig = ssn.jobSignature(job, std::max(1, job.minMember() - job.readyCount));
+          if (failures.find(ssn, sig)) return;
           framework::Statement stmt(ssn);
           std::string reason;
           int ready = 0, failed = 0;
@@ -30,6 +36,7 @@ class Backfill final : public framework::Action {
             reason.clear();
             placed = place();
           }
+          if (!placed) failures.record(ssn, sig);
           if (placed) {
             stmt.commit();
             ssn.setUnschedulable(job, failed > 0 ? pods(failed) + " above minMember unschedulable: " + reason : "");

@@ -263,6 +263,18 @@ bool placeInDomains(Session& ssn, Statement& stmt, SessionJob& job, bool allowPi
   return false;
 }
 
+const ShapeFailures::Failure* ShapeFailures::find(const Session& ssn, int signature) const {
+  if (signature < 0 || static_cast<size_t>(signature) >= bySignature_.size()) return nullptr;
+  const Failure& f = bySignature_[static_cast<size_t>(signature)];
+  return f.known && f.at == ssn.nodeChanges().size() ? &f : nullptr;
+}
+
+void ShapeFailures::record(const Session& ssn, int signature, int progress, std::string reason) {
+  if (signature < 0) return;
+  if (static_cast<size_t>(signature) >= bySignature_.size()) bySignature_.resize(static_cast<size_t>(signature) + 1);
+  bySignature_[static_cast<size_t>(signature)] = Failure{true, ssn.nodeChanges().size(), progress, std::move(reason)};
+}
+
 void failJob(Session& ssn, SessionJob& job, int ready, const std::string& reason) {
   std::string& msg = ssn.scratch();
   if (job.info->isSingleton() && job.minMember() <= 1) {

@@ -68,6 +68,27 @@ bool placeInDomains(framework::Session& ssn, framework::Statement& stmt, framewo
                     bool allowPipeline, Turn turn, const std::vector<int>* skip, std::string& reason, int& ready,
                     int& failed);
 
+/// Jobs that found no placement in one action, by signature, with the session's node change count
+/// at that moment: a job like one that failed, with nothing changed on any node since, fails the
+/// same way and is not searched again (KAI's scheduling signatures). What the failure said is kept
+/// with it, so the reason a skipped job gets is the searched one's.
+class ShapeFailures {
+ public:
+  struct Failure {
+    bool known = false;
+    size_t at = 0;         ///< Session::nodeChanges().size() when it failed
+    int progress = 0;      ///< pods the failed search had placed before giving up (gang messages)
+    std::string reason;
+  };
+  /// The failure of a job like `job`, or null when none is known as things stand.
+  /// (signature: Session::jobSignature; -1 is never known.)
+  const Failure* find(const framework::Session& ssn, int signature) const;
+  void record(const framework::Session& ssn, int signature, int progress = 0, std::string reason = {});
+
+ private:
+  std::vector<Failure> bySignature_;
+};
+
 /// Records the job's reason: "gang 3/4: 1 pod unschedulable: <reason>" or "pod unschedulable: ...".
 void failJob(framework::Session& ssn, framework::SessionJob& job, int ready, const std::string& reason);
 

@@ -387,6 +387,39 @@ int VictimSearch::turnMissing(const SessionJob& job) const {
   return turnTarget_ > 0 ? std::max(0, turnTarget_ - job.readyCount) : std::max(0, job.minMember() - job.readyCount);
 }
 
+api::Resources VictimSearch::turnNeeds(const SessionJob& job) const {
+  auto needs = [](const SessionTask& t) {
+    api::Resources r = t.nodeRequest();
+    if (t.sharesGpu()) r.milliGpu += t.request().milliGpu;  // a share of a GPU, as whole GPUs count
+    return r;
+  };
+  // When the turn takes every pending pod, or they all ask alike (gangs mostly do), no order is
+  // needed: a sum does.
+  const int wanted = std::max(1, turnMissing(job));
+  api::Resources all, first;
+  bool alike = true;
+  int pending = 0;
+  for (const SessionTask& t : job.tasks) {
+    if (t.state != TaskState::Pending) continue;
+    api::Resources r = needs(t);
+    if (pending++ == 0) first = r;
+    else if (alike && !(r == first)) alike = false;
+    all += r;
+  }
+  if (wanted >= pending) return all;
+  api::Resources out;
+  if (alike) {
+    for (int i = 0; i < wanted; ++i) out += first;
+    return out;
+  }
+  int left = wanted;
+  for (int ti : pendingTasks(ssn_, job)) {
+    if (left-- <= 0) break;
+    out += needs(job.tasks[static_cast<size_t>(ti)]);
+  }
+  return out;
+}
+
 bool VictimSearch::run(SessionJob& job, std::string& reason) {
   // The search says why in its own words: findPlacement's failure reasons are not built.
   framework::QuietPlacement quiet(ssn_);
@@ -423,15 +456,7 @@ bool VictimSearch::run(SessionJob& job, std::string& reason) {
       freeKnown_ = true;
     }
     // What the gang's minimum needs (pods above it are not consolidated for).
-    api::Resources want;
-    int wanted = std::max(1, turnMissing(job));
-    for (int ti : pendingTasks(ssn_, job)) {
-      if (wanted-- <= 0) break;
-      const SessionTask& t = job.tasks[ti];
-      want += t.nodeRequest();
-      if (t.sharesGpu()) want.milliGpu += t.request().milliGpu;
-    }
-    if (!want.fitsIn(free_)) {
+    if (!turnNeeds(job).fitsIn(free_)) {
       reason = "the cluster's free resources cannot hold the job, wherever its pods run";
       return false;
     }
@@ -439,9 +464,8 @@ bool VictimSearch::run(SessionJob& job, std::string& reason) {
   indexNodes();
   // KAI's scheduling signatures: a job just like one that failed, with nothing changed on any node
   // since, fails the same way; it is not searched again.
-  const std::string sig = signature(job);
-  auto failed = failedAt_.find(sig);
-  if (failed != failedAt_.end() && failed->second == ssn_.nodeChanges().size()) {
+  const int sig = ssn_.jobSignature(job, turnMissing(job));
+  if (failed_.find(ssn_, sig)) {
     reason = "no eligible victims would make room (as for a job of the same shape)";
     return false;
   }
@@ -455,36 +479,8 @@ bool VictimSearch::run(SessionJob& job, std::string& reason) {
     reason = std::move(domains->reason);  // the plugin's word, when it has one, goes before a domain's
     ok = runInDomains(job, domains->domains, reason);
   }
-  if (!ok && !sig.empty()) failedAt_[sig] = ssn_.nodeChanges().size();
+  if (!ok) failed_.record(ssn_, sig);
   return ok;
-}
-
-std::string VictimSearch::signature(const SessionJob& job) const {
-  // Pending pods' placement classes (in task order), the job's queue, priority, preemptibility and
-  // how many pods it still needs, and its topology constraint. A constrained job with pods placed
-  // (its domains depend on where they are) or with constrained subgroups is not compared. Numbers
-  // go in as raw bytes (a key compared for equality only, within one session).
-  std::string sig;
-  sig.reserve(sizeof(int64_t) * (5 + static_cast<size_t>(job.pendingCount)) + 64);  // one allocation
-  auto put = [&sig](int64_t v) { sig.append(reinterpret_cast<const char*>(&v), sizeof v); };
-  if (const api::PodGroup* pg = job.info->podGroup.get()) {
-    const api::TopologyConstraint& tc = pg->topologyConstraint;
-    if (!tc.empty()) {
-      if (job.readyCount > 0 || job.pendingCount < static_cast<int32_t>(job.tasks.size())) return "";
-      for (const std::string* part : {&tc.topology, &tc.requiredTopologyLevel, &tc.preferredTopologyLevel}) {
-        put(static_cast<int64_t>(part->size()));
-        sig += *part;
-      }
-    }
-    for (const api::SubGroup& sg : pg->subGroups)
-      if (!sg.topologyConstraint.empty()) return "";
-  }
-  put(job.queue);
-  put(job.priority);
-  put(job.preemptible ? 1 : 0);
-  put(turnMissing(job));
-  for (int ti : pendingTasks(ssn_, job)) put(ssn_.placementClass(job.tasks[ti]));
-  return sig;
 }
 
 void VictimSearch::evict(Statement& stmt, SessionTask& task, const std::string& why) {
@@ -576,14 +572,7 @@ bool VictimSearch::mayHold(const SessionJob& job, const framework::NodeDomain& d
   // An upper bound, cheap next to a search: what is free or releasing in the domain plus all that
   // its eligible victims hold must cover the pods the gang still needs.
   indexNodes();
-  api::Resources want;
-  int needed = std::max(1, turnMissing(job));
-  for (int ti : pendingTasks(ssn_, job)) {
-    if (needed-- <= 0) break;
-    const SessionTask& t = job.tasks[ti];
-    want += t.nodeRequest();
-    if (t.sharesGpu()) want.milliGpu += t.request().milliGpu;
-  }
+  const api::Resources want = turnNeeds(job);
   // Per node, for claimants of this queue, priority and preemptibility, while the node is unchanged
   // and (reclaim) nothing was committed: a commit changes queue shares, and with them who may be a
   // reclaim victim; who may be preempted or moved does not depend on shares.

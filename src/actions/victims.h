@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "job_placement.h"
 #include "tessera/framework/node_ranking.h"
 #include "tessera/framework/session.h"
 #include "tessera/framework/statement.h"
@@ -296,9 +297,10 @@ class VictimSearch {
   using Ranking = framework::NodeRanking<Candidate, Better>;
   std::map<std::string, Ranking> rankings_;
   bool orderChanged_ = false;  ///< the current claimant took victims: rank nodes afresh (candidates())
-  /// Signatures of jobs that found no solution, with the node change count at that moment.
-  std::map<std::string, size_t> failedAt_;
-  std::string signature(const framework::SessionJob& job) const;
+  /// What the turn's pods (the first turnMissing() pending ones in task order) need on nodes, a
+  /// fractional pod's GPU share counted as GPU.
+  api::Resources turnNeeds(const framework::SessionJob& job) const;
+  ShapeFailures failed_;  ///< jobs that found no solution, by signature (Session::jobSignature)
   std::vector<std::vector<int>> queueNodes_;  ///< per queue: nodes running its pods (ascending)
   api::Resources free_;                       ///< the cluster's future idle, as of freeAt_ changes
   size_t freeAt_ = 0;

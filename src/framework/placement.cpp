@@ -170,6 +170,66 @@ int Session::placementClass(const SessionTask& task) const {
   return classIds_.try_emplace(podPlacementKey(task) + part, static_cast<int>(classIds_.size())).first->second;
 }
 
+int Session::jobSignature(const SessionJob& job, int missing) const {
+  if (signatureCache_.size() != jobs_.size()) signatureCache_.assign(jobs_.size(), SignatureMemo{});
+  SignatureMemo& memo = signatureCache_[static_cast<size_t>(job.index)];
+  if (memo.missing == missing && memo.version == job.version) return memo.id;
+  memo.version = job.version;
+  memo.missing = missing;
+  std::string& sig = signatureScratch_;
+  sig.clear();
+  memo.id = buildSignature(job, missing, sig) ? signatureIds_.try_emplace(sig, static_cast<int>(signatureIds_.size())).first->second : -1;
+  return memo.id;
+}
+
+bool Session::buildSignature(const SessionJob& job, int missing, std::string& sig) const {
+  // Numbers go in as raw bytes (a key compared for equality only).
+  auto put = [&sig](int64_t v) { sig.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  if (const api::PodGroup* pg = job.info->podGroup.get()) {
+    const api::TopologyConstraint& tc = pg->topologyConstraint;
+    if (!tc.empty()) {
+      if (job.readyCount > 0 || job.pendingCount < static_cast<int32_t>(job.tasks.size())) return false;
+      for (const std::string* part : {&tc.topology, &tc.requiredTopologyLevel, &tc.preferredTopologyLevel}) {
+        put(static_cast<int64_t>(part->size()));
+        sig += *part;
+      }
+    }
+    for (const api::SubGroup& sg : pg->subGroups)
+      if (!sg.topologyConstraint.empty()) return false;
+  }
+  put(job.queue);
+  put(job.priority);
+  put(job.preemptible ? 1 : 0);
+  put(missing);
+  // Pods all of one class (the usual gang, every single) go in as the class and how many, with no
+  // need to order them; a -1 tells that form from a sequence of classes in task order (never
+  // negative).
+  int same = -2;
+  int64_t count = 0;
+  if (job.subGroupReady.empty())
+    for (const SessionTask& t : job.tasks)
+      if (t.state == TaskState::Pending) {
+        const int c = placementClass(t);
+        same = same == -2 || same == c ? c : -1;
+        ++count;
+      }
+  if (same >= 0) {
+    put(-1);
+    put(same);
+    put(count);
+    return true;
+  }
+  // Subgroups: each one's missing minimum, and each pod's subgroup with its class (the minimum is
+  // chosen per subgroup).
+  for (size_t g = 0; g < job.subGroupReady.size(); ++g) put(job.subGroups()[g].minMember - job.subGroupReady[g]);
+  for (int ti : pendingTaskOrder(job)) {
+    const SessionTask& t = job.tasks[static_cast<size_t>(ti)];
+    put(placementClass(t));
+    if (!job.subGroupReady.empty()) put(t.subGroup);
+  }
+  return true;
+}
+
 std::optional<Session::RankedNode> Session::rank(const SessionTask& task, const SessionNode& n) const {
   std::string reason;
   if (!predicate(task, n, reason)) return std::nullopt;

@@ -78,6 +78,7 @@ struct SessionStorage {
   std::vector<int> lastJobOrder;
   std::shared_ptr<const cache::Snapshot> lastOrderSnapshot;
   std::vector<Session::ValidMemo> valid;
+  std::vector<Session::SignatureMemo> signatures;
   std::vector<std::vector<int>> taskGpus;
   std::vector<int> levelPos, nodeLevel;
   /// Not the session's: the result's lists, handed back by recycleResult() once read.
@@ -108,6 +109,7 @@ struct SessionStorage {
     f(taskOrders, s.taskOrderCache_);
     f(jobOrder, s.jobOrderCache_);
     f(valid, s.validCache_);
+    f(signatures, s.signatureCache_);
     f(taskGpus, s.taskGpus_);
     f(levelPos, s.gpuLevelPos_);
     f(nodeLevel, s.nodeLevel_);

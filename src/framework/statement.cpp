@@ -40,6 +40,7 @@ void Session::finishUndo(const Operation& op, SessionTask& task, SessionNode& n,
 }
 
 void Session::countReady(SessionJob& j, const SessionTask& task, int delta) {
+  ++j.version;  // every change of a task's state comes through here
   j.readyCount += delta;
   if (task.subGroup >= 0) j.subGroupReady[static_cast<size_t>(task.subGroup)] += delta;
 }

@@ -139,6 +139,9 @@ struct SessionJob {
   /// Why the job (or some of its pods) could not be placed this cycle: an index into the
   /// session's interned messages (Session::reasonOf); -1 when placed or not tried.
   int32_t reason = -1;
+  /// Bumped whenever one of its tasks changes state (Session::countReady): what is kept per job
+  /// about its pending pods (Session::jobSignature) holds while it stays.
+  uint32_t version = 0;
   const std::string& key() const { return info->key; }
   int32_t minMember() const { return minMember_; }
   /// The PodGroup's subgroups (empty for none), indexed like subGroupReady.
@@ -483,6 +486,12 @@ class Session {
   /// placementKey() as a small number: tasks with equal keys have equal classes (session-wide).
   /// Cheap after a task's first call: callers compare and combine classes instead of keys.
   int placementClass(const SessionTask& task) const;
+  /// KAI's scheduling signature of the job's next turn, as a small number: jobs with one signature
+  /// place alike on the same nodes (their pending pods' placement classes, queue, priority,
+  /// preemptibility, `missing` pods the turn still needs, topology constraint). -1 for a job like
+  /// no other: constrained by topology with pods placed (its domains depend on where they are), or
+  /// with constrained subgroups. Kept per job while its tasks stay as they are.
+  int jobSignature(const SessionJob& job, int missing) const;
   /// Whole GPUs free on the best node, counting releasing resources (an upper bound for any task).
   int64_t maxFreeGpus() const;
   /// The reason given when no node has enough GPUs free: "insufficient nvidia.com/gpu (N nodes)".
@@ -656,6 +665,16 @@ class Session {
   mutable std::unordered_map<std::string, int> classIds_;  ///< placement key -> class
   /// The cache's interned keys -> class: equal keys are one pointer there, so no string is hashed.
   mutable std::unordered_map<const std::string*, int> classByKey_;
+  struct SignatureMemo {
+    uint32_t version = 0;
+    int32_t missing = -1;  ///< -1: not computed
+    int32_t id = -1;
+  };
+  mutable std::vector<SignatureMemo> signatureCache_;  ///< per job (jobSignature)
+  mutable std::unordered_map<std::string, int> signatureIds_;
+  mutable std::string signatureScratch_;
+  /// jobSignature's key into `sig`; false for a job like no other.
+  bool buildSignature(const SessionJob& job, int missing, std::string& sig) const;
   const std::string& podPlacementKey(const SessionTask& task) const;
   /// Per job: all its tasks in task order (taskLess: static within a session), built lazily.
   mutable std::vector<std::vector<int>> taskOrderCache_;
