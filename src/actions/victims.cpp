@@ -387,6 +387,25 @@ int VictimSearch::turnMissing(const SessionJob& job) const {
   return turnTarget_ > 0 ? std::max(0, turnTarget_ - job.readyCount) : std::max(0, job.minMember() - job.readyCount);
 }
 
+bool VictimSearch::queueHasVictims(const SessionJob& job) {
+  if (job.queue < 0) return false;
+  // Who may be preempted depends on the claimant's queue, priority and preemptibility (the nodes'
+  // rankings are kept per the same key); evictions only take victims away, so "none" holds for the
+  // rest of the action.
+  auto [it, fresh] = queueHasVictims_.try_emplace(std::make_tuple(job.queue, job.priority, job.preemptible), false);
+  if (!fresh) return it->second;
+  for (int ni : queueNodes_[static_cast<size_t>(job.queue)]) {
+    for (const Victim& v : onNode_[static_cast<size_t>(ni)])
+      if (ssn_.jobs()[static_cast<size_t>(v.job)].queue == job.queue && eligibleCached(job, v)) {
+        it->second = true;
+        break;
+      }
+    if (it->second) break;
+  }
+  resetVerdicts();
+  return it->second;
+}
+
 api::Resources VictimSearch::turnNeeds(const SessionJob& job) const {
   auto needs = [](const SessionTask& t) {
     api::Resources r = t.nodeRequest();
@@ -462,6 +481,10 @@ bool VictimSearch::run(SessionJob& job, std::string& reason) {
     }
   }
   indexNodes();
+  if (mode_ == VictimMode::Preempt && !queueHasVictims(job)) {
+    reason = "no eligible victims would make room";
+    return false;
+  }
   // KAI's scheduling signatures: a job just like one that failed, with nothing changed on any node
   // since, fails the same way; it is not searched again.
   const int sig = ssn_.jobSignature(job, turnMissing(job));

@@ -16,6 +16,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "job_placement.h"
@@ -297,6 +298,10 @@ class VictimSearch {
   using Ranking = framework::NodeRanking<Candidate, Better>;
   std::map<std::string, Ranking> rankings_;
   bool orderChanged_ = false;  ///< the current claimant took victims: rank nodes afresh (candidates())
+  /// Preempt: whether any running pod of the claimant's queue may be taken by it; a claimant with
+  /// none has nothing to search (asked once per queue, priority and preemptibility).
+  bool queueHasVictims(const framework::SessionJob& job);
+  std::map<std::tuple<int, int32_t, bool>, bool> queueHasVictims_;
   /// What the turn's pods (the first turnMissing() pending ones in task order) need on nodes, a
   /// fractional pod's GPU share counted as GPU.
   api::Resources turnNeeds(const framework::SessionJob& job) const;

@@ -232,6 +232,13 @@ void ClusterState::deriveJob(JobInfo& job) const {
   if (!q && first) q = firstOf(first->meta.labels, {api::keys::kQueueLabel, api::keys::kQueueLabelKai});
   if (!q && pg && !pg->queue.empty()) q = &pg->queue;
   job.queue = q ? *q : api::keys::kDefaultQueue;
+  job.pendingPlacementKey = nullptr;
+  bool seen = false;
+  for (const auto& t : job.tasks) {
+    if (t.status != TaskStatus::Pending) continue;
+    if (!seen) job.pendingPlacementKey = t.placementKey.get(), seen = true;
+    else if (job.pendingPlacementKey != t.placementKey.get()) job.pendingPlacementKey = nullptr;
+  }
 }
 
 /// Runs `fn` on a mutable copy of the job, keeping queue totals and derived fields exact.

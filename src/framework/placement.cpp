@@ -147,6 +147,12 @@ std::string Session::placementKey(const SessionTask& task) const {
   return podPlacementKey(task) + pluginKeyPart(placementKey_, task);
 }
 
+int Session::classOfKey(const std::string* shared) const {
+  auto [it, fresh] = classByKey_.try_emplace(shared, 0);
+  if (fresh) it->second = classIds_.try_emplace(*shared, static_cast<int>(classIds_.size())).first->second;
+  return it->second;
+}
+
 int Session::placementClass(const SessionTask& task) const {
   const size_t slot = slotOf(task);
   if (classCache_.size() != tasks_.size()) classCache_.assign(tasks_.size(), -1);
@@ -156,9 +162,7 @@ int Session::placementClass(const SessionTask& task) const {
       return classIds_.try_emplace(key, static_cast<int>(classIds_.size())).first->second;
     };
     if (const std::string* shared = task.info->placementKey.get()) {
-      auto [it, fresh] = classByKey_.try_emplace(shared, 0);
-      if (fresh) it->second = intern(*shared);
-      own = it->second;
+      own = classOfKey(shared);
     } else {
       own = intern(podPlacementKey(task));
     }
@@ -204,6 +208,15 @@ bool Session::buildSignature(const SessionJob& job, int missing, std::string& si
   // Pods all of one class (the usual gang, every single) go in as the class and how many, with no
   // need to order them; a -1 tells that form from a sequence of classes in task order (never
   // negative).
+  // Its pending pods are the snapshot's, which all share one key (no plugin adds to keys): the
+  // class of that key, with no look at each pod.
+  if (job.subGroupReady.empty() && placementKey_.empty() && job.info->pendingPlacementKey &&
+      job.pendingCount == job.info->pendingCount) {
+    put(-1);
+    put(classOfKey(job.info->pendingPlacementKey));
+    put(job.pendingCount);
+    return true;
+  }
   int same = -2;
   int64_t count = 0;
   if (job.subGroupReady.empty())

@@ -280,9 +280,12 @@ const std::string& Session::reasonOf(const SessionJob& job) const {
 }
 
 int Session::findNode(const std::string& name) const {
-  auto it = std::lower_bound(nodes_.begin(), nodes_.end(), name,
-                             [](const SessionNode& n, const std::string& k) { return n.name() < k; });
-  return it != nodes_.end() && it->name() == name ? it->index : -1;
+  if (nodeByName_.empty() && !nodes_.empty()) {  // a hash each, not a binary search of string compares
+    nodeByName_.reserve(nodes_.size());
+    for (const SessionNode& n : nodes_) nodeByName_.emplace(n.name(), n.index);
+  }
+  auto it = nodeByName_.find(name);
+  return it != nodeByName_.end() ? it->second : -1;
 }
 
 int Session::findJob(const std::string& key) const {

@@ -13,9 +13,13 @@ namespace tessera::framework {
 
 void Session::addJobOrderFn(const std::string& p, JobOrderFn fn) { jobOrder_.push_back({p, std::move(fn)}); }
 void Session::addTaskOrderFn(const std::string& p, TaskOrderFn fn) { taskOrder_.push_back({p, std::move(fn)}); }
-void Session::addQueueOrderFn(const std::string& p, QueueOrderFn fn) { queueOrder_.push_back({p, std::move(fn)}); }
+void Session::addQueueOrderFn(const std::string& p, QueueOrderFn fn) {
+  queueOrder_.push_back({p, std::move(fn)});
+  headSameOf_.clear();
+}
 void Session::addQueueHeadSameFn(const std::string& p, QueueHeadSameFn fn) {
   queueHeadSame_.push_back({p, std::move(fn)});
+  headSameOf_.clear();
 }
 void Session::addJobValidFn(const std::string& p, JobValidFn fn) { jobValid_.push_back({p, std::move(fn)}); }
 void Session::addJobReadyFn(const std::string& p, JobReadyFn fn) { jobReady_.push_back({p, std::move(fn)}); }
@@ -115,11 +119,16 @@ bool Session::queueLess(const SessionQueue& l, const SessionQueue& r, const Sess
 }
 
 bool Session::queueHeadSame(const SessionQueue& q, const SessionJob& a, const SessionJob& b) const {
-  for (const auto& order : queueOrder_) {
-    auto same = std::find_if(queueHeadSame_.begin(), queueHeadSame_.end(),
-                             [&](const Named<QueueHeadSameFn>& f) { return f.plugin == order.plugin; });
-    if (same == queueHeadSame_.end() || !same->fn(q, a, b)) return false;
+  if (headSameOf_.size() != queueOrder_.size()) {  // each queue order's own check, matched by plugin once
+    headSameOf_.clear();
+    for (const auto& order : queueOrder_) {
+      auto same = std::find_if(queueHeadSame_.begin(), queueHeadSame_.end(),
+                               [&](const Named<QueueHeadSameFn>& f) { return f.plugin == order.plugin; });
+      headSameOf_.push_back(same == queueHeadSame_.end() ? -1 : static_cast<int>(same - queueHeadSame_.begin()));
+    }
   }
+  for (int same : headSameOf_)
+    if (same < 0 || !queueHeadSame_[static_cast<size_t>(same)].fn(q, a, b)) return false;
   return true;
 }
 

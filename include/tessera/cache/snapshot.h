@@ -81,6 +81,9 @@ struct JobInfo {
   api::Resources releasing;      ///< the part of `allocated` held by terminating pods
   api::Resources pendingRequest; ///< sum over pending tasks
   int32_t pendingCount = 0, allocatedCount = 0, succeededCount = 0, failedCount = 0;
+  /// The placement key (TaskInfo::placementKey) every pending task shares, or null when they do
+  /// not all share one (or none is pending): such a job's pods place alike, without a look at each.
+  const std::string* pendingPlacementKey = nullptr;
 
   bool isSingleton() const { return key.rfind("Pod/", 0) == 0; }
 };

@@ -540,6 +540,8 @@ class Session {
   std::vector<SessionQueue> queues_;
   std::vector<SessionTask> tasks_;  ///< every job's tasks, contiguous; jobs hold spans into it
   std::map<std::string, int> queueIndex_;
+  /// findNode's index by name, built on its first call (victim actions ask it for every running pod).
+  mutable std::unordered_map<std::string_view, int> nodeByName_;
   std::vector<Operation> committed_;
   bool closed_ = false;
   std::optional<QueueUsage> queueUsage_;
@@ -564,6 +566,7 @@ class Session {
   std::vector<Named<TaskOrderFn>> taskOrder_;
   std::vector<Named<QueueOrderFn>> queueOrder_;
   std::vector<Named<QueueHeadSameFn>> queueHeadSame_;
+  mutable std::vector<int> headSameOf_;  ///< per queueOrder_ entry: its plugin's queueHeadSame_, or -1
   std::vector<Named<JobValidFn>> jobValid_;
   std::vector<Named<JobReadyFn>> jobReady_;
   std::vector<Named<PrePredicateFn>> prePredicate_;
@@ -665,6 +668,7 @@ class Session {
   mutable std::unordered_map<std::string, int> classIds_;  ///< placement key -> class
   /// The cache's interned keys -> class: equal keys are one pointer there, so no string is hashed.
   mutable std::unordered_map<const std::string*, int> classByKey_;
+  int classOfKey(const std::string* shared) const;  ///< the class of a cache-interned key
   struct SignatureMemo {
     uint32_t version = 0;
     int32_t missing = -1;  ///< -1: not computed
