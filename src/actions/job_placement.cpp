@@ -87,6 +87,14 @@ void forEachJobTurn(Session& ssn, const std::function<bool(const SessionJob&)>& 
   for (int leaf = order.next(); leaf >= 0; leaf = order.next()) {
     QueueJobs& q = perQueue[static_cast<size_t>(leaf)];
     SessionJob& job = ssn.jobs()[q.jobs[q.next]];
+    // A queue usually serves several turns in a row (a job that fails leaves it where it ranks):
+    // its next jobs, their cache entries and tasks are asked for ahead.
+    if (q.next + 2 < q.jobs.size()) __builtin_prefetch(&ssn.jobs()[q.jobs[q.next + 2]]);
+    if (q.next + 1 < q.jobs.size()) {
+      const SessionJob& after = ssn.jobs()[q.jobs[q.next + 1]];
+      __builtin_prefetch(after.info);
+      __builtin_prefetch(after.tasks.data());
+    }
     // One turn: the job goes back into the order (as the head of its queue) while it asks for
     // another and still has pending pods.
     const size_t turn = q.next;
