@@ -35,7 +35,7 @@ bool VictimSearch::mayHaveVictims(const SessionJob& job, int node) const {
   if (pruning_ && !std::binary_search(pruneNodes_.begin(), pruneNodes_.end(), node)) return false;
   if (mode_ != VictimMode::Preempt) return true;
   if (job.queue < 0) return false;
-  const std::vector<int>& nodes = queueNodes_[job.queue];
+  const std::vector<int>& nodes = queueNodes(job.queue);
   return std::binary_search(nodes.begin(), nodes.end(), node);
 }
 
@@ -149,7 +149,7 @@ VictimSearch::~VictimSearch() = default;
 std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, const SessionTask& task, int node,
                                                          bool keepChunks) {
   const SessionNode& n = ssn_.nodes()[node];
-  if (onNode_[node].empty()) return std::nullopt;  // (unsorted: only its size is read)
+  if (onNode(node).empty()) return std::nullopt;  // (unsorted: only its size is read)
   const api::Resources& req = task.nodeRequest();
   const api::Resources& alloc = n.info->allocatable;
   const api::Resources& foreign = n.info->foreignUsed;
@@ -201,7 +201,7 @@ std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, 
   Chosen out;
   std::vector<VictimFreed>& freed = freed_;
   freed.clear();
-  const std::vector<Victim>& victims = victimsOn(node);
+  const std::span<const Victim> victims = victimsOn(node);
   if (keepChunks) out.chunks.reserve(victims.size());
   // Pods of each victim job chosen so far: a job goes surplus pod by surplus pod while above its
   // minMember, then the rest of it whole (after which it is done).
@@ -344,7 +344,7 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
         if (auto c = evaluate(job, task, ni)) all.push_back(*c);
     } else if (mode_ == VictimMode::Preempt) {  // victims live in the claimant's queue: only its nodes
       if (job.queue >= 0)
-        for (int ni : queueNodes_[job.queue])
+        for (int ni : queueNodes(job.queue))
           if (auto c = evaluate(job, task, ni)) all.push_back(*c);
     } else {
       for (const auto& n : ssn_.nodes())

@@ -54,10 +54,10 @@ const std::vector<VictimSearch::Victim>& VictimSearch::sequenceHead() {
     int node;
     size_t at;
   };
-  auto later = [&](const Head& a, const Head& b) { return victimBefore(onNode_[b.node][b.at], onNode_[a.node][a.at]); };
+  auto later = [&](const Head& a, const Head& b) { return victimBefore(onNode(b.node)[b.at], onNode(a.node)[a.at]); };
   std::priority_queue<Head, std::vector<Head>, decltype(later)> heads(later);
   auto next = [&](int node, size_t at) {
-    const std::vector<Victim>& list = onNode_[static_cast<size_t>(node)];
+    const std::span<const Victim> list = onNode(node);
     while (at < list.size()) {
       const SessionTask& t = ssn_.task(list[at].job, list[at].task);
       const SessionJob& j = ssn_.jobs()[static_cast<size_t>(list[at].job)];
@@ -66,7 +66,7 @@ const std::vector<VictimSearch::Victim>& VictimSearch::sequenceHead() {
     }
     if (at < list.size()) heads.push({node, at});
   };
-  for (size_t n = 0; n < onNode_.size(); ++n) {
+  for (size_t n = 0; n < ssn_.nodes().size(); ++n) {
     victimsOn(static_cast<int>(n));  // sorted before its head is compared
     next(static_cast<int>(n), 0);
   }
@@ -75,7 +75,7 @@ const std::vector<VictimSearch::Victim>& VictimSearch::sequenceHead() {
   while (!heads.empty() && sequenceHead_.size() < want) {
     const Head h = heads.top();
     heads.pop();
-    sequenceHead_.push_back(onNode_[static_cast<size_t>(h.node)][h.at]);
+    sequenceHead_.push_back(onNode(h.node)[h.at]);
     next(h.node, h.at + 1);
   }
   return sequenceHead_;

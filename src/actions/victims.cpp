@@ -27,25 +27,13 @@ constexpr size_t kNodeAttempts = 8;
 void VictimSearch::indexNodes() {
   if (indexed_) return;
   indexed_ = true;
-  onNode_.assign(ssn_.nodes().size(), {});
-  for (SessionJob& j : ssn_.jobs())
-    for (SessionTask& t : j.tasks) {
-      if (!running(t)) continue;
-      if (t.node < 0) t.node = ssn_.findNode(t.info->nodeName);
-      if (t.node >= 0) onNode_[t.node].push_back({j.index, t.index});
-    }
-  queueNodes_.assign(ssn_.queues().size(), {});
-  for (size_t n = 0; n < onNode_.size(); ++n)
-    for (const Victim& v : onNode_[n]) {
-      const int q = ssn_.jobs()[v.job].queue;
-      if (q >= 0 && (queueNodes_[q].empty() || queueNodes_[q].back() != static_cast<int>(n)))
-        queueNodes_[q].push_back(static_cast<int>(n));
-    }
-  sortedOn_.assign(onNode_.size(), 0);  // each node's list is sorted when first searched (victimsOn)
+  index_ = &ssn_.runningIndex();
+  running_ = index_->tasks;
+  sortedOn_.assign(ssn_.nodes().size(), 0);  // each node's list is sorted when first searched (victimsOn)
 }
 
-const std::vector<VictimSearch::Victim>& VictimSearch::victimsOn(int node) {
-  std::vector<Victim>& list = onNode_[static_cast<size_t>(node)];
+std::span<const VictimSearch::Victim> VictimSearch::victimsOn(int node) {
+  const std::span<Victim> list = onNode(node);
   if (sortedOn_[static_cast<size_t>(node)]) return list;
   sortedOn_[static_cast<size_t>(node)] = 1;
   if (mode_ != VictimMode::Preempt) {
@@ -394,8 +382,8 @@ bool VictimSearch::queueHasVictims(const SessionJob& job) {
   // rest of the action.
   auto [it, fresh] = queueHasVictims_.try_emplace(std::make_tuple(job.queue, job.priority, job.preemptible), false);
   if (!fresh) return it->second;
-  for (int ni : queueNodes_[static_cast<size_t>(job.queue)]) {
-    for (const Victim& v : onNode_[static_cast<size_t>(ni)])
+  for (int ni : queueNodes(job.queue)) {
+    for (const Victim& v : onNode(ni))
       if (ssn_.jobs()[static_cast<size_t>(v.job)].queue == job.queue && eligibleCached(job, v)) {
         it->second = true;
         break;
@@ -615,7 +603,7 @@ bool VictimSearch::mayHold(const SessionJob& job, const framework::NodeDomain& d
       for (const framework::SessionGpuGroup& g : n.gpuGroups)
         if (g.capacity > 0 && g.futureFree() > 0) r.milliGpu += g.futureFree() * 1000 / g.capacity;
       if (mayHaveVictims(job, ni))
-        for (const Victim& v : onNode_[ni])
+        for (const Victim& v : onNode(ni))
           if (eligibleCached(job, v)) {
             const SessionTask& t = ssn_.task(v.job, v.task);
             r.milliGpu += t.nodeRequest().milliGpu + (t.sharesGpu() ? t.request().milliGpu : 0);

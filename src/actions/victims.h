@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -40,9 +41,7 @@ inline int runningCount(const framework::SessionJob& j) {
 }  // namespace victims_detail
 
 /// A running task as a victim: indices into Session::jobs() and the job's tasks.
-struct VictimSearchVictim {
-  int job = -1, task = -1;
-};
+using VictimSearchVictim = framework::TaskRef;
 
 /// What one chunk of victims gives back on a node (victims.cpp).
 struct VictimFreed;
@@ -117,7 +116,7 @@ class VictimSearch {
   /// Whether some pod of the claimant's turn could fit on a node `set` touches (inside `domain`)
   /// with everything there gone: a necessary condition, cheap next to placesWith().
   bool mayPlaceWith(const framework::NodeDomain* domain, const std::vector<Victim>& set);
-  /// The first running pods in victim order, cluster-wide (a merge of onNode_).
+  /// The first running pods in victim order, cluster-wide (a merge of onNode()).
   const std::vector<Victim>& sequenceHead();
   std::vector<Victim> sequenceHead_;
   bool sequenceBuilt_ = false;
@@ -173,7 +172,7 @@ class VictimSearch {
   /// two victims where their queue paths diverge, each with its own chunk taken away, which is not
   /// transitive across levels of a queue tree; std::sort may then read outside the range, and its
   /// result would depend on its own partitioning rather than on the input order (docs/fairness.md).
-  void sortInVictimOrder(std::vector<Victim>& v, bool latestFirst = false) const {
+  void sortInVictimOrder(std::span<Victim> v, bool latestFirst = false) const {
     if (latestFirst) std::stable_sort(v.begin(), v.end(), [&](const Victim& a, const Victim& b) { return victimBefore(b, a); });
     else std::stable_sort(v.begin(), v.end(), [&](const Victim& a, const Victim& b) { return victimBefore(a, b); });
   }
@@ -287,11 +286,18 @@ class VictimSearch {
   VictimMode mode_;
   int maxVictims_;
   bool indexed_ = false;
-  std::vector<std::vector<Victim>> onNode_;  ///< running tasks per node, in victim order once sortedOn_
-  std::vector<uint8_t> sortedOn_;            ///< per node: whether onNode_ is sorted (victimsOn)
+  /// The session's running tasks per node (Session::runningIndex), each node's in victim order
+  /// once sortedOn_ (this action's copy: the order is the action's).
+  std::vector<Victim> running_;
+  const framework::RunningIndex* index_ = nullptr;
+  std::span<Victim> onNode(int node) {
+    return {running_.data() + index_->nodeStart[static_cast<size_t>(node)],
+            running_.data() + index_->nodeStart[static_cast<size_t>(node) + 1]};
+  }
+  std::vector<uint8_t> sortedOn_;            ///< per node: whether onNode() is sorted (victimsOn)
   /// The node's running tasks in victim order (preempt: grouped by queue), sorted on first use:
   /// a node the action never searches is never sorted.
-  const std::vector<Victim>& victimsOn(int node);
+  std::span<const Victim> victimsOn(int node);
   std::vector<int8_t> verdict_;              ///< per victim job during one scan: -1 unknown, 0/1
   std::vector<int> touched_;                 ///< verdict_ entries to reset after the scan
   /// Per claimant shape: nodes by victim order of their sets (better()), best score, lowest index.
@@ -306,7 +312,7 @@ class VictimSearch {
   /// fractional pod's GPU share counted as GPU.
   api::Resources turnNeeds(const framework::SessionJob& job) const;
   ShapeFailures failed_;  ///< jobs that found no solution, by signature (Session::jobSignature)
-  std::vector<std::vector<int>> queueNodes_;  ///< per queue: nodes running its pods (ascending)
+  const std::vector<int>& queueNodes(int queue) const { return index_->queueNodes[static_cast<size_t>(queue)]; }
   api::Resources free_;                       ///< the cluster's future idle, as of freeAt_ changes
   size_t freeAt_ = 0;
   bool freeKnown_ = false;

@@ -288,6 +288,41 @@ int Session::findNode(const std::string& name) const {
   return it != nodeByName_.end() ? it->second : -1;
 }
 
+const RunningIndex& Session::runningIndex() {
+  if (runningBuilt_) return running_;
+  runningBuilt_ = true;
+  auto isRunning = [](const SessionTask& t) { return t.state == TaskState::Running || t.state == TaskState::Bound; };
+  // Two passes over the jobs with ready pods (most pending jobs have none: their tasks are not
+  // read): count per node, then place each task at its node's next slot.
+  std::vector<uint32_t>& start = running_.nodeStart;
+  start.assign(nodes_.size() + 1, 0);
+  for (SessionJob& j : jobs_) {
+    if (j.readyCount == 0) continue;
+    for (SessionTask& t : j.tasks) {
+      if (!isRunning(t)) continue;
+      if (t.node < 0) t.node = findNode(t.info->nodeName);
+      if (t.node >= 0) ++start[static_cast<size_t>(t.node) + 1];
+    }
+  }
+  for (size_t n = 0; n < nodes_.size(); ++n) start[n + 1] += start[n];
+  running_.tasks.resize(start.back());
+  std::vector<uint32_t> at(start.begin(), start.end() - 1);
+  for (const SessionJob& j : jobs_) {
+    if (j.readyCount == 0) continue;
+    for (const SessionTask& t : j.tasks)
+      if (isRunning(t) && t.node >= 0) running_.tasks[at[static_cast<size_t>(t.node)]++] = TaskRef{j.index, t.index};
+  }
+  running_.queueNodes.assign(queues_.size(), {});
+  for (size_t n = 0; n < nodes_.size(); ++n)
+    for (uint32_t i = start[n]; i < start[n + 1]; ++i) {
+      const int q = jobs_[static_cast<size_t>(running_.tasks[i].job)].queue;
+      if (q < 0) continue;
+      std::vector<int>& nodes = running_.queueNodes[static_cast<size_t>(q)];
+      if (nodes.empty() || nodes.back() != static_cast<int>(n)) nodes.push_back(static_cast<int>(n));
+    }
+  return running_;
+}
+
 int Session::findJob(const std::string& key) const {
   auto it = std::lower_bound(jobs_.begin(), jobs_.end(), key,
                              [](const SessionJob& j, const std::string& k) { return j.key() < k; });

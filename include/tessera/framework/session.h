@@ -150,6 +150,20 @@ struct SessionJob {
   int shortSubGroup() const;
 };
 
+/// A task by its indices: Session::jobs() and the job's tasks.
+struct TaskRef {
+  int job = -1, task = -1;
+};
+
+/// The tasks running (bound or running) when the session opened, per node, and the nodes each
+/// queue runs pods on (Session::runningIndex). Tasks the session places never run in it, so the
+/// index only loses members as pods are evicted: users check a task's state.
+struct RunningIndex {
+  std::vector<TaskRef> tasks;          ///< grouped by node, in job order within a node
+  std::vector<uint32_t> nodeStart;     ///< node n's tasks are [nodeStart[n], nodeStart[n + 1])
+  std::vector<std::vector<int>> queueNodes;  ///< per queue: nodes running its pods (ascending)
+};
+
 struct SessionQueue {
   const cache::QueueInfo* info = nullptr;
   int index = -1;
@@ -358,6 +372,9 @@ class Session {
   const std::vector<SessionQueue>& queues() const { return queues_; }
   SessionTask& task(int job, int index) { return jobs_[job].tasks[index]; }
   int findNode(const std::string& name) const;
+  /// The running tasks per node (resolving each one's node), built on first use and kept for the
+  /// session: the victim actions share it.
+  const RunningIndex& runningIndex();
   int findJob(const std::string& key) const;
   int findQueue(const std::string& name) const;
 
@@ -542,6 +559,8 @@ class Session {
   std::map<std::string, int> queueIndex_;
   /// findNode's index by name, built on its first call (victim actions ask it for every running pod).
   mutable std::unordered_map<std::string_view, int> nodeByName_;
+  RunningIndex running_;
+  bool runningBuilt_ = false;
   std::vector<Operation> committed_;
   bool closed_ = false;
   std::optional<QueueUsage> queueUsage_;
