@@ -51,8 +51,13 @@ class Allocate final : public framework::Action {
   static bool cannotFitAnywhere(Session& ssn, SessionJob& job) {
     if (ssn.jobReady(job)) return false;
     int64_t minGpus = INT64_MAX;
+    // Pending pods that are the snapshot's and share one placement key ask alike: the first says it.
+    const bool alike = job.info->pendingPlacementKey && job.pendingCount == job.info->pendingCount;
     for (const SessionTask& t : job.tasks)
-      if (t.state == TaskState::Pending) minGpus = std::min<int64_t>(minGpus, t.nodeRequest().milliGpu / 1000);
+      if (t.state == TaskState::Pending) {
+        minGpus = std::min<int64_t>(minGpus, t.nodeRequest().milliGpu / 1000);
+        if (alike) break;
+      }
     if (minGpus == INT64_MAX || minGpus <= ssn.maxFreeGpus()) return false;
     for (const SessionTask& t : job.tasks) {  // a task-level problem (a bad annotation) is said first
       if (t.state != TaskState::Pending) continue;

@@ -22,10 +22,9 @@ class GangPlugin final : public framework::Plugin {
       if (!info.isSingleton())
         if (const api::Problem* p = ssn.snapshot().findInvalid(info.key)) return api::makeError(p->text());
       if (info.podGroupMissing) return api::makeError(pg() + " not found (named by its pods' pod-group-name)");
-      // Pods that could still run: everything but failed ones.
-      int32_t live = 0;
-      for (const auto& t : job.tasks)
-        if (t.state != framework::TaskState::Failed && t.state != framework::TaskState::Releasing) ++live;
+      // Pods that could still run: everything but failed and releasing ones (counted by the cache
+      // and the session: the tasks are not read).
+      const int32_t live = static_cast<int32_t>(job.tasks.size()) - info.failedCount - job.releasingCount;
       if (live < info.minMember)
         return api::makeError("gang " + std::to_string(live) + "/" + std::to_string(info.minMember) + ": only " +
                               std::to_string(live) + " pods exist for spec.minMember " +
