@@ -198,6 +198,10 @@ std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, 
                                                                                              : Lack::kNever);
   }
   if (lack.met()) return std::nullopt;  // fits without victims: not this search's business
+  // A node with no pod the claimant may take is not sorted in victim order to find that out.
+  const std::span<const Victim> unsorted = onNode(node);
+  if (std::none_of(unsorted.begin(), unsorted.end(), [&](const Victim& v) { return eligibleCached(job, v) && !podExcluded(v); }))
+    return std::nullopt;
   Chosen out;
   std::vector<VictimFreed>& freed = freed_;
   freed.clear();
