@@ -319,9 +319,7 @@ bool VictimSearch::freeQueueRoom(Statement& stmt, SessionJob& job, SessionTask& 
            (want.memory > 0 && r.memory > 0);
   };
   // Victims whose queue counts against a limit on the claimant's path: every queue under the
-  // path's top-level queue. Their pods are visited in job order: victim order compares queues
-  // below the lowest common ancestor of each pair, which is not transitive across levels, so the
-  // sort's input order can matter.
+  // path's top-level queue.
   const std::vector<Victim>& pool = topRunning_[static_cast<size_t>(queueTop_[static_cast<size_t>(job.queue)])];
   std::vector<Victim> cands;
   int8_t ok = -1;  // whether the job may give victims: asked once, of its first running pod
@@ -333,7 +331,10 @@ bool VictimSearch::freeQueueRoom(Statement& stmt, SessionJob& job, SessionTask& 
     if (ok < 0) ok = eligible(job, t) ? 1 : 0;
     if (ok == 1) cands.push_back(pool[i]);
   }
-  sortInVictimOrder(cands);
+  // Taken in victim order, the order as it stands after the victims taken so far (KAI's victim
+  // queue: an elastic job that reached its minimum now goes whole, behind newer jobs; the queues'
+  // shares moved): each next one is the first of the rest. Victim order is one strict total order,
+  // so this is what sorting them all would give, for the few a claimant usually needs.
   auto less = [&](const Victim& a, const Victim& b) { return victimBefore(a, b); };
   const auto cp = stmt.checkpoint();
   const size_t record = evictedNow_.size();
@@ -344,9 +345,7 @@ bool VictimSearch::freeQueueRoom(Statement& stmt, SessionJob& job, SessionTask& 
                                     ", queue limit)";
   for (size_t i = 0; i < cands.size(); ++i) {
     if (queueRoom(job, task).ok()) break;
-    // The order as it stands after the victims taken so far (KAI's victim queue): an elastic job
-    // that reached its minimum now goes whole, behind newer jobs; the queues' shares moved.
-    if (evicted > before) std::iter_swap(cands.begin() + i, std::min_element(cands.begin() + i, cands.end(), less));
+    std::iter_swap(cands.begin() + i, std::min_element(cands.begin() + i, cands.end(), less));
     const Victim v = cands[i];
     SessionTask& vt = ssn_.task(v.job, v.task);
     if (!running(vt) || !eligible(job, vt)) continue;
