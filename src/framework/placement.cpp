@@ -175,6 +175,9 @@ int Session::placementClass(const SessionTask& task) const {
 }
 
 int Session::jobSignature(const SessionJob& job, int missing) const {
+  // (A plugin's part of a pod's class may change without the job's tasks changing: the topology
+  // plugin's, for the job it last planned. A signature kept from then is that job's alone, never
+  // another's: it can only share less.)
   if (signatureCache_.size() != jobs_.size()) signatureCache_.assign(jobs_.size(), SignatureMemo{});
   SignatureMemo& memo = signatureCache_[static_cast<size_t>(job.index)];
   if (memo.missing == missing && memo.version == job.version) return memo.id;
@@ -207,9 +210,8 @@ bool Session::buildSignature(const SessionJob& job, int missing, std::string& si
   put(missing);
   // Pods all of one class (the usual gang, every single) go in as the class and how many, with no
   // need to order them; a -1 tells that form from a sequence of classes in task order (never
-  // negative).
-  // Its pending pods are the snapshot's, which all share one key (no plugin adds to keys): the
-  // class of that key, with no look at each pod.
+  // negative). When its pending pods are the snapshot's and all share one key (and no plugin adds
+  // to keys), that key's class is theirs: no pod is read.
   if (job.subGroupReady.empty() && placementKey_.empty() && job.info->pendingPlacementKey &&
       job.pendingCount == job.info->pendingCount) {
     put(-1);
