@@ -6,7 +6,9 @@
 // preferred level's bonus orders nodes per job, subgroup domains change which nodes pass).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -222,4 +224,83 @@ TEST_CASE("findPlacement agrees with a full scan while topology plans rank and r
     stmt.discard();
   }
   REQUIRE(constrainedTries > 100);  // the plugin did plan jobs
+}
+
+// Session::jobSignature against its definition, computed from scratch: two jobs share a signature
+// exactly when their topology constraints, queues, priorities, preemptibility, missing pods,
+// subgroups' missing minimums and pending pods' placement classes (each with its subgroup, in
+// pendingTaskOrder) are equal; a job constrained by topology with pods placed, or with constrained
+// subgroups, has none. Asked again after every random allocate, pipeline, evict and rollback: a
+// signature kept past a change of the job's tasks would differ from the fresh definition.
+TEST_CASE("jobSignature: jobs share one exactly when they place alike, kept only while their tasks stay",
+          "[placement][signature]") {
+  using Key = std::vector<std::string>;
+  for (unsigned seed = 1; seed <= 30; ++seed) {
+    std::mt19937 rng(seed);
+    OpenSession open(randomTopologyCluster(rng));
+    Session& ssn = *open.session;
+    Statement stmt(ssn);
+    std::vector<Statement::Checkpoint> checkpoints;
+    auto definition = [&](const tessera::framework::SessionJob& j, int missing) -> std::optional<Key> {
+      Key k;
+      if (const auto* pg = j.info->podGroup.get()) {
+        if (!pg->topologyConstraint.empty()) {
+          if (j.readyCount > 0 || j.pendingCount < static_cast<int>(j.tasks.size())) return std::nullopt;
+          k.push_back(pg->topologyConstraint.topology + "/" + pg->topologyConstraint.requiredTopologyLevel + "/" +
+                      pg->topologyConstraint.preferredTopologyLevel);
+        }
+        for (const auto& sg : pg->subGroups)
+          if (!sg.topologyConstraint.empty()) return std::nullopt;
+      }
+      k.push_back(std::to_string(j.queue) + "/" + std::to_string(j.priority) + "/" + std::to_string(j.preemptible) +
+                  "/" + std::to_string(missing));
+      for (size_t g = 0; g < j.subGroupReady.size(); ++g)
+        k.push_back("sg" + std::to_string(j.subGroups()[g].minMember - j.subGroupReady[g]));
+      for (int ti : ssn.pendingTaskOrder(j)) {
+        const SessionTask& t = j.tasks[static_cast<size_t>(ti)];
+        k.push_back(std::to_string(ssn.placementClass(t)) +
+                    (j.subGroupReady.empty() ? std::string() : "@" + std::to_string(t.subGroup)));
+      }
+      return k;
+    };
+    for (int step = 0; step < 120; ++step) {
+      std::vector<std::pair<int, std::optional<Key>>> seen;  // (signature, definition) per pending job
+      for (const auto& j : ssn.jobs()) {
+        if (j.pendingCount == 0) continue;
+        // One pod at a time (as the victim actions ask of a ready job): a signature kept past a
+        // change of the job's pending pods would not show in `missing`.
+        const int missing = 1;
+        const int sig = ssn.jobSignature(j, missing);
+        std::optional<Key> def = definition(j, missing);
+        INFO("seed " << seed << " step " << step << " job " << j.key());
+        REQUIRE((sig < 0) == !def.has_value());
+        for (const auto& [otherSig, otherDef] : seen)
+          if (def && otherDef) REQUIRE((sig == otherSig) == (*def == *otherDef));
+        seen.push_back({sig, std::move(def)});
+      }
+      std::vector<SessionTask*> pending, running;
+      for (auto& j : ssn.jobs())
+        for (auto& t : j.tasks) {
+          if (t.state == TaskState::Pending) pending.push_back(&t);
+          if (t.state == TaskState::Running) running.push_back(&t);
+        }
+      const int action = static_cast<int>(rng() % 10);
+      if (action < 6 && !pending.empty()) {
+        SessionTask& t = *pending[rng() % pending.size()];
+        const Placement p = ssn.findPlacement(t, /*allowPipeline=*/true);
+        if (p.node >= 0) {
+          if (p.pipelined) stmt.pipeline(t, p.node);
+          else stmt.allocate(t, p.node);
+        }
+      } else if (action == 6 && !running.empty()) {
+        stmt.evict(*running[rng() % running.size()], "test");
+      } else if (action == 7) {
+        checkpoints.push_back(stmt.checkpoint());
+      } else if (action >= 8 && !checkpoints.empty()) {
+        stmt.rollback(checkpoints.back());
+        checkpoints.pop_back();
+      }
+    }
+    stmt.discard();
+  }
 }
