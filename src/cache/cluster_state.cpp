@@ -327,7 +327,7 @@ void ClusterState::addTask(const std::string& jobKey, const std::string& podKey,
     if (const auto* sg = firstOf(pod->meta.labels, {api::keys::kSubGroupLabel, api::keys::kSubGroupLabelKai}))
       t.subGroup = *sg;
     t.assumed = pod->nodeName.empty() && st == TaskStatus::Bound;
-    t.placementKey = placementKeys_.intern(podPlacementKey(*pod, t.request));
+    t.placementKey = placementKeys_.intern(taskPlacementKey(*pod, t.request, podKey, t.gpuSpecError));
     countTask(job, t, +1);
     auto it = std::lower_bound(job.tasks.begin(), job.tasks.end(), podKey,
                                [](const TaskInfo& x, const std::string& k) { return x.key < k; });

@@ -51,6 +51,13 @@ std::string podPlacementKey(const api::Pod& pod, const api::Resources& request) 
   return key;
 }
 
+std::string taskPlacementKey(const api::Pod& pod, const api::Resources& request, const std::string& podKey,
+                             const std::string& gpuSpecError) {
+  std::string key = podPlacementKey(pod, request);
+  if (!gpuSpecError.empty()) key += "|refused:" + podKey;
+  return key;
+}
+
 std::shared_ptr<const std::string> KeyInterner::intern(std::string key) {
   auto [it, fresh] = keys_.try_emplace(std::move(key));
   if (auto held = it->second.lock()) return held;

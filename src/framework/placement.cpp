@@ -116,7 +116,7 @@ const std::string& Session::podPlacementKey(const SessionTask& task) const {
   const size_t slot = slotOf(task);
   if (keyCache_.size() != tasks_.size()) keyCache_.resize(tasks_.size());
   std::string& key = keyCache_[slot];
-  if (key.empty()) key = cache::podPlacementKey(task.pod(), task.request());
+  if (key.empty()) key = cache::taskPlacementKey(task.pod(), task.request(), task.info->key, task.info->gpuSpecError);
   return key;
 }
 
@@ -234,9 +234,14 @@ bool Session::buildSignature(const SessionJob& job, int missing, std::string& si
     put(count);
     return true;
   }
-  // Subgroups: each one's missing minimum, and each pod's subgroup with its class (the minimum is
-  // chosen per subgroup).
-  for (size_t g = 0; g < job.subGroupReady.size(); ++g) put(job.subGroups()[g].minMember - job.subGroupReady[g]);
+  // Subgroups: each one's name (a failure's reason names it) and missing minimum, and each pod's
+  // subgroup with its class (the minimum is chosen per subgroup).
+  for (size_t g = 0; g < job.subGroupReady.size(); ++g) {
+    const api::SubGroup& sg = job.subGroups()[g];
+    put(static_cast<int64_t>(sg.name.size()));
+    sig += sg.name;
+    put(sg.minMember - job.subGroupReady[g]);
+  }
   for (int ti : pendingTaskOrder(job)) {
     const SessionTask& t = job.tasks[static_cast<size_t>(ti)];
     put(placementClass(t));

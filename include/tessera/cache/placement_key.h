@@ -15,6 +15,13 @@ namespace tessera::cache {
 /// The key of `pod` asking for `request` (its charged request: TaskInfo::request).
 std::string podPlacementKey(const api::Pod& pod, const api::Resources& request);
 
+/// A task's key: podPlacementKey, made the pod's own (`podKey`) when its GPU annotations are
+/// refused (`gpuSpecError`): such a pod is refused in its own words (its reason names it), so it
+/// shares no placement class with another pod and nothing decided for a class (rankings, failures
+/// of jobs alike: Session::jobSignature) is taken for it from another or given to one.
+std::string taskPlacementKey(const api::Pod& pod, const api::Resources& request, const std::string& podKey,
+                             const std::string& gpuSpecError);
+
 /// Interns keys: equal keys get one shared string while any holder keeps it. Entries nobody holds
 /// are dropped now and then (the table never grows past twice what is held).
 class KeyInterner {

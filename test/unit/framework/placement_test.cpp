@@ -228,7 +228,7 @@ TEST_CASE("findPlacement agrees with a full scan while topology plans rank and r
 
 // Session::jobSignature against its definition, computed from scratch: two jobs share a signature
 // exactly when their topology constraints, queues, priorities, preemptibility, missing pods,
-// subgroups' missing minimums and pending pods' placement classes (each with its subgroup, in
+// subgroups' names and missing minimums and pending pods' placement classes (each with its subgroup, in
 // pendingTaskOrder) are equal; a job constrained by topology with pods placed, or with constrained
 // subgroups, has none. Asked again after every random allocate, pipeline, evict and rollback: a
 // signature kept past a change of the job's tasks would differ from the fresh definition.
@@ -255,7 +255,7 @@ TEST_CASE("jobSignature: jobs share one exactly when they place alike, kept only
       k.push_back(std::to_string(j.queue) + "/" + std::to_string(j.priority) + "/" + std::to_string(j.preemptible) +
                   "/" + std::to_string(missing));
       for (size_t g = 0; g < j.subGroupReady.size(); ++g)
-        k.push_back("sg" + std::to_string(j.subGroups()[g].minMember - j.subGroupReady[g]));
+        k.push_back("sg " + j.subGroups()[g].name + " " + std::to_string(j.subGroups()[g].minMember - j.subGroupReady[g]));
       for (int ti : ssn.pendingTaskOrder(j)) {
         const SessionTask& t = j.tasks[static_cast<size_t>(ti)];
         k.push_back(std::to_string(ssn.placementClass(t)) +
