@@ -168,10 +168,9 @@ class VictimSearch {
   bool victimBefore(const Victim& a, const Victim& b) const {
     return ssn_.victimLess(ssn_.task(a.job, a.task), ssn_.task(b.job, b.task));
   }
-  /// Sorts `v` in victim order (`latestFirst`: reversed). Stable on purpose: victim order compares
-  /// two victims where their queue paths diverge, each with its own chunk taken away, which is not
-  /// transitive across levels of a queue tree; std::sort may then read outside the range, and its
-  /// result would depend on its own partitioning rather than on the input order (docs/fairness.md).
+  /// Sorts `v` in victim order (`latestFirst`: reversed). Victim order is one strict total order
+  /// (the victim sequence, docs/fairness.md), so any sort gives the same result; a stable one stays
+  /// safe should a plugin's order ever not be (std::sort may then read outside the range).
   void sortInVictimOrder(std::span<Victim> v, bool latestFirst = false) const {
     if (latestFirst) std::stable_sort(v.begin(), v.end(), [&](const Victim& a, const Victim& b) { return victimBefore(b, a); });
     else std::stable_sort(v.begin(), v.end(), [&](const Victim& a, const Victim& b) { return victimBefore(a, b); });

@@ -505,7 +505,8 @@ class Session {
   int placementClass(const SessionTask& task) const;
   /// KAI's scheduling signature of the job's next turn, as a small number: jobs with one signature
   /// place alike on the same nodes (their pending pods' placement classes, queue, priority,
-  /// preemptibility, `missing` pods the turn still needs, topology constraint). -1 for a job like
+  /// preemptibility, `missing` pods the turn still needs, subgroups' names and missing minimums,
+  /// topology constraint; docs/fairness.md "Jobs alike are searched once"). -1 for a job like
   /// no other: constrained by topology with pods placed (its domains depend on where they are), or
   /// with constrained subgroups. Kept per job while its tasks stay as they are.
   int jobSignature(const SessionJob& job, int missing) const;
