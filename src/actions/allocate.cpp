@@ -51,8 +51,7 @@ class Allocate final : public framework::Action {
   static bool cannotFitAnywhere(Session& ssn, SessionJob& job) {
     if (ssn.jobReady(job)) return false;
     int64_t minGpus = INT64_MAX;
-    // Pending pods that are the snapshot's and share one placement key ask alike: the first says it.
-    const bool alike = job.info->pendingPlacementKey && job.pendingCount == job.info->pendingCount;
+    const bool alike = job.pendingAlike();  // the first pending pod says it for all
     for (const SessionTask& t : job.tasks)
       if (t.state == TaskState::Pending) {
         minGpus = std::min<int64_t>(minGpus, t.nodeRequest().milliGpu / 1000);

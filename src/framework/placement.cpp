@@ -212,8 +212,7 @@ bool Session::buildSignature(const SessionJob& job, int missing, std::string& si
   // need to order them; a -1 tells that form from a sequence of classes in task order (never
   // negative). When its pending pods are the snapshot's and all share one key (and no plugin adds
   // to keys), that key's class is theirs: no pod is read.
-  if (job.subGroupReady.empty() && placementKey_.empty() && job.info->pendingPlacementKey &&
-      job.pendingCount == job.info->pendingCount) {
+  if (job.subGroupReady.empty() && placementKey_.empty() && job.pendingAlike()) {
     put(-1);
     put(classOfKey(job.info->pendingPlacementKey));
     put(job.pendingCount);

@@ -144,6 +144,9 @@ struct SessionJob {
   uint32_t version = 0;
   const std::string& key() const { return info->key; }
   int32_t minMember() const { return minMember_; }
+  /// Its pending pods are the snapshot's and all share one placement key
+  /// (cache::JobInfo::pendingPlacementKey): they ask alike, and one of them says it for all.
+  bool pendingAlike() const { return info->pendingPlacementKey && pendingCount == info->pendingCount; }
   /// The PodGroup's subgroups (empty for none), indexed like subGroupReady.
   const std::vector<api::SubGroup>& subGroups() const;
   /// The first subgroup below its own minMember, or -1.

@@ -136,6 +136,36 @@ struct OpenSession {
   std::unique_ptr<Session> session;
 };
 
+/// One random change of the session inside `stmt`, in this order of draws: which change; for a
+/// placement, which pending task, then where `place` puts it (applied when it found a node); an
+/// eviction of a running task; a checkpoint; a rollback to the last one.
+template <class Place>
+void randomChange(Session& ssn, Statement& stmt, std::vector<Statement::Checkpoint>& checkpoints, std::mt19937& rng,
+                  Place&& place) {
+  std::vector<SessionTask*> pending, running;
+  for (auto& j : ssn.jobs())
+    for (auto& t : j.tasks) {
+      if (t.state == TaskState::Pending) pending.push_back(&t);
+      if (t.state == TaskState::Running) running.push_back(&t);
+    }
+  const int action = static_cast<int>(rng() % 10);
+  if (action < 6 && !pending.empty()) {
+    SessionTask& t = *pending[rng() % pending.size()];
+    const Placement p = place(t);
+    if (p.node >= 0) {
+      if (p.pipelined) stmt.pipeline(t, p.node);
+      else stmt.allocate(t, p.node);
+    }
+  } else if (action == 6 && !running.empty()) {
+    stmt.evict(*running[rng() % running.size()], "test");
+  } else if (action == 7) {
+    checkpoints.push_back(stmt.checkpoint());
+  } else if (action >= 8 && !checkpoints.empty()) {
+    stmt.rollback(checkpoints.back());
+    checkpoints.pop_back();
+  }
+}
+
 }  // namespace
 
 TEST_CASE("findPlacement's cached rankings always agree with a full scan", "[placement]") {
@@ -152,16 +182,8 @@ TEST_CASE("findPlacement's cached rankings always agree with a full scan", "[pla
       for (const auto& n : ssn.nodes())
         if (n.index % 2 == d) domains[d].nodes.push_back(n.index);
     }
-    for (int step = 0; step < 200; ++step) {
-      std::vector<SessionTask*> pending, running;
-      for (auto& j : ssn.jobs())
-        for (auto& t : j.tasks) {
-          if (t.state == TaskState::Pending) pending.push_back(&t);
-          if (t.state == TaskState::Running) running.push_back(&t);
-        }
-      const int action = static_cast<int>(rng() % 10);
-      if (action < 6 && !pending.empty()) {
-        SessionTask& t = *pending[rng() % pending.size()];
+    for (int step = 0; step < 200; ++step)
+      randomChange(ssn, stmt, checkpoints, rng, [&](SessionTask& t) {
         const bool allowPipeline = rng() % 2 == 0;
         const unsigned where = rng() % 4;
         ssn.restrictTo(where < 2 ? &domains[where] : nullptr);
@@ -169,19 +191,8 @@ TEST_CASE("findPlacement's cached rankings always agree with a full scan", "[pla
         const Placement fast = ssn.findPlacement(t, allowPipeline);
         ssn.restrictTo(nullptr);
         requireSame(fast, scan, "seed " + std::to_string(seed) + " step " + std::to_string(step) + " task " + t.info->key);
-        if (fast.node >= 0) {
-          if (fast.pipelined) stmt.pipeline(t, fast.node);
-          else stmt.allocate(t, fast.node);
-        }
-      } else if (action == 6 && !running.empty()) {
-        stmt.evict(*running[rng() % running.size()], "test");
-      } else if (action == 7) {
-        checkpoints.push_back(stmt.checkpoint());
-      } else if (action >= 8 && !checkpoints.empty()) {
-        stmt.rollback(checkpoints.back());
-        checkpoints.pop_back();
-      }
-    }
+        return fast;
+      });
     stmt.discard();
   }
 }
@@ -278,28 +289,8 @@ TEST_CASE("jobSignature: jobs share one exactly when they place alike, kept only
           if (def && otherDef) REQUIRE((sig == otherSig) == (*def == *otherDef));
         seen.push_back({sig, std::move(def)});
       }
-      std::vector<SessionTask*> pending, running;
-      for (auto& j : ssn.jobs())
-        for (auto& t : j.tasks) {
-          if (t.state == TaskState::Pending) pending.push_back(&t);
-          if (t.state == TaskState::Running) running.push_back(&t);
-        }
-      const int action = static_cast<int>(rng() % 10);
-      if (action < 6 && !pending.empty()) {
-        SessionTask& t = *pending[rng() % pending.size()];
-        const Placement p = ssn.findPlacement(t, /*allowPipeline=*/true);
-        if (p.node >= 0) {
-          if (p.pipelined) stmt.pipeline(t, p.node);
-          else stmt.allocate(t, p.node);
-        }
-      } else if (action == 6 && !running.empty()) {
-        stmt.evict(*running[rng() % running.size()], "test");
-      } else if (action == 7) {
-        checkpoints.push_back(stmt.checkpoint());
-      } else if (action >= 8 && !checkpoints.empty()) {
-        stmt.rollback(checkpoints.back());
-        checkpoints.pop_back();
-      }
+      randomChange(ssn, stmt, checkpoints, rng,
+                   [&](SessionTask& t) { return ssn.findPlacement(t, /*allowPipeline=*/true); });
     }
     stmt.discard();
   }
