@@ -32,6 +32,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -145,7 +146,27 @@ struct CycleOutcome {
   size_t binds = 0, pipelined = 0, evictions = 0, fractionalBinds = 0, pendingJobs = 0;
   size_t rebinds = 0;         ///< steady: pods bound again although an earlier cycle bound them
   size_t cpuShortJobs = 0;    ///< jobs whose reason names insufficient cpu
+  /// FNV-1a over every decision and reason of the cycle (binds with their GPUs, evictions with
+  /// their reasons, pipelined pods, pending jobs' messages): a change that must not change
+  /// behaviour keeps it, cycle by cycle.
+  uint64_t digest = 0;
 };
+
+uint64_t decisionsDigest(const framework::SessionResult& r) {
+  uint64_t h = 1469598103934665603ull;
+  auto add = [&](std::string_view s) {
+    for (const char c : s) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+    h = (h ^ 0xff) * 1099511628211ull;  // a separator: "ab","c" differs from "a","bc"
+  };
+  for (const auto& b : r.binds) {
+    add(b.podKey), add(b.node);
+    for (const auto& g : b.gpus) add(g.group), add(std::to_string(g.portionMilli));
+  }
+  for (const auto& e : r.evictions) add(e.podKey), add(e.reason);
+  for (const auto& p : r.pipelined) add(p.podKey), add(p.node);
+  for (const auto& j : r.jobs) add(j.job->key), add(r.message(j));
+  return h;
+}
 
 /// The shape's checks (ctest): a description of what went wrong, or "" when it placed what it should.
 std::string checkShape(const Options& o, const GeneratedCluster& gen, const std::vector<CycleOutcome>& out) {
@@ -319,6 +340,7 @@ int runShape(const Options& o) {
     out.evictions = r.evictions.size();
     out.pendingJobs = r.jobs.size();
     for (const auto& b : r.binds) out.fractionalBinds += b.gpus.empty() ? 0 : 1;
+    out.digest = decisionsDigest(r);
     if (o.check)
       for (const auto& j : r.jobs) out.cpuShortJobs += r.message(j).find("insufficient cpu") != std::string::npos ? 1 : 0;
 
@@ -363,9 +385,9 @@ int runShape(const Options& o) {
       std::string each;
       for (const auto& a : config->actions) each += " " + a->name() + " " + std::to_string(std::lround(perActionMs[a->name()].back()));
       std::printf("cycle %2d: %7.2f ms wall, %7.2f ms cpu (snapshot %.2f, actions %.2f:%s), %zu bound, %zu pipelined, "
-                  "%zu evicted, %zu jobs pending, %ld minor faults\n",
+                  "%zu evicted, %zu jobs pending, %ld minor faults, decisions %016llx\n",
                   c + 1, wallMs.back(), cpuMs.back(), snapMs.back(), actionsMs.back(), each.c_str(), out.binds,
-                  out.pipelined, out.evictions, out.pendingJobs, cycleFaults);
+                  out.pipelined, out.evictions, out.pendingJobs, cycleFaults, static_cast<unsigned long long>(out.digest));
     }
   }
 
@@ -406,6 +428,11 @@ int runShape(const Options& o) {
                {"bound_last_cycle", last.binds},
                {"pipelined_last_cycle", last.pipelined},
                {"evicted_last_cycle", last.evictions},
+               {"decisions_digest_last_cycle", [&] {
+                  char hex[17];
+                  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(last.digest));
+                  return std::string(hex);
+                }()},
                {"pending_jobs_last_cycle", last.pendingJobs},
                {"load_average_1m", loadAverage()}};
   for (const auto& [name, ms] : perActionMs) line["action_ms"][name] = percentile(ms, 50);  // medians

@@ -333,15 +333,29 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
                     std::to_string(job.priority) + "|" + (job.preemptible ? "p" : "n");
   key += pruneKey();  // pruning: rankings of this prune, without its excluded victims
   // Victims taken for this claimant's earlier pods change the victim order itself (queue shares,
-  // jobs no longer above their minimum): the nodes are ranked afresh for its later pods.
+  // jobs no longer above their minimum): the nodes are ranked afresh for its later pods. Preempt's
+  // victims are all in the claimant's queue, where the order of two pods depends on their jobs
+  // alone (priority, surplus or whole, age): only the nodes running pods of the jobs it took from
+  // are evaluated again.
+  const framework::NodeChangeLog& log = ssn_.nodeChanges();
+  bool reorder = false;
   if (orderChanged_) {
-    rankings_.erase(key);
     orderChanged_ = false;
+    if (mode_ == VictimMode::Preempt) reorder = true;
+    else rankings_.erase(key);
   }
   auto [it, fresh] = rankings_.try_emplace(key, Better{this});
   Ranking& ranking = it->second;
-  const framework::NodeChangeLog& log = ssn_.nodeChanges();
-  if (fresh) {
+  auto reevaluate = [&](int ni) { return mayHaveVictims(job, ni) ? evaluate(job, task, ni) : std::optional<Candidate>(); };
+  if (reorder && !fresh) {
+    std::vector<int> moved;  // nodes running pods of the jobs this claimant took victims from
+    for (const Victim& v : evictedNow_)
+      for (const SessionTask& t : ssn_.jobs()[static_cast<size_t>(v.job)].tasks) {
+        const int n = t.node >= 0 ? t.node : ssn_.findNode(t.info->nodeName);
+        if (n >= 0) moved.push_back(n);
+      }
+    ranking.reevaluate(moved, log, reevaluate);
+  } else if (fresh) {
     std::vector<Candidate> all;
     if (pruning_) {  // victims only where the pruned set's jobs run
       for (int ni : pruneNodes_)
@@ -356,9 +370,7 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
     }
     ranking.assign(std::move(all), log);
   } else {
-    ranking.refresh(log, [&](int ni) {
-      return mayHaveVictims(job, ni) ? evaluate(job, task, ni) : std::optional<Candidate>();
-    });
+    ranking.refresh(log, reevaluate);
   }
   resetVerdicts();
   // The best current nodes; they stay ranked, valid until a try changes them.

@@ -578,11 +578,7 @@ bool VictimSearch::prune(SessionJob& job, const framework::NodeDomain* domain, s
   return ok;
 }
 
-bool VictimSearch::mayHold(const SessionJob& job, const framework::NodeDomain& domain) {
-  // An upper bound, cheap next to a search: what is free or releasing in the domain plus all that
-  // its eligible victims hold must cover the pods the gang still needs.
-  indexNodes();
-  const api::Resources want = turnNeeds(job);
+std::vector<VictimSearch::NodeRoom>& VictimSearch::roomsFor(const SessionJob& job) {
   // Per node, for claimants of this queue, priority and preemptibility, while the node is unchanged
   // and (reclaim) nothing was committed: a commit changes queue shares, and with them who may be a
   // reclaim victim; who may be preempted or moved does not depend on shares.
@@ -593,6 +589,13 @@ bool VictimSearch::mayHold(const SessionJob& job, const framework::NodeDomain& d
   const std::string key = job.info->queue + "|" + std::to_string(job.priority) + (job.preemptible ? "|p" : "|n");
   std::vector<NodeRoom>& rooms = nodeRoom_[key];
   if (rooms.empty()) rooms.resize(ssn_.nodes().size());
+  return rooms;
+}
+
+bool VictimSearch::mayHold(const SessionJob& job, const framework::NodeDomain& domain, const api::Resources& want,
+                           std::vector<NodeRoom>& rooms) {
+  // An upper bound, cheap next to a search: what is free or releasing in the domain plus all that
+  // its eligible victims hold must cover the pods the gang still needs (`want`, turnNeeds()).
   std::array<int64_t, 3> have{0, 0, 0};
   for (int ni : domain.nodes) {
     const uint32_t version = ssn_.nodeChanges().version(ni);
@@ -617,11 +620,47 @@ bool VictimSearch::mayHold(const SessionJob& job, const framework::NodeDomain& d
   return want.milliGpu <= have[0] && want.milliCpu <= have[1] && want.memory <= have[2];
 }
 
+bool VictimSearch::queueRulesHold(const SessionJob& job) const {
+  api::Resources all;  // every pending pod: more than the turn asks, so a yes holds for the turn
+  for (const SessionTask& t : job.tasks)
+    if (t.state == TaskState::Pending) all += t.request();
+  if (!ssn_.capacityCheck(job, all).ok()) return false;
+  return mode_ != VictimMode::Reclaim || ssn_.reclaimBounds(job, all).ok();
+}
+
+std::optional<VictimSearch::Victim> VictimSearch::earliestVictimIn(const SessionJob& job,
+                                                                  const framework::NodeDomain& domain) {
+  std::optional<Victim> head;
+  for (int ni : domain.nodes) {
+    if (!mayHaveVictims(job, ni)) continue;
+    for (const Victim& v : onNode(ni))  // not victimsOn(): its order may be an earlier claimant's
+      if (eligibleCached(job, v) && (!head || victimBefore(v, *head))) head = v;
+  }
+  resetVerdicts();
+  return head;
+}
+
+VictimSearch::Victim VictimSearch::latestOf(const std::vector<Victim>& set) const {
+  Victim last = set.front();
+  for (const Victim& v : set)
+    if (victimBefore(last, v)) last = v;
+  return last;
+}
+
 bool VictimSearch::runInDomains(SessionJob& job, const std::vector<framework::NodeDomain>& domains,
                                 std::string& reason) {
   // Domains of one rank (one level) are alternatives: each is tried without committing, and the
   // one whose victims come first in victim order is taken. A lower rank (a preferred level) goes
   // before a higher one whenever it has a solution.
+  indexNodes();
+  const api::Resources want = turnNeeds(job);  // the turn, and who may give, are the same in every domain
+  std::vector<NodeRoom>& rooms = roomsFor(job);
+  // Every victim set found in a domain holds a pod that ran there (the set of a node the turn's
+  // pods make room on), unless queue room is freed too (victims anywhere under a queue limit):
+  // when the queue rules hold the whole turn as things stand, a domain whose earliest eligible pod
+  // comes after the latest victim of the best set so far cannot give an earlier set
+  // (earlier() compares the latest victims first), and its trial is spared.
+  const bool boundByDomain = mode_ != VictimMode::Consolidate && queueRulesHold(job);
   for (size_t first = 0; first < domains.size();) {
     size_t end = first;
     while (end < domains.size() && domains[end].rank == domains[first].rank) ++end;
@@ -629,13 +668,21 @@ bool VictimSearch::runInDomains(SessionJob& job, const std::vector<framework::No
     std::vector<Victim> bestSet;
     for (size_t d = first; d < end && tried < kDomainTrials; ++d) {
       std::string why;
-      if (!mayHold(job, domains[d])) {
+      if (!mayHold(job, domains[d], want, rooms)) {
         if (reason.empty()) reason = domains[d].name + ": no eligible victims would make room";
         continue;
       }
       if (end - first == 1) {
         if (searchIn(job, &domains[d], why, /*trial=*/false)) return true;
-      } else if (++tried, searchIn(job, &domains[d], why, /*trial=*/true)) {
+        if (reason.empty()) reason = domains[d].name + ": " + why;
+        continue;
+      }
+      ++tried;  // a trial spared counts as tried: the same domains are compared as with every trial run
+      if (best >= 0 && boundByDomain) {
+        const std::optional<Victim> head = earliestVictimIn(job, domains[d]);
+        if (!head || victimBefore(latestOf(bestSet), *head)) continue;
+      }
+      if (searchIn(job, &domains[d], why, /*trial=*/true)) {
         if (best < 0 || earlier(evictedNow_, bestSet)) best = static_cast<int>(d), bestSet = evictedNow_;
         continue;
       }

@@ -79,13 +79,25 @@ class VictimSearch {
   bool runIn(framework::SessionJob& job, const framework::NodeDomain* domain, std::string& reason, bool trial,
              bool victimsFirst = false);
   /// Whether `domain` could hold the gang's missing pods with every eligible victim gone.
-  bool mayHold(const framework::SessionJob& job, const framework::NodeDomain& domain);
+  /// `want`: turnNeeds(job); `rooms`: roomsFor(job).
+  struct NodeRoom;
+  bool mayHold(const framework::SessionJob& job, const framework::NodeDomain& domain, const api::Resources& want,
+               std::vector<NodeRoom>& rooms);
   /// mayHold()'s per-node room (gpu, cpu, memory) by claimant class, as of node change roomAt_.
   struct NodeRoom {
     bool known = false;
     uint32_t version = 0;
     std::array<int64_t, 3> room{0, 0, 0};
   };
+  /// The room per node kept for claimants like `job` (its queue, priority and preemptibility).
+  std::vector<NodeRoom>& roomsFor(const framework::SessionJob& job);
+  /// Whether the queue rules (limits, quota; reclaiming, the ancestors' fair shares) let every
+  /// pending pod of `job` in as things stand: then no victim is taken for queue room.
+  bool queueRulesHold(const framework::SessionJob& job) const;
+  /// The first pod in victim order `job` may take on the domain's nodes; none when there is none.
+  std::optional<Victim> earliestVictimIn(const framework::SessionJob& job, const framework::NodeDomain& domain);
+  /// The latest of a non-empty set in victim order.
+  Victim latestOf(const std::vector<Victim>& set) const;
   std::map<std::string, std::vector<NodeRoom>> nodeRoom_;
   size_t roomAt_ = 0, commits_ = 0;
   /// Domains of one level searched (and compared) at most per claimant: the cost of a search grows

@@ -274,9 +274,17 @@ Placement Session::findPlacement(const SessionTask& task, bool allowPipeline) {
   // The key of a task is built once per session (the same pod is often tried by several actions).
   std::string key = placementKey(task);
   if (domain_) key += "|domain:" + domain_->name;
-  // More cpu or memory than any node has free, even counting releasing pods: no ranking to build.
-  if (exceedsEveryNode(task.nodeRequest())) return explainFailure(task, allowPipeline);
-  auto [it, fresh] = rankings_.try_emplace(std::move(key));
+  // The ranking is exact: when it holds no node, none fits. A quiet caller wants no reason, so the
+  // failure tally (which walks every node change since it was last asked) is left alone.
+  auto noNode = [&] { return explain_ ? explainFailure(task, allowPipeline) : Placement{}; };
+  auto it = rankings_.find(key);
+  const bool fresh = it == rankings_.end();
+  if (fresh) {
+    // More cpu or memory than any node has free, even counting releasing pods: no ranking to
+    // build (a ranking kept already is cheaper to refresh than this index).
+    if (exceedsEveryNode(task.nodeRequest())) return noNode();
+    it = rankings_.try_emplace(std::move(key)).first;
+  }
   NodeRanking<RankedNode, RankedBefore>& ranking = it->second;
   if (fresh) {
     std::vector<RankedNode> ranked;
@@ -303,7 +311,7 @@ Placement Session::findPlacement(const SessionTask& task, bool allowPipeline) {
     p.pipelined = !best->fitsNow;
     return p;
   }
-  return explainFailure(task, allowPipeline);  // nothing fits: the class's tally says why
+  return noNode();  // nothing fits: the class's tally says why
 }
 
 // ---- failure tallies ----

@@ -4,9 +4,11 @@
 // after it was evaluated never comes out, and the best entries handed out stay ranked.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <random>
 #include <vector>
 
 #include "tessera/framework/node_ranking.h"
@@ -198,4 +200,52 @@ TEST_CASE("node ranking: rankings started at different times share one log", "[n
   CHECK(n.evaluated == V{1});
   CHECK(nodesOf(early.best(3, n.log)) == nodesOf(late.best(3, n.log)));
   CHECK(nodesOf(late.best(3, n.log)) == V{0, 1, 2});
+}
+
+TEST_CASE("node ranking: reevaluate ranks again nodes whose order moved without a change", "[node_ranking]") {
+  Nodes n(5);
+  n.score = {{0, 1}, {1, 2}, {2, 3}, {3, 4}};  // node 4 does not qualify
+  NodeRanking<Entry, Before> r;
+  r.assign(n.all(5), n.log);
+  n.change(0, 7);  // a logged change: folded in too
+  // What the caller's order depends on moved on nodes 1, 3 and 4 (not logged).
+  n.score[1] = 9;
+  n.score.erase(3);
+  n.score[4] = 5;
+  n.evaluated.clear();
+  r.reevaluate(V{1, 3, 4}, n.log, [&](int node) { return n.evaluate(node); });
+  CHECK(n.evaluated == V{0, 1, 3, 4});  // the logged change, then the nodes named, once each
+  CHECK(r.size() == 4);                 // the old entries of 0, 1 and 3 are gone
+  CHECK(nodesOf(r.best(5, n.log)) == V{1, 0, 4, 2});
+  n.evaluated.clear();
+  r.refresh(n.log, [&](int node) { return n.evaluate(node); });
+  CHECK(n.evaluated.empty());
+}
+
+TEST_CASE("node ranking: logged changes and reevaluated nodes give the order from scratch", "[node_ranking]") {
+  std::mt19937 rng(7);
+  for (int round = 0; round < 200; ++round) {
+    const size_t count = 1 + rng() % 12;
+    Nodes n(count);
+    for (int i = 0; i < static_cast<int>(count); ++i)
+      if (rng() % 4) n.score[i] = rng() % 6;
+    NodeRanking<Entry, Before> r;
+    r.assign(n.all(count), n.log);
+    for (int step = 0; step < 20; ++step) {
+      const int node = static_cast<int>(rng() % count);
+      const std::optional<int64_t> s = rng() % 4 ? std::optional<int64_t>(rng() % 6) : std::nullopt;
+      if (rng() % 2) {
+        n.change(node, s);  // logged: refresh or reevaluate folds it in
+      } else {              // moved without a change: only reevaluate of that node sees it
+        if (s) n.score[node] = *s;
+        else n.score.erase(node);
+        r.reevaluate(V{node}, n.log, [&](int x) { return n.evaluate(x); });
+      }
+      if (rng() % 3 == 0) r.refresh(n.log, [&](int x) { return n.evaluate(x); });
+      r.refresh(n.log, [&](int x) { return n.evaluate(x); });
+      std::vector<Entry> fresh = n.all(count);
+      std::sort(fresh.begin(), fresh.end(), Before{});
+      REQUIRE(nodesOf(r.best(count, n.log)) == nodesOf(fresh));
+    }
+  }
 }
