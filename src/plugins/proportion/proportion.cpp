@@ -6,6 +6,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "tessera/api/gpu_request.h"
@@ -57,7 +58,9 @@ struct QNode {
   int32_t priority = 100;
   Amounts deserved{0, 0, 0}, limit{-1, -1, -1}, weight{1000, 1000, 1000};
   Amounts allocated{0, 0, 0};    ///< subtree, tasks holding or promised resources (not releasing)
-  uint64_t allocatedVersion = 0;  ///< bumped whenever `allocated` changes (QueueKey)
+  /// Changes whenever `allocated` or a task state in the subtree does (QueueKey, victim sequences),
+  /// and returns to its value when they return to theirs (onAllocate).
+  uint64_t allocatedVersion = 0;
   Amounts allocatedNP{0, 0, 0};  ///< the non-preemptible part
   Amounts requested{0, 0, 0};    ///< subtree: allocated + pending
   Amounts fairShare{0, 0, 0};
@@ -462,12 +465,37 @@ class State {
            !protectedByMinRuntime(vj, &api::Queue::preemptMinRuntime);
   }
 
+  /// What an allocation event toggles for a task: placed (allocate / pipeline and their undo),
+  /// evicted (evict and its undo) or reserved to come back (consolidation's reserve and its undo).
+  enum class Toggle : uint64_t { Placed = 0, Evicted = 1, Reserved = 2 };
+  Toggle toggleOf(const SessionTask& t, int sign) {
+    const uint64_t id = (static_cast<uint64_t>(t.job) << 32) | static_cast<uint32_t>(t.index);
+    if (t.state != TaskState::Releasing) return running(t) ? Toggle::Evicted : Toggle::Placed;  // undo of evict, or placed / unplaced
+    if (sign > 0) {  // a reserve: an evicted pod comes back
+      reserved_.insert(id);
+      return Toggle::Reserved;
+    }
+    return reserved_.erase(id) ? Toggle::Reserved : Toggle::Evicted;  // undo of a reserve, or an eviction
+  }
+  /// A fixed random 64-bit key per task and toggle (splitmix64).
+  static uint64_t toggleKey(const SessionTask& t, Toggle what) {
+    uint64_t z = ((static_cast<uint64_t>(t.job) << 32) | (static_cast<uint64_t>(t.index) << 2) | static_cast<uint64_t>(what)) +
+                 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+
   void onAllocate(const SessionTask& t, int sign) {
     const SessionJob& j = ssn_.jobs()[t.job];
     if (j.queue < 0) return;
     const Amounts a = amountsOf(t.request());
+    // A fingerprint of the subtree's task states, not a counter: each event and its undo toggle the
+    // same key, so a trial rolled back leaves the version where it was, and what was built for
+    // that state (victim sequences, queue keys) still holds.
+    const uint64_t key = toggleKey(t, toggleOf(t, sign));
     for (int c = j.queue; c >= 0; c = q_[c].parent) {
-      ++q_[c].allocatedVersion;
+      q_[c].allocatedVersion ^= key;
       for (int r = 0; r < kResources; ++r) {
         q_[c].allocated[r] += sign * a[r];
         if (!j.preemptible) q_[c].allocatedNP[r] += sign * a[r];
@@ -813,6 +841,7 @@ class State {
   bool divided_ = false;
   std::vector<TurnRequest> turnCache_;  ///< per job index (turnRequest)
   std::vector<QueueKey> queueKeys_;     ///< per queue (queueKey)
+  std::unordered_set<uint64_t> reserved_;  ///< tasks reserved to come back (toggleOf)
   /// Per job index: which running pods are surplus (surplusPod), as of its ready and releasing
   /// counts (a pod evicted and another placed leave the ready count as it was).
   mutable std::vector<Surplus> surplus_;
