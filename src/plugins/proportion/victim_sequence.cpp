@@ -8,8 +8,9 @@ namespace tessera::plugins::proportion {
 void VictimSequence::reset(size_t queues, size_t slots) {
   slots_ = slots;
   nextChunk_ = 0;
-  if (seq_.size() < queues) seq_.resize(queues);
+  if (seq_.size() < queues) seq_.resize(queues), from_.resize(queues);
   for (auto& s : seq_) s.clear();
+  for (auto& f : from_) f.clear();
   built_.assign(queues, Built{});
   // Only valid_ must start clean: a build writes share_ and amounts_ for every pod it places.
   for (auto& g : share_) g.resize(slots);
@@ -32,38 +33,65 @@ void VictimSequence::buildQueue(int q, size_t depth, Source& src) {
   Built& built = built_[static_cast<size_t>(q)];
   const uint64_t version = src.version(q);
   if (built.valid && built.version == version) return;  // its sequence and shares stand
+  const bool rebuilt = built.valid;  // seq_[q] and from_[q] hold its last build
   built = {true, version};
+  const std::vector<int>& kids = src.children(q);
+  // The children whose sequence is built again (their subtree changed since): the others' chunks
+  // keep their order among themselves, so the last merge, without the changed children's chunks,
+  // is one sorted stream to merge them into.
+  std::vector<uint8_t> changed(kids.size(), 0);  // a local: the recursion below builds children
+  for (size_t i = 0; i < kids.size(); ++i) {
+    const Built& b = built_[static_cast<size_t>(kids[i])];
+    changed[i] = !rebuilt || !b.valid || b.version != src.version(kids[i]);
+  }
+  for (int c : kids) buildQueue(c, depth + 1, src);
   std::vector<Entry>& out = seq_[static_cast<size_t>(q)];
+  std::vector<int>& from = from_[static_cast<size_t>(q)];
+  rest_.clear();
+  restFrom_.clear();
+  for (size_t i = 0; i < out.size(); ++i) {
+    const int c = from[i];
+    if (c < 0) continue;  // the queue's own pods: fetched again below
+    const size_t k = static_cast<size_t>(std::find(kids.begin(), kids.end(), c) - kids.begin());
+    if (k < kids.size() && !changed[k]) rest_.push_back(out[i]), restFrom_.push_back(c);
+  }
   out.clear();
+  from.clear();
   pods_.clear();
   src.ownPods(q, pods_);
   for (const Pod& p : pods_) {
     if (!p.joinsPrevious || out.empty()) ++nextChunk_;
     out.push_back({p.slot, nextChunk_});
+    from.push_back(-1);
     amounts_[static_cast<size_t>(p.slot)] = p.amounts;
   }
-  const std::vector<int>& kids = src.children(q);
-  for (int c : kids) buildQueue(c, depth + 1, src);
   if (!kids.empty()) {
-    // Merge the children: the next chunk comes from the child that gives first once it is gone.
+    // Merge: the next chunk comes from the child that gives first once it is gone. Streams: each
+    // changed child's sequence, and the unchanged children's chunks in their last merged order.
     const std::vector<Share>& below = shareAt(depth + 1);
+    auto entryAt = [&](const Head& h) -> const Entry& {
+      return h.child < 0 ? rest_[h.pos] : seq_[static_cast<size_t>(h.child)][h.pos];
+    };
+    auto childAt = [&](const Head& h) { return h.child < 0 ? restFrom_[h.pos] : h.child; };
     auto later = [&](const Head& a, const Head& b) {  // heap order: the child that gives first on top
-      const Entry& ea = seq_[static_cast<size_t>(a.child)][a.pos];
-      const Entry& eb = seq_[static_cast<size_t>(b.child)][b.pos];
-      return src.compareChildren(a.child, below[static_cast<size_t>(ea.slot)], b.child,
-                                 below[static_cast<size_t>(eb.slot)]) > 0;
+      return src.compareChildren(childAt(a), below[static_cast<size_t>(entryAt(a).slot)], childAt(b),
+                                 below[static_cast<size_t>(entryAt(b).slot)]) > 0;
     };
     heads_.clear();
-    for (int c : kids)
-      if (!seq_[static_cast<size_t>(c)].empty()) heads_.push_back({c, 0});
+    for (size_t i = 0; i < kids.size(); ++i)
+      if (changed[i] && !seq_[static_cast<size_t>(kids[i])].empty()) heads_.push_back({kids[i], 0});
+    if (!rest_.empty()) heads_.push_back({-1, 0});
     std::make_heap(heads_.begin(), heads_.end(), later);
     while (!heads_.empty()) {
       std::pop_heap(heads_.begin(), heads_.end(), later);
       Head& h = heads_.back();
-      const std::vector<Entry>& from = seq_[static_cast<size_t>(h.child)];
-      const int chunk = from[h.pos].chunk;
-      while (h.pos < from.size() && from[h.pos].chunk == chunk) out.push_back(from[h.pos++]);
-      if (h.pos < from.size()) std::push_heap(heads_.begin(), heads_.end(), later);
+      const std::vector<Entry>& stream = h.child < 0 ? rest_ : seq_[static_cast<size_t>(h.child)];
+      const int chunk = stream[h.pos].chunk;
+      while (h.pos < stream.size() && stream[h.pos].chunk == chunk) {
+        from.push_back(childAt(h));
+        out.push_back(stream[h.pos++]);
+      }
+      if (h.pos < stream.size()) std::push_heap(heads_.begin(), heads_.end(), later);
       else heads_.pop_back();
     }
   }

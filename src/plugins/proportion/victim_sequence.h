@@ -13,7 +13,8 @@
 // it gave up to this chunk is gone", and two victims whose queues differ compare, at the children of
 // their lowest common ancestor, by that share: `share(slot, depth)`, computed once per build. A
 // top-level queue's subtree is built on demand; of it, only the queues whose subtree changed since
-// (Source::version) are built again.
+// (Source::version) are built again, and a parent merges only its changed children's sequences
+// into its last merge of the others (their order among themselves stands).
 #include <cstdint>
 #include <vector>
 
@@ -75,6 +76,7 @@ class VictimSequence {
   size_t slots_ = 0;
   int nextChunk_ = 0;
   std::vector<std::vector<Entry>> seq_;    ///< per queue: its subtree's pods, in sequence
+  std::vector<std::vector<int>> from_;     ///< per queue, per seq_ entry: the child it came from (-1: own)
   struct Built {
     bool valid = false;
     uint64_t version = 0;
@@ -85,10 +87,12 @@ class VictimSequence {
   std::vector<uint8_t> valid_;             ///< per slot: in a built sequence
   std::vector<Pod> pods_;                  ///< ownPods() buffer
   struct Head {
-    int child;
+    int child;  ///< -1: rest_
     size_t pos;
   };
   std::vector<Head> heads_;
+  std::vector<Entry> rest_;       ///< buildQueue: the last merge's chunks of unchanged children
+  std::vector<int> restFrom_;     ///< their children
 };
 
 }  // namespace tessera::plugins::proportion
