@@ -37,10 +37,28 @@ class NodeChangeLog {
   const std::vector<int>& changes() const { return changes_; }
   /// How many changes were logged: equal sizes at two moments mean nothing changed between them.
   size_t size() const { return changes_.size(); }
+  /// Calls `f(node)` once for each node changed since log position `from`, in the order of their
+  /// first change there. A node changed many times (a trial's evictions, placements and their
+  /// undoing) is visited once: whoever evaluates it reads its current state. `f` may visit the log
+  /// itself (each visit has its own marks; a node may then be visited twice, never skipped).
+  template <class F>
+  void forEachChangedSince(size_t from, F&& f) const {
+    if (mark_.size() != version_.size()) mark_.assign(version_.size(), 0);
+    if (++marks_ == 0) std::fill(mark_.begin(), mark_.end(), 0), marks_ = 1;
+    const uint32_t mine = marks_;
+    for (size_t i = from; i < changes_.size(); ++i) {
+      const int node = changes_[i];
+      if (mark_[static_cast<size_t>(node)] == mine) continue;
+      mark_[static_cast<size_t>(node)] = mine;
+      f(node);
+    }
+  }
 
  private:
   std::vector<uint32_t> version_;
   std::vector<int> changes_;
+  mutable std::vector<uint32_t> mark_;  ///< forEachChangedSince: the visit that last saw each node
+  mutable uint32_t marks_ = 0;
 };
 
 /// A heap of node evaluations kept current against a NodeChangeLog.
@@ -62,16 +80,16 @@ class NodeRanking {
 
   /// Folds in the changes logged since the last assign / refresh: `evaluate(int node)` returns the
   /// node's new entry (stamped with its current version), or an empty optional when the node no
-  /// longer qualifies. Called once per logged change, in log order.
+  /// longer qualifies. Called once per node changed since, in the order of their first change.
   template <class Evaluate>
   void refresh(const NodeChangeLog& log, Evaluate&& evaluate) {
-    const std::vector<int>& changes = log.changes();
-    for (size_t i = seen_; i < changes.size(); ++i)
-      if (auto e = evaluate(changes[i])) {
+    log.forEachChangedSince(seen_, [&](int node) {
+      if (auto e = evaluate(node)) {
         heap_.push_back(*e);
         std::push_heap(heap_.begin(), heap_.end(), worse());
       }
-    seen_ = changes.size();
+    });
+    seen_ = log.size();
   }
 
   /// The best current entry (stale entries on top are dropped on the way), or null when none is.

@@ -1,6 +1,6 @@
 // NodeRanking on its own: a heap of node evaluations kept current against a NodeChangeLog. The
 // session's findPlacement and the victim search rely on exactly these rules: only nodes logged
-// since the last use are re-evaluated (once per change, in log order), an entry whose node changed
+// since the last use are re-evaluated (once each, in the order of their first change), an entry whose node changed
 // after it was evaluated never comes out, and the best entries handed out stay ranked.
 #include <catch2/catch.hpp>
 
@@ -111,7 +111,7 @@ TEST_CASE("node ranking: an empty ranking has no top", "[node_ranking]") {
   CHECK(r.top(n.log) == nullptr);
 }
 
-TEST_CASE("node ranking: refresh re-evaluates only the nodes changed since, once per change", "[node_ranking]") {
+TEST_CASE("node ranking: refresh re-evaluates only the nodes changed since, once each", "[node_ranking]") {
   Nodes n(6);
   n.score = {{0, 1}, {1, 2}, {2, 3}, {3, 4}, {4, 5}, {5, 6}};
   n.change(5, 6);  // logged before the ranking starts: already counted in its evaluation
@@ -126,7 +126,7 @@ TEST_CASE("node ranking: refresh re-evaluates only the nodes changed since, once
   n.change(0, 50);
   n.change(2, 101);
   r.refresh(n.log, [&](int node) { return n.evaluate(node); });
-  CHECK(n.evaluated == V{2, 0, 2});  // in log order, a node once per change
+  CHECK(n.evaluated == V{2, 0});  // in the order of their first change, a node once
   CHECK(nodesOf(r.best(3, n.log)) == V{2, 0, 5});
 
   n.evaluated.clear();
@@ -248,4 +248,23 @@ TEST_CASE("node ranking: logged changes and reevaluated nodes give the order fro
       REQUIRE(nodesOf(r.best(count, n.log)) == nodesOf(fresh));
     }
   }
+}
+
+TEST_CASE("node change log: each node changed since once, a visit inside a visit skips none", "[node_ranking]") {
+  NodeChangeLog log;
+  log.reset(5);
+  for (int n : {1, 2, 1, 3, 2, 4}) log.touch(n);
+  V seen;
+  log.forEachChangedSince(1, [&](int n) { seen.push_back(n); });
+  CHECK(seen == V{2, 1, 3, 4});  // from position 1: in the order of their first change there
+  V outer, inner;
+  log.forEachChangedSince(0, [&](int n) {
+    outer.push_back(n);
+    if (n == 1 && inner.empty()) log.forEachChangedSince(0, [&](int m) { inner.push_back(m); });
+  });
+  CHECK(inner == V{1, 2, 3, 4});
+  // The inner visit's marks hide the outer's: it may see a node again, but misses none.
+  std::sort(outer.begin(), outer.end());
+  outer.erase(std::unique(outer.begin(), outer.end()), outer.end());
+  CHECK(outer == V{1, 2, 3, 4});
 }
