@@ -354,7 +354,7 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
         const int n = t.node >= 0 ? t.node : ssn_.findNode(t.info->nodeName);
         if (n >= 0) moved.push_back(n);
       }
-    ranking.reevaluate(moved, log, reevaluate);
+    ranking.reevaluate(std::move(moved), log, reevaluate);
   } else if (fresh) {
     std::vector<Candidate> all;
     if (pruning_) {  // victims only where the pruned set's jobs run

@@ -31,8 +31,6 @@ class NodeChangeLog {
     changes_.push_back(node);
   }
   uint32_t version(int node) const { return version_[node]; }
-  /// How many nodes are versioned (the session's nodes).
-  size_t versions() const { return version_.size(); }
   /// Node indices in change order; a node appears once per change.
   const std::vector<int>& changes() const { return changes_; }
   /// How many changes were logged: equal sizes at two moments mean nothing changed between them.
@@ -103,14 +101,15 @@ class NodeRanking {
   /// moved there), and rebuilds the heap from the current entries: the old entries of those nodes
   /// and every stale entry are dropped, so no entry evaluated under the old order stays in it.
   template <class Evaluate>
-  void reevaluate(const std::vector<int>& nodes, const NodeChangeLog& log, Evaluate&& evaluate) {
+  void reevaluate(std::vector<int> nodes, const NodeChangeLog& log, Evaluate&& evaluate) {
     refresh(log, evaluate);
-    mark_.assign(log.versions(), 0);
-    for (int n : nodes) mark_[static_cast<size_t>(n)] = 1;
-    std::erase_if(heap_, [&](const Entry& e) { return mark_[static_cast<size_t>(e.node)] || stale(e, log); });
-    for (size_t n = 0; n < mark_.size(); ++n)
-      if (mark_[n])
-        if (auto e = evaluate(static_cast<int>(n))) heap_.push_back(*e);
+    std::sort(nodes.begin(), nodes.end());
+    nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+    std::erase_if(heap_, [&](const Entry& e) {
+      return stale(e, log) || std::binary_search(nodes.begin(), nodes.end(), e.node);
+    });
+    for (int n : nodes)
+      if (auto e = evaluate(n)) heap_.push_back(*e);
     std::make_heap(heap_.begin(), heap_.end(), worse());
   }
 
@@ -150,7 +149,6 @@ class NodeRanking {
   Before before_;
   std::vector<Entry> heap_;  ///< std heap under worse()
   size_t seen_ = 0;          ///< prefix of the change log already folded in
-  std::vector<uint8_t> mark_;  ///< reevaluate()'s nodes
 };
 
 }  // namespace tessera::framework
