@@ -346,7 +346,7 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
   }
   auto [it, fresh] = rankings_.try_emplace(key, Better{this});
   Ranking& ranking = it->second;
-  auto reevaluate = [&](int ni) { return mayHaveVictims(job, ni) ? evaluate(job, task, ni) : std::optional<Candidate>(); };
+  auto evaluateNode = [&](int ni) { return mayHaveVictims(job, ni) ? evaluate(job, task, ni) : std::optional<Candidate>(); };
   if (reorder && !fresh) {
     std::vector<int> moved;  // nodes running pods of the jobs this claimant took victims from
     for (const Victim& v : evictedNow_)
@@ -354,7 +354,7 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
         const int n = t.node >= 0 ? t.node : ssn_.findNode(t.info->nodeName);
         if (n >= 0) moved.push_back(n);
       }
-    ranking.reevaluate(std::move(moved), log, reevaluate);
+    ranking.reevaluate(std::move(moved), log, evaluateNode);
   } else if (fresh) {
     std::vector<Candidate> all;
     if (pruning_) {  // victims only where the pruned set's jobs run
@@ -370,7 +370,7 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
     }
     ranking.assign(std::move(all), log);
   } else {
-    ranking.refresh(log, reevaluate);
+    ranking.refresh(log, evaluateNode);
   }
   resetVerdicts();
   // The best current nodes; they stay ranked, valid until a try changes them.

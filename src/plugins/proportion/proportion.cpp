@@ -475,8 +475,9 @@ class State {
   /// What an allocation event toggles for a task: placed (allocate / pipeline and their undo),
   /// evicted (evict and its undo) or reserved to come back (consolidation's reserve and its undo).
   enum class Toggle : uint64_t { Placed = 0, Evicted = 1, Reserved = 2 };
+  static uint64_t taskId(const SessionTask& t) { return (static_cast<uint64_t>(t.job) << 32) | static_cast<uint32_t>(t.index); }
   Toggle toggleOf(const SessionTask& t, int sign) {
-    const uint64_t id = (static_cast<uint64_t>(t.job) << 32) | static_cast<uint32_t>(t.index);
+    const uint64_t id = taskId(t);
     if (t.state != TaskState::Releasing) return running(t) ? Toggle::Evicted : Toggle::Placed;  // undo of evict, or placed / unplaced
     if (sign > 0) {  // a reserve: an evicted pod comes back
       reserved_.insert(id);
@@ -486,8 +487,7 @@ class State {
   }
   /// A fixed random 64-bit key per task and toggle (splitmix64).
   static uint64_t toggleKey(const SessionTask& t, Toggle what) {
-    uint64_t z = ((static_cast<uint64_t>(t.job) << 32) | (static_cast<uint64_t>(t.index) << 2) | static_cast<uint64_t>(what)) +
-                 0x9e3779b97f4a7c15ull;
+    uint64_t z = (taskId(t) * 4 + static_cast<uint64_t>(what)) + 0x9e3779b97f4a7c15ull;
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);

@@ -114,26 +114,43 @@ std::string randomCluster(Rng& rng) {
 
 bool runningTask(const SessionTask& t) { return t.state == TaskState::Running || t.state == TaskState::Bound; }
 
+/// Cases per property: `full`, or `sanitized` under a sanitizer; TESSERA_VICTIM_ORDER_CASES overrides.
+int caseCount(int full, int sanitized) {
+#if defined(__SANITIZE_ADDRESS__)
+  int cases = sanitized;
+#else
+  int cases = full;
+  (void)sanitized;
+#endif
+  if (const char* n = std::getenv("TESSERA_VICTIM_ORDER_CASES")) cases = std::atoi(n);
+  return cases;
+}
+
+/// Two nodes of 8 GPUs and `yaml` (randomCluster), started.
+void startCluster(tessera::testing::TestCluster& c, const std::string& yaml) {
+  c.create(tessera::testing::nodeYaml("n1", "64", "8") + "---\n" + tessera::testing::nodeYaml("n2", "64", "8"));
+  c.create(yaml);
+  c.start();
+}
+
+/// The plugins the victim order depends on.
+auto victimOrderConfig() {
+  return tessera::testing::configWith(
+      {makePlugin("priority", tessera::plugins::makePriority), makePlugin("proportion", tessera::plugins::makeProportion)});
+}
+
 }  // namespace
 
 TEST_CASE("victim order property: a strict total order on random queue trees, held while a search evicts",
           "[proportion][victims][property]") {
-#if defined(__SANITIZE_ADDRESS__)
-  int cases = 60;
-#else
-  int cases = 400;
-#endif
-  if (const char* n = std::getenv("TESSERA_VICTIM_ORDER_CASES")) cases = std::atoi(n);
+  const int cases = caseCount(400, 60);
   for (int seed = 1; seed <= cases; ++seed) {
     Rng rng{uint64_t(seed)};
     const std::string yaml = randomCluster(rng);
     INFO("seed " << seed << "\n" << yaml);
     tessera::testing::TestCluster c;
-    c.create(tessera::testing::nodeYaml("n1", "64", "8") + "---\n" + tessera::testing::nodeYaml("n2", "64", "8"));
-    c.create(yaml);
-    c.start();
-    auto cfg = tessera::testing::configWith(
-        {makePlugin("priority", tessera::plugins::makePriority), makePlugin("proportion", tessera::plugins::makeProportion)});
+    startCluster(c, yaml);
+    auto cfg = victimOrderConfig();
     Session ssn(c.snapshot(), cfg, c.clock);
     ssn.open();
     std::vector<SessionTask*> pods;
@@ -221,22 +238,14 @@ TEST_CASE("victim order property: after trials rolled back, the order is the one
   // fingerprint stands; a trial undone returns the fingerprint to where it was. The order a session
   // reaches through trials, reserves and rollbacks must be the order a fresh session computes for
   // the same state.
-#if defined(__SANITIZE_ADDRESS__)
-  int cases = 40;
-#else
-  int cases = 250;
-#endif
-  if (const char* n = std::getenv("TESSERA_VICTIM_ORDER_CASES")) cases = std::atoi(n);
+  const int cases = caseCount(250, 40);
   for (int seed = 1; seed <= cases; ++seed) {
     Rng rng{uint64_t(seed) * 7919};
     const std::string yaml = randomCluster(rng);
     INFO("seed " << seed << "\n" << yaml);
     tessera::testing::TestCluster c;
-    c.create(tessera::testing::nodeYaml("n1", "64", "8") + "---\n" + tessera::testing::nodeYaml("n2", "64", "8"));
-    c.create(yaml);
-    c.start();
-    auto cfg = tessera::testing::configWith(
-        {makePlugin("priority", tessera::plugins::makePriority), makePlugin("proportion", tessera::plugins::makeProportion)});
+    startCluster(c, yaml);
+    auto cfg = victimOrderConfig();
     auto session = [&] {
       auto s = std::make_unique<Session>(c.snapshot(), cfg, c.clock);
       s->open();
