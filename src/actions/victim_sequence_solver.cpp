@@ -114,7 +114,7 @@ bool VictimSearch::placesWith(SessionJob& job, const framework::NodeDomain* doma
   Statement stmt(ssn_);
   evictedNow_.clear();
   int evicted = 0;
-  const std::string why = "moved to make room for " + describeJob(job);
+  const Reason why = claimantWhy(job);  // consolidation: "moved to make room for ..." 
   std::vector<int> touched;  // nodes the set frees room on
   for (const Victim& v : set) {
     SessionTask& t = ssn_.task(v.job, v.task);

@@ -214,11 +214,7 @@ int VictimSearch::makeRoomOnce(Statement& stmt, SessionJob& job, SessionTask& ta
   if (!chosen || evicted + chosen->count > maxVictims_) return kFailed;
   const auto cp = stmt.checkpoint();
   const int before = evicted;
-  const std::string who = describeJob(job);
-  const std::string why = mode_ == VictimMode::Reclaim   ? "reclaimed by queue " + job.info->queue + " for " + who
-                          : mode_ == VictimMode::Preempt ? "preempted by " + who + " (priority " +
-                                                               std::to_string(job.priority) + ")"
-                                                         : "moved to make room for " + who;
+  const Reason why = claimantWhy(job);
   const size_t record = evictedNow_.size();
   auto fail = [&] {
     stmt.rollback(cp);
@@ -269,10 +265,16 @@ void VictimSearch::indexQueues() {
     queueTop_[q] = c;
   }
   topRunning_.assign(nq, {});
-  for (const SessionJob& j : ssn_.jobs())
-    if (j.queue >= 0)
-      for (const SessionTask& t : j.tasks)
-        if (running(t)) topRunning_[static_cast<size_t>(queueTop_[static_cast<size_t>(j.queue)])].push_back({j.index, t.index});
+  topJobs_.assign(nq, {});
+  for (const SessionJob& j : ssn_.jobs()) {
+    if (j.queue < 0 || j.readyCount == 0) continue;  // a job with no pod in a ready state runs none
+    const size_t top = static_cast<size_t>(queueTop_[static_cast<size_t>(j.queue)]);
+    std::vector<Victim>& pods = topRunning_[top];
+    const uint32_t from = static_cast<uint32_t>(pods.size());
+    for (const SessionTask& t : j.tasks)
+      if (running(t)) pods.push_back({j.index, t.index});
+    if (pods.size() > from) topJobs_[top].push_back({j.index, from, static_cast<uint32_t>(pods.size())});
+  }
 }
 
 api::Status VictimSearch::queueRoom(const SessionJob& job, const SessionTask& task) const {
@@ -320,16 +322,19 @@ bool VictimSearch::freeQueueRoom(Statement& stmt, SessionJob& job, SessionTask& 
   };
   // Victims whose queue counts against a limit on the claimant's path: every queue under the
   // path's top-level queue.
-  const std::vector<Victim>& pool = topRunning_[static_cast<size_t>(queueTop_[static_cast<size_t>(job.queue)])];
+  const size_t top = static_cast<size_t>(queueTop_[static_cast<size_t>(job.queue)]);
+  const std::vector<Victim>& pool = topRunning_[top];
   std::vector<Victim> cands;
-  int8_t ok = -1;  // whether the job may give victims: asked once, of its first running pod
-  for (size_t i = 0; i < pool.size(); ++i) {
-    const SessionJob& vj = ssn_.jobs()[static_cast<size_t>(pool[i].job)];
-    if (i == 0 || pool[i - 1].job != vj.index) ok = vj.index == job.index || vj.readyCount == 0 || !vj.preemptible ? 0 : -1;
-    const SessionTask& t = vj.tasks[static_cast<size_t>(pool[i].task)];
-    if (ok == 0 || !running(t) || !shares(t.request())) continue;
-    if (ok < 0) ok = eligible(job, t) ? 1 : 0;
-    if (ok == 1) cands.push_back(pool[i]);
+  for (const TopJob& r : topJobs_[top]) {  // job by job: a job that gives none is passed whole
+    const SessionJob& vj = ssn_.jobs()[static_cast<size_t>(r.job)];
+    if (vj.index == job.index || vj.readyCount == 0 || !vj.preemptible) continue;
+    int8_t ok = -1;  // whether the job may give victims: asked once, of its first running pod
+    for (uint32_t i = r.from; i < r.to && ok != 0; ++i) {
+      const SessionTask& t = vj.tasks[static_cast<size_t>(pool[i].task)];
+      if (!running(t) || !shares(t.request())) continue;
+      if (ok < 0) ok = eligible(job, t) ? 1 : 0;
+      if (ok == 1) cands.push_back(pool[i]);
+    }
   }
   // Taken in victim order, the order as it stands after the victims taken so far (KAI's victim
   // queue: an elastic job that reached its minimum now goes whole, behind newer jobs; the queues'
@@ -339,10 +344,10 @@ bool VictimSearch::freeQueueRoom(Statement& stmt, SessionJob& job, SessionTask& 
   const auto cp = stmt.checkpoint();
   const size_t record = evictedNow_.size();
   const int before = evicted;
-  const std::string why = mode_ == VictimMode::Reclaim
-                              ? "reclaimed by queue " + job.info->queue + " for " + describeJob(job) + " (queue limit)"
-                              : "preempted by " + describeJob(job) + " (priority " + std::to_string(job.priority) +
-                                    ", queue limit)";
+  const Reason why = std::make_shared<const std::string>(
+      mode_ == VictimMode::Reclaim
+          ? "reclaimed by queue " + job.info->queue + " for " + describeJob(job) + " (queue limit)"
+          : "preempted by " + describeJob(job) + " (priority " + std::to_string(job.priority) + ", queue limit)");
   for (size_t i = 0; i < cands.size(); ++i) {
     if (queueRoom(job, task).ok()) break;
     std::iter_swap(cands.begin() + i, std::min_element(cands.begin() + i, cands.end(), less));
@@ -493,7 +498,19 @@ bool VictimSearch::run(SessionJob& job, std::string& reason) {
   return ok;
 }
 
-void VictimSearch::evict(Statement& stmt, SessionTask& task, const std::string& why) {
+const VictimSearch::Reason& VictimSearch::claimantWhy(const SessionJob& job) {
+  if (whyJob_ != job.index || !why_) {
+    const std::string who = describeJob(job);
+    why_ = std::make_shared<const std::string>(
+        mode_ == VictimMode::Reclaim   ? "reclaimed by queue " + job.info->queue + " for " + who
+        : mode_ == VictimMode::Preempt ? "preempted by " + who + " (priority " + std::to_string(job.priority) + ")"
+                                       : "moved to make room for " + who);
+    whyJob_ = job.index;
+  }
+  return why_;
+}
+
+void VictimSearch::evict(Statement& stmt, SessionTask& task, const Reason& why) {
   evictedNow_.push_back({task.job, task.index});
   stmt.evict(task, why);
 }
@@ -549,7 +566,10 @@ bool VictimSearch::prune(SessionJob& job, const framework::NodeDomain* domain, s
   // One trial without what was just excluded: kept only when it takes a subset (comparing
   // different sets by the victim order as it stands, not as it would be after the victims
   // before, could trade a victim for a later one).
-  auto trial = [&] {
+  // `without`: best less what the trial leaves alone. A trial that cannot fit the turn with those
+  // alone, by resources, would fail (or find a set that is not a subset): it is not run.
+  auto trial = [&](const std::vector<Victim>& without) {
+    if (!mayFitWith(job, domain, without)) return false;
     std::string why;
     const bool found = runIn(job, domain, why, /*trial=*/true);
     if (!found || !std::all_of(evictedNow_.begin(), evictedNow_.end(), [&](const Victim& x) { return in(best, x); }))
@@ -559,16 +579,22 @@ bool VictimSearch::prune(SessionJob& job, const framework::NodeDomain* domain, s
   };
   for (int j : jobs) {
     if (std::none_of(best.begin(), best.end(), [&](const Victim& v) { return v.job == j; })) continue;
+    std::vector<Victim> without;
+    for (const Victim& v : best)
+      if (v.job != j) without.push_back(v);
     excluded_.push_back(j);
-    if (!trial()) excluded_.pop_back();
+    if (!trial(without)) excluded_.pop_back();
   }
   // Then single pods of a job that gave several (surplus pods of an elastic job are taken one at a
   // time, for different pods of the claimant or for queue room and node room): the latest first.
   for (const Victim& v : byLatest) {
     if (!in(best, v) || std::count_if(best.begin(), best.end(), [&](const Victim& y) { return y.job == v.job; }) < 2)
       continue;
+    std::vector<Victim> without;
+    for (const Victim& x : best)
+      if (x.job != v.job || x.task != v.task) without.push_back(x);
     excludedPods_.push_back(v);
-    if (!trial()) excludedPods_.pop_back();
+    if (!trial(without)) excludedPods_.pop_back();
   }
   bool ok = runIn(job, domain, reason, /*trial=*/false);
   excluded_.clear();
@@ -576,6 +602,89 @@ bool VictimSearch::prune(SessionJob& job, const framework::NodeDomain* domain, s
   pruning_ = false;
   if (!ok) ok = runIn(job, domain, reason, /*trial=*/false);  // as first found
   return ok;
+}
+
+namespace {
+
+using Room = std::array<int64_t, 3>;  // gpu, cpu, memory
+
+/// A node's room once what leaves it has left and the pods promised it came: future idle, and the
+/// free units of its GPU groups as thousandths of a GPU (as mayHold counts them).
+Room futureRoom(const framework::SessionNode& n) {
+  Room r{n.idle.milliGpu + n.releasing.milliGpu - n.pipelined.milliGpu,
+         n.idle.milliCpu + n.releasing.milliCpu - n.pipelined.milliCpu,
+         n.idle.memory + n.releasing.memory - n.pipelined.memory};
+  for (const framework::SessionGpuGroup& g : n.gpuGroups)
+    if (g.capacity > 0 && g.futureFree() > 0) r[0] += g.futureFree() * 1000 / g.capacity;
+  return r;
+}
+
+/// Pods asking `need` (some amount positive) that `room` holds, by amounts alone.
+int64_t podsIn(const Room& room, const Room& need) {
+  constexpr int64_t kMany = int64_t{1} << 20;  // past any turn's size
+  int64_t n = kMany;
+  for (size_t d = 0; d < 3; ++d)
+    if (need[d] > 0) n = std::min(n, std::max<int64_t>(0, room[d]) / need[d]);
+  return n;
+}
+
+}  // namespace
+
+bool VictimSearch::mayFitWith(const SessionJob& job, const framework::NodeDomain* domain,
+                              const std::vector<Victim>& set) {
+  if (mode_ == VictimMode::Consolidate) return true;  // moved pods take room again elsewhere
+  Room need{0, 0, 0};
+  bool first = true;
+  for (const SessionTask& t : job.tasks) {
+    if (t.state != TaskState::Pending) continue;
+    if (t.sharesGpu()) return true;
+    const Room r{t.nodeRequest().milliGpu, t.nodeRequest().milliCpu, t.nodeRequest().memory};
+    if (first) need = r, first = false;
+    else if (r != need) return true;
+  }
+  if (first || (need[0] <= 0 && need[1] <= 0 && need[2] <= 0)) return true;
+  const bool everywhere = !domain || domain->nodes.size() == ssn_.nodes().size();
+  if (!everywhere && domain->nodes.size() > 256) return true;  // a count would cost a search's worth
+  // What the set frees per node (inside the domain: the turn's pods go nowhere else).
+  std::vector<std::pair<int, Room>> freed;
+  for (const Victim& v : set) {
+    const SessionTask& t = ssn_.task(v.job, v.task);
+    const int n = t.node >= 0 ? t.node : ssn_.findNode(t.info->nodeName);
+    if (n < 0) return true;
+    if (!everywhere && !std::binary_search(domain->nodes.begin(), domain->nodes.end(), n)) continue;
+    auto it = std::find_if(freed.begin(), freed.end(), [&](const auto& f) { return f.first == n; });
+    if (it == freed.end()) it = freed.insert(freed.end(), {n, Room{0, 0, 0}});
+    it->second[0] += t.nodeRequest().milliGpu + (t.sharesGpu() ? t.request().milliGpu : 0);
+    it->second[1] += t.nodeRequest().milliCpu;
+    it->second[2] += t.nodeRequest().memory;
+  }
+  int64_t fit = 0;
+  if (everywhere) {
+    FreeFit& f = freeFit_[need];
+    const framework::NodeChangeLog& log = ssn_.nodeChanges();
+    if (f.perNode.size() != ssn_.nodes().size()) {
+      f.perNode.assign(ssn_.nodes().size(), 0);
+      f.total = 0;
+      for (const framework::SessionNode& n : ssn_.nodes())
+        f.total += f.perNode[static_cast<size_t>(n.index)] = podsIn(futureRoom(n), need);
+      f.at = log.size();
+    } else if (f.at != log.size()) {
+      log.forEachChangedSince(f.at, [&](int n) {
+        const int64_t now = podsIn(futureRoom(ssn_.nodes()[static_cast<size_t>(n)]), need);
+        f.total += now - f.perNode[static_cast<size_t>(n)];
+        f.perNode[static_cast<size_t>(n)] = now;
+      });
+      f.at = log.size();
+    }
+    fit = f.total;
+  } else {
+    for (int n : domain->nodes) fit += podsIn(futureRoom(ssn_.nodes()[static_cast<size_t>(n)]), need);
+  }
+  for (const auto& [n, more] : freed) {
+    const Room base = futureRoom(ssn_.nodes()[static_cast<size_t>(n)]);
+    fit += podsIn({base[0] + more[0], base[1] + more[1], base[2] + more[2]}, need) - podsIn(base, need);
+  }
+  return fit >= turnMissing(job);
 }
 
 std::vector<VictimSearch::NodeRoom>& VictimSearch::roomsFor(const SessionJob& job) {

@@ -14,6 +14,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -156,6 +157,21 @@ class VictimSearch {
   bool prune(framework::SessionJob& job, const framework::NodeDomain* domain, std::vector<Victim> best,
              std::string& reason);
   bool pruning_ = false;
+  /// Whether the turn's pods could fit with only the pods of `set` evicted, by resources alone:
+  /// every node of the domain (all nodes when null) counts the claimant pods its future idle room
+  /// (free units of its GPU groups included) plus what `set` holds there would take, ignoring
+  /// every other rule. Never false where a search could succeed with a subset of `set`; true
+  /// (no bound) for consolidation, GPU shares, and turns whose pods do not all ask alike.
+  bool mayFitWith(const framework::SessionJob& job, const framework::NodeDomain* domain,
+                  const std::vector<Victim>& set);
+  /// mayFitWith()'s count over all nodes of the claimant pods their room holds, per pod request
+  /// (gpu, cpu, memory), kept current through the node change log.
+  struct FreeFit {
+    std::vector<int64_t> perNode;
+    int64_t total = 0;
+    size_t at = 0;  ///< node change log position of the counts
+  };
+  std::map<std::array<int64_t, 3>, FreeFit> freeFit_;
   std::vector<int> excluded_;  ///< victim jobs left alone while pruning
   /// Single victim pods left alone while pruning, or (one pod) by runIn's retry without a first victim.
   std::vector<VictimSearchVictim> excludedPods_;
@@ -190,8 +206,14 @@ class VictimSearch {
   /// Commits a claimant's turn made room for with `evicted` victims, and says what its pipelined
   /// pods wait for.
   void commitTurn(framework::Statement& stmt, framework::SessionJob& job, int evicted);
+  /// Why a victim is evicted (shared by all the evictions that give it: Operation::reason).
+  using Reason = std::shared_ptr<const std::string>;
+  /// "preempted by <claimant> (priority p)" and the like, built once per claimant.
+  const Reason& claimantWhy(const framework::SessionJob& job);
+  Reason why_;
+  int whyJob_ = -1;
   /// Evicts `task` in `stmt`, recording it in evictedNow_.
-  void evict(framework::Statement& stmt, framework::SessionTask& task, const std::string& why);
+  void evict(framework::Statement& stmt, framework::SessionTask& task, const Reason& why);
   std::vector<Victim> evictedNow_;  ///< the victims of the current runIn()
   bool eligible(const framework::SessionJob& claimant, const framework::SessionTask& victim) const;
   /// False when no pod on `node` can be a victim of `job` in this mode (cheap: no pod is asked).
@@ -227,6 +249,12 @@ class VictimSearch {
   void indexQueues();
   std::vector<int> queueTop_;  ///< per queue: its top-level ancestor (itself at the top; parent cycles cut)
   std::vector<std::vector<Victim>> topRunning_;  ///< per top-level queue: pods running under it when indexed, in job order
+  /// Per top-level queue: its jobs with running pods, each with its pods' range in topRunning_.
+  struct TopJob {
+    int job = -1;
+    uint32_t from = 0, to = 0;
+  };
+  std::vector<std::vector<TopJob>> topJobs_;
   /// Whether the queue rules let `task` be placed as things stand: its queue path's limits (and
   /// non-preemptible quota); reclaiming, its ancestors' fair shares too (Session::reclaimBounds).
   api::Status queueRoom(const framework::SessionJob& job, const framework::SessionTask& task) const;
@@ -247,7 +275,7 @@ class VictimSearch {
   /// makeRoomOn() on `nodes` in turn until one succeeds (consolidation: chains last).
   bool tryOn(framework::Statement& stmt, framework::SessionJob& job, framework::SessionTask& task,
              const std::vector<int>& nodes, int& evicted);
-  std::string movedWhy_;  ///< the eviction reason of the consolidation in progress
+  Reason movedWhy_;  ///< the eviction reason of the consolidation in progress
 
   /// The victims to evict on one node so that a task fits there.
   struct Chosen {

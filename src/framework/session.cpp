@@ -391,7 +391,7 @@ SessionResult Session::close() {
         break;
       case Operation::Type::Evict:
         if (t.state == TaskState::Releasing)
-          r.evictions.push_back({t.info->key, t.info->uid, nodes_[op.node].name(), op.reason});
+          r.evictions.push_back({t.info->key, t.info->uid, nodes_[op.node].name(), op.reason ? *op.reason : std::string()});
         break;
       case Operation::Type::Reserve:
         break;

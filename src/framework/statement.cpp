@@ -150,7 +150,7 @@ void Session::undoPipeline(const Operation& op) {
 
 // ---- evict: a task holding node resources turns Releasing ----
 
-void Statement::evict(SessionTask& task, std::string reason) {
+void Statement::evict(SessionTask& task, std::shared_ptr<const std::string> reason) {
   const TaskState prev = task.state;
   const int prevNode = task.node;
   session_.applyEvict(task);  // resolves task.node

@@ -185,7 +185,8 @@ struct Operation {
   int job = -1, task = -1, node = -1;
   TaskState previous = TaskState::Pending;
   int previousNode = -1;
-  std::string reason;  ///< evictions: why
+  /// Evictions: why (shared by a claimant's victims: one string, not a copy per eviction).
+  std::shared_ptr<const std::string> reason;
 };
 
 /// What a session decided, in terms the binder and the status writer understand. Pointers point

@@ -22,8 +22,11 @@ class Statement {
   void allocate(SessionTask& task, int node);
   /// Places a Pending task on the future idle (releasing) resources of `node`.
   void pipeline(SessionTask& task, int node);
-  /// Evicts a task that holds node resources: its resources become releasing.
-  void evict(SessionTask& task, std::string reason);
+  /// Evicts a task that holds node resources: its resources become releasing. `reason` says why.
+  void evict(SessionTask& task, std::shared_ptr<const std::string> reason);
+  void evict(SessionTask& task, std::string reason) {
+    evict(task, std::make_shared<const std::string>(std::move(reason)));
+  }
   /// Holds future room on `node` for an evicted task that will come back there (consolidation).
   void reserve(const SessionTask& evicted, int node);
   /// Turns the Allocated tasks of `job` (this cycle's, from this statement or an earlier one) into

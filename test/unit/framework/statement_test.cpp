@@ -464,7 +464,8 @@ TEST_CASE("commit moves the operations, in order, to the session; close reports 
   REQUIRE(ops.size() == 7);
   CHECK(ops[0].type == Operation::Type::Allocate);
   CHECK(ops[1].type == Operation::Type::Evict);
-  CHECK(ops[1].reason == "make room");
+  REQUIRE(ops[1].reason);
+  CHECK(*ops[1].reason == "make room");
   CHECK(ops[2].type == Operation::Type::Allocate);
   CHECK(ops[3].type == Operation::Type::Allocate);
   CHECK(ops[4].type == Operation::Type::Pipeline);
