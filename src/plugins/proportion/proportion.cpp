@@ -451,9 +451,16 @@ class State {
       taskSlot_[static_cast<size_t>(j.index)] = slots;
       slots += static_cast<int>(j.tasks.size());
     }
+    // Only the jobs with pods in the sequence (running or leaving): no pod becomes one within a
+    // session (a pod placed is allocated or pipelined; one evicted was running, and an undone
+    // eviction runs again), so the jobs listed now are all a queue's order ever holds.
     queueJobs_.assign(nq, {});
-    for (const SessionJob& j : ssn_.jobs())
-      if (j.queue >= 0) queueJobs_[static_cast<size_t>(j.queue)].push_back(j.index);
+    for (const SessionJob& j : ssn_.jobs()) {
+      if (j.queue < 0 || (j.readyCount == 0 && j.releasingCount == 0)) continue;
+      if (std::any_of(j.tasks.begin(), j.tasks.end(),
+                      [](const SessionTask& t) { return running(t) || t.state == TaskState::Releasing; }))
+        queueJobs_[static_cast<size_t>(j.queue)].push_back(j.index);
+    }
     ownOrder_.resize(nq);
     for (auto& o : ownOrder_) o.clear();
     orderSeen_.assign(static_cast<size_t>(slots), 0);
@@ -856,7 +863,7 @@ class State {
   proportion::VictimSequence sequence_;
   bool sequenceIndexed_ = false;
   std::vector<int> taskSlot_;                ///< per job: its first task's slot in the sequence
-  std::vector<std::vector<int>> queueJobs_;  ///< per queue: its jobs
+  std::vector<std::vector<int>> queueJobs_;  ///< per queue: its jobs with pods in the sequence
   struct TopBuild {
     bool built = false;
     uint64_t version = 0, epoch = 0;  ///< allocatedVersion and hold (0: none) it was built at
