@@ -87,6 +87,21 @@ struct SessionStorage {
   std::vector<SessionResult::Pipeline> pipelined;
   std::vector<SessionResult::JobStatus> resultJobs;
   std::vector<SessionResult::PodStatus> resultPods;
+  /// The elements of the result's lists of names, with their strings' buffers: a list handed
+  /// back gives its elements here, and the next result's entries are made of them (pooled()), so
+  /// that writing a cycle's ~10,000 pod keys, node names and reasons allocates nothing.
+  std::vector<SessionResult::Bind> bindPool;
+  std::vector<SessionResult::Evict> evictPool;
+  std::vector<SessionResult::Pipeline> pipelinePool;
+  void keepElements(SessionResult& r) {
+    auto keep = [](auto& list, auto& pool) {
+      for (auto& e : list) pool.push_back(std::move(e));
+      list.clear();
+    };
+    keep(r.binds, bindPool);
+    keep(r.evictions, evictPool);
+    keep(r.pipelined, pipelinePool);
+  }
 
   /// Calls f(kept, list) for each of the result's lists.
   template <class F>
@@ -146,6 +161,7 @@ Session::Session(std::shared_ptr<const cache::Snapshot> snapshot, const Config& 
 
 void recycleResult(SchedulerState& state, SessionResult&& result) {
   if (!state.sessionStorage) return;
+  state.sessionStorage->keepElements(result);
   state.sessionStorage->eachOfResult(result, SessionStorage::giveBack);
 }
 
@@ -353,6 +369,20 @@ void Session::annotate(const SessionJob& job, std::string key, std::optional<std
   annotations_.push_back({job.info->namespace_, job.info->name, std::move(key), std::move(value)});
 }
 
+namespace {
+
+/// A new last entry of `list`, made of a pooled one when there is one (its strings keep their
+/// buffers: the caller assigns every field).
+template <class T>
+T& pooled(std::vector<T>& list, std::vector<T>& pool) {
+  if (pool.empty()) return list.emplace_back();
+  list.push_back(std::move(pool.back()));
+  pool.pop_back();
+  return list.back();
+}
+
+}  // namespace
+
 SessionResult Session::close() {
   TESSERA_ASSERT(!closed_);
   closed_ = true;
@@ -361,15 +391,23 @@ SessionResult Session::close() {
   // The lists of a result handed back (recycleResult), if any.
   state_->sessionStorage->eachOfResult(r, SessionStorage::borrow);
   r.snapshot = snapshot_;
+  SessionStorage& storage = *state_->sessionStorage;
   for (const Operation& op : committed_) {
     const SessionTask& t = jobs_[op.job].tasks[op.task];
     switch (op.type) {
       case Operation::Type::Allocate:
         if (t.state == TaskState::Allocated) {
-          r.binds.push_back({t.info->key, t.info->uid, nodes_[op.node].name(), {}, jobs_[op.job].info->key});
+          SessionResult::Bind& b = pooled(r.binds, storage.bindPool);
+          b.podKey = t.info->key;
+          b.podUid = t.info->uid;
+          b.node = nodes_[op.node].name();
+          b.gpus.clear();
+          b.jobKey = jobs_[op.job].info->key;
+          b.gpuCorePercent = -1;
+          b.defaultedMemoryMiB = 0;
           if (t.sharesGpu()) {
-            r.binds.back().gpuCorePercent = api::gpuCoreLimitPercent(*t.info->gpuSpec);
-            if (t.info->gpuSpec->memoryDefaulted) r.binds.back().defaultedMemoryMiB = t.info->gpuSpec->memoryMiB;
+            b.gpuCorePercent = api::gpuCoreLimitPercent(*t.info->gpuSpec);
+            if (t.info->gpuSpec->memoryDefaulted) b.defaultedMemoryMiB = t.info->gpuSpec->memoryMiB;
             const SessionNode& n = nodes_[op.node];
             const int64_t units = cache::gpuUnitsOn(*t.info->gpuSpec, *n.info);
             for (int gi : gpuGroupsOf(t)) {
@@ -380,18 +418,28 @@ SessionResult Session::close() {
               // The share of the physical GPU (memory scaling widens the group, not the pod's share).
               a.portionMilli = std::min<int64_t>(1000, units * 1000 / n.info->gpuUnits());
               a.memoryMiB = n.info->gpuMemoryMiB > 0 ? units / 1000 : 0;
-              r.binds.back().gpus.push_back(std::move(a));
+              b.gpus.push_back(std::move(a));
             }
           }
         }
         break;
       case Operation::Type::Pipeline:
       case Operation::Type::Repipeline:
-        if (t.state == TaskState::Pipelined) r.pipelined.push_back({t.info->key, nodes_[op.node].name()});
+        if (t.state == TaskState::Pipelined) {
+          SessionResult::Pipeline& p = pooled(r.pipelined, storage.pipelinePool);
+          p.podKey = t.info->key;
+          p.node = nodes_[op.node].name();
+        }
         break;
       case Operation::Type::Evict:
-        if (t.state == TaskState::Releasing)
-          r.evictions.push_back({t.info->key, t.info->uid, nodes_[op.node].name(), op.reason ? *op.reason : std::string()});
+        if (t.state == TaskState::Releasing) {
+          SessionResult::Evict& e = pooled(r.evictions, storage.evictPool);
+          e.podKey = t.info->key;
+          e.podUid = t.info->uid;
+          e.node = nodes_[op.node].name();
+          if (op.reason) e.reason = *op.reason;
+          else e.reason.clear();
+        }
         break;
       case Operation::Type::Reserve:
         break;

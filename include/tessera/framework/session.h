@@ -200,6 +200,8 @@ struct SessionResult {
     int64_t memoryMiB = 0;      ///< the pod's GPU memory limit on that GPU (0: node has no memory label)
     int device = -1;            ///< device index when known (the reservation pod's), else -1
   };
+  // Session::close() makes Bind, Evict and Pipeline entries of recycled ones (recycleResult): a
+  // field added to one of them must be assigned there too.
   struct Bind {
     std::string podKey, podUid, node;
     std::vector<GpuAssignment> gpus;  ///< empty unless the pod shares GPUs

@@ -76,12 +76,20 @@ void busyCluster(TestCluster& c) {
   c.start();
 }
 
-/// Everything a cycle decided, as text: binds, pipelines, evictions and every pending pod's reason.
+/// Everything a cycle decided, as text: binds (every field), pipelines, evictions and every
+/// pending pod's reason.
 std::vector<std::string> decisions(const tessera::framework::SessionResult& r) {
   std::vector<std::string> out;
-  for (const auto& b : r.binds) out.push_back("bind " + b.podKey + " " + b.node);
+  for (const auto& b : r.binds) {
+    std::string line = "bind " + b.podKey + " " + b.podUid + " " + b.node + " job " + b.jobKey + " core " +
+                       std::to_string(b.gpuCorePercent) + " mem " + std::to_string(b.defaultedMemoryMiB);
+    for (const auto& g : b.gpus)
+      line += " gpu " + g.group + (g.newGroup ? " new " : " ") + std::to_string(g.portionMilli) + " " +
+              std::to_string(g.memoryMiB) + " " + std::to_string(g.device);
+    out.push_back(std::move(line));
+  }
   for (const auto& p : r.pipelined) out.push_back("pipeline " + p.podKey + " " + p.node);
-  for (const auto& e : r.evictions) out.push_back("evict " + e.podKey + " " + e.node + " " + e.reason);
+  for (const auto& e : r.evictions) out.push_back("evict " + e.podKey + " " + e.podUid + " " + e.node + " " + e.reason);
   for (const auto& p : r.pods) out.push_back("pending " + p.task->key + ": " + r.podMessage(p));
   return out;
 }
@@ -212,9 +220,18 @@ TEST_CASE("sessions that reuse the arrays of earlier ones (SchedulerState) decid
   small.start();
   TestCluster empty;
   empty.start();
+  // Fractional pods: their binds carry GPU groups and a compute limit, which a bind made of a
+  // recycled entry (Session::close) must not keep.
+  TestCluster shared;
+  shared.create(queue("team-a", "2") + node("frac", 2) +
+                pod("half-0", "team-a", 0, ", annotations: {gpu-fraction: \"0.5\"}") +
+                pod("half-1", "team-a", 0, ", annotations: {gpu-fraction: \"0.5\", gpu-memory-policy: \"x\"}") +
+                pod("whole", "team-a", 1));
+  shared.start();
   const Config cfg = configFrom("");
   const std::vector<std::shared_ptr<const tessera::cache::Snapshot>> sequence = {
-      busy.snapshot(), small.snapshot(), busy.snapshot(), empty.snapshot(), small.snapshot(), busy.snapshot()};
+      busy.snapshot(),   small.snapshot(), busy.snapshot(), empty.snapshot(), small.snapshot(),
+      shared.snapshot(), busy.snapshot(),  shared.snapshot(), small.snapshot()};
 
   // `recycle`: the result's lists are handed back too (framework::recycleResult), as the daemon does.
   auto run = [&](tessera::framework::SchedulerState& state, const std::shared_ptr<const tessera::cache::Snapshot>& snap,
