@@ -409,7 +409,7 @@ Placement Session::explainFailure(const SessionTask& task, bool allowPipeline) {
   // pays off from the second failure on.
   if (fresh || t.fitting < 0) return scanPlacement(task, allowPipeline);
   // Inside a domain, only its nodes are visited; the others count once as "outside".
-  const std::vector<int>* visit = domain_ ? &domain_->nodes : nullptr;
+  const std::span<const int>* visit = domain_ ? &domain_->nodes : nullptr;
   if (t.outcomes.empty()) {
     const size_t visited = visit ? visit->size() : nodes_.size();
     if (tallyEntries_ + nodes_.size() > kMaxTallyEntries) {

@@ -295,6 +295,14 @@ const std::string& Session::reasonOf(const SessionJob& job) const {
   return job.reason < 0 ? kNone : reasons_[job.reason];
 }
 
+const std::vector<int>& Session::allNodes() const {
+  if (allNodes_.size() != nodes_.size()) {
+    allNodes_.resize(nodes_.size());
+    for (size_t i = 0; i < nodes_.size(); ++i) allNodes_[i] = static_cast<int>(i);
+  }
+  return allNodes_;
+}
+
 int Session::findNode(const std::string& name) const {
   if (nodeByName_.empty() && !nodes_.empty()) {  // a hash each, not a binary search of string compares
     nodeByName_.reserve(nodes_.size());

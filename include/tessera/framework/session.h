@@ -310,7 +310,9 @@ struct NodeDomain {
   /// "rack=rack-2" or a path "zone=z1/rack=r2": shown in reasons, and names this node set within
   /// a session (findPlacement keeps a ranking per domain name).
   std::string name;
-  std::vector<int> nodes;  ///< node indices, ascending
+  /// Node indices, ascending. Not owned: its maker keeps them for the session (the topology
+  /// plugin's domain tree, Session::allNodes()), so that handing a job its domains copies no list.
+  std::span<const int> nodes;
   /// Domains of equal rank are alternatives of the same level: the victim search compares their
   /// victim sets and takes the best; a lower rank (a more preferred level) is tried first.
   int rank = 0;
@@ -501,6 +503,8 @@ class Session {
   bool explainsFailures() const { return explain_; }
   /// Every change of a node's working state is logged here (its version bumped): callers keep
   /// their own lazily refreshed views of the nodes with it (NodeRanking, as findPlacement does).
+  /// Every node index, ascending (a domain of the whole cluster points at it).
+  const std::vector<int>& allNodes() const;
   const NodeChangeLog& nodeChanges() const { return nodeChanges_; }
   /// The key under which findPlacement caches node rankings for `task`: what the pod asks for and
   /// where it may go (built once per pod by the cache: TaskInfo::placementKey), then what plugins
@@ -721,6 +725,7 @@ class Session {
   mutable std::vector<ValidMemo> validCache_;
   api::Status checkJobValid(const SessionJob& job) const;
   NodeChangeLog nodeChanges_;
+  mutable std::vector<int> allNodes_;  ///< allNodes(), built on first use
   /// Nodes grouped by whole GPUs of future idle: a task needing g GPUs only visits levels >= g.
   std::vector<std::vector<int>> gpuLevels_;
   std::vector<int> gpuLevelPos_;  ///< node index -> position in its level's vector

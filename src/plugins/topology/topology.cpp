@@ -386,10 +386,9 @@ class TopologyPlugin final : public framework::Plugin {
     NodeDomain nd;
     if (c.level < 0) {
       nd.name = kCluster;
-      nd.nodes.resize(ssn.nodes().size());
-      for (size_t i = 0; i < nd.nodes.size(); ++i) nd.nodes[i] = static_cast<int>(i);
+      nd.nodes = ssn.allNodes();
     } else {
-      const topology::Domain& d = tree.level(c.level).domains[c.domain];
+      const topology::Domain& d = tree.level(c.level).domains[c.domain];  // the session's tree keeps it
       nd.name = d.id;
       nd.nodes = d.nodes;
     }
@@ -443,7 +442,7 @@ class TopologyPlugin final : public framework::Plugin {
                          &overlay, basis_);
       }
       if (!ok) continue;
-      plan_.assign[toNodeDomain(ssn, tree, c).name] = std::move(assign);
+      plan_.assign[c.level < 0 ? kCluster : tree.level(c.level).domains[c.domain].id] = std::move(assign);
       kept.push_back(c);
     }
     cands = std::move(kept);

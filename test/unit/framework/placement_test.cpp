@@ -177,10 +177,12 @@ TEST_CASE("findPlacement's cached rankings always agree with a full scan", "[pla
     std::vector<Statement::Checkpoint> checkpoints;
     // Two domains (a name stands for one node set within a session): even and odd nodes.
     std::vector<tessera::framework::NodeDomain> domains(2);
+    std::vector<int> members[2];  // the domains' node lists (a NodeDomain points at its maker's)
     for (int d = 0; d < 2; ++d) {
       domains[d].name = d == 0 ? "even" : "odd";
       for (const auto& n : ssn.nodes())
-        if (n.index % 2 == d) domains[d].nodes.push_back(n.index);
+        if (n.index % 2 == d) members[d].push_back(n.index);
+      domains[d].nodes = members[d];
     }
     for (int step = 0; step < 200; ++step)
       randomChange(ssn, stmt, checkpoints, rng, [&](SessionTask& t) {
