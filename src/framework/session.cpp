@@ -304,12 +304,24 @@ const std::vector<int>& Session::allNodes() const {
 }
 
 int Session::findNode(const std::string& name) const {
-  if (nodeByName_.empty() && !nodes_.empty()) {  // a hash each, not a binary search of string compares
-    nodeByName_.reserve(nodes_.size());
-    for (const SessionNode& n : nodes_) nodeByName_.emplace(n.name(), n.index);
+  // A hash each, not a binary search of string compares; one open-addressed array of node
+  // indices (twice the nodes, a power of two), not a hash map's entry per node.
+  const std::hash<std::string_view> hash;
+  if (nodeSlots_.empty() && !nodes_.empty()) {
+    size_t size = 2;
+    while (size < 2 * nodes_.size()) size <<= 1;
+    nodeSlots_.assign(size, -1);
+    for (const SessionNode& n : nodes_) {
+      size_t h = hash(n.name()) & (size - 1);
+      while (nodeSlots_[h] >= 0) h = (h + 1) & (size - 1);
+      nodeSlots_[h] = n.index;
+    }
   }
-  auto it = nodeByName_.find(name);
-  return it != nodeByName_.end() ? it->second : -1;
+  if (nodeSlots_.empty()) return -1;
+  const size_t mask = nodeSlots_.size() - 1;
+  for (size_t h = hash(name) & mask; nodeSlots_[h] >= 0; h = (h + 1) & mask)
+    if (nodes_[static_cast<size_t>(nodeSlots_[h])].name() == name) return nodeSlots_[h];
+  return -1;
 }
 
 const RunningIndex& Session::runningIndex() {

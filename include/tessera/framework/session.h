@@ -569,7 +569,7 @@ class Session {
   std::vector<SessionTask> tasks_;  ///< every job's tasks, contiguous; jobs hold spans into it
   std::map<std::string, int> queueIndex_;
   /// findNode's index by name, built on its first call (victim actions ask it for every running pod).
-  mutable std::unordered_map<std::string_view, int> nodeByName_;
+  mutable std::vector<int> nodeSlots_;  ///< findNode()'s table: node indices by name hash, -1 empty
   RunningIndex running_;
   bool runningBuilt_ = false;
   std::vector<Operation> committed_;
