@@ -17,10 +17,11 @@ class Consolidate final : public framework::Action {
     // Spreading undoes what packing achieves: consolidation is off then, as in KAI.
     if (ssn.spreadPlacement()) return;
     VictimSearch search(ssn, VictimMode::Consolidate, maxPreemptees_);  // the limit counts per job
+    std::string reason;
     forEachPendingJob(
         ssn, [&](const framework::SessionJob& j) { return !ssn.jobReady(j) && j.preemptible; },
         /*reportInvalid=*/false, [&](framework::SessionJob& job) {
-          std::string reason;
+          reason.clear();  // one string for every claimant: its buffer is reused (the words are not read)
           search.run(job, reason);
         });
   }

@@ -16,10 +16,11 @@ class Reclaim final : public framework::Action {
     VictimSearch search(ssn, VictimMode::Reclaim);
     // Every job with pending pods, in queue order: its gang minimum in one turn, then one pod per
     // turn above it (KAI), going back into the queue order between pods (issue 15, item 3).
+    std::string reason;
     forEachJobTurn(
         ssn, [](const framework::SessionJob&) { return true; }, /*reportInvalid=*/false,
         [&](framework::SessionJob& job) {
-          std::string reason;
+          reason.clear();  // one string for every claimant: its buffer is reused (the words are not read)
           return search.run(job, reason);  // on failure allocate's reason stays: it says what does not fit
         });
   }
