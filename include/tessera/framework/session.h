@@ -501,10 +501,10 @@ class Session {
   /// default; QuietPlacement turns it off for a scope.
   void explainFailures(bool on) { explain_ = on; }
   bool explainsFailures() const { return explain_; }
-  /// Every change of a node's working state is logged here (its version bumped): callers keep
-  /// their own lazily refreshed views of the nodes with it (NodeRanking, as findPlacement does).
   /// Every node index, ascending (a domain of the whole cluster points at it).
   const std::vector<int>& allNodes() const;
+  /// Every change of a node's working state is logged here (its version bumped): callers keep
+  /// their own lazily refreshed views of the nodes with it (NodeRanking, as findPlacement does).
   const NodeChangeLog& nodeChanges() const { return nodeChanges_; }
   /// The key under which findPlacement caches node rankings for `task`: what the pod asks for and
   /// where it may go (built once per pod by the cache: TaskInfo::placementKey), then what plugins
@@ -568,8 +568,9 @@ class Session {
   std::vector<SessionQueue> queues_;
   std::vector<SessionTask> tasks_;  ///< every job's tasks, contiguous; jobs hold spans into it
   std::map<std::string, int> queueIndex_;
-  /// findNode's index by name, built on its first call (victim actions ask it for every running pod).
-  mutable std::vector<int> nodeSlots_;  ///< findNode()'s table: node indices by name hash, -1 empty
+  /// findNode's table, built on its first call (victim actions ask it for every running pod):
+  /// node indices by name hash, open addressing, -1 empty.
+  mutable std::vector<int> nodeSlots_;
   RunningIndex running_;
   bool runningBuilt_ = false;
   std::vector<Operation> committed_;
