@@ -107,7 +107,7 @@ struct StatusWriter::Impl {
     std::shared_ptr<const cache::JobInfo> job;
     int32_t placed = 0;
     std::string problem, unschedulable;
-    std::string phase;  ///< the phase written from it (not compared)
+    std::string phase{};  ///< the phase written from it (not compared)
     bool operator==(const JobMemo& o) const {
       return job == o.job && placed == o.placed && problem == o.problem && unschedulable == o.unschedulable;
     }

@@ -40,10 +40,10 @@ value: 100
 
 struct QueueSpec {
   std::string gpuQuota = "0", gpuLimit = "-1", gpuWeight = "1";
-  std::string parent;
+  std::string parent{};
   int priority = 100;
-  std::string created;  ///< creationTimestamp; empty: the cluster's
-  std::string extra;    ///< more spec lines, e.g. "reclaimMinRuntime: 1h"
+  std::string created{};  ///< creationTimestamp; empty: the cluster's
+  std::string extra{};    ///< more spec lines, e.g. "reclaimMinRuntime: 1h"
   std::string cpuQuota = "-1";
   std::string cpuWeight = "1";
 };
