@@ -19,14 +19,9 @@ using framework::SessionTask;
 using framework::Statement;
 using victims_detail::running;
 using victims_detail::runningCount;
+using victims_detail::podRoom;
 
 namespace {
-
-/// What a pod takes on its node, as mayHold counts it: (milli-GPU, its share included; cpu; memory).
-std::array<int64_t, 3> podRoom(const SessionTask& t) {
-  const api::Resources& r = t.nodeRequest();
-  return {r.milliGpu + (t.sharesGpu() ? t.request().milliGpu : 0), r.milliCpu, r.memory};
-}
 
 bool contains(const std::vector<VictimSearchVictim>& set, const VictimSearchVictim& v) {
   return std::any_of(set.begin(), set.end(), [&](const VictimSearchVictim& x) { return x.job == v.job && x.task == v.task; });

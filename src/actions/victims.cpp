@@ -344,10 +344,7 @@ bool VictimSearch::freeQueueRoom(Statement& stmt, SessionJob& job, SessionTask& 
   const auto cp = stmt.checkpoint();
   const size_t record = evictedNow_.size();
   const int before = evicted;
-  const Reason why = std::make_shared<const std::string>(
-      mode_ == VictimMode::Reclaim
-          ? "reclaimed by queue " + job.info->queue + " for " + describeJob(job) + " (queue limit)"
-          : "preempted by " + describeJob(job) + " (priority " + std::to_string(job.priority) + ", queue limit)");
+  const Reason why = std::make_shared<const std::string>(whyText(job, /*queueLimit=*/true));
   for (size_t i = 0; i < cands.size(); ++i) {
     if (queueRoom(job, task).ok()) break;
     std::iter_swap(cands.begin() + i, std::min_element(cands.begin() + i, cands.end(), less));
@@ -498,13 +495,21 @@ bool VictimSearch::run(SessionJob& job, std::string& reason) {
   return ok;
 }
 
+std::string VictimSearch::whyText(const SessionJob& job, bool queueLimit) const {
+  const std::string who = describeJob(job);
+  switch (mode_) {
+    case VictimMode::Reclaim:
+      return "reclaimed by queue " + job.info->queue + " for " + who + (queueLimit ? " (queue limit)" : "");
+    case VictimMode::Preempt:
+      return "preempted by " + who + " (priority " + std::to_string(job.priority) + (queueLimit ? ", queue limit)" : ")");
+    case VictimMode::Consolidate: break;
+  }
+  return "moved to make room for " + who;
+}
+
 const VictimSearch::Reason& VictimSearch::claimantWhy(const SessionJob& job) {
   if (whyJob_ != job.index || !why_) {
-    const std::string who = describeJob(job);
-    why_ = std::make_shared<const std::string>(
-        mode_ == VictimMode::Reclaim   ? "reclaimed by queue " + job.info->queue + " for " + who
-        : mode_ == VictimMode::Preempt ? "preempted by " + who + " (priority " + std::to_string(job.priority) + ")"
-                                       : "moved to make room for " + who);
+    why_ = std::make_shared<const std::string>(whyText(job, /*queueLimit=*/false));
     whyJob_ = job.index;
   }
   return why_;
@@ -606,18 +611,9 @@ bool VictimSearch::prune(SessionJob& job, const framework::NodeDomain* domain, s
 
 namespace {
 
-using Room = std::array<int64_t, 3>;  // gpu, cpu, memory
-
-/// A node's room once what leaves it has left and the pods promised it came: future idle, and the
-/// free units of its GPU groups as thousandths of a GPU (as mayHold counts them).
-Room futureRoom(const framework::SessionNode& n) {
-  Room r{n.idle.milliGpu + n.releasing.milliGpu - n.pipelined.milliGpu,
-         n.idle.milliCpu + n.releasing.milliCpu - n.pipelined.milliCpu,
-         n.idle.memory + n.releasing.memory - n.pipelined.memory};
-  for (const framework::SessionGpuGroup& g : n.gpuGroups)
-    if (g.capacity > 0 && g.futureFree() > 0) r[0] += g.futureFree() * 1000 / g.capacity;
-  return r;
-}
+using victims_detail::futureRoom;
+using victims_detail::podRoom;
+using victims_detail::Room;
 
 /// Pods asking `need` (some amount positive) that `room` holds, by amounts alone.
 int64_t podsIn(const Room& room, const Room& need) {
@@ -654,9 +650,8 @@ bool VictimSearch::mayFitWith(const SessionJob& job, const framework::NodeDomain
     if (!everywhere && !std::binary_search(domain->nodes.begin(), domain->nodes.end(), n)) continue;
     auto it = std::find_if(freed.begin(), freed.end(), [&](const auto& f) { return f.first == n; });
     if (it == freed.end()) it = freed.insert(freed.end(), {n, Room{0, 0, 0}});
-    it->second[0] += t.nodeRequest().milliGpu + (t.sharesGpu() ? t.request().milliGpu : 0);
-    it->second[1] += t.nodeRequest().milliCpu;
-    it->second[2] += t.nodeRequest().memory;
+    const Room p = podRoom(t);
+    for (size_t i = 0; i < 3; ++i) it->second[i] += p[i];
   }
   int64_t fit = 0;
   if (everywhere) {
@@ -709,19 +704,14 @@ bool VictimSearch::mayHold(const SessionJob& job, const framework::NodeDomain& d
   for (int ni : domain.nodes) {
     const uint32_t version = ssn_.nodeChanges().version(ni);
     if (!rooms[ni].known || rooms[ni].version != version) {
-      const SessionNode& n = ssn_.nodes()[ni];
-      api::Resources r = n.futureIdle();
-      for (const framework::SessionGpuGroup& g : n.gpuGroups)
-        if (g.capacity > 0 && g.futureFree() > 0) r.milliGpu += g.futureFree() * 1000 / g.capacity;
+      Room r = futureRoom(ssn_.nodes()[ni]);
       if (mayHaveVictims(job, ni))
         for (const Victim& v : onNode(ni))
           if (eligibleCached(job, v)) {
-            const SessionTask& t = ssn_.task(v.job, v.task);
-            r.milliGpu += t.nodeRequest().milliGpu + (t.sharesGpu() ? t.request().milliGpu : 0);
-            r.milliCpu += t.nodeRequest().milliCpu;
-            r.memory += t.nodeRequest().memory;
+            const Room p = podRoom(ssn_.task(v.job, v.task));
+            for (size_t i = 0; i < 3; ++i) r[i] += p[i];
           }
-      rooms[ni] = NodeRoom{true, version, {r.milliGpu, r.milliCpu, r.memory}};
+      rooms[ni] = NodeRoom{true, version, r};
     }
     for (int i = 0; i < 3; ++i) have[i] += rooms[ni].room[i];
   }

@@ -33,6 +33,23 @@ namespace victims_detail {
 inline bool running(const framework::SessionTask& t) {
   return t.state == framework::TaskState::Running || t.state == framework::TaskState::Bound;
 }
+/// Amounts as the victim search's resource bounds count them: milli-GPU, milli-CPU, memory.
+using Room = std::array<int64_t, 3>;
+/// A node's room once what leaves it has left and the pods promised it came: future idle, and the
+/// free units of its GPU groups as thousandths of a GPU.
+inline Room futureRoom(const framework::SessionNode& n) {
+  Room r{n.idle.milliGpu + n.releasing.milliGpu - n.pipelined.milliGpu,
+         n.idle.milliCpu + n.releasing.milliCpu - n.pipelined.milliCpu,
+         n.idle.memory + n.releasing.memory - n.pipelined.memory};
+  for (const framework::SessionGpuGroup& g : n.gpuGroups)
+    if (g.capacity > 0 && g.futureFree() > 0) r[0] += g.futureFree() * 1000 / g.capacity;
+  return r;
+}
+/// What a pod takes on its node as the bounds count it: its share of a GPU counted as GPU.
+inline Room podRoom(const framework::SessionTask& t) {
+  const api::Resources& r = t.nodeRequest();
+  return {r.milliGpu + (t.sharesGpu() ? t.request().milliGpu : 0), r.milliCpu, r.memory};
+}
 /// Pods of the job that still run (not releasing).
 inline int runningCount(const framework::SessionJob& j) {
   int n = 0;
@@ -208,7 +225,9 @@ class VictimSearch {
   void commitTurn(framework::Statement& stmt, framework::SessionJob& job, int evicted);
   /// Why a victim is evicted (shared by all the evictions that give it: Operation::reason).
   using Reason = std::shared_ptr<const std::string>;
-  /// "preempted by <claimant> (priority p)" and the like, built once per claimant.
+  /// "preempted by <claimant> (priority p)" and the like (`queueLimit`: victims taken for queue room).
+  std::string whyText(const framework::SessionJob& job, bool queueLimit) const;
+  /// whyText(job, false), built once per claimant.
   const Reason& claimantWhy(const framework::SessionJob& job);
   Reason why_;
   int whyJob_ = -1;
