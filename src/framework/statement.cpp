@@ -40,9 +40,17 @@ void Session::finishUndo(const Operation& op, SessionTask& task, SessionNode& n,
 }
 
 void Session::countReady(SessionJob& j, const SessionTask& task, int delta) {
-  ++j.version;  // every change of a task's state comes through here
   j.readyCount += delta;
   if (task.subGroup >= 0) j.subGroupReady[static_cast<size_t>(task.subGroup)] += delta;
+}
+
+void Session::taskChanged(SessionJob& j, const SessionTask& task, Operation::Type change) {
+  // splitmix64 of (task, change): one fixed, well-spread key per pair; XOR makes the undo its own
+  // inverse and the version independent of the order of the changes.
+  uint64_t z = (static_cast<uint64_t>(task.index) << 3 | static_cast<uint64_t>(change)) + 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  j.version ^= z ^ (z >> 31);
 }
 
 void Session::chargeQueue(const SessionJob& j, const SessionTask& task, int sign) {
@@ -82,6 +90,7 @@ void Session::applyAllocate(SessionTask& task, int node) {
   task.state = TaskState::Allocated;
   task.node = node;
   countReady(j, task, +1);
+  taskChanged(j, task, Operation::Type::Allocate);
   j.pendingCount--;
   j.allocated += task.request();
   chargeQueue(j, task, +1);
@@ -98,6 +107,7 @@ void Session::undoAllocate(const Operation& op) {
   n.podCount--;
   removePorts(n.addedPorts, task.pod().hostPorts);
   countReady(j, task, -1);
+  taskChanged(j, task, Operation::Type::Allocate);
   j.pendingCount++;
   j.allocated -= task.request();
   chargeQueue(j, task, -1);
@@ -124,6 +134,7 @@ void Session::applyPipeline(SessionTask& task, int node) {
   task.state = TaskState::Pipelined;
   task.node = node;
   countReady(j, task, +1);
+  taskChanged(j, task, Operation::Type::Pipeline);
   j.pendingCount--;
   j.pipelinedCount++;
   j.allocated += task.request();
@@ -140,6 +151,7 @@ void Session::undoPipeline(const Operation& op) {
   n.pipelinedPods--;
   if (task.sharesGpu()) returnGpus(task, n, /*pipelined=*/true);
   countReady(j, task, -1);
+  taskChanged(j, task, Operation::Type::Pipeline);
   j.pendingCount++;
   j.pipelinedCount--;
   j.allocated -= task.request();
@@ -170,6 +182,7 @@ void Session::applyEvict(SessionTask& task) {
   task.state = TaskState::Releasing;
   j.releasingCount++;
   countReady(j, task, -1);
+  taskChanged(j, task, Operation::Type::Evict);
   j.allocated -= task.request();
   chargeQueue(j, task, -1);
   notifyDeallocate(task);
@@ -185,6 +198,7 @@ void Session::undoEvict(const Operation& op) {
   j.releasingCount--;
   if (task.sharesGpu()) releaseGpus(task, n, -1);
   countReady(j, task, +1);
+  taskChanged(j, task, Operation::Type::Evict);
   j.allocated += task.request();
   chargeQueue(j, task, +1);
   finishUndo(op, task, n, j);
@@ -252,6 +266,7 @@ void Session::applyRepipeline(SessionTask& task) {
   nodeChanged(n);
   task.state = TaskState::Pipelined;
   j.pipelinedCount++;  // still ready, still counted in allocated
+  taskChanged(j, task, Operation::Type::Repipeline);
 }
 
 void Session::undoRepipeline(const Operation& op) {
@@ -267,6 +282,7 @@ void Session::undoRepipeline(const Operation& op) {
   n.pipelinedPods--;
   addPorts(n.addedPorts, task.pod().hostPorts);
   j.pipelinedCount--;
+  taskChanged(j, task, Operation::Type::Repipeline);
   nodeChanged(n);
   task.state = op.previous;
   task.node = op.previousNode;

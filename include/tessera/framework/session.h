@@ -139,9 +139,12 @@ struct SessionJob {
   /// Why the job (or some of its pods) could not be placed this cycle: an index into the
   /// session's interned messages (Session::reasonOf); -1 when placed or not tried.
   int32_t reason = -1;
-  /// Bumped whenever one of its tasks changes state (Session::countReady): what is kept per job
-  /// about its pending pods (Session::jobSignature) holds while it stays.
-  uint32_t version = 0;
+  /// A fingerprint of its tasks' states since the session opened: each change of a task's state
+  /// (allocate, pipeline, evict, repipeline) toggles a fixed key of that task and change, and its
+  /// undo toggles it back (Session::taskChanged), so a trial rolled back leaves the job's version
+  /// as it found it. What is kept per job about its pending pods (Session::jobSignature) and its
+  /// place in a queue's victim order (proportion) holds while the version stays.
+  uint64_t version = 0;
   const std::string& key() const { return info->key; }
   int32_t minMember() const { return minMember_; }
   /// Its pending pods are the snapshot's and all share one placement key
@@ -701,7 +704,7 @@ class Session {
   mutable std::unordered_map<const std::string*, int> classByKey_;
   int classOfKey(const std::string* shared) const;  ///< the class of a cache-interned key
   struct SignatureMemo {
-    uint32_t version = 0;
+    uint64_t version = 0;
     int32_t missing = -1;  ///< -1: not computed
     int32_t id = -1;
   };
@@ -749,6 +752,9 @@ class Session {
   void finishUndo(const Operation& op, SessionTask& task, SessionNode& node, SessionJob& job);
   /// A task enters (+1) or leaves (-1) a ready state: the job's and its subgroup's counts.
   static void countReady(SessionJob& job, const SessionTask& task, int delta);
+  /// The task's state changed by `change`, or by the undo of it: toggles the task's key for that
+  /// change in the job's version (SessionJob::version).
+  static void taskChanged(SessionJob& job, const SessionTask& task, Operation::Type change);
   /// The job's queue gets (+1) or gives back (-1) the task's request; the queue is listed as
   /// changed (takeChangedQueues).
   void chargeQueue(const SessionJob& job, const SessionTask& task, int sign);
