@@ -81,6 +81,9 @@ struct SessionStorage {
   std::vector<Session::SignatureMemo> signatures;
   std::vector<std::vector<int>> taskGpus;
   std::vector<int> levelPos, nodeLevel;
+  std::vector<uint64_t> nodeSlots;
+  std::string nodeNames;
+  std::vector<uint32_t> nodeNameEnd;
   /// Not the session's: the result's lists, handed back by recycleResult() once read.
   std::vector<SessionResult::Bind> binds;
   std::vector<SessionResult::Evict> evictions;
@@ -128,6 +131,9 @@ struct SessionStorage {
     f(taskGpus, s.taskGpus_);
     f(levelPos, s.gpuLevelPos_);
     f(nodeLevel, s.nodeLevel_);
+    f(nodeSlots, s.nodeSlots_);
+    f(nodeNames, s.nodeNames_);
+    f(nodeNameEnd, s.nodeNameEnd_);
   }
   static constexpr auto borrow = [](auto& kept, auto& mine) { borrowKept(kept, mine); };
   static constexpr auto giveBack = [](auto& kept, auto& mine) { returnKept(kept, mine); };
@@ -305,22 +311,39 @@ const std::vector<int>& Session::allNodes() const {
 
 int Session::findNode(const std::string& name) const {
   // A hash each, not a binary search of string compares; one open-addressed array of node
-  // indices (twice the nodes, a power of two), not a hash map's entry per node.
+  // indices (twice the nodes, a power of two), not a hash map's entry per node. A slot's hash
+  // bits turn away almost every other name before one is compared.
+  constexpr uint64_t kEmpty = ~uint64_t{0};
   const std::hash<std::string_view> hash;
+  auto nameOf = [&](size_t i) {
+    const uint32_t from = i == 0 ? 0 : nodeNameEnd_[i - 1];
+    return std::string_view(nodeNames_).substr(from, nodeNameEnd_[i] - from);
+  };
   if (nodeSlots_.empty() && !nodes_.empty()) {
     size_t size = 2;
     while (size < 2 * nodes_.size()) size <<= 1;
-    nodeSlots_.assign(size, -1);
+    nodeSlots_.assign(size, kEmpty);
+    nodeNames_.clear();
+    nodeNameEnd_.clear();
     for (const SessionNode& n : nodes_) {
-      size_t h = hash(n.name()) & (size - 1);
-      while (nodeSlots_[h] >= 0) h = (h + 1) & (size - 1);
-      nodeSlots_[h] = n.index;
+      nodeNames_ += n.name();
+      nodeNameEnd_.push_back(static_cast<uint32_t>(nodeNames_.size()));
+      const size_t h = hash(n.name());
+      size_t at = h & (size - 1);
+      while (nodeSlots_[at] != kEmpty) at = (at + 1) & (size - 1);
+      nodeSlots_[at] = (static_cast<uint64_t>(h) >> 32 << 32) | static_cast<uint32_t>(n.index);
     }
   }
   if (nodeSlots_.empty()) return -1;
   const size_t mask = nodeSlots_.size() - 1;
-  for (size_t h = hash(name) & mask; nodeSlots_[h] >= 0; h = (h + 1) & mask)
-    if (nodes_[static_cast<size_t>(nodeSlots_[h])].name() == name) return nodeSlots_[h];
+  const size_t h = hash(name);
+  const uint64_t tag = static_cast<uint64_t>(h) >> 32 << 32;
+  for (size_t at = h & mask; nodeSlots_[at] != kEmpty; at = (at + 1) & mask) {
+    const uint64_t slot = nodeSlots_[at];
+    if ((slot & ~uint64_t{0xffffffff}) != tag) continue;
+    const auto index = static_cast<uint32_t>(slot);
+    if (nameOf(index) == name) return static_cast<int>(index);
+  }
   return -1;
 }
 

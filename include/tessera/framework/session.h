@@ -572,8 +572,12 @@ class Session {
   std::vector<SessionTask> tasks_;  ///< every job's tasks, contiguous; jobs hold spans into it
   std::map<std::string, int> queueIndex_;
   /// findNode's table, built on its first call (victim actions ask it for every running pod):
-  /// node indices by name hash, open addressing, -1 empty.
-  mutable std::vector<int> nodeSlots_;
+  /// open addressing by name hash, each slot the hash's upper 32 bits and the node's index (~0:
+  /// empty). The names are copied end to end into nodeNames_ (node i's ends at nodeNameEnd_[i]),
+  /// so a probe compares names at hand rather than reaching into each node's NodeInfo.
+  mutable std::vector<uint64_t> nodeSlots_;
+  mutable std::string nodeNames_;
+  mutable std::vector<uint32_t> nodeNameEnd_;
   RunningIndex running_;
   bool runningBuilt_ = false;
   std::vector<Operation> committed_;

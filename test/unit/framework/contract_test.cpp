@@ -281,6 +281,41 @@ TEST_CASE("sessions that reuse the arrays of earlier ones (SchedulerState) decid
   CHECK(outerDecisions == run(fresh, busy.snapshot()));
 }
 
+TEST_CASE("findNode names each node of its session and no other, in a session on arrays a larger one left",
+          "[contract]") {
+  // Session::findNode's table (hash bits and index per slot, the names copied end to end) is kept
+  // in the scheduler's state between sessions: a session after a larger one must find its own
+  // nodes only. Names that are prefixes or extensions of one another share most of their bytes.
+  auto cluster = [](const std::vector<std::string>& names) {
+    std::string y;
+    for (const std::string& n : names) y += node(n, 2);
+    return y;
+  };
+  std::vector<std::string> large;
+  for (int i = 0; i < 300; ++i) large.push_back("node-" + std::to_string(i));
+  large.push_back("n");
+  large.push_back("node-1x");
+  TestCluster big;
+  big.create(cluster(large));
+  big.start();
+  TestCluster few;
+  few.create(cluster({"node-1", "node-10", "node-100x"}));
+  few.start();
+  tessera::framework::SchedulerState state;
+  const Config cfg = configFrom("");
+  for (TestCluster* c : {&big, &few, &big}) {
+    Session ssn(c->snapshot(), cfg, c->clock, &state);
+    ssn.open();
+    for (const auto& n : ssn.nodes()) CHECK(ssn.findNode(n.name()) == n.index);
+    const size_t count = ssn.nodes().size();
+    for (const char* absent : {"", "node-", "node-1000", "node-100", "node-299 ", "nod", "node-1y"})
+      if (c == &few || std::string(absent) != "node-100") CHECK(ssn.findNode(absent) == -1);
+    if (c == &few) CHECK(ssn.findNode("node-299") == -1);
+    CHECK(count == (c == &few ? 3u : large.size()));
+    ssn.close();
+  }
+}
+
 TEST_CASE("the job order carried from the last session is the order a full sort gives", "[contract]") {
   // Issue 16: Session::jobsInOrder starts from the last session's order (SchedulerState) and only
   // sorts in what moved. Between the sessions a job is deleted, one arrives that goes first, and a
