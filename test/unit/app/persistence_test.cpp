@@ -53,7 +53,9 @@ struct Daemon {
     return std::move(cfg).value();
   }
   void start() {
-    cache = std::make_unique<cache::Cache>(c.cluster, c.clock, cache::CacheOptions{config.schedulerName});
+    cache::CacheOptions options;
+    options.schedulerName = config.schedulerName;
+    cache = std::make_unique<cache::Cache>(c.cluster, c.clock, options);
     REQUIRE(cache->start().ok());
     app::PipelineOptions po;
     po.synchronous = true;

@@ -251,7 +251,12 @@ struct Env {
   }
   framework::SessionResult binds(std::vector<std::pair<std::string, std::string>> podNode) {
     framework::SessionResult r;
-    for (auto& [p, n] : podNode) r.binds.push_back({"t/" + p, uid(p), n, {}});
+    for (auto& [p, n] : podNode) {
+      framework::SessionResult::Bind& b = r.binds.emplace_back();
+      b.podKey = "t/" + p;
+      b.podUid = uid(p);
+      b.node = n;
+    }
     return r;
   }
 };

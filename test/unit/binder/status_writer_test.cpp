@@ -75,7 +75,7 @@ struct Env {
   explicit Env(const std::string& yaml, bool background = false, bool shared = false) {
     add(kBase);
     add(yaml);
-    cache = std::make_unique<cache::Cache>(cluster, clock, cache::CacheOptions{"tessera"});
+    cache = std::make_unique<cache::Cache>(cluster, clock, cache::CacheOptions{});  // scheduler "tessera"
     REQUIRE(cache->start().ok());
     binder::StatusWriterOptions o;
     o.background = background;
