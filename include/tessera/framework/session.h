@@ -382,6 +382,10 @@ class Session {
   std::vector<SessionQueue>& queues() { return queues_; }
   const std::vector<SessionQueue>& queues() const { return queues_; }
   SessionTask& task(int job, int index) { return jobs_[job].tasks[index]; }
+  /// Every task of the session has one slot, 0 .. taskCount() - 1 (its place in the session's one
+  /// array of tasks): per-task arrays of actions and plugins index by it.
+  size_t taskSlot(const SessionTask& task) const { return slotOf(task); }
+  size_t taskCount() const { return tasks_.size(); }
   int findNode(const std::string& name) const;
   /// The running tasks per node (resolving each one's node), built on first use and kept for the
   /// session: the victim actions share it.

@@ -123,12 +123,12 @@ class TopologyPlugin final : public framework::Plugin {
   void onSessionOpen(Session& ssn) override {
     sessionTrees_.clear();
     plan_ = Plan{};
-    lastNode_.clear();
     ssn.addJobValidFn(name_, [this, &ssn](const SessionJob& job) { return validate(ssn, job); });
     const bool any = std::any_of(ssn.jobs().begin(), ssn.jobs().end(), [](const SessionJob& j) {
       return j.pendingCount > 0 && j.info->podGroup && constrained(*j.info->podGroup);
     });
     if (!any) return;  // nothing to constrain this cycle: cost nothing
+    lastNode_.assign(ssn.taskCount(), -1);
     ssn.addJobDomainsFn(
         name_, [this, &ssn](const SessionJob& job, framework::DomainRoom room) { return domains(ssn, job, room); });
     ssn.addPredicateFn(name_, [this, &ssn](const SessionTask& task, const SessionNode& node, std::string& reason) {
@@ -152,7 +152,8 @@ class TopologyPlugin final : public framework::Plugin {
         framework::KeyPart::Order);
     // Rooms are cached per domain; every change of a node's resources comes through here.
     ssn.addAllocateHandler(
-        name_, [this](const SessionTask& t) { changed(t, true); }, [this](const SessionTask& t) { changed(t, false); });
+        name_, [this, &ssn](const SessionTask& t) { changed(ssn, t, true); },
+        [this, &ssn](const SessionTask& t) { changed(ssn, t, false); });
   }
 
  private:
@@ -496,14 +497,12 @@ class TopologyPlugin final : public framework::Plugin {
     return false;
   }
 
-  void changed(const SessionTask& t, bool allocated) {
+  void changed(const Session& ssn, const SessionTask& t, bool allocated) {
     int n = t.node;
-    if (n >= 0 && allocated) lastNode_[t.info] = n;
-    if (n < 0) {  // an undone placement: the task no longer says where it was
-      auto it = lastNode_.find(t.info);
-      if (it == lastNode_.end()) return;
-      n = it->second;
-    }
+    const size_t slot = ssn.taskSlot(t);
+    if (n >= 0 && allocated) lastNode_[slot] = n;
+    if (n < 0) n = lastNode_[slot];  // an undone placement: the task no longer says where it was
+    if (n < 0) return;
     for (DomainTree* tree : sessionTrees_) tree->nodeChanged(n);
   }
 
@@ -515,7 +514,7 @@ class TopologyPlugin final : public framework::Plugin {
   /// The room domains are judged by in the current domains() call (DomainRoom).
   topology::Basis basis_ = topology::Basis::Free;
   uint64_t plans_ = 0;  ///< plans made (Plan::seq)
-  std::map<const cache::TaskInfo*, int> lastNode_;  ///< where a task was last placed this session
+  std::vector<int> lastNode_;  ///< per task slot (Session::taskSlot): where it was last placed this session, -1
 };
 
 }  // namespace
