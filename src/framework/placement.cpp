@@ -171,7 +171,13 @@ int Session::placementClass(const SessionTask& task) const {
   // Plugins' parts are asked each time (they may change within the session); usually empty.
   const std::string part = pluginKeyPart(placementKey_, task);
   if (part.empty()) return own;
-  return classIds_.try_emplace(podPlacementKey(task) + part, static_cast<int>(classIds_.size())).first->second;
+  if (classParts_.empty()) classParts_.resize(kClassParts);
+  ClassPart& memo = classParts_[slot % kClassParts];
+  if (memo.slot == slot && memo.part == part) return memo.cls;
+  memo.slot = slot;
+  memo.part = part;
+  memo.cls = classIds_.try_emplace(podPlacementKey(task) + part, static_cast<int>(classIds_.size())).first->second;
+  return memo.cls;
 }
 
 int Session::jobSignature(const SessionJob& job, int missing) const {
@@ -271,9 +277,10 @@ Placement Session::findPlacement(const SessionTask& task, bool allowPipeline) {
   }
   // Inside a domain (a rack, say) the ranking covers the domain's nodes only, kept per domain name:
   // many gangs placed rack by rack reuse one ranking per rack.
-  // The key of a task is built once per session (the same pod is often tried by several actions).
-  std::string key = placementKey(task);
-  if (domain_) key += "|domain:" + domain_->name;
+  // The key: the task's placement class (its placementKey(), built once per session: the same pod
+  // is often tried by several actions) and the domain's.
+  uint64_t key = static_cast<uint64_t>(static_cast<uint32_t>(placementClass(task))) << 32;
+  if (domain_) key |= domainIds_.try_emplace(domain_->name, static_cast<uint32_t>(domainIds_.size()) + 1).first->second;
   // The ranking is exact: when it holds no node, none fits. A quiet caller wants no reason, so the
   // failure tally (which walks every node change since it was last asked) is left alone.
   auto noNode = [&] { return explain_ ? explainFailure(task, allowPipeline) : Placement{}; };
@@ -283,7 +290,7 @@ Placement Session::findPlacement(const SessionTask& task, bool allowPipeline) {
     // More cpu or memory than any node has free, even counting releasing pods: no ranking to
     // build (a ranking kept already is cheaper to refresh than this index).
     if (exceedsEveryNode(task.nodeRequest())) return noNode();
-    it = rankings_.try_emplace(std::move(key)).first;
+    it = rankings_.try_emplace(key).first;
   }
   NodeRanking<RankedNode, RankedBefore>& ranking = it->second;
   if (fresh) {

@@ -702,11 +702,23 @@ class Session {
   uint64_t victimOrderEpoch_ = 0;    ///< counts holds
 
   const NodeDomain* domain_ = nullptr;
-  std::map<std::string, NodeRanking<RankedNode, RankedBefore>> rankings_;
+  /// findPlacement's rankings by the task's placement class (upper 32 bits) and the domain's id
+  /// plus one (domainIds_; 0: the whole cluster) - placementKey() and the domain's name, as numbers.
+  std::unordered_map<uint64_t, NodeRanking<RankedNode, RankedBefore>> rankings_;
+  std::unordered_map<std::string, uint32_t> domainIds_;  ///< domain name -> id (findPlacement)
   /// The pod-derived part of placementKey() per task slot, built lazily (plugins' parts are not
   /// kept: they may change within a session).
   mutable std::vector<std::string> keyCache_;
   mutable std::vector<int> classCache_;  ///< its class per task slot, -1 not known yet
+  /// placementClass() with a plugin's part: the last part seen and its class, by task slot
+  /// (direct-mapped, kClassParts entries), so asking again for an unchanged part builds no key.
+  struct ClassPart {
+    size_t slot = SIZE_MAX;
+    std::string part;
+    int cls = -1;
+  };
+  static constexpr size_t kClassParts = 1024;
+  mutable std::vector<ClassPart> classParts_;
   mutable std::unordered_map<std::string, int> classIds_;  ///< placement key -> class
   /// The cache's interned keys -> class: equal keys are one pointer there, so no string is hashed.
   mutable std::unordered_map<const std::string*, int> classByKey_;
