@@ -149,7 +149,7 @@ std::string Session::placementKey(const SessionTask& task) const {
 
 int Session::classOfKey(const std::string* shared) const {
   auto [it, fresh] = classByKey_.try_emplace(shared, 0);
-  if (fresh) it->second = classIds_.try_emplace(*shared, static_cast<int>(classIds_.size())).first->second;
+  if (fresh) it->second = classFor(classIds_.try_emplace(*shared, -1).first->second);
   return it->second;
 }
 
@@ -159,7 +159,7 @@ int Session::placementClass(const SessionTask& task) const {
   int& own = classCache_[slot];  // the class of the pod-derived key
   if (own < 0) {
     auto intern = [&](const std::string& key) {
-      return classIds_.try_emplace(key, static_cast<int>(classIds_.size())).first->second;
+      return classFor(classIds_.try_emplace(key, -1).first->second);
     };
     if (const std::string* shared = task.info->placementKey.get()) {
       own = classOfKey(shared);
@@ -171,13 +171,7 @@ int Session::placementClass(const SessionTask& task) const {
   // Plugins' parts are asked each time (they may change within the session); usually empty.
   const std::string part = pluginKeyPart(placementKey_, task);
   if (part.empty()) return own;
-  if (classParts_.empty()) classParts_.resize(kClassParts);
-  ClassPart& memo = classParts_[slot % kClassParts];
-  if (memo.slot == slot && memo.part == part) return memo.cls;
-  memo.slot = slot;
-  memo.part = part;
-  memo.cls = classIds_.try_emplace(podPlacementKey(task) + part, static_cast<int>(classIds_.size())).first->second;
-  return memo.cls;
+  return classFor(partClasses_.try_emplace(std::pair<int, std::string>(own, part), -1).first->second);
 }
 
 int Session::jobSignature(const SessionJob& job, int missing) const {

@@ -517,7 +517,8 @@ class Session {
   /// where it may go (built once per pod by the cache: TaskInfo::placementKey), then what plugins
   /// add for it now.
   std::string placementKey(const SessionTask& task) const;
-  /// placementKey() as a small number: tasks with equal keys have equal classes (session-wide).
+  /// placementKey() as a small number (session-wide): tasks whose own keys are equal and to which
+  /// plugins add the same part have equal classes, others not.
   /// Cheap after a task's first call: callers compare and combine classes instead of keys.
   int placementClass(const SessionTask& task) const;
   /// KAI's scheduling signature of the job's next turn, as a small number: jobs with one signature
@@ -710,16 +711,21 @@ class Session {
   /// kept: they may change within a session).
   mutable std::vector<std::string> keyCache_;
   mutable std::vector<int> classCache_;  ///< its class per task slot, -1 not known yet
-  /// placementClass() with a plugin's part: the last part seen and its class, by task slot
-  /// (direct-mapped, kClassParts entries), so asking again for an unchanged part builds no key.
-  struct ClassPart {
-    size_t slot = SIZE_MAX;
-    std::string part;
-    int cls = -1;
-  };
-  static constexpr size_t kClassParts = 1024;
-  mutable std::vector<ClassPart> classParts_;
   mutable std::unordered_map<std::string, int> classIds_;  ///< placement key -> class
+  /// A pod's own key's class and plugins' part (short) -> the class of the whole key; one
+  /// numbering with classIds_ (nextClass_), so no key of a pod and a part is ever put together.
+  struct ClassPartHash {
+    size_t operator()(const std::pair<int, std::string>& k) const {
+      return std::hash<std::string>()(k.second) * 31 + static_cast<size_t>(k.first);
+    }
+  };
+  mutable std::unordered_map<std::pair<int, std::string>, int, ClassPartHash> partClasses_;
+  mutable int nextClass_ = 0;
+  /// The class of a key met first now (classIds_ or partClasses_), or of the one met before.
+  int classFor(int& slot) const {
+    if (slot < 0) slot = nextClass_++;
+    return slot;
+  }
   /// The cache's interned keys -> class: equal keys are one pointer there, so no string is hashed.
   mutable std::unordered_map<const std::string*, int> classByKey_;
   int classOfKey(const std::string* shared) const;  ///< the class of a cache-interned key
