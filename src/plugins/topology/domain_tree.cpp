@@ -163,6 +163,12 @@ DomainTree::DomainTree(std::shared_ptr<const api::Topology> topologyPtr, const s
   }
   versions_.resize(L);
   for (size_t l = 0; l < L; ++l) versions_[l].assign(levels_[l].domains.size(), 0);
+  for (Level& level : levels_) {
+    std::vector<int> byId(level.domains.size());
+    for (size_t d = 0; d < byId.size(); ++d) byId[d] = static_cast<int>(d);
+    std::sort(byId.begin(), byId.end(), [&](int a, int b) { return level.domains[a].id < level.domains[b].id; });
+    for (size_t r = 0; r < byId.size(); ++r) level.domains[static_cast<size_t>(byId[r])].idOrder = static_cast<int>(r);
+  }
 }
 
 int DomainTree::levelOf(const std::string& label) const {

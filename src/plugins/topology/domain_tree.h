@@ -22,6 +22,7 @@ struct Domain {
   std::string id;          ///< path "zone=z1/rack=r2" (levels by their short names)
   int parent = -1;         ///< index at the level above; -1 at the top level
   std::vector<int> nodes;  ///< session node indices, ascending
+  int idOrder = 0;         ///< its place among its level's domains by id: ties compare these, not ids
 };
 
 struct Level {

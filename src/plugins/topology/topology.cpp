@@ -313,7 +313,7 @@ class TopologyPlugin final : public framework::Plugin {
       if (a.room.pods != b.room.pods) return a.room.pods < b.room.pods;
       if (a.room.freeGpu != b.room.freeGpu) return a.room.freeGpu < b.room.freeGpu;
       if (a.room.freeCpu != b.room.freeCpu) return a.room.freeCpu < b.room.freeCpu;
-      return level.domains[a.domain].id < level.domains[b.domain].id;
+      return level.domains[a.domain].idOrder < level.domains[b.domain].idOrder;
     });
     out.insert(out.end(), found.begin(), found.end());
     return true;
@@ -476,7 +476,7 @@ class TopologyPlugin final : public framework::Plugin {
     std::sort(ranked.begin(), ranked.end(), [&](const Ranked& a, const Ranked& b) {
       if (a.holdsPlaced != b.holdsPlaced) return a.holdsPlaced;
       if (a.pods != b.pods) return a.pods > b.pods;
-      return level.domains[a.d].id < level.domains[b.d].id;
+      return level.domains[a.d].idOrder < level.domains[b.d].idOrder;
     });
     plan_.bonusLevel = lv.preferred;
     plan_.bonus.assign(level.domains.size(), 0);
