@@ -143,10 +143,6 @@ std::string pluginKeyPart(const Fns& fns, const SessionTask& task, size_t count 
 
 }  // namespace
 
-std::string Session::placementKey(const SessionTask& task) const {
-  return podPlacementKey(task) + pluginKeyPart(placementKey_, task);
-}
-
 int Session::classOfKey(const std::string* shared) const {
   auto [it, fresh] = classByKey_.try_emplace(shared, 0);
   if (fresh) it->second = classFor(classIds_.try_emplace(*shared, -1).first->second);
@@ -269,10 +265,10 @@ Placement Session::findPlacement(const SessionTask& task, bool allowPipeline) {
     p.reason = gpuShortageReason();
     return p;
   }
-  // Inside a domain (a rack, say) the ranking covers the domain's nodes only, kept per domain name:
+  // Inside a domain (a rack, say) the ranking covers the domain's nodes only, kept per domain:
   // many gangs placed rack by rack reuse one ranking per rack.
-  // The key: the task's placement class (its placementKey(), built once per session: the same pod
-  // is often tried by several actions) and the domain's.
+  // The key: the task's placement class (its own key's class is found once per session: the same
+  // pod is often tried by several actions) and the domain's.
   uint64_t key = static_cast<uint64_t>(static_cast<uint32_t>(placementClass(task))) << 32;
   if (domain_) key |= domainIds_.try_emplace(domain_->name, static_cast<uint32_t>(domainIds_.size()) + 1).first->second;
   // The ranking is exact: when it holds no node, none fits. A quiet caller wants no reason, so the

@@ -513,13 +513,11 @@ class Session {
   /// Every change of a node's working state is logged here (its version bumped): callers keep
   /// their own lazily refreshed views of the nodes with it (NodeRanking, as findPlacement does).
   const NodeChangeLog& nodeChanges() const { return nodeChanges_; }
-  /// The key under which findPlacement caches node rankings for `task`: what the pod asks for and
-  /// where it may go (built once per pod by the cache: TaskInfo::placementKey), then what plugins
-  /// add for it now.
-  std::string placementKey(const SessionTask& task) const;
-  /// placementKey() as a small number (session-wide): tasks whose own keys are equal and to which
-  /// plugins add the same part have equal classes, others not.
-  /// Cheap after a task's first call: callers compare and combine classes instead of keys.
+  /// The task's placement class, a small number (session-wide) under which findPlacement caches
+  /// node rankings: what the pod asks for and where it may go (its own key, built once per pod by
+  /// the cache: TaskInfo::placementKey), and what plugins add for it now (their key parts). Tasks
+  /// whose own keys are equal and to which plugins add the same part have equal classes, others
+  /// not. Cheap after a task's first call: callers compare and combine classes instead of keys.
   int placementClass(const SessionTask& task) const;
   /// KAI's scheduling signature of the job's next turn, as a small number: jobs with one signature
   /// place alike on the same nodes (their pending pods' placement classes, queue, priority,
@@ -704,11 +702,11 @@ class Session {
 
   const NodeDomain* domain_ = nullptr;
   /// findPlacement's rankings by the task's placement class (upper 32 bits) and the domain's id
-  /// plus one (domainIds_; 0: the whole cluster) - placementKey() and the domain's name, as numbers.
+  /// plus one (domainIds_; 0: the whole cluster).
   std::unordered_map<uint64_t, NodeRanking<RankedNode, RankedBefore>> rankings_;
   std::unordered_map<std::string, uint32_t> domainIds_;  ///< domain name -> id (findPlacement)
-  /// The pod-derived part of placementKey() per task slot, built lazily (plugins' parts are not
-  /// kept: they may change within a session).
+  /// A pod's own placement key per task slot where the cache built none, built lazily (plugins'
+  /// parts are not kept: they may change within a session).
   mutable std::vector<std::string> keyCache_;
   mutable std::vector<int> classCache_;  ///< its class per task slot, -1 not known yet
   mutable std::unordered_map<std::string, int> classIds_;  ///< placement key -> class
@@ -721,10 +719,10 @@ class Session {
   };
   mutable std::unordered_map<std::pair<int, std::string>, int, ClassPartHash> partClasses_;
   mutable int nextClass_ = 0;
-  /// The class of a key met first now (classIds_ or partClasses_), or of the one met before.
-  int classFor(int& slot) const {
-    if (slot < 0) slot = nextClass_++;
-    return slot;
+  /// `id`, a class map's entry for a key (-1 when the key is met first now: it is numbered).
+  int classFor(int& id) const {
+    if (id < 0) id = nextClass_++;
+    return id;
   }
   /// The cache's interned keys -> class: equal keys are one pointer there, so no string is hashed.
   mutable std::unordered_map<const std::string*, int> classByKey_;
