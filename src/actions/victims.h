@@ -36,7 +36,8 @@ inline bool running(const framework::SessionTask& t) {
 /// Amounts as the victim search's resource bounds count them: milli-GPU, milli-CPU, memory.
 using Room = std::array<int64_t, 3>;
 /// A node's room once what leaves it has left and the pods promised it came: future idle, and the
-/// free units of its GPU groups as thousandths of a GPU.
+/// free units of its GPU groups as thousandths of a GPU. (The three amounts are summed here:
+/// SessionNode::futureIdle() would copy the extended resources too, on a hot path.)
 inline Room futureRoom(const framework::SessionNode& n) {
   Room r{n.idle.milliGpu + n.releasing.milliGpu - n.pipelined.milliGpu,
          n.idle.milliCpu + n.releasing.milliCpu - n.pipelined.milliCpu,

@@ -45,12 +45,9 @@ void Session::countReady(SessionJob& j, const SessionTask& task, int delta) {
 }
 
 void Session::taskChanged(SessionJob& j, const SessionTask& task, Operation::Type change) {
-  // splitmix64 of (task, change): one fixed, well-spread key per pair; XOR makes the undo its own
-  // inverse and the version independent of the order of the changes.
-  uint64_t z = (static_cast<uint64_t>(task.index) << 3 | static_cast<uint64_t>(change)) + 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  j.version ^= z ^ (z >> 31);
+  // One fixed key per (task, change); XOR makes the undo its own inverse and the version
+  // independent of the order of the changes.
+  j.version ^= fingerprintKey(static_cast<uint64_t>(task.index) << 3 | static_cast<uint64_t>(change));
 }
 
 void Session::chargeQueue(const SessionJob& j, const SessionTask& task, int sign) {

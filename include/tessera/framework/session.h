@@ -120,6 +120,15 @@ struct SessionNode {
   int32_t futurePods() const { return podCount - releasingPods + pipelinedPods; }
 };
 
+/// A fixed, well-spread 64-bit key for `id` (splitmix64): a fingerprint of states XORs such keys in
+/// and out, so an undo restores it (SessionJob::version, the proportion plugin's allocatedVersion).
+constexpr uint64_t fingerprintKey(uint64_t id) {
+  uint64_t z = id + 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
 struct SessionJob {
   const cache::JobInfo* info = nullptr;
   int index = -1;

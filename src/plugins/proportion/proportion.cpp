@@ -492,12 +492,9 @@ class State {
     }
     return reserved_.erase(id) ? Toggle::Reserved : Toggle::Evicted;  // undo of a reserve, or an eviction
   }
-  /// A fixed random 64-bit key per task and toggle (splitmix64).
+  /// A fixed random 64-bit key per task and toggle.
   static uint64_t toggleKey(const SessionTask& t, Toggle what) {
-    uint64_t z = (taskId(t) * 4 + static_cast<uint64_t>(what)) + 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+    return framework::fingerprintKey(taskId(t) * 4 + static_cast<uint64_t>(what));
   }
 
   void onAllocate(const SessionTask& t, int sign) {
