@@ -379,6 +379,9 @@ class Session {
   SessionResult close();
 
   const cache::Snapshot& snapshot() const { return *snapshot_; }
+  /// The snapshot itself, for a plugin that keeps it alive to match the next session's jobs with
+  /// this one's (JobInfo objects are shared while unchanged).
+  const std::shared_ptr<const cache::Snapshot>& sharedSnapshot() const { return snapshot_; }
   const Config& config() const { return config_; }
   api::Time now() const { return now_; }
   /// What plugins and actions remember across cycles and config reloads (state.h).

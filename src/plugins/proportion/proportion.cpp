@@ -6,6 +6,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -82,13 +83,23 @@ class State {
   };
   /// The per-job arrays, emptied, between sessions: the plugin keeps them so that each session
   /// reuses their memory (issue 16).
+  /// A queue's own pods in victim order as the last session left them (ownOrder): (index of the
+  /// job in that session's snapshot, task index).
+  using CarriedOrder = std::vector<std::pair<int32_t, int32_t>>;
   struct Kept {
     std::vector<TurnRequest> turn;
     std::vector<Surplus> surplus;
     proportion::VictimSequence sequence;
+    /// The last session's own-queue orders by queue name, and its snapshot (kept alive: its jobs
+    /// are matched with the next session's by object, so a job the cache did not touch keeps its
+    /// task indices).
+    std::unordered_map<std::string, CarriedOrder> orders;
+    std::shared_ptr<const cache::Snapshot> ordersOf;
   };
 
-  State(Session& ssn, ProportionArgs args, Kept& kept) : ssn_(ssn), args_(args), sequence_(std::move(kept.sequence)) {
+  State(Session& ssn, ProportionArgs args, Kept& kept)
+      : ssn_(ssn), args_(args), sequence_(std::move(kept.sequence)), carried_(std::move(kept.orders)),
+        carriedOf_(std::move(kept.ordersOf)) {
     framework::borrowKept(kept.turn, turnCache_);
     framework::borrowKept(kept.surplus, surplus_);
     build();
@@ -97,6 +108,28 @@ class State {
     framework::returnKept(kept.turn, turnCache_);
     framework::returnKept(kept.surplus, surplus_);
     kept.sequence = std::move(sequence_);
+    // Each queue's order as last built in this session, or, not built in it, as carried in.
+    if (!sequenceIndexed_) {  // none built: the carried orders stand as they are
+      kept.orders = std::move(carried_);
+      kept.ordersOf = std::move(carriedOf_);
+      return;
+    }
+    kept.orders.clear();
+    for (size_t q = 0; q < ownOrder_.size(); ++q) {
+      const std::string& name = ssn_.queues()[q].name;
+      if (!ownOrder_[q].empty()) {
+        CarriedOrder& out = kept.orders[name];
+        out.reserve(ownOrder_[q].size());
+        for (const SessionTask* t : ownOrder_[q]) out.emplace_back(t->job, t->index);
+      } else if (auto it = carriedOf_ ? carried_.find(name) : carried_.end(); it != carried_.end()) {
+        mapCarriedJobs();
+        CarriedOrder& out = kept.orders[name];
+        for (const auto& [wasJob, task] : it->second)
+          if (wasJob >= 0 && static_cast<size_t>(wasJob) < carriedJob_.size() && carriedJob_[static_cast<size_t>(wasJob)] >= 0)
+            out.emplace_back(carriedJob_[static_cast<size_t>(wasJob)], task);
+      }
+    }
+    kept.ordersOf = kept.orders.empty() ? nullptr : ssn_.sharedSnapshot();
   }
 
   api::Status jobProblem(const SessionJob& job) const {
@@ -413,15 +446,19 @@ class State {
     ++orderStamp_;
     orderKept_.clear();
     orderMoved_.clear();
-    // Two pods of one queue compare by their jobs alone (priority, surplus pod or whole job, age)
-    // and, inside a job, by running state and task priority: the pods of a job unchanged since the
-    // last order (SessionJob::version) keep their places among themselves.
-    for (const SessionTask* t : order)
-      if (inSequence(*t)) {
-        orderSeen_[slot(*t)] = orderStamp_;
-        const bool same = orderVersion_[static_cast<size_t>(t->job)] == ssn_.jobs()[t->job].version;
-        (same ? orderKept_ : orderMoved_).push_back(t);
-      }
+    if (order.empty()) {
+      carriedOrder(q, less);  // the queue's first order in this session: from the last session's
+    } else {
+      // Two pods of one queue compare by their jobs alone (priority, surplus pod or whole job,
+      // age) and, inside a job, by running state and task priority: the pods of a job unchanged
+      // since the last order (SessionJob::version) keep their places among themselves.
+      for (const SessionTask* t : order)
+        if (inSequence(*t)) {
+          orderSeen_[slot(*t)] = orderStamp_;
+          const bool same = orderVersion_[static_cast<size_t>(t->job)] == ssn_.jobs()[t->job].version;
+          (same ? orderKept_ : orderMoved_).push_back(t);
+        }
+    }
     for (int ji : queueJobs_[static_cast<size_t>(q)])
       for (const SessionTask& t : ssn_.jobs()[ji].tasks)
         if (inSequence(t) && orderSeen_[slot(t)] != orderStamp_) orderMoved_.push_back(&t);
@@ -439,6 +476,54 @@ class State {
     order.insert(order.end(), from, orderKept_.cend());
     for (int ji : queueJobs_[static_cast<size_t>(q)]) orderVersion_[static_cast<size_t>(ji)] = ssn_.jobs()[ji].version;
     return order;
+  }
+
+  /// ownOrder()'s start for queue `q` when this session has not ordered it yet: the pods of the
+  /// last session's order for it whose job is the same cache object (unchanged since), in that
+  /// order, each kept when it still comes after the pod kept before it and before the next one
+  /// (as Session::jobsInOrder carries the job order): orderKept_ is sorted whatever was carried;
+  /// the others go to orderMoved_ and are sorted in. Two comparisons per pod instead of a sort.
+  template <typename Less>
+  void carriedOrder(int q, const Less& less) {
+    const auto it = carriedOf_ ? carried_.find(ssn_.queues()[static_cast<size_t>(q)].name) : carried_.end();
+    if (it == carried_.end()) return;
+    mapCarriedJobs();
+    std::vector<const SessionTask*>& pods = orderCarried_;
+    pods.clear();
+    for (const auto& [wasJob, task] : it->second) {
+      if (wasJob < 0 || static_cast<size_t>(wasJob) >= carriedJob_.size()) continue;
+      const int ji = carriedJob_[static_cast<size_t>(wasJob)];
+      if (ji < 0) continue;
+      const SessionJob& j = ssn_.jobs()[static_cast<size_t>(ji)];
+      if (j.queue != q || task < 0 || static_cast<size_t>(task) >= j.tasks.size()) continue;
+      const SessionTask& t = j.tasks[static_cast<size_t>(task)];
+      const size_t slot = static_cast<size_t>(taskSlot_[static_cast<size_t>(ji)] + t.index);
+      if (!(running(t) || t.state == TaskState::Releasing) || orderSeen_[slot] == orderStamp_) continue;
+      orderSeen_[slot] = orderStamp_;
+      pods.push_back(&t);
+    }
+    for (size_t i = 0; i < pods.size(); ++i) {
+      const bool afterKept = orderKept_.empty() || less(orderKept_.back(), pods[i]);
+      const bool beforeNext = i + 1 == pods.size() || less(pods[i], pods[i + 1]);
+      (afterKept && beforeNext ? orderKept_ : orderMoved_).push_back(pods[i]);
+    }
+  }
+
+  /// carriedJob_: the last snapshot's jobs -> this one's, once per session. Both list their jobs
+  /// sorted by key; a job the cache changed since (another object) is not matched: its tasks may be
+  /// others now.
+  void mapCarriedJobs() {
+    if (carriedMapped_ || !carriedOf_) return;
+    carriedMapped_ = true;
+    const auto& was = carriedOf_->jobs;
+    const auto& now = ssn_.snapshot().jobs;
+    carriedJob_.assign(was.size(), -1);
+    for (size_t i = 0, j = 0; i < was.size() && j < now.size();) {
+      if (was[i] == now[j]) carriedJob_[i++] = static_cast<int>(j++);
+      else if (was[i]->key == now[j]->key) ++i, ++j;
+      else if (was[i]->key < now[j]->key) ++i;
+      else ++j;
+    }
   }
 
   /// Numbers every task (taskSlot_ per job) and lists each queue's jobs.
@@ -874,6 +959,11 @@ class State {
   uint32_t orderStamp_ = 0;
   std::vector<const SessionTask*> orderKept_, orderMoved_;  ///< ownOrder()'s buffers
   std::vector<uint64_t> orderVersion_;  ///< per job: its SessionJob::version at its queue's last ownOrder()
+  std::unordered_map<std::string, CarriedOrder> carried_;  ///< Kept::orders, as the last session left them
+  std::shared_ptr<const cache::Snapshot> carriedOf_;        ///< Kept::ordersOf
+  std::vector<int> carriedJob_;                ///< per job of carriedOf_: its index now (-1: gone or changed)
+  bool carriedMapped_ = false;                 ///< carriedJob_ is built (mapCarriedJobs)
+  std::vector<const SessionTask*> orderCarried_;  ///< carriedOrder()'s buffer
 };
 
 class ProportionPlugin final : public framework::Plugin {

@@ -312,3 +312,70 @@ TEST_CASE("victim order property: after trials rolled back, the order is the one
     }
   }
 }
+
+TEST_CASE("victim order property: a session that starts from the last session's orders orders as a fresh one",
+          "[proportion][victims][property]") {
+  // The plugin carries each queue's own-pod order from one session to the next (for the jobs the
+  // cache did not change) and keeps of it only what still holds. A session after one that moved
+  // pods (evictions it left in its order), after pods that went away or came, and after a priority
+  // class changed its value (the jobs' objects unchanged, their order not) must order the pods as a
+  // session of plugins that never ran before.
+  const int cases = caseCount(250, 40);
+  for (int seed = 1; seed <= cases; ++seed) {
+    Rng rng{uint64_t(seed) * 104729};
+    const std::string yaml = randomCluster(rng);
+    INFO("seed " << seed << "\n" << yaml);
+    tessera::testing::TestCluster c;
+    startCluster(c, yaml);
+    auto cfg = victimOrderConfig();  // one set of plugins for the sessions in turn
+    for (int round = 0; round < 3; ++round) {
+      INFO("round " << round);
+      {
+        Session ssn(c.snapshot(), cfg, c.clock);
+        ssn.open();
+        (void)orderMatrix(ssn);  // every queue's order built
+        // Evict some running pods (one job's, or one pod) and order again: the orders the session
+        // leaves have those pods leaving, which the next session (nothing committed) does not see.
+        std::vector<Op> ops;
+        for (const auto& j : ssn.jobs())
+          for (const auto& t : j.tasks)
+            if (runningTask(t) && rng.below(4) == 0) ops.push_back({Op::Evict, j.index, t.index});
+        tessera::framework::Statement stmt(ssn);
+        apply(ssn, stmt, ops);
+        stmt.commit();
+        (void)orderMatrix(ssn);
+        (void)ssn.close();
+      }
+      {
+        Session carried(c.snapshot(), cfg, c.clock);
+        carried.open();
+        auto freshCfg = victimOrderConfig();
+        Session fresh(c.snapshot(), freshCfg, c.clock);
+        fresh.open();
+        REQUIRE(orderMatrix(carried) == orderMatrix(fresh));
+        (void)carried.close();
+      }
+      // Between sessions: a running pod goes away, and a priority class changes its value (every
+      // job keeps its cache object; their order changes).
+      std::vector<std::string> running;
+      {
+        auto lookCfg = victimOrderConfig();
+        Session look(c.snapshot(), lookCfg, c.clock);
+        look.open();
+        for (const auto& j : look.jobs())
+          for (const auto& t : j.tasks)
+            if (runningTask(t)) running.push_back(t.info->key);
+      }
+      if (!running.empty() && rng.below(2) == 0) {
+        const std::string& key = running[size_t(rng.below(int(running.size())))];
+        REQUIRE(c.cluster.forceRemove(tessera::api::Kind::Pod, key.substr(0, key.find('/')), key.substr(key.find('/') + 1)).ok());
+      }
+      const int value = rng.below(3) == 0 ? 150 : (round % 2 ? 50 : 100);
+      REQUIRE(c.cluster.apply(tessera::api::Kind::PriorityClass,
+                              tessera::testing::manifests("apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\n"
+                                                          "metadata: {name: low}\nvalue: " + std::to_string(value) + "\n")
+                                  .front())
+                  .ok());
+    }
+  }
+}
