@@ -79,6 +79,8 @@ struct SessionStorage {
   std::shared_ptr<const cache::Snapshot> lastOrderSnapshot;
   std::vector<Session::ValidMemo> valid;
   std::vector<Session::SignatureMemo> signatures;
+  std::vector<int32_t> victimTieRank;
+  std::vector<uint8_t> victimTieKnown;
   std::vector<std::vector<int>> taskGpus;
   std::vector<int> levelPos, nodeLevel;
   std::vector<uint64_t> nodeSlots;
@@ -128,6 +130,8 @@ struct SessionStorage {
     f(jobOrder, s.jobOrderCache_);
     f(valid, s.validCache_);
     f(signatures, s.signatureCache_);
+    f(victimTieRank, s.victimTieRank_);
+    f(victimTieKnown, s.victimTieKnown_);
     f(taskGpus, s.taskGpus_);
     f(levelPos, s.gpuLevelPos_);
     f(nodeLevel, s.nodeLevel_);

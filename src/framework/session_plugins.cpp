@@ -135,10 +135,31 @@ bool Session::queueHeadSame(const SessionQueue& q, const SessionJob& a, const Se
 bool Session::victimLess(const SessionTask& l, const SessionTask& r) const {
   for (const auto& f : victimOrder_)
     if (int c = f.fn(l, r)) return c < 0;
+  if (l.job == r.job) return victimTieRank(l) < victimTieRank(r);  // the same order as below
   const auto& lp = l.pod().meta;
   const auto& rp = r.pod().meta;
   if (lp.creationTimestamp != rp.creationTimestamp) return lp.creationTimestamp > rp.creationTimestamp;  // newest first
   return l.info->key < r.info->key;
+}
+
+int32_t Session::victimTieRank(const SessionTask& t) const {
+  if (victimTieKnown_.size() != jobs_.size()) victimTieKnown_.assign(jobs_.size(), 0);
+  if (victimTieRank_.size() != tasks_.size()) victimTieRank_.resize(tasks_.size());
+  const SessionJob& job = jobs_[static_cast<size_t>(t.job)];
+  if (!victimTieKnown_[static_cast<size_t>(t.job)]) {
+    victimTieKnown_[static_cast<size_t>(t.job)] = 1;
+    std::vector<const SessionTask*> byAge;
+    byAge.reserve(job.tasks.size());
+    for (const SessionTask& x : job.tasks) byAge.push_back(&x);
+    std::sort(byAge.begin(), byAge.end(), [](const SessionTask* a, const SessionTask* b) {
+      const auto& ap = a->pod().meta;
+      const auto& bp = b->pod().meta;
+      if (ap.creationTimestamp != bp.creationTimestamp) return ap.creationTimestamp > bp.creationTimestamp;  // newest first
+      return a->info->key < b->info->key;
+    });
+    for (size_t i = 0; i < byAge.size(); ++i) victimTieRank_[slotOf(*byAge[i])] = static_cast<int32_t>(i);
+  }
+  return victimTieRank_[slotOf(t)];
 }
 
 // ---- checks off the hot path: the first rejection wins ----

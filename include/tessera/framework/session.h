@@ -752,6 +752,13 @@ class Session {
   const std::string& podPlacementKey(const SessionTask& task) const;
   /// Per job: all its tasks in task order (taskLess: static within a session), built lazily.
   mutable std::vector<std::vector<int>> taskOrderCache_;
+  /// victimLess()'s last word between two pods of one job (the newest pod, then the pod key) as a
+  /// rank per task slot, computed for a job the first time two of its pods get there (static
+  /// within a session): most of a victim search's comparisons end there, and a rank spares
+  /// comparing keys. victimTieKnown_: per job, whether its tasks are ranked.
+  mutable std::vector<int32_t> victimTieRank_;
+  mutable std::vector<uint8_t> victimTieKnown_;
+  int32_t victimTieRank(const SessionTask& t) const;
   mutable std::vector<int> jobOrderCache_;  ///< jobsInOrder(); empty until asked
   /// The last session's job order (indices into its snapshot's jobs) and that snapshot, kept
   /// alive so that its jobs can be matched with this one's: jobsInOrder() starts from it.

@@ -364,3 +364,35 @@ TEST_CASE("the job order carried from the last session is the order a full sort 
   CHECK(std::find(second.begin(), second.end(), "PodGroup/t/gb") < std::find(second.begin(), second.end(), "PodGroup/t/ga"));
   CHECK(std::find(first.begin(), first.end(), "PodGroup/t/gb") > std::find(first.begin(), first.end(), "PodGroup/t/ga"));
 }
+
+TEST_CASE("two pods of one job that every plugin ties go newest first, then by pod key", "[contract]") {
+  // Session::victimLess's last word (a rank per job's tasks since issue 16): without plugins every
+  // pair of pods of the job reaches it. Pods named out of key order and created out of name order.
+  TestCluster c;
+  std::string y = queue("team", "-1") + node("n0", 8) +
+                  "apiVersion: scheduling.tessera.dev/v1alpha1\nkind: PodGroup\nmetadata: {name: g, namespace: t}\n"
+                  "spec: {minMember: 1, queue: team}\n---\n";
+  const std::string run = "status: {phase: Running, startTime: \"2025-12-31T00:00:00Z\"}\n";
+  const std::pair<const char*, const char*> pods[] = {
+      {"g-c", "2025-12-30T00:00:00Z"}, {"g-a", "2025-12-30T00:00:00Z"}, {"g-b", "2025-12-30T00:00:00Z"},
+      {"g-old", "2025-12-29T00:00:00Z"}, {"g-new", "2025-12-31T00:00:00Z"}};
+  for (const auto& [name, created] : pods)
+    y += pod(name, "team", 1, std::string(", creationTimestamp: \"") + created + "\", annotations: {pod-group-name: g}",
+             "  nodeName: n0\n", run);
+  c.create(y);
+  c.start();
+  const Config cfg = tessera::testing::configWith({});
+  Session ssn(c.snapshot(), cfg, c.clock);
+  ssn.open();
+  const tessera::framework::SessionJob* job = nullptr;
+  for (const auto& j : ssn.jobs())
+    if (j.info->key == "PodGroup/t/g") job = &j;
+  REQUIRE(job);
+  REQUIRE(job->tasks.size() == 5);
+  std::vector<const tessera::framework::SessionTask*> order;
+  for (const auto& t : job->tasks) order.push_back(&t);
+  std::sort(order.begin(), order.end(), [&](auto* a, auto* b) { return ssn.victimLess(*a, *b); });
+  std::vector<std::string> keys;
+  for (const auto* t : order) keys.push_back(t->info->key);
+  CHECK(keys == std::vector<std::string>{"t/g-new", "t/g-a", "t/g-b", "t/g-c", "t/g-old"});
+}
