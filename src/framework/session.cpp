@@ -265,6 +265,7 @@ void Session::buildState() {
       case api::Preemptibility::NonPreemptible: j.preemptible = false; break;
       case api::Preemptibility::Unset: j.preemptible = j.priority < 100; break;
     }
+    j.created = info.creationTime;
     j.tasks = std::span<SessionTask>(tasks_.data() + taskOffset, info.tasks.size());
     taskOffset += info.tasks.size();
     const std::vector<api::SubGroup>& subGroups = j.subGroups();
@@ -275,6 +276,7 @@ void Session::buildState() {
       st.job = j.index;
       st.index = static_cast<int>(t);
       st.state = fromCache(st.info->status);
+      st.taskPriority = st.info->taskPriority;
       if (!subGroups.empty() && !st.info->subGroup.empty())
         for (size_t g = 0; g < subGroups.size(); ++g)
           if (subGroups[g].name == st.info->subGroup) st.subGroup = static_cast<int32_t>(g);

@@ -51,6 +51,8 @@ struct SessionTask {
   /// Index of the task's subgroup in its PodGroup's spec.subGroups; -1 when it has none (or names
   /// one the PodGroup does not declare).
   int32_t subGroup = -1;
+  /// info->taskPriority, copied: every victim comparison of two pods of one job reads it.
+  int32_t taskPriority = 0;
   /// What the task charges its job and queue (fractional pods and MIG instances: their milli-GPU
   /// share of a GPU).
   const api::Resources& request() const { return info->request; }
@@ -135,6 +137,8 @@ struct SessionJob {
   int queue = -1;  ///< index in Session::queues(); -1 when the job's queue does not exist
   int32_t priority = 0;
   bool preemptible = true;
+  /// info->creationTime, copied: every victim comparison of two jobs of one queue reads it.
+  api::Time created;
   std::span<SessionTask> tasks;  ///< storage owned by the session (one array for all jobs)
   int32_t readyCount = 0;      ///< tasks in a ready state (isReadyState)
   int32_t pendingCount = 0;

@@ -23,7 +23,7 @@ class PriorityPlugin final : public framework::Plugin {
       return v.preemptible && v.priority < claimant.priority;
     });
     ssn.addTaskOrderFn(name_, [](const framework::SessionTask& l, const framework::SessionTask& r) {
-      if (l.info->taskPriority != r.info->taskPriority) return l.info->taskPriority > r.info->taskPriority ? -1 : 1;
+      if (l.taskPriority != r.taskPriority) return l.taskPriority > r.taskPriority ? -1 : 1;
       return 0;
     });
   }

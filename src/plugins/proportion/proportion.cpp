@@ -273,12 +273,12 @@ class State {
     const bool lSurplus = surplusPod(l), rSurplus = surplusPod(r);
     if (lSurplus != rSurplus) return lSurplus ? -1 : 1;
     if (lj.index != rj.index) {  // the newer job first; a job's pods stay together (its chunk)
-      if (lj.info->creationTime != rj.info->creationTime) return lj.info->creationTime > rj.info->creationTime ? -1 : 1;
+      if (lj.created != rj.created) return lj.created > rj.created ? -1 : 1;
       return lj.info->key < rj.info->key ? -1 : 1;
     }
     const bool lRunning = running(l), rRunning = running(r);  // pods leaving after the job's others
     if (lRunning != rRunning) return lRunning ? -1 : 1;
-    if (l.info->taskPriority != r.info->taskPriority) return l.info->taskPriority < r.info->taskPriority ? -1 : 1;
+    if (l.taskPriority != r.taskPriority) return l.taskPriority < r.taskPriority ? -1 : 1;
     return 0;
   }
   static bool running(const SessionTask& t) { return t.state == TaskState::Running || t.state == TaskState::Bound; }
@@ -300,7 +300,7 @@ class State {
       for (const SessionTask& x : j.tasks)
         if (x.state == framework::TaskState::Running || x.state == framework::TaskState::Bound) running.push_back(&x);
       std::sort(running.begin(), running.end(), [](const SessionTask* a, const SessionTask* b) {
-        if (a->info->taskPriority != b->info->taskPriority) return a->info->taskPriority < b->info->taskPriority;
+        if (a->taskPriority != b->taskPriority) return a->taskPriority < b->taskPriority;
         const auto& ta = a->pod().meta.creationTimestamp;
         const auto& tb = b->pod().meta.creationTimestamp;
         if (ta != tb) return ta > tb;
