@@ -122,12 +122,13 @@ const std::string& Session::podPlacementKey(const SessionTask& task) const {
 
 namespace {
 
-/// What the plugins `fns` (the first `count`) add to `task`'s key now: "|plugin:what" for each
-/// one that adds something (its place in `fns` with it); empty when none does, which is the usual
-/// case and allocates nothing.
+/// What the plugins `fns` (the first `count`) add to `task`'s key now, written into `part`:
+/// "|plugin:what" for each one that adds something (its place in `fns` with it); empty when none
+/// does, which is the usual case. `own` is a buffer: both keep their memory from call to call.
 template <typename Fns>
-std::string pluginKeyPart(const Fns& fns, const SessionTask& task, size_t count = SIZE_MAX) {
-  std::string part, own;
+void pluginKeyPart(const Fns& fns, const SessionTask& task, std::string& part, std::string& own,
+                   size_t count = SIZE_MAX) {
+  part.clear();
   for (size_t i = 0; i < fns.size() && i < count; ++i) {
     own.clear();
     fns[i].fn(task, own);
@@ -138,7 +139,6 @@ std::string pluginKeyPart(const Fns& fns, const SessionTask& task, size_t count 
     part += ':';
     part += own;
   }
-  return part;
 }
 
 }  // namespace
@@ -164,10 +164,16 @@ int Session::placementClass(const SessionTask& task) const {
     }
   }
   if (placementKey_.empty()) return own;
-  // Plugins' parts are asked each time (they may change within the session); usually empty.
-  const std::string part = pluginKeyPart(placementKey_, task);
-  if (part.empty()) return own;
-  return classFor(partClasses_.try_emplace(std::pair<int, std::string>(own, part), -1).first->second);
+  // Plugins' parts are asked each time (they may change within the session); usually empty. The
+  // probe's buffers are reused: a class met before costs no allocation.
+  std::pair<int, std::string>& probe = partProbe_;
+  pluginKeyPart(placementKey_, task, probe.second, partScratch_);
+  if (probe.second.empty()) return own;
+  probe.first = own;
+  if (auto it = partClasses_.find(probe); it != partClasses_.end()) return it->second;
+  int id = -1;
+  partClasses_.emplace(probe, classFor(id));
+  return id;
 }
 
 int Session::jobSignature(const SessionJob& job, int missing) const {
@@ -394,8 +400,8 @@ Placement Session::explainFailure(const SessionTask& task, bool allowPipeline) {
   // A plugin's verdict part of the key (topology: where a gang's subgroups went) is per-job state
   // its predicates read, which can change a node's verdict without changing the node: tallies would
   // go stale, so such tasks scan. Order parts (a preferred level's bonus) change no verdict.
-  if (nodes_.empty() || !pluginKeyPart(placementKey_, task, verdictKeyFns_).empty())
-    return scanPlacement(task, allowPipeline);
+  pluginKeyPart(placementKey_, task, partProbe_.second, partScratch_, verdictKeyFns_);
+  if (nodes_.empty() || !partProbe_.second.empty()) return scanPlacement(task, allowPipeline);
   // Shared by every task whose verdicts are alike: the pod's key, plugins' order parts left out.
   std::string key = podPlacementKey(task);
   if (domain_) key += "|domain:" + domain_->name;

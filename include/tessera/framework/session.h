@@ -734,6 +734,8 @@ class Session {
     }
   };
   mutable std::unordered_map<std::pair<int, std::string>, int, ClassPartHash> partClasses_;
+  mutable std::pair<int, std::string> partProbe_;  ///< placementClass()'s lookup key, its buffer kept
+  mutable std::string partScratch_;                ///< one plugin's part (pluginKeyPart)
   mutable int nextClass_ = 0;
   /// `id`, a class map's entry for a key (-1 when the key is met first now: it is numbered).
   int classFor(int& id) const {
