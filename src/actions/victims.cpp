@@ -312,8 +312,9 @@ bool VictimSearch::freeQueueRoom(Statement& stmt, SessionJob& job, SessionTask& 
   if (job.queue < 0) return false;
   // A claimant of the same queue, priority and request that found no room under the limit, with
   // nothing changed on any node since, finds none again: the scan below is not repeated.
-  if (queueRoomKnownFailed(job, task)) return false;
   std::string key = queueRoomKey(job, task);
+  if (auto it = queueRoomFailedAt_.find(key); it != queueRoomFailedAt_.end() && it->second == ssn_.nodeChanges().size())
+    return false;
   indexQueues();
   const api::Resources& want = task.request();
   auto shares = [&](const api::Resources& r) {
@@ -324,7 +325,8 @@ bool VictimSearch::freeQueueRoom(Statement& stmt, SessionJob& job, SessionTask& 
   // path's top-level queue.
   const size_t top = static_cast<size_t>(queueTop_[static_cast<size_t>(job.queue)]);
   const std::vector<Victim>& pool = topRunning_[top];
-  std::vector<Victim> cands;
+  std::vector<Victim>& cands = queueCands_;
+  cands.clear();
   for (const TopJob& r : topJobs_[top]) {  // job by job: a job that gives none is passed whole
     const SessionJob& vj = ssn_.jobs()[static_cast<size_t>(r.job)];
     if (vj.index == job.index || vj.readyCount == 0 || !vj.preemptible) continue;
@@ -344,7 +346,7 @@ bool VictimSearch::freeQueueRoom(Statement& stmt, SessionJob& job, SessionTask& 
   const auto cp = stmt.checkpoint();
   const size_t record = evictedNow_.size();
   const int before = evicted;
-  const Reason why = std::make_shared<const std::string>(whyText(job, /*queueLimit=*/true));
+  Reason why;  // made at the first eviction: most calls evict none
   for (size_t i = 0; i < cands.size(); ++i) {
     if (queueRoom(job, task).ok()) break;
     std::iter_swap(cands.begin() + i, std::min_element(cands.begin() + i, cands.end(), less));
@@ -356,6 +358,7 @@ bool VictimSearch::freeQueueRoom(Statement& stmt, SessionJob& job, SessionTask& 
     for (const Victim& c : chunk) {
       SessionTask& ct = ssn_.task(c.job, c.task);
       if (!running(ct)) continue;
+      if (!why) why = std::make_shared<const std::string>(whyText(job, /*queueLimit=*/true));
       evict(stmt, ct, why);
       ++evicted;
     }

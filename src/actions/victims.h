@@ -284,6 +284,7 @@ class VictimSearch {
   bool queueRoomKnownFailed(const framework::SessionJob& job, const framework::SessionTask& task) const;
   /// freeQueueRoom() failures by claimant key, with the node change count at that moment.
   std::map<std::string, size_t> queueRoomFailedAt_;
+  std::vector<Victim> queueCands_;  ///< freeQueueRoom()'s candidates (a buffer)
   /// Places the evicted pods of a consolidation again, anywhere (after the claimant took its
   /// room), moving other pods for one that finds no room (moveFor) up to kMaxChain deep. Returns
   /// -1, or the job of the first pod that finds no place.
