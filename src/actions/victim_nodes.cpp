@@ -329,8 +329,14 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
     for (size_t i = 0; i < keep; ++i) out.push_back(all[i].node);
     return out;
   }
-  std::string key = std::to_string(ssn_.placementClass(task)) + "|" + job.info->queue + "|" +
-                    std::to_string(job.priority) + "|" + (job.preemptible ? "p" : "n");
+  std::string& key = rankingKey_;  // its buffer is kept: a ranking met before costs no allocation
+  key.clear();
+  key += std::to_string(ssn_.placementClass(task));
+  key += '|';
+  key += job.info->queue;
+  key += '|';
+  key += std::to_string(job.priority);
+  key += job.preemptible ? "|p" : "|n";
   key += pruneKey();  // pruning: rankings of this prune, without its excluded victims
   // Victims taken for this claimant's earlier pods change the victim order itself (queue shares,
   // jobs no longer above their minimum): the nodes are ranked afresh for its later pods. Preempt's
@@ -344,7 +350,9 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
     if (mode_ == VictimMode::Preempt) reorder = true;
     else rankings_.erase(key);
   }
-  auto [it, fresh] = rankings_.try_emplace(key, Better{this});
+  auto it = rankings_.find(key);
+  const bool fresh = it == rankings_.end();
+  if (fresh) it = rankings_.try_emplace(key, Better{this}).first;
   Ranking& ranking = it->second;
   auto evaluateNode = [&](int ni) { return mayHaveVictims(job, ni) ? evaluate(job, task, ni) : std::optional<Candidate>(); };
   if (reorder && !fresh) {

@@ -296,14 +296,19 @@ bool VictimSearch::relievable(const SessionJob& job, const std::string& why) con
   return why.compare(at, own.size(), own) != 0 || why.size() <= at + own.size() || why[at + own.size()] != ':';
 }
 
-std::string VictimSearch::queueRoomKey(const SessionJob& job, const SessionTask& task) const {
-  std::string key = std::to_string(job.queue) + "|" + std::to_string(job.priority) + "|" +
-                    std::to_string(task.request().milliGpu) + "|" + std::to_string(task.request().milliCpu) + "|" +
-                    std::to_string(task.request().memory);
-  return key + pruneKey();
+const std::string& VictimSearch::queueRoomKey(const SessionJob& job, const SessionTask& task) {
+  std::string& key = queueRoomKey_;
+  key.clear();
+  for (int64_t v : {int64_t{job.queue}, int64_t{job.priority}, task.request().milliGpu, task.request().milliCpu,
+                    task.request().memory}) {
+    key += std::to_string(v);
+    key += '|';
+  }
+  key += pruneKey();
+  return key;
 }
 
-bool VictimSearch::queueRoomKnownFailed(const SessionJob& job, const SessionTask& task) const {
+bool VictimSearch::queueRoomKnownFailed(const SessionJob& job, const SessionTask& task) {
   auto it = queueRoomFailedAt_.find(queueRoomKey(job, task));
   return it != queueRoomFailedAt_.end() && it->second == ssn_.nodeChanges().size();
 }
@@ -312,9 +317,7 @@ bool VictimSearch::freeQueueRoom(Statement& stmt, SessionJob& job, SessionTask& 
   if (job.queue < 0) return false;
   // A claimant of the same queue, priority and request that found no room under the limit, with
   // nothing changed on any node since, finds none again: the scan below is not repeated.
-  std::string key = queueRoomKey(job, task);
-  if (auto it = queueRoomFailedAt_.find(key); it != queueRoomFailedAt_.end() && it->second == ssn_.nodeChanges().size())
-    return false;
+  if (queueRoomKnownFailed(job, task)) return false;
   indexQueues();
   const api::Resources& want = task.request();
   auto shares = [&](const api::Resources& r) {
@@ -367,7 +370,7 @@ bool VictimSearch::freeQueueRoom(Statement& stmt, SessionJob& job, SessionTask& 
   stmt.rollback(cp);
   evictedNow_.resize(record);
   evicted = before;
-  queueRoomFailedAt_[std::move(key)] = ssn_.nodeChanges().size();
+  queueRoomFailedAt_[queueRoomKey(job, task)] = ssn_.nodeChanges().size();
   return false;
 }
 

@@ -280,8 +280,10 @@ class VictimSearch {
   api::Status queueRoom(const framework::SessionJob& job, const framework::SessionTask& task) const;
   /// Whether victims could relieve the capacity failure `why` (an OverLimit this mode can free).
   bool relievable(const framework::SessionJob& job, const std::string& why) const;
-  std::string queueRoomKey(const framework::SessionJob& job, const framework::SessionTask& task) const;
-  bool queueRoomKnownFailed(const framework::SessionJob& job, const framework::SessionTask& task) const;
+  /// The claimant key of freeQueueRoom()'s failures, written into queueRoomKey_ (a kept buffer).
+  const std::string& queueRoomKey(const framework::SessionJob& job, const framework::SessionTask& task);
+  std::string queueRoomKey_;
+  bool queueRoomKnownFailed(const framework::SessionJob& job, const framework::SessionTask& task);
   /// freeQueueRoom() failures by claimant key, with the node change count at that moment.
   std::map<std::string, size_t> queueRoomFailedAt_;
   std::vector<Victim> queueCands_;  ///< freeQueueRoom()'s candidates (a buffer)
@@ -363,6 +365,7 @@ class VictimSearch {
   /// Per claimant shape: nodes by victim order of their sets (better()), best score, lowest index.
   using Ranking = framework::NodeRanking<Candidate, Better>;
   std::map<std::string, Ranking> rankings_;
+  std::string rankingKey_;  ///< candidates()'s key into rankings_ (a kept buffer)
   bool orderChanged_ = false;  ///< the current claimant took victims: rank nodes afresh (candidates())
   /// Preempt: whether any running pod of the claimant's queue may be taken by it; a claimant with
   /// none has nothing to search (asked once per queue, priority and preemptibility).
