@@ -83,7 +83,8 @@ void forEachJobTurn(Session& ssn, const std::function<bool(const SessionJob&)>& 
   for (size_t i = 0; i < perQueue.size(); ++i)
     if (!perQueue[i].jobs.empty()) order.activate(static_cast<int>(i));
   order.fix();
-  (void)ssn.takeChangedQueues();  // what earlier actions changed is already in the order's view
+  std::vector<int> changed;
+  ssn.takeChangedQueues(changed);  // what earlier actions changed is already in the order's view
   for (int leaf = order.next(); leaf >= 0; leaf = order.next()) {
     QueueJobs& q = perQueue[static_cast<size_t>(leaf)];
     SessionJob& job = ssn.jobs()[q.jobs[q.next]];
@@ -99,7 +100,7 @@ void forEachJobTurn(Session& ssn, const std::function<bool(const SessionJob&)>& 
     // another and still has pending pods.
     const size_t turn = q.next;
     if (!fn(job) || job.pendingCount == 0) ++q.next;
-    const std::vector<int> changed = ssn.takeChangedQueues();
+    ssn.takeChangedQueues(changed);
     if (q.next >= q.jobs.size()) {
       order.deactivate(leaf);
     } else if (!changed.empty() || q.next == turn ||

@@ -60,11 +60,10 @@ void Session::chargeQueue(const SessionJob& j, const SessionTask& task, int sign
   }
 }
 
-std::vector<int> Session::takeChangedQueues() {
-  std::vector<int> out;
-  out.swap(changedQueues_);
+void Session::takeChangedQueues(std::vector<int>& out) {
+  out.clear();
+  out.swap(changedQueues_);  // both keep their memory: the caller's list is this one's next
   for (int q : out) queueChanged_[static_cast<size_t>(q)] = 0;
-  return out;
 }
 
 // ---- allocate: a Pending task onto idle resources ----

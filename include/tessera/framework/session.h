@@ -567,9 +567,10 @@ class Session {
   const std::vector<Operation>& committed() const { return committed_; }
 
   /// Queues whose allocation changed (allocate, pipeline, evict and their undos) since the last
-  /// call, each once, in the order of their first change; the list is emptied. Queue orders
-  /// re-rank exactly these (and their ancestors) instead of re-sorting every queue.
-  std::vector<int> takeChangedQueues();
+  /// call, each once, in the order of their first change, into `out` (its old contents go); the
+  /// list is emptied. Queue orders re-rank exactly these (and their ancestors) instead of
+  /// re-sorting every queue.
+  void takeChangedQueues(std::vector<int>& out);
 
  private:
   friend class Statement;  // changes the working state through apply* / undo*
