@@ -132,14 +132,21 @@ bool Session::queueHeadSame(const SessionQueue& q, const SessionJob& a, const Se
   return true;
 }
 
+namespace {
+/// Victim order's last word: the newest pod first, then the pod key.
+bool newerPodFirst(const SessionTask& l, const SessionTask& r) {
+  const auto& lp = l.pod().meta;
+  const auto& rp = r.pod().meta;
+  if (lp.creationTimestamp != rp.creationTimestamp) return lp.creationTimestamp > rp.creationTimestamp;
+  return l.info->key < r.info->key;
+}
+}  // namespace
+
 bool Session::victimLess(const SessionTask& l, const SessionTask& r) const {
   for (const auto& f : victimOrder_)
     if (int c = f.fn(l, r)) return c < 0;
-  if (l.job == r.job) return victimTieRank(l) < victimTieRank(r);  // the same order as below
-  const auto& lp = l.pod().meta;
-  const auto& rp = r.pod().meta;
-  if (lp.creationTimestamp != rp.creationTimestamp) return lp.creationTimestamp > rp.creationTimestamp;  // newest first
-  return l.info->key < r.info->key;
+  if (l.job == r.job) return victimTieRank(l) < victimTieRank(r);  // newerPodFirst, ranked once per job
+  return newerPodFirst(l, r);
 }
 
 int32_t Session::victimTieRank(const SessionTask& t) const {
@@ -151,12 +158,7 @@ int32_t Session::victimTieRank(const SessionTask& t) const {
     std::vector<const SessionTask*> byAge;
     byAge.reserve(job.tasks.size());
     for (const SessionTask& x : job.tasks) byAge.push_back(&x);
-    std::sort(byAge.begin(), byAge.end(), [](const SessionTask* a, const SessionTask* b) {
-      const auto& ap = a->pod().meta;
-      const auto& bp = b->pod().meta;
-      if (ap.creationTimestamp != bp.creationTimestamp) return ap.creationTimestamp > bp.creationTimestamp;  // newest first
-      return a->info->key < b->info->key;
-    });
+    std::sort(byAge.begin(), byAge.end(), [](const SessionTask* a, const SessionTask* b) { return newerPodFirst(*a, *b); });
     for (size_t i = 0; i < byAge.size(); ++i) victimTieRank_[slotOf(*byAge[i])] = static_cast<int32_t>(i);
   }
   return victimTieRank_[slotOf(t)];
