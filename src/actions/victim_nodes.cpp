@@ -19,12 +19,10 @@ using victims_detail::runningCount;
 /// expendable: the newest, lowest-priority pods go before older ones on another node); then the
 /// fewest victims; then score; then name.
 bool VictimSearch::better(const Candidate& a, const Candidate& b) const {
-  if (a.last.job != b.last.job || a.last.task != b.last.task) {
-    const SessionTask& ta = ssn_.task(a.last.job, a.last.task);
-    const SessionTask& tb = ssn_.task(b.last.job, b.last.task);
-    if (ssn_.victimLess(ta, tb)) return true;
-    if (ssn_.victimLess(tb, ta)) return false;
-  }
+  // Victim order is strict and total (victim_order_property checks it): of two distinct victims
+  // one goes first, so one comparison says which.
+  if (a.last.job != b.last.job || a.last.task != b.last.task)
+    return ssn_.victimLess(ssn_.task(a.last.job, a.last.task), ssn_.task(b.last.job, b.last.task));
   if (a.count != b.count) return a.count < b.count;
   if (a.negScore != b.negScore) return a.negScore < b.negScore;
   return a.node < b.node;
