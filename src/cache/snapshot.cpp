@@ -31,6 +31,23 @@ const JobInfo* Snapshot::findJob(const std::string& key) const {
   return it != jobs.end() && (*it)->key == key ? it->get() : nullptr;
 }
 
+std::vector<int> Snapshot::jobIndicesIn(const Snapshot& later, bool sameObjectOnly) const {
+  const auto& now = later.jobs;
+  std::vector<int> out(jobs.size(), -1);
+  for (size_t i = 0, j = 0; i < jobs.size() && j < now.size();) {
+    const bool same = jobs[i] == now[j];
+    if (same || jobs[i]->key == now[j]->key) {
+      if (same || !sameObjectOnly) out[i] = static_cast<int>(j);
+      ++i, ++j;
+    } else if (jobs[i]->key < now[j]->key) {
+      ++i;
+    } else {
+      ++j;
+    }
+  }
+  return out;
+}
+
 const api::Problem* Snapshot::findInvalid(const std::string& ref) const {
   auto it = invalid.find(ref);
   return it == invalid.end() ? nullptr : &it->second;

@@ -70,14 +70,7 @@ const std::vector<int>& Session::jobsInOrder() const {
   std::vector<int> carried;
   std::vector<char> placed(jobs_.size(), 0);
   if (prevOrderSnapshot_ && !prevJobOrder_.empty()) {
-    const auto& was = prevOrderSnapshot_->jobs;
-    const auto& now = snapshot_->jobs;
-    std::vector<int> toNow(was.size(), -1);
-    for (size_t i = 0, j = 0; i < was.size() && j < now.size();) {
-      if (was[i] == now[j] || was[i]->key == now[j]->key) toNow[i++] = static_cast<int>(j++);
-      else if (was[i]->key < now[j]->key) ++i;
-      else ++j;
-    }
+    const std::vector<int> toNow = prevOrderSnapshot_->jobIndicesIn(*snapshot_, /*sameObjectOnly=*/false);
     carried.reserve(jobs_.size());
     for (int w : prevJobOrder_)
       if (w >= 0 && static_cast<size_t>(w) < toNow.size() && toNow[static_cast<size_t>(w)] >= 0) {

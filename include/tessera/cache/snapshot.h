@@ -187,6 +187,10 @@ struct Snapshot {
 
   const NodeInfo* findNode(const std::string& name) const;
   const JobInfo* findJob(const std::string& key) const;
+  /// For each job of this snapshot, its index in `later` (both list their jobs sorted by key):
+  /// -1 where the job is gone, or, with `sameObjectOnly`, where the cache has replaced its object
+  /// since (its tasks may be others). Carries what one session kept per job to the next.
+  std::vector<int> jobIndicesIn(const Snapshot& later, bool sameObjectOnly) const;
 };
 
 }  // namespace tessera::cache

@@ -81,11 +81,11 @@ class State {
     int32_t ready = -1, releasing = -1;
     std::vector<uint8_t> pods;
   };
-  /// The per-job arrays, emptied, between sessions: the plugin keeps them so that each session
-  /// reuses their memory (issue 16).
   /// A queue's own pods in victim order as the last session left them (ownOrder): (index of the
   /// job in that session's snapshot, task index).
   using CarriedOrder = std::vector<std::pair<int32_t, int32_t>>;
+  /// The per-job arrays, emptied, between sessions: the plugin keeps them so that each session
+  /// reuses their memory (issue 16).
   struct Kept {
     std::vector<TurnRequest> turn;
     std::vector<Surplus> surplus;
@@ -122,11 +122,9 @@ class State {
         out.reserve(ownOrder_[q].size());
         for (const SessionTask* t : ownOrder_[q]) out.emplace_back(t->job, t->index);
       } else if (auto it = carriedOf_ ? carried_.find(name) : carried_.end(); it != carried_.end()) {
-        mapCarriedJobs();
         CarriedOrder& out = kept.orders[name];
         for (const auto& [wasJob, task] : it->second)
-          if (wasJob >= 0 && static_cast<size_t>(wasJob) < carriedJob_.size() && carriedJob_[static_cast<size_t>(wasJob)] >= 0)
-            out.emplace_back(carriedJob_[static_cast<size_t>(wasJob)], task);
+          if (const int now = carriedJobNow(wasJob); now >= 0) out.emplace_back(now, task);
       }
     }
     kept.ordersOf = kept.orders.empty() ? nullptr : ssn_.sharedSnapshot();
@@ -487,12 +485,10 @@ class State {
   void carriedOrder(int q, const Less& less) {
     const auto it = carriedOf_ ? carried_.find(ssn_.queues()[static_cast<size_t>(q)].name) : carried_.end();
     if (it == carried_.end()) return;
-    mapCarriedJobs();
     std::vector<const SessionTask*>& pods = orderCarried_;
     pods.clear();
     for (const auto& [wasJob, task] : it->second) {
-      if (wasJob < 0 || static_cast<size_t>(wasJob) >= carriedJob_.size()) continue;
-      const int ji = carriedJob_[static_cast<size_t>(wasJob)];
+      const int ji = carriedJobNow(wasJob);
       if (ji < 0) continue;
       const SessionJob& j = ssn_.jobs()[static_cast<size_t>(ji)];
       if (j.queue != q || task < 0 || static_cast<size_t>(task) >= j.tasks.size()) continue;
@@ -509,21 +505,15 @@ class State {
     }
   }
 
-  /// carriedJob_: the last snapshot's jobs -> this one's, once per session. Both list their jobs
-  /// sorted by key; a job the cache changed since (another object) is not matched: its tasks may be
-  /// others now.
-  void mapCarriedJobs() {
-    if (carriedMapped_ || !carriedOf_) return;
-    carriedMapped_ = true;
-    const auto& was = carriedOf_->jobs;
-    const auto& now = ssn_.snapshot().jobs;
-    carriedJob_.assign(was.size(), -1);
-    for (size_t i = 0, j = 0; i < was.size() && j < now.size();) {
-      if (was[i] == now[j]) carriedJob_[i++] = static_cast<int>(j++);
-      else if (was[i]->key == now[j]->key) ++i, ++j;
-      else if (was[i]->key < now[j]->key) ++i;
-      else ++j;
+  /// The index now of the carried snapshot's job `wasJob` (-1: gone, or changed since: the cache
+  /// replaced its object, so its tasks may be others). The map is made once per session.
+  int carriedJobNow(int wasJob) {
+    if (!carriedOf_) return -1;
+    if (!carriedMapped_) {
+      carriedMapped_ = true;
+      carriedJob_ = carriedOf_->jobIndicesIn(ssn_.snapshot(), /*sameObjectOnly=*/true);
     }
+    return wasJob >= 0 && static_cast<size_t>(wasJob) < carriedJob_.size() ? carriedJob_[static_cast<size_t>(wasJob)] : -1;
   }
 
   /// Numbers every task (taskSlot_ per job) and lists each queue's jobs.
@@ -962,7 +952,7 @@ class State {
   std::unordered_map<std::string, CarriedOrder> carried_;  ///< Kept::orders, as the last session left them
   std::shared_ptr<const cache::Snapshot> carriedOf_;        ///< Kept::ordersOf
   std::vector<int> carriedJob_;                ///< per job of carriedOf_: its index now (-1: gone or changed)
-  bool carriedMapped_ = false;                 ///< carriedJob_ is built (mapCarriedJobs)
+  bool carriedMapped_ = false;                 ///< carriedJob_ is built (carriedJobNow)
   std::vector<const SessionTask*> orderCarried_;  ///< carriedOrder()'s buffer
 };
 
