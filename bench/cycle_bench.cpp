@@ -40,6 +40,7 @@
 
 #include "alloc_counter.h"
 #include "cluster_generator.h"
+#include "tessera/actions/factories.h"
 #include "tessera/api/malloc_tuning.h"
 #include "tessera/app/ui_state.h"
 #include "tessera/app/registry.h"
@@ -492,6 +493,7 @@ bool parseOptions(int argc, char** argv, Options& o, bool suite) {
 int runCycleBench(int argc, char** argv) {
   Options o;
   if (!parseOptions(argc, argv, o, /*suite=*/false)) return 2;
+  if (o.check) actions::setSelfChecks(true);  // the search's kept sums recounted too (slower)
   return runShape(o);
 }
 

@@ -1,9 +1,11 @@
 #include "victims.h"
 
 #include <algorithm>
+#include <atomic>
 #include <optional>
 
 #include "job_placement.h"
+#include "tessera/actions/factories.h"
 
 namespace tessera::actions {
 
@@ -13,6 +15,17 @@ using framework::SessionNode;
 using framework::SessionTask;
 using framework::Statement;
 using framework::TaskState;
+
+namespace {
+#ifdef NDEBUG
+std::atomic<bool> gSelfChecks{false};
+#else
+std::atomic<bool> gSelfChecks{true};
+#endif
+}  // namespace
+
+void setSelfChecks(bool on) { gSelfChecks = on; }
+bool selfChecks() { return gSelfChecks; }
 
 namespace {
 
@@ -688,7 +701,7 @@ bool VictimSearch::mayFitWith(const SessionJob& job, const framework::NodeDomain
   return fit >= turnMissing(job);
 }
 
-std::vector<VictimSearch::NodeRoom>& VictimSearch::roomsFor(const SessionJob& job) {
+VictimSearch::ClassRooms& VictimSearch::roomsFor(const SessionJob& job) {
   // Per node, for claimants of this queue, priority and preemptibility, while the node is unchanged
   // and (reclaim) nothing was committed: a commit changes queue shares, and with them who may be a
   // reclaim victim; who may be preempted or moved does not depend on shares.
@@ -697,32 +710,158 @@ std::vector<VictimSearch::NodeRoom>& VictimSearch::roomsFor(const SessionJob& jo
     roomAt_ = commits_;
   }
   const std::string key = job.info->queue + "|" + std::to_string(job.priority) + (job.preemptible ? "|p" : "|n");
-  std::vector<NodeRoom>& rooms = nodeRoom_[key];
-  if (rooms.empty()) rooms.resize(ssn_.nodes().size());
+  ClassRooms& rooms = nodeRoom_[key];
+  if (rooms.known.empty()) {
+    rooms.known.assign(ssn_.nodes().size(), 0);
+    rooms.room.resize(ssn_.nodes().size());
+    rooms.version.resize(ssn_.nodes().size());
+    rooms.syncedAt = ssn_.nodeChanges().size();
+  }
   return rooms;
 }
 
+victims_detail::Room VictimSearch::victimRoomOn(const SessionJob& job, int node) {
+  Room r{0, 0, 0};
+  if (mayHaveVictims(job, node))
+    for (const Victim& v : onNode(node))
+      if (eligibleCached(job, v)) {
+        const Room p = podRoom(ssn_.task(v.job, v.task));
+        for (size_t i = 0; i < 3; ++i) r[i] += p[i];
+      }
+  return r;
+}
+
+int VictimSearch::domainId(const framework::NodeDomain& domain) {
+  const auto [it, fresh] = domainIds_.try_emplace(DomainKey{domain.nodes.data(), domain.nodes.size()},
+                                                   static_cast<int>(domainIds_.size()));
+  if (fresh) {
+    if (nodeDomains_.size() != ssn_.nodes().size()) nodeDomains_.resize(ssn_.nodes().size());
+    for (int n : domain.nodes) nodeDomains_[static_cast<size_t>(n)].push_back(it->second);
+  }
+  return it->second;
+}
+
+void VictimSearch::syncRooms(const SessionJob& job, ClassRooms& rooms) {
+  const framework::NodeChangeLog& log = ssn_.nodeChanges();
+  // Moves the sums in `sums` of the domains holding node `ni` by `now - was`.
+  auto move = [&](std::vector<std::optional<Room>>& sums, size_t ni, const Room& was, const Room& now) {
+    for (int d : nodeDomains_[ni])
+      if (static_cast<size_t>(d) < sums.size() && sums[static_cast<size_t>(d)])
+        for (size_t i = 0; i < 3; ++i) (*sums[static_cast<size_t>(d)])[i] += now[i] - was[i];
+  };
+  if (baseRoom_.size() != ssn_.nodes().size()) {
+    baseRoom_.resize(ssn_.nodes().size());
+    for (const SessionNode& n : ssn_.nodes()) baseRoom_[static_cast<size_t>(n.index)] = futureRoom(n);
+    baseAt_ = log.size();
+  } else if (baseAt_ != log.size()) {
+    log.forEachChangedSince(baseAt_, [&](int n) {
+      const size_t ni = static_cast<size_t>(n);
+      const Room now = futureRoom(ssn_.nodes()[ni]);
+      move(baseSums_, ni, baseRoom_[ni], now);
+      baseRoom_[ni] = now;
+    });
+    baseAt_ = log.size();
+  }
+  if (rooms.syncedAt != log.size()) {
+    log.forEachChangedSince(rooms.syncedAt, [&](int n) {
+      const size_t ni = static_cast<size_t>(n);
+      if (!rooms.known[ni]) return;  // in no sum yet
+      const Room now = victimRoomOn(job, n);
+      move(rooms.sums, ni, rooms.room[ni], now);
+      rooms.room[ni] = now;
+      rooms.version[ni] = log.version(n);
+    });
+    rooms.syncedAt = log.size();
+  }
+}
+
 bool VictimSearch::mayHold(const SessionJob& job, const framework::NodeDomain& domain, const api::Resources& want,
-                           std::vector<NodeRoom>& rooms) {
+                           ClassRooms& rooms) {
   // An upper bound, cheap next to a search: what is free or releasing in the domain plus all that
   // its eligible victims hold must cover the pods the gang still needs (`want`, turnNeeds()).
-  std::array<int64_t, 3> have{0, 0, 0};
-  for (int ni : domain.nodes) {
-    const uint32_t version = ssn_.nodeChanges().version(ni);
-    if (!rooms[ni].known || rooms[ni].version != version) {
-      Room r = futureRoom(ssn_.nodes()[ni]);
-      if (mayHaveVictims(job, ni))
-        for (const Victim& v : onNode(ni))
-          if (eligibleCached(job, v)) {
-            const Room p = podRoom(ssn_.task(v.job, v.task));
-            for (size_t i = 0; i < 3; ++i) r[i] += p[i];
-          }
-      rooms[ni] = NodeRoom{true, version, r};
+  syncRooms(job, rooms);
+  const size_t id = static_cast<size_t>(domainId(domain));
+  // The first sum asked of the base (of a preempt class) sums every domain known (runInDomains
+  // makes the claimant's known first) in one walk over the nodes; a domain met later is summed
+  // alone.
+  const bool preempt = mode_ == VictimMode::Preempt;
+  auto addAll = [&](std::vector<std::optional<Room>>& sums, auto&& each) {
+    sums.assign(domainIds_.size(), Room{0, 0, 0});
+    each([&](int n, const Room& r) {
+      for (int d : nodeDomains_[static_cast<size_t>(n)])
+        for (size_t i = 0; i < 3; ++i) (*sums[static_cast<size_t>(d)])[i] += r[i];
+    });
+  };
+  auto victimRoom = [&](int n) -> const Room& {
+    const size_t ni = static_cast<size_t>(n);
+    if (!rooms.known[ni]) {
+      rooms.room[ni] = victimRoomOn(job, n);
+      rooms.version[ni] = ssn_.nodeChanges().version(n);
+      rooms.known[ni] = 1;
     }
-    for (int i = 0; i < 3; ++i) have[i] += rooms[ni].room[i];
+    return rooms.room[ni];
+  };
+  // The nodes whose victim room may be other than none: preempt's victims run on the claimant
+  // queue's nodes only (mayHaveVictims).
+  static const std::vector<int> kNone;
+  const std::vector<int>& mine = !preempt ? kNone : job.queue >= 0 ? queueNodes(job.queue) : kNone;
+  if (baseSums_.empty())
+    addAll(baseSums_, [&](auto&& add) {
+      for (size_t n = 0; n < baseRoom_.size(); ++n) add(static_cast<int>(n), baseRoom_[n]);
+    });
+  if (preempt && rooms.sums.empty())  // (reclaim's victims may run anywhere: its domains are summed as asked)
+    addAll(rooms.sums, [&](auto&& add) {
+      for (int n : mine) add(n, victimRoom(n));
+    });
+  for (auto* sums : {&baseSums_, &rooms.sums})
+    if (sums->size() <= id) sums->resize(id + 1);
+  if (!baseSums_[id]) {
+    Room sum{0, 0, 0};
+    for (int n : domain.nodes)
+      for (size_t i = 0; i < 3; ++i) sum[i] += baseRoom_[static_cast<size_t>(n)][i];
+    baseSums_[id] = sum;
+  }
+  if (!rooms.sums[id]) {
+    Room sum{0, 0, 0};
+    auto add = [&](int n) {
+      const Room& r = victimRoom(n);
+      for (size_t i = 0; i < 3; ++i) sum[i] += r[i];
+    };
+    if (preempt) {
+      // Both lists ascend: the shorter one is walked, the other searched.
+      if (domain.nodes.size() < mine.size()) {
+        for (int n : domain.nodes)
+          if (std::binary_search(mine.begin(), mine.end(), n)) add(n);
+      } else {
+        for (int n : mine)
+          if (std::binary_search(domain.nodes.begin(), domain.nodes.end(), n)) add(n);
+      }
+    } else {
+      for (int n : domain.nodes) add(n);
+    }
+    rooms.sums[id] = sum;
   }
   resetVerdicts();
-  return want.milliGpu <= have[0] && want.milliCpu <= have[1] && want.memory <= have[2];
+  if (selfChecks()) checkRooms(domain, id, rooms);
+  const Room& base = *baseSums_[id];
+  const Room& victims = *rooms.sums[id];
+  return want.milliGpu <= base[0] + victims[0] && want.milliCpu <= base[1] + victims[1] &&
+         want.memory <= base[2] + victims[2];
+}
+
+void VictimSearch::checkRooms(const framework::NodeDomain& domain, size_t id, const ClassRooms& rooms) const {
+  Room base{0, 0, 0}, victims{0, 0, 0};
+  for (int n : domain.nodes) {
+    const size_t ni = static_cast<size_t>(n);
+    const Room now = futureRoom(ssn_.nodes()[ni]);
+    TESSERA_ASSERT(baseRoom_[ni] == now);
+    for (size_t i = 0; i < 3; ++i) base[i] += now[i];
+    if (!rooms.known[ni]) continue;  // (preempt: a node of no pod of the claimant's queue)
+    TESSERA_ASSERT(rooms.version[ni] == ssn_.nodeChanges().version(n));
+    for (size_t i = 0; i < 3; ++i) victims[i] += rooms.room[ni][i];
+  }
+  TESSERA_ASSERT(base == *baseSums_[id]);
+  TESSERA_ASSERT(victims == *rooms.sums[id]);
 }
 
 bool VictimSearch::queueRulesHold(const SessionJob& job) const {
@@ -759,7 +898,8 @@ bool VictimSearch::runInDomains(SessionJob& job, const std::vector<framework::No
   // before a higher one whenever it has a solution.
   indexNodes();
   const api::Resources want = turnNeeds(job);  // the turn, and who may give, are the same in every domain
-  std::vector<NodeRoom>& rooms = roomsFor(job);
+  ClassRooms& rooms = roomsFor(job);
+  for (const framework::NodeDomain& d : domains) domainId(d);  // known before mayHold sums them
   // Every victim set found in a domain holds a pod that ran there (the set of a node the turn's
   // pods make room on), unless queue room is freed too (victims anywhere under a queue limit):
   // when the queue rules hold the whole turn as things stand, a domain whose earliest eligible pod

@@ -19,6 +19,7 @@
 #include <span>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "job_placement.h"
@@ -99,17 +100,48 @@ class VictimSearch {
              bool victimsFirst = false);
   /// Whether `domain` could hold the gang's missing pods with every eligible victim gone.
   /// `want`: turnNeeds(job); `rooms`: roomsFor(job).
-  struct NodeRoom;
+  struct ClassRooms;
   bool mayHold(const framework::SessionJob& job, const framework::NodeDomain& domain, const api::Resources& want,
-               std::vector<NodeRoom>& rooms);
-  /// mayHold()'s per-node room (gpu, cpu, memory) by claimant class, as of node change roomAt_.
-  struct NodeRoom {
-    bool known = false;
-    uint32_t version = 0;
-    std::array<int64_t, 3> room{0, 0, 0};
+               ClassRooms& rooms);
+  /// mayHold()'s room (gpu, cpu, memory) in two parts, each per node and per domain asked (the
+  /// sum over its nodes), current as of a node change log position: what is free or releasing
+  /// (the same for every claimant: base*_), and what the eligible victims of one claimant class
+  /// hold (ClassRooms). A node changed since is evaluated again and the sums of the domains holding
+  /// it move by the difference: a domain of thousands of nodes is not summed again per claimant.
+  struct ClassRooms {
+    std::vector<uint8_t> known;               ///< per node: `room` evaluated
+    std::vector<victims_detail::Room> room;   ///< per node: what its eligible victims hold
+    std::vector<uint32_t> version;            ///< per node: its version when `room` was evaluated
+    std::vector<std::optional<victims_detail::Room>> sums;  ///< per domain id (domainId())
+    size_t syncedAt = 0;
   };
-  /// The room per node kept for claimants like `job` (its queue, priority and preemptibility).
-  std::vector<NodeRoom>& roomsFor(const framework::SessionJob& job);
+  std::vector<victims_detail::Room> baseRoom_;  ///< per node: futureRoom()
+  std::vector<std::optional<victims_detail::Room>> baseSums_;  ///< per domain id
+  size_t baseAt_ = 0;
+  /// The victim room kept for claimants like `job` (its queue, priority and preemptibility).
+  ClassRooms& roomsFor(const framework::SessionJob& job);
+  /// What the pods on `node` that `job` may take hold (ClassRooms::room).
+  victims_detail::Room victimRoomOn(const framework::SessionJob& job, int node);
+  /// Brings the per-node rooms and the domain sums of `rooms` and of the base up to the log.
+  void syncRooms(const framework::SessionJob& job, ClassRooms& rooms);
+  /// With selfChecks() (factories.h): asserts that the kept sums of domain `id` are those of its
+  /// nodes' current rooms, every one evaluated at the node's current version.
+  void checkRooms(const framework::NodeDomain& domain, size_t id, const ClassRooms& rooms) const;
+  /// A number for the domain's node set, the same for every domain over it in this action (the
+  /// sets are the session's: NodeDomain::nodes); nodeDomains_ lists, per node, the sets holding it.
+  int domainId(const framework::NodeDomain& domain);
+  struct DomainKey {
+    const int* nodes;
+    size_t size;
+    bool operator==(const DomainKey&) const = default;
+  };
+  struct DomainKeyHash {
+    size_t operator()(const DomainKey& k) const {
+      return std::hash<const int*>()(k.nodes) ^ (k.size * 0x9e3779b97f4a7c15ULL);
+    }
+  };
+  std::unordered_map<DomainKey, int, DomainKeyHash> domainIds_;
+  std::vector<std::vector<int>> nodeDomains_;
   /// Whether the queue rules (limits, quota; reclaiming, the ancestors' fair shares) let every
   /// pending pod of `job` in as things stand: then no victim is taken for queue room.
   bool queueRulesHold(const framework::SessionJob& job) const;
@@ -117,7 +149,7 @@ class VictimSearch {
   std::optional<Victim> earliestVictimIn(const framework::SessionJob& job, const framework::NodeDomain& domain);
   /// The latest of a non-empty set in victim order.
   Victim latestOf(const std::vector<Victim>& set) const;
-  std::map<std::string, std::vector<NodeRoom>> nodeRoom_;
+  std::map<std::string, ClassRooms> nodeRoom_;
   size_t roomAt_ = 0, commits_ = 0;
   /// Domains of one level searched (and compared) at most per claimant: the cost of a search grows
   /// with the domains, and past a few the gain in victim order is small.

@@ -23,4 +23,10 @@ ActionResult makeBackfill(framework::Args& args);
 /// stalegangeviction: evicts gangs running below minMember for longer than a grace period.
 ActionResult makeStaleGangEviction(framework::Args& args);
 
+/// Self-checks: the victim search asserts that what it keeps up to date across claimants (the
+/// room of each topology domain) equals a recount from scratch. On in builds without NDEBUG (the
+/// sanitizer build); tests and `tessera-bench cycle --check` turn it on in any build.
+void setSelfChecks(bool on);
+bool selfChecks();
+
 }  // namespace tessera::actions
