@@ -735,8 +735,12 @@ int VictimSearch::domainId(const framework::NodeDomain& domain) {
   const auto [it, fresh] = domainIds_.try_emplace(DomainKey{domain.nodes.data(), domain.nodes.size()},
                                                    static_cast<int>(domainIds_.size()));
   if (fresh) {
-    if (nodeDomains_.size() != ssn_.nodes().size()) nodeDomains_.resize(ssn_.nodes().size());
-    for (int n : domain.nodes) nodeDomains_[static_cast<size_t>(n)].push_back(it->second);
+    if (domainHead_.size() != ssn_.nodes().size()) domainHead_.assign(ssn_.nodes().size(), -1);
+    for (int n : domain.nodes) {
+      int& head = domainHead_[static_cast<size_t>(n)];
+      domainLinks_.push_back({it->second, head});
+      head = static_cast<int>(domainLinks_.size()) - 1;
+    }
   }
   return it->second;
 }
@@ -745,9 +749,10 @@ void VictimSearch::syncRooms(const SessionJob& job, ClassRooms& rooms) {
   const framework::NodeChangeLog& log = ssn_.nodeChanges();
   // Moves the sums in `sums` of the domains holding node `ni` by `now - was`.
   auto move = [&](std::vector<std::optional<Room>>& sums, size_t ni, const Room& was, const Room& now) {
-    for (int d : nodeDomains_[ni])
+    forEachDomainOf(static_cast<int>(ni), [&](int d) {
       if (static_cast<size_t>(d) < sums.size() && sums[static_cast<size_t>(d)])
         for (size_t i = 0; i < 3; ++i) (*sums[static_cast<size_t>(d)])[i] += now[i] - was[i];
+    });
   };
   if (baseRoom_.size() != ssn_.nodes().size()) {
     baseRoom_.resize(ssn_.nodes().size());
@@ -788,8 +793,9 @@ bool VictimSearch::mayHold(const SessionJob& job, const framework::NodeDomain& d
   auto addAll = [&](std::vector<std::optional<Room>>& sums, auto&& each) {
     sums.assign(domainIds_.size(), Room{0, 0, 0});
     each([&](int n, const Room& r) {
-      for (int d : nodeDomains_[static_cast<size_t>(n)])
+      forEachDomainOf(n, [&](int d) {
         for (size_t i = 0; i < 3; ++i) (*sums[static_cast<size_t>(d)])[i] += r[i];
+      });
     });
   };
   auto victimRoom = [&](int n) -> const Room& {

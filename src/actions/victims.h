@@ -128,7 +128,7 @@ class VictimSearch {
   /// nodes' current rooms, every one evaluated at the node's current version.
   void checkRooms(const framework::NodeDomain& domain, size_t id, const ClassRooms& rooms) const;
   /// A number for the domain's node set, the same for every domain over it in this action (the
-  /// sets are the session's: NodeDomain::nodes); nodeDomains_ lists, per node, the sets holding it.
+  /// sets are the session's: NodeDomain::nodes); forEachDomainOf() lists the sets holding a node.
   int domainId(const framework::NodeDomain& domain);
   struct DomainKey {
     const int* nodes;
@@ -141,7 +141,20 @@ class VictimSearch {
     }
   };
   std::unordered_map<DomainKey, int, DomainKeyHash> domainIds_;
-  std::vector<std::vector<int>> nodeDomains_;
+  /// Calls `f(id)` for each domain id known that holds `node`.
+  template <class F>
+  void forEachDomainOf(int node, F&& f) const {
+    if (static_cast<size_t>(node) >= domainHead_.size()) return;
+    for (int e = domainHead_[static_cast<size_t>(node)]; e >= 0; e = domainLinks_[static_cast<size_t>(e)].next)
+      f(domainLinks_[static_cast<size_t>(e)].domain);
+  }
+  /// Per node, the first of its (domain, next) links (-1: none): one list for every node, not a
+  /// vector per node.
+  std::vector<int> domainHead_;
+  struct DomainLink {
+    int domain, next;
+  };
+  std::vector<DomainLink> domainLinks_;
   /// Whether the queue rules (limits, quota; reclaiming, the ancestors' fair shares) let every
   /// pending pod of `job` in as things stand: then no victim is taken for queue room.
   bool queueRulesHold(const framework::SessionJob& job) const;
