@@ -98,6 +98,7 @@ class VictimSearch {
   /// free room.
   bool runIn(framework::SessionJob& job, const framework::NodeDomain* domain, std::string& reason, bool trial,
              bool victimsFirst = false);
+  // ---- bounds by resources alone (victim_bounds.cpp) ----
   /// Whether `domain` could hold the gang's missing pods with every eligible victim gone.
   /// `want`: turnNeeds(job); `rooms`: roomsFor(job).
   struct ClassRooms;
@@ -224,7 +225,8 @@ class VictimSearch {
   /// every node of the domain (all nodes when null) counts the claimant pods its future idle room
   /// (free units of its GPU groups included) plus what `set` holds there would take, ignoring
   /// every other rule. Never false where a search could succeed with a subset of `set`; true
-  /// (no bound) for consolidation, GPU shares, and turns whose pods do not all ask alike.
+  /// (no bound) for consolidation, GPU shares, and turns whose pods do not all ask alike
+  /// (victim_bounds.cpp).
   bool mayFitWith(const framework::SessionJob& job, const framework::NodeDomain* domain,
                   const std::vector<Victim>& set);
   /// mayFitWith()'s count over all nodes of the claimant pods their room holds, per pod request

@@ -1,0 +1,273 @@
+// The victim search's bounds by resources alone (victims.h): whether a claimant's turn could fit
+// with only some victims gone (mayFitWith, for a prune's trials), and whether a topology domain
+// could hold it with every eligible victim gone (mayHold, before a domain is searched). Both are
+// upper bounds kept current through the session's node change log, so that asking them costs far
+// less than the search they spare.
+#include <algorithm>
+#include <atomic>
+#include <optional>
+
+#include "tessera/actions/factories.h"
+#include "victims.h"
+
+namespace tessera::actions {
+
+using framework::SessionJob;
+using framework::SessionNode;
+using framework::SessionTask;
+using framework::TaskState;
+
+namespace {
+#ifdef NDEBUG
+std::atomic<bool> gSelfChecks{false};
+#else
+std::atomic<bool> gSelfChecks{true};
+#endif
+}  // namespace
+
+void setSelfChecks(bool on) { gSelfChecks = on; }
+bool selfChecks() { return gSelfChecks; }
+
+namespace {
+
+using victims_detail::futureRoom;
+using victims_detail::podRoom;
+using victims_detail::Room;
+
+/// Pods asking `need` (some amount positive) that `room` holds, by amounts alone.
+int64_t podsIn(const Room& room, const Room& need) {
+  constexpr int64_t kMany = int64_t{1} << 20;  // past any turn's size
+  int64_t n = kMany;
+  for (size_t d = 0; d < 3; ++d)
+    if (need[d] > 0) n = std::min(n, std::max<int64_t>(0, room[d]) / need[d]);
+  return n;
+}
+
+}  // namespace
+
+bool VictimSearch::mayFitWith(const SessionJob& job, const framework::NodeDomain* domain,
+                              const std::vector<Victim>& set) {
+  if (mode_ == VictimMode::Consolidate) return true;  // moved pods take room again elsewhere
+  Room need{0, 0, 0};
+  bool first = true;
+  for (const SessionTask& t : job.tasks) {
+    if (t.state != TaskState::Pending) continue;
+    if (t.sharesGpu()) return true;
+    const Room r{t.nodeRequest().milliGpu, t.nodeRequest().milliCpu, t.nodeRequest().memory};
+    if (first) need = r, first = false;
+    else if (r != need) return true;
+  }
+  if (first || (need[0] <= 0 && need[1] <= 0 && need[2] <= 0)) return true;
+  const bool everywhere = !domain || domain->nodes.size() == ssn_.nodes().size();
+  if (!everywhere && domain->nodes.size() > 256) return true;  // a count would cost a search's worth
+  // What the set frees per node (inside the domain: the turn's pods go nowhere else).
+  std::vector<std::pair<int, Room>> freed;
+  for (const Victim& v : set) {
+    const SessionTask& t = ssn_.task(v.job, v.task);
+    const int n = t.node >= 0 ? t.node : ssn_.findNode(t.info->nodeName);
+    if (n < 0) return true;
+    if (!everywhere && !std::binary_search(domain->nodes.begin(), domain->nodes.end(), n)) continue;
+    auto it = std::find_if(freed.begin(), freed.end(), [&](const auto& f) { return f.first == n; });
+    if (it == freed.end()) it = freed.insert(freed.end(), {n, Room{0, 0, 0}});
+    const Room p = podRoom(t);
+    for (size_t i = 0; i < 3; ++i) it->second[i] += p[i];
+  }
+  int64_t fit = 0;
+  if (everywhere) {
+    FreeFit& f = freeFit_[need];
+    const framework::NodeChangeLog& log = ssn_.nodeChanges();
+    if (f.perNode.size() != ssn_.nodes().size()) {
+      f.perNode.assign(ssn_.nodes().size(), 0);
+      f.total = 0;
+      for (const framework::SessionNode& n : ssn_.nodes())
+        f.total += f.perNode[static_cast<size_t>(n.index)] = podsIn(futureRoom(n), need);
+      f.at = log.size();
+    } else if (f.at != log.size()) {
+      log.forEachChangedSince(f.at, [&](int n) {
+        const int64_t now = podsIn(futureRoom(ssn_.nodes()[static_cast<size_t>(n)]), need);
+        f.total += now - f.perNode[static_cast<size_t>(n)];
+        f.perNode[static_cast<size_t>(n)] = now;
+      });
+      f.at = log.size();
+    }
+    fit = f.total;
+  } else {
+    for (int n : domain->nodes) fit += podsIn(futureRoom(ssn_.nodes()[static_cast<size_t>(n)]), need);
+  }
+  for (const auto& [n, more] : freed) {
+    const Room base = futureRoom(ssn_.nodes()[static_cast<size_t>(n)]);
+    fit += podsIn({base[0] + more[0], base[1] + more[1], base[2] + more[2]}, need) - podsIn(base, need);
+  }
+  return fit >= turnMissing(job);
+}
+
+VictimSearch::ClassRooms& VictimSearch::roomsFor(const SessionJob& job) {
+  // Per node, for claimants of this queue, priority and preemptibility, while the node is unchanged
+  // and (reclaim) nothing was committed: a commit changes queue shares, and with them who may be a
+  // reclaim victim; who may be preempted or moved does not depend on shares.
+  if (mode_ == VictimMode::Reclaim && roomAt_ != commits_) {
+    nodeRoom_.clear();
+    roomAt_ = commits_;
+  }
+  const std::string key = job.info->queue + "|" + std::to_string(job.priority) + (job.preemptible ? "|p" : "|n");
+  ClassRooms& rooms = nodeRoom_[key];
+  if (rooms.known.empty()) {
+    rooms.known.assign(ssn_.nodes().size(), 0);
+    rooms.room.resize(ssn_.nodes().size());
+    rooms.version.resize(ssn_.nodes().size());
+    rooms.syncedAt = ssn_.nodeChanges().size();
+  }
+  return rooms;
+}
+
+victims_detail::Room VictimSearch::victimRoomOn(const SessionJob& job, int node) {
+  Room r{0, 0, 0};
+  if (mayHaveVictims(job, node))
+    for (const Victim& v : onNode(node))
+      if (eligibleCached(job, v)) {
+        const Room p = podRoom(ssn_.task(v.job, v.task));
+        for (size_t i = 0; i < 3; ++i) r[i] += p[i];
+      }
+  return r;
+}
+
+int VictimSearch::domainId(const framework::NodeDomain& domain) {
+  const auto [it, fresh] = domainIds_.try_emplace(DomainKey{domain.nodes.data(), domain.nodes.size()},
+                                                   static_cast<int>(domainIds_.size()));
+  if (fresh) {
+    if (domainHead_.size() != ssn_.nodes().size()) domainHead_.assign(ssn_.nodes().size(), -1);
+    for (int n : domain.nodes) {
+      int& head = domainHead_[static_cast<size_t>(n)];
+      domainLinks_.push_back({it->second, head});
+      head = static_cast<int>(domainLinks_.size()) - 1;
+    }
+  }
+  return it->second;
+}
+
+void VictimSearch::syncRooms(const SessionJob& job, ClassRooms& rooms) {
+  const framework::NodeChangeLog& log = ssn_.nodeChanges();
+  // Moves the sums in `sums` of the domains holding node `ni` by `now - was`.
+  auto move = [&](std::vector<std::optional<Room>>& sums, size_t ni, const Room& was, const Room& now) {
+    forEachDomainOf(static_cast<int>(ni), [&](int d) {
+      if (static_cast<size_t>(d) < sums.size() && sums[static_cast<size_t>(d)])
+        for (size_t i = 0; i < 3; ++i) (*sums[static_cast<size_t>(d)])[i] += now[i] - was[i];
+    });
+  };
+  if (baseRoom_.size() != ssn_.nodes().size()) {
+    baseRoom_.resize(ssn_.nodes().size());
+    for (const SessionNode& n : ssn_.nodes()) baseRoom_[static_cast<size_t>(n.index)] = futureRoom(n);
+    baseAt_ = log.size();
+  } else if (baseAt_ != log.size()) {
+    log.forEachChangedSince(baseAt_, [&](int n) {
+      const size_t ni = static_cast<size_t>(n);
+      const Room now = futureRoom(ssn_.nodes()[ni]);
+      move(baseSums_, ni, baseRoom_[ni], now);
+      baseRoom_[ni] = now;
+    });
+    baseAt_ = log.size();
+  }
+  if (rooms.syncedAt != log.size()) {
+    log.forEachChangedSince(rooms.syncedAt, [&](int n) {
+      const size_t ni = static_cast<size_t>(n);
+      if (!rooms.known[ni]) return;  // in no sum yet
+      const Room now = victimRoomOn(job, n);
+      move(rooms.sums, ni, rooms.room[ni], now);
+      rooms.room[ni] = now;
+      rooms.version[ni] = log.version(n);
+    });
+    rooms.syncedAt = log.size();
+  }
+}
+
+bool VictimSearch::mayHold(const SessionJob& job, const framework::NodeDomain& domain, const api::Resources& want,
+                           ClassRooms& rooms) {
+  // An upper bound, cheap next to a search: what is free or releasing in the domain plus all that
+  // its eligible victims hold must cover the pods the gang still needs (`want`, turnNeeds()).
+  syncRooms(job, rooms);
+  const size_t id = static_cast<size_t>(domainId(domain));
+  // The first sum asked of the base (of a preempt class) sums every domain known (runInDomains
+  // makes the claimant's known first) in one walk over the nodes; a domain met later is summed
+  // alone.
+  const bool preempt = mode_ == VictimMode::Preempt;
+  auto addAll = [&](std::vector<std::optional<Room>>& sums, auto&& each) {
+    sums.assign(domainIds_.size(), Room{0, 0, 0});
+    each([&](int n, const Room& r) {
+      forEachDomainOf(n, [&](int d) {
+        for (size_t i = 0; i < 3; ++i) (*sums[static_cast<size_t>(d)])[i] += r[i];
+      });
+    });
+  };
+  auto victimRoom = [&](int n) -> const Room& {
+    const size_t ni = static_cast<size_t>(n);
+    if (!rooms.known[ni]) {
+      rooms.room[ni] = victimRoomOn(job, n);
+      rooms.version[ni] = ssn_.nodeChanges().version(n);
+      rooms.known[ni] = 1;
+    }
+    return rooms.room[ni];
+  };
+  // The nodes whose victim room may be other than none: preempt's victims run on the claimant
+  // queue's nodes only (mayHaveVictims).
+  static const std::vector<int> kNone;
+  const std::vector<int>& mine = !preempt ? kNone : job.queue >= 0 ? queueNodes(job.queue) : kNone;
+  if (baseSums_.empty())
+    addAll(baseSums_, [&](auto&& add) {
+      for (size_t n = 0; n < baseRoom_.size(); ++n) add(static_cast<int>(n), baseRoom_[n]);
+    });
+  if (preempt && rooms.sums.empty())  // (reclaim's victims may run anywhere: its domains are summed as asked)
+    addAll(rooms.sums, [&](auto&& add) {
+      for (int n : mine) add(n, victimRoom(n));
+    });
+  for (auto* sums : {&baseSums_, &rooms.sums})
+    if (sums->size() <= id) sums->resize(id + 1);
+  if (!baseSums_[id]) {
+    Room sum{0, 0, 0};
+    for (int n : domain.nodes)
+      for (size_t i = 0; i < 3; ++i) sum[i] += baseRoom_[static_cast<size_t>(n)][i];
+    baseSums_[id] = sum;
+  }
+  if (!rooms.sums[id]) {
+    Room sum{0, 0, 0};
+    auto add = [&](int n) {
+      const Room& r = victimRoom(n);
+      for (size_t i = 0; i < 3; ++i) sum[i] += r[i];
+    };
+    if (preempt) {
+      // Both lists ascend: the shorter one is walked, the other searched.
+      if (domain.nodes.size() < mine.size()) {
+        for (int n : domain.nodes)
+          if (std::binary_search(mine.begin(), mine.end(), n)) add(n);
+      } else {
+        for (int n : mine)
+          if (std::binary_search(domain.nodes.begin(), domain.nodes.end(), n)) add(n);
+      }
+    } else {
+      for (int n : domain.nodes) add(n);
+    }
+    rooms.sums[id] = sum;
+  }
+  resetVerdicts();
+  if (selfChecks()) checkRooms(domain, id, rooms);
+  const Room& base = *baseSums_[id];
+  const Room& victims = *rooms.sums[id];
+  return want.milliGpu <= base[0] + victims[0] && want.milliCpu <= base[1] + victims[1] &&
+         want.memory <= base[2] + victims[2];
+}
+
+void VictimSearch::checkRooms(const framework::NodeDomain& domain, size_t id, const ClassRooms& rooms) const {
+  Room base{0, 0, 0}, victims{0, 0, 0};
+  for (int n : domain.nodes) {
+    const size_t ni = static_cast<size_t>(n);
+    const Room now = futureRoom(ssn_.nodes()[ni]);
+    TESSERA_ASSERT(baseRoom_[ni] == now);
+    for (size_t i = 0; i < 3; ++i) base[i] += now[i];
+    if (!rooms.known[ni]) continue;  // (preempt: a node of no pod of the claimant's queue)
+    TESSERA_ASSERT(rooms.version[ni] == ssn_.nodeChanges().version(n));
+    for (size_t i = 0; i < 3; ++i) victims[i] += rooms.room[ni][i];
+  }
+  TESSERA_ASSERT(base == *baseSums_[id]);
+  TESSERA_ASSERT(victims == *rooms.sums[id]);
+}
+
+}  // namespace tessera::actions
