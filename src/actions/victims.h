@@ -156,6 +156,7 @@ class VictimSearch {
     int domain, next;
   };
   std::vector<DomainLink> domainLinks_;
+  // ---- the search in topology domains (victims.cpp) ----
   /// Whether the queue rules (limits, quota; reclaiming, the ancestors' fair shares) let every
   /// pending pod of `job` in as things stand: then no victim is taken for queue room.
   bool queueRulesHold(const framework::SessionJob& job) const;
