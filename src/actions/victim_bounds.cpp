@@ -180,22 +180,20 @@ void VictimSearch::syncRooms(const SessionJob& job, ClassRooms& rooms) {
   }
 }
 
-bool VictimSearch::mayHold(const SessionJob& job, const framework::NodeDomain& domain, const api::Resources& want,
-                           ClassRooms& rooms) {
+bool VictimSearch::mayHold(const SessionJob& job, const framework::NodeDomain& domain, int domainIndex,
+                           const api::Resources& want, ClassRooms& rooms) {
   // An upper bound, cheap next to a search: what is free or releasing in the domain plus all that
   // its eligible victims hold must cover the pods the gang still needs (`want`, turnNeeds()).
   syncRooms(job, rooms);
-  const size_t id = static_cast<size_t>(domainId(domain));
+  const size_t id = static_cast<size_t>(domainIndex);
   // The first sum asked of the base (of a preempt class) sums every domain known (runInDomains
-  // makes the claimant's known first) in one walk over the nodes; a domain met later is summed
-  // alone.
+  // numbers the claimant's domains first) in one walk over the nodes; a domain met later is
+  // summed alone.
   const bool preempt = mode_ == VictimMode::Preempt;
-  auto addAll = [&](std::vector<std::optional<Room>>& sums, auto&& each) {
-    sums.assign(domainIds_.size(), Room{0, 0, 0});
-    each([&](int n, const Room& r) {
-      forEachDomainOf(n, [&](int d) {
-        for (size_t i = 0; i < 3; ++i) (*sums[static_cast<size_t>(d)])[i] += r[i];
-      });
+  // Adds node `n`'s room `r` to the sums of every domain known that holds it.
+  auto addToAll = [&](std::vector<std::optional<Room>>& sums, int n, const Room& r) {
+    forEachDomainOf(n, [&](int d) {
+      for (size_t i = 0; i < 3; ++i) (*sums[static_cast<size_t>(d)])[i] += r[i];
     });
   };
   auto victimRoom = [&](int n) -> const Room& {
@@ -211,14 +209,14 @@ bool VictimSearch::mayHold(const SessionJob& job, const framework::NodeDomain& d
   // queue's nodes only (mayHaveVictims).
   static const std::vector<int> kNone;
   const std::vector<int>& mine = !preempt ? kNone : job.queue >= 0 ? queueNodes(job.queue) : kNone;
-  if (baseSums_.empty())
-    addAll(baseSums_, [&](auto&& add) {
-      for (size_t n = 0; n < baseRoom_.size(); ++n) add(static_cast<int>(n), baseRoom_[n]);
-    });
-  if (preempt && rooms.sums.empty())  // (reclaim's victims may run anywhere: its domains are summed as asked)
-    addAll(rooms.sums, [&](auto&& add) {
-      for (int n : mine) add(n, victimRoom(n));
-    });
+  if (baseSums_.empty()) {
+    baseSums_.assign(domainIds_.size(), Room{0, 0, 0});
+    for (size_t n = 0; n < baseRoom_.size(); ++n) addToAll(baseSums_, static_cast<int>(n), baseRoom_[n]);
+  }
+  if (preempt && rooms.sums.empty()) {  // (reclaim's victims may run anywhere: its domains are summed as asked)
+    rooms.sums.assign(domainIds_.size(), Room{0, 0, 0});
+    for (int n : mine) addToAll(rooms.sums, n, victimRoom(n));
+  }
   for (auto* sums : {&baseSums_, &rooms.sums})
     if (sums->size() <= id) sums->resize(id + 1);
   if (!baseSums_[id]) {

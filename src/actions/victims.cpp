@@ -650,7 +650,10 @@ bool VictimSearch::runInDomains(SessionJob& job, const std::vector<framework::No
   indexNodes();
   const api::Resources want = turnNeeds(job);  // the turn, and who may give, are the same in every domain
   ClassRooms& rooms = roomsFor(job);
-  for (const framework::NodeDomain& d : domains) domainId(d);  // known before mayHold sums them
+  // Every domain numbered before mayHold sums any (its first sum walks them all at once).
+  std::vector<int>& ids = domainIdsOf_;
+  ids.clear();
+  for (const framework::NodeDomain& d : domains) ids.push_back(domainId(d));
   // Every victim set found in a domain holds a pod that ran there (the set of a node the turn's
   // pods make room on), unless queue room is freed too (victims anywhere under a queue limit):
   // when the queue rules hold the whole turn as things stand, a domain whose earliest eligible pod
@@ -664,7 +667,7 @@ bool VictimSearch::runInDomains(SessionJob& job, const std::vector<framework::No
     std::vector<Victim> bestSet;
     for (size_t d = first; d < end && tried < kDomainTrials; ++d) {
       std::string why;
-      if (!mayHold(job, domains[d], want, rooms)) {
+      if (!mayHold(job, domains[d], ids[d], want, rooms)) {
         if (reason.empty()) reason = domains[d].name + ": no eligible victims would make room";
         continue;
       }

@@ -100,10 +100,10 @@ class VictimSearch {
              bool victimsFirst = false);
   // ---- bounds by resources alone (victim_bounds.cpp) ----
   /// Whether `domain` could hold the gang's missing pods with every eligible victim gone.
-  /// `want`: turnNeeds(job); `rooms`: roomsFor(job).
+  /// `domainIndex`: domainId(domain); `want`: turnNeeds(job); `rooms`: roomsFor(job).
   struct ClassRooms;
-  bool mayHold(const framework::SessionJob& job, const framework::NodeDomain& domain, const api::Resources& want,
-               ClassRooms& rooms);
+  bool mayHold(const framework::SessionJob& job, const framework::NodeDomain& domain, int domainIndex,
+               const api::Resources& want, ClassRooms& rooms);
   /// mayHold()'s room (gpu, cpu, memory) in two parts, each per node and per domain asked (the
   /// sum over its nodes), current as of a node change log position: what is free or releasing
   /// (the same for every claimant: base*_), and what the eligible victims of one claimant class
@@ -131,6 +131,7 @@ class VictimSearch {
   /// A number for the domain's node set, the same for every domain over it in this action (the
   /// sets are the session's: NodeDomain::nodes); forEachDomainOf() lists the sets holding a node.
   int domainId(const framework::NodeDomain& domain);
+  std::vector<int> domainIdsOf_;  ///< runInDomains: its domains' ids
   struct DomainKey {
     const int* nodes;
     size_t size;
