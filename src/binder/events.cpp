@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "tessera/api/text.h"
+
 namespace tessera::binder {
 
 std::pair<std::string, std::string> splitKey(const std::string& key) {
@@ -34,7 +36,7 @@ cache::Json makeEvent(api::Kind kind, const std::string& ns, const std::string& 
       {"involvedObject",
        {{"apiVersion", ki.apiVersion()}, {"kind", std::string(ki.name)}, {"namespace", ns}, {"name", name}, {"uid", uid}}},
       {"reason", reason},
-      {"message", message},
+      {"message", api::validUtf8(message)},  // it may quote a user's bytes: JSON must be UTF-8
       {"type", type},
       {"source", {{"component", component}}},
       {"count", 1},

@@ -15,6 +15,7 @@
 
 #include "tessera/api/log.h"
 #include "tessera/api/quantity.h"
+#include "tessera/api/text.h"
 #include "tessera/api/validation.h"
 #include "tessera/binder/events.h"
 
@@ -39,7 +40,8 @@ Json resourceList(const api::Resources& r) {
 }
 
 Json condition(const std::string& type, bool status, const std::string& reason, const std::string& message) {
-  return Json{{"type", type}, {"status", status ? "True" : "False"}, {"reason", reason}, {"message", message}};
+  // The message may quote what a user wrote (an annotation's bytes): JSON must be UTF-8.
+  return Json{{"type", type}, {"status", status ? "True" : "False"}, {"reason", reason}, {"message", api::validUtf8(message)}};
 }
 
 // The keys writes are deduplicated and coalesced on: the object (its ref) and what about it.

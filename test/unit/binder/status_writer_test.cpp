@@ -583,3 +583,32 @@ TEST_CASE("an Event about an object with a long name still has a valid name (at 
     CHECK(created.ok());
   }
 }
+
+TEST_CASE("a reason quoting bytes that are not UTF-8 is written, the bytes replaced (fuzz_annotations)",
+          "[status]") {
+  // A pod's annotation held 0xff bytes; its unschedulable reason quoted them and dumping the
+  // condition threw (nlohmann: invalid UTF-8), which ended the daemon.
+  api::FakeClock clock{api::parseTime("2026-01-01T00:00:00Z").value()};
+  cache::MemoryCluster cluster{clock};
+  REQUIRE(cluster.create(api::Kind::Pod, Json::parse(R"({"apiVersion":"v1","kind":"Pod",
+      "metadata":{"name":"p","namespace":"t","uid":"uid-1"},"spec":{"containers":[]}})")).ok());
+  binder::StatusWriterOptions o;
+  o.background = false;
+  binder::StatusWriter writer(cluster, clock, o);
+  const std::string bad = "annotation tessera.dev/x: \"\xFF\xFF\xC3\": not a number";
+  writer.podsUnschedulable({binder::UnschedulablePod{"t/p", "uid-1", bad}});
+  writer.event(binder::EventSpec{api::Kind::Pod, "t", "p", "uid-1", "Warning", "Odd", bad});
+  writer.drain();
+  const std::string fixed = "annotation tessera.dev/x: \"\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\": not a number";
+  auto pod = cluster.get(api::Kind::Pod, "t", "p");
+  REQUIRE(pod.ok());
+  bool found = false;
+  for (const Json& c : (*pod)["status"].value("conditions", Json::array()))
+    if (c.value("type", "") == "PodScheduled") found = c.value("message", "") == fixed;
+  CHECK(found);
+  auto evs = cluster.list(api::Kind::Event);
+  REQUIRE(evs.ok());
+  int withFixed = 0;
+  for (const Json& e : evs->items) withFixed += e.value("message", "") == fixed ? 1 : 0;
+  CHECK(withFixed >= 1);
+}
