@@ -8,10 +8,13 @@ namespace tessera::plugins::proportion {
 void VictimSequence::reset(size_t queues, size_t slots) {
   slots_ = slots;
   nextChunk_ = 0;
-  if (seq_.size() < queues) seq_.resize(queues), from_.resize(queues);
+  if (seq_.size() < queues) seq_.resize(queues), from_.resize(queues), own_.resize(queues), kidChanged_.resize(queues);
   for (auto& s : seq_) s.clear();
   for (auto& f : from_) f.clear();
+  for (auto& o : own_) o.clear();
   built_.assign(queues, Built{});
+  merged_.assign(queues, 0);
+  mergePending_.assign(queues, 0);
   // Only valid_ must start clean: a build writes share_ and amounts_ for every pod it places.
   for (auto& g : share_) g.resize(slots);
   amounts_.resize(slots);
@@ -23,48 +26,60 @@ std::vector<Share>& VictimSequence::shareAt(size_t depth) {
   return share_[depth];
 }
 
-void VictimSequence::build(int top, Source& src) {
-  for (const Entry& e : seq_[static_cast<size_t>(top)]) valid_[static_cast<size_t>(e.slot)] = 0;
-  buildQueue(top, 0, src);
-  for (const Entry& e : seq_[static_cast<size_t>(top)]) valid_[static_cast<size_t>(e.slot)] = 1;
-}
+void VictimSequence::build(int top, Source& src) { buildQueue(top, 0, src, /*defer=*/true); }
 
-void VictimSequence::buildQueue(int q, size_t depth, Source& src) {
-  Built& built = built_[static_cast<size_t>(q)];
+void VictimSequence::buildQueue(int q, size_t depth, Source& src, bool defer) {
+  const size_t qi = static_cast<size_t>(q);
+  Built& built = built_[qi];
   const uint64_t version = src.version(q);
   if (built.valid && built.version == version) return;  // its sequence and shares stand
-  const bool rebuilt = built.valid;  // seq_[q] and from_[q] hold its last build
   built = {true, version};
   const std::vector<int>& kids = src.children(q);
-  // The children whose sequence is built again (their subtree changed since): the others' chunks
-  // keep their order among themselves, so the last merge, without the changed children's chunks,
-  // is one sorted stream to merge them into.
-  std::vector<uint8_t> changed(kids.size(), 0);  // a local: the recursion below builds children
+  // The children built again (their subtree changed since), marked until the next merge: the
+  // others' chunks keep their order among themselves, so the last merge, without the changed
+  // children's chunks, is one sorted stream to merge them into.
+  std::vector<uint8_t>& changed = kidChanged_[qi];
+  changed.resize(kids.size(), 1);
   for (size_t i = 0; i < kids.size(); ++i) {
     const Built& b = built_[static_cast<size_t>(kids[i])];
-    changed[i] = !rebuilt || !b.valid || b.version != src.version(kids[i]);
+    if (!b.valid || b.version != src.version(kids[i])) changed[i] = 1;
   }
   for (int c : kids) buildQueue(c, depth + 1, src);
-  std::vector<Entry>& out = seq_[static_cast<size_t>(q)];
-  std::vector<int>& from = from_[static_cast<size_t>(q)];
-  rest_.clear();
-  restFrom_.clear();
-  for (size_t i = 0; i < out.size(); ++i) {
-    const int c = from[i];
-    if (c < 0) continue;  // the queue's own pods: fetched again below
-    const size_t k = static_cast<size_t>(std::find(kids.begin(), kids.end(), c) - kids.begin());
-    if (k < kids.size() && !changed[k]) rest_.push_back(out[i]), restFrom_.push_back(c);
-  }
-  out.clear();
-  from.clear();
+  // Its own pods, in order: a pod is in a built sequence (valid_) from its queue's build on.
+  std::vector<Entry>& own = own_[qi];
+  for (const Entry& e : own) valid_[static_cast<size_t>(e.slot)] = 0;
+  own.clear();
   pods_.clear();
   src.ownPods(q, pods_);
   for (const Pod& p : pods_) {
-    if (!p.joinsPrevious || out.empty()) ++nextChunk_;
-    out.push_back({p.slot, nextChunk_});
-    from.push_back(-1);
+    if (!p.joinsPrevious || own.empty()) ++nextChunk_;
+    own.push_back({p.slot, nextChunk_});
     amounts_[static_cast<size_t>(p.slot)] = p.amounts;
+    valid_[static_cast<size_t>(p.slot)] = 1;
   }
+  mergePending_[qi] = 1;
+  if (!defer) merge(q, depth, src);
+}
+
+void VictimSequence::merge(int q, size_t depth, Source& src) {
+  const size_t qi = static_cast<size_t>(q);
+  mergePending_[qi] = 0;
+  const std::vector<int>& kids = src.children(q);
+  std::vector<uint8_t>& changed = kidChanged_[qi];
+  std::vector<Entry>& out = seq_[qi];
+  std::vector<int>& from = from_[qi];
+  rest_.clear();
+  restFrom_.clear();
+  if (merged_[qi])
+    for (size_t i = 0; i < out.size(); ++i) {
+      const int c = from[i];
+      if (c < 0) continue;  // the queue's own pods: taken from own_ below
+      const size_t k = static_cast<size_t>(std::find(kids.begin(), kids.end(), c) - kids.begin());
+      if (k < kids.size() && !changed[k]) rest_.push_back(out[i]), restFrom_.push_back(c);
+    }
+  merged_[qi] = 1;
+  out.assign(own_[qi].begin(), own_[qi].end());
+  from.assign(out.size(), -1);
   if (!kids.empty()) {
     // Merge: the next chunk comes from the child that gives first once it is gone. Streams: each
     // changed child's sequence, and the unchanged children's chunks in their last merged order.
@@ -95,6 +110,7 @@ void VictimSequence::buildQueue(int q, size_t depth, Source& src) {
       else heads_.pop_back();
     }
   }
+  std::fill(changed.begin(), changed.end(), 0);
   // The queue's share once it has given everything up to and including each chunk.
   std::vector<Share>& share = shareAt(depth);
   Amounts sum{0, 0, 0};

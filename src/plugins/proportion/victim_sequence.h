@@ -54,15 +54,22 @@ class VictimSequence {
 
   /// For a new session: `queues` queues, pods numbered below `slots`. Storage is kept.
   void reset(size_t queues, size_t slots);
-  /// Builds the sequence of top-level queue `top`'s subtree (replacing its last one).
+  /// Builds the sequence of top-level queue `top`'s subtree (replacing its last one); the top
+  /// queue's own merge waits for shareAtTop.
   void build(int top, Source& src);
   /// The share of the ancestor at `depth` (0: top level) of `slot`'s queue once it has given
   /// everything in its own sequence up to and including the slot's chunk; null when the slot is in
-  /// no built sequence.
+  /// no built sequence. Depth 0 of a top-level queue `top`'s pods: shareAtTop.
   const Share* share(int slot, int depth) const {
     const size_t s = static_cast<size_t>(slot);
     if (s >= valid_.size() || !valid_[s] || static_cast<size_t>(depth) >= share_.size()) return nullptr;
     return &share_[static_cast<size_t>(depth)][s];
+  }
+  /// share(slot, 0) for a pod under top-level queue `top`, merging `top`'s sequence first if its
+  /// last build left that to now (`src` as that build's).
+  const Share* shareAtTop(int slot, int top, Source& src) {
+    if (mergePending_[static_cast<size_t>(top)]) merge(top, 0, src);
+    return share(slot, 0);
   }
 
  private:
@@ -70,18 +77,26 @@ class VictimSequence {
     int slot;
     int chunk;
   };
-  void buildQueue(int q, size_t depth, Source& src);
+  /// Builds queue `q` at `depth`: its children, its own pods, then (not for `defer`) its merge.
+  void buildQueue(int q, size_t depth, Source& src, bool defer = false);
+  /// `q`'s sequence from its own pods and its children's sequences, and its shares at `depth`.
+  void merge(int q, size_t depth, Source& src);
   std::vector<Share>& shareAt(size_t depth);
 
   size_t slots_ = 0;
   int nextChunk_ = 0;
   std::vector<std::vector<Entry>> seq_;    ///< per queue: its subtree's pods, in sequence
   std::vector<std::vector<int>> from_;     ///< per queue, per seq_ entry: the child it came from (-1: own)
+  std::vector<std::vector<Entry>> own_;    ///< per queue: its own pods, in order, as its last build saw them
   struct Built {
     bool valid = false;
     uint64_t version = 0;
   };
-  std::vector<Built> built_;               ///< per queue: when seq_ was built
+  std::vector<Built> built_;               ///< per queue: when it was last built
+  std::vector<uint8_t> merged_;            ///< per queue: seq_ and from_ hold a merge (its last or an earlier build's)
+  std::vector<uint8_t> mergePending_;      ///< per queue: built since its last merge
+  /// Per queue, per child (as children() lists them): the child was built again since the last merge.
+  std::vector<std::vector<uint8_t>> kidChanged_;
   std::vector<std::vector<Share>> share_;   ///< per depth, per slot (share())
   std::vector<Amounts> amounts_;           ///< per slot: what the pod gives back
   std::vector<uint8_t> valid_;             ///< per slot: in a built sequence
