@@ -12,6 +12,7 @@ void VictimSequence::reset(size_t queues, size_t slots) {
   for (auto& s : seq_) s.clear();
   for (auto& f : from_) f.clear();
   for (auto& o : own_) o.clear();
+  for (auto& k : kidChanged_) k.clear();
   built_.assign(queues, Built{});
   merged_.assign(queues, 0);
   mergePending_.assign(queues, 0);
@@ -70,7 +71,9 @@ void VictimSequence::merge(int q, size_t depth, Source& src) {
   std::vector<int>& from = from_[qi];
   rest_.clear();
   restFrom_.clear();
-  if (merged_[qi])
+  // The first merge takes every child's sequence; later ones, the changed children's and the rest.
+  if (!merged_[qi]) std::fill(changed.begin(), changed.end(), 1);
+  else
     for (size_t i = 0; i < out.size(); ++i) {
       const int c = from[i];
       if (c < 0) continue;  // the queue's own pods: taken from own_ below
