@@ -395,15 +395,17 @@ class State {
     bool stale = !b.built;
     if (!stale && held) stale = b.epoch != epoch && b.version != heldVersion_[static_cast<size_t>(top)];
     else if (!stale) stale = b.version != now;
-    SequenceSource src(*this);
     if (stale) {
+      SequenceSource src(*this);
       sequence_.build(top, src);
       b = {true, now, held ? epoch : 0};
     }
     const int slot = taskSlot_[static_cast<size_t>(t.job)] + t.index;
+    if (level > 0) return sequence_.share(slot, level);
     // Shares at the top level (victims of two trees compared) need the tree's own merge, made on
-    // the first such comparison since the build.
-    return level == 0 ? sequence_.shareAtTop(slot, top, src) : sequence_.share(slot, level);
+    // the first such comparison since the build (the source reads what the build recorded).
+    SequenceSource src(*this);
+    return sequence_.shareAtTop(slot, top, src);
   }
 
   /// The victim sequence's view of this session (victim_sequence.h).
