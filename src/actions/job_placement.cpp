@@ -55,7 +55,7 @@ void forEachPendingJob(Session& ssn, const std::function<bool(const SessionJob&)
 }
 
 void forEachJobTurn(Session& ssn, const std::function<bool(const SessionJob&)>& filter, bool reportInvalid,
-                    const std::function<bool(SessionJob&)>& fn) {
+                    const std::function<bool(SessionJob&)>& fn, const QueueSpentFn& spent) {
   std::vector<QueueJobs> perQueue(ssn.queues().size());
   const std::vector<int>& inOrder = ssn.jobsInOrder();
   for (size_t i = 0; i < inOrder.size(); ++i) {  // each queue's jobs come out in job order
@@ -99,7 +99,11 @@ void forEachJobTurn(Session& ssn, const std::function<bool(const SessionJob&)>& 
     // One turn: the job goes back into the order (as the head of its queue) while it asks for
     // another and still has pending pods.
     const size_t turn = q.next;
-    if (!fn(job) || job.pendingCount == 0) ++q.next;
+    const bool again = fn(job);
+    if (!again || job.pendingCount == 0) ++q.next;
+    if (!again && spent && q.next < q.jobs.size() &&
+        spent(std::span<const int>(q.jobs).subspan(q.next)))
+      q.next = q.jobs.size();  // the rest of the queue would change nothing in this action
     ssn.takeChangedQueues(changed);
     if (q.next >= q.jobs.size()) {
       order.deactivate(leaf);

@@ -2,6 +2,7 @@
 // Shared by the actions (internal to src/actions): jobs in queue order, placing a job's pending
 // pods inside a Statement, and the reason texts users read.
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -27,8 +28,16 @@ std::vector<int> queueParents(const framework::Session& ssn);
 /// pending pods. After each turn, every queue whose share changed (the served one, victims' queues)
 /// is re-ranked with its ancestors (framework::QueueOrder), so the order is always what a full
 /// re-sort would give. `filter` picks the jobs; invalid jobs get their reason when `reportInvalid`.
+///
+/// After a turn that asks for no other, `spent` (when given) may say that none of the queue's later
+/// jobs (`rest`, in job order) can change anything in this action: the queue then takes no more
+/// turns. It may say so only when each of those turns would end without a change, whenever it
+/// came: turns that change nothing do not move the other queues' turns, so the decisions are those
+/// of taking them (preempt: a queue with no victim left for its claimants).
+using QueueSpentFn = std::function<bool(std::span<const int> rest)>;
 void forEachJobTurn(framework::Session& ssn, const std::function<bool(const framework::SessionJob&)>& filter,
-                    bool reportInvalid, const std::function<bool(framework::SessionJob&)>& fn);
+                    bool reportInvalid, const std::function<bool(framework::SessionJob&)>& fn,
+                    const QueueSpentFn& spent = {});
 
 /// forEachJobTurn with one turn per job (the victim actions, backfill).
 void forEachPendingJob(framework::Session& ssn, const std::function<bool(const framework::SessionJob&)>& filter,

@@ -21,7 +21,8 @@ class Preempt final : public framework::Action {
         [&](framework::SessionJob& job) {
           reason.clear();  // one string for every claimant: its buffer is reused (the words are not read)
           return search.run(job, reason);
-        });
+        },
+        [&](std::span<const int> rest) { return search.queueSpent(rest); });
   }
 
  private:

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <optional>
+#include <utility>
 
 #include "job_placement.h"
+#include "tessera/actions/factories.h"
 
 namespace tessera::actions {
 
@@ -388,17 +390,53 @@ bool VictimSearch::queueHasVictims(const SessionJob& job) {
   // rankings are kept per the same key); evictions only take victims away, so "none" holds for the
   // rest of the action.
   auto [it, fresh] = queueHasVictims_.try_emplace(std::make_tuple(job.queue, job.priority, job.preemptible), false);
-  if (!fresh) return it->second;
+  if (fresh) it->second = anyVictimFor(job);
+  return it->second;
+}
+
+bool VictimSearch::anyVictimFor(const SessionJob& job) {
+  bool any = false;
   for (int ni : queueNodes(job.queue)) {
     for (const Victim& v : onNode(ni))
       if (ssn_.jobs()[static_cast<size_t>(v.job)].queue == job.queue && eligibleCached(job, v)) {
-        it->second = true;
+        any = true;
         break;
       }
-    if (it->second) break;
+    if (any) break;
   }
   resetVerdicts();
-  return it->second;
+  return any;
+}
+
+bool VictimSearch::queueSpent(std::span<const int> rest) {
+  // Only right after a preempt turn that found no victim in its queue, and once per queue (a queue
+  // whose rest may still take victims is not asked again at each of its failing turns).
+  if (!noVictimsTurn_) return false;
+  noVictimsTurn_ = false;
+  const SessionJob& first = ssn_.jobs()[static_cast<size_t>(rest.front())];
+  if (first.queue < 0) return false;
+  if (spentAsked_.size() != ssn_.queues().size()) spentAsked_.assign(ssn_.queues().size(), 0);
+  if (std::exchange(spentAsked_[static_cast<size_t>(first.queue)], 1)) return false;
+  // Each later job's turn ends at queueHasVictims() exactly when its claimant class has no victim
+  // when the turn comes. A class known to have none keeps none (victims only leave); one not asked
+  // yet is asked now, and kept only when it has none: a class with victims now is asked again at
+  // its turn, as without this check (the answer kept is the first claimant's, at its turn). A class
+  // known to have some means a search: the queue goes on.
+  for (int j : rest) {
+    const SessionJob& job = ssn_.jobs()[static_cast<size_t>(j)];
+    const auto key = std::make_tuple(job.queue, job.priority, job.preemptible);
+    if (auto it = queueHasVictims_.find(key); it != queueHasVictims_.end()) {
+      if (it->second) return false;
+      continue;
+    }
+    if (anyVictimFor(job)) return false;
+    queueHasVictims_.emplace(key, false);
+  }
+  if (selfChecks()) {  // the turns are taken, each checked to end as said (run())
+    spentAsked_[static_cast<size_t>(first.queue)] = kSpentChecked;
+    return false;
+  }
+  return true;
 }
 
 api::Resources VictimSearch::turnNeeds(const SessionJob& job) const {
@@ -435,11 +473,21 @@ api::Resources VictimSearch::turnNeeds(const SessionJob& job) const {
 }
 
 bool VictimSearch::run(SessionJob& job, std::string& reason) {
+  const bool spared = job.queue >= 0 && static_cast<size_t>(job.queue) < spentAsked_.size() &&
+                      spentAsked_[static_cast<size_t>(job.queue)] == kSpentChecked;
+  const bool ok = runTurn(job, reason);
+  // Self-check of queueSpent(): a turn it would have spared ends at queueHasVictims().
+  if (spared) TESSERA_ASSERT(!ok && noVictimsTurn_);
+  return ok;
+}
+
+bool VictimSearch::runTurn(SessionJob& job, std::string& reason) {
   // The search says why in its own words: findPlacement's failure reasons are not built.
   framework::QuietPlacement quiet(ssn_);
   // One victim order for the whole search, as KAI builds its victim queue once per claimant.
   framework::HeldVictimOrder held(ssn_);
   turnTarget_ = ssn_.jobReady(job) ? job.readyCount + 1 : 0;
+  noVictimsTurn_ = false;
   if (mode_ == VictimMode::Reclaim)
     if (auto may = ssn_.canReclaim(job); !may.ok()) {
       // Blocked by a limit on its queue path: victims under it may free room (item 9), unless a
@@ -478,6 +526,7 @@ bool VictimSearch::run(SessionJob& job, std::string& reason) {
   indexNodes();
   if (mode_ == VictimMode::Preempt && !queueHasVictims(job)) {
     reason = "no eligible victims would make room";
+    noVictimsTurn_ = true;
     return false;
   }
   // KAI's scheduling signatures: a job just like one that failed, with nothing changed on any node

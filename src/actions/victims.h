@@ -82,6 +82,11 @@ class VictimSearch {
   /// success the evictions and placements are committed and true is returned; otherwise nothing
   /// changes and `reason` says why.
   bool run(framework::SessionJob& job, std::string& reason);
+  /// forEachJobTurn's QueueSpentFn for preempt: after a turn that found no eligible victim in the
+  /// claimant's queue, whether every later job of the queue (`rest`, in job order) would end its
+  /// turn the same way, so that the queue takes no more turns in this action (they would change
+  /// nothing: decisions are those of taking them).
+  bool queueSpent(std::span<const int> rest);
 
  private:
   using Victim = VictimSearchVictim;
@@ -420,6 +425,14 @@ class VictimSearch {
   /// none has nothing to search (asked once per queue, priority and preemptibility).
   bool queueHasVictims(const framework::SessionJob& job);
   std::map<std::tuple<int, int32_t, bool>, bool> queueHasVictims_;
+  /// Whether any running pod of the claimant's queue may be taken by it, now (queueHasVictims()'s
+  /// answer, not kept).
+  bool anyVictimFor(const framework::SessionJob& job);
+  bool noVictimsTurn_ = false;        ///< the last run() ended at queueHasVictims()
+  std::vector<uint8_t> spentAsked_;   ///< per queue: queueSpent() asked already (1), or said yes with selfChecks() on
+  static constexpr uint8_t kSpentChecked = 2;
+  /// run() itself (run() adds queueSpent()'s self-check).
+  bool runTurn(framework::SessionJob& job, std::string& reason);
   /// What the turn's pods (the first turnMissing() pending ones in task order) need on nodes, a
   /// fractional pod's GPU share counted as GPU.
   api::Resources turnNeeds(const framework::SessionJob& job) const;
