@@ -54,7 +54,9 @@ void Session::addAllocateHandler(const std::string& p, TaskEventFn onAllocate, T
 bool Session::jobLess(const SessionJob& l, const SessionJob& r) const {
   for (const auto& f : jobOrder_)
     if (int c = f.fn(l, r)) return c < 0;
-  if (l.info->creationTime != r.info->creationTime) return l.info->creationTime < r.info->creationTime;
+  // The creation time copied into the session's job (its cache entry is cold): ~60,000 comparisons
+  // a cycle order 30,000 jobs (jobsInOrder), most of them decided here.
+  if (l.created != r.created) return l.created < r.created;
   if (l.info->uid != r.info->uid) return l.info->uid < r.info->uid;
   return l.key() < r.key();
 }
