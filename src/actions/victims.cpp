@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <optional>
-#include <utility>
 
 #include "job_placement.h"
 #include "tessera/actions/factories.h"
@@ -416,7 +415,9 @@ bool VictimSearch::queueSpent(std::span<const int> rest) {
   const SessionJob& first = ssn_.jobs()[static_cast<size_t>(rest.front())];
   if (first.queue < 0) return false;
   if (spentAsked_.size() != ssn_.queues().size()) spentAsked_.assign(ssn_.queues().size(), 0);
-  if (std::exchange(spentAsked_[static_cast<size_t>(first.queue)], 1)) return false;
+  uint8_t& asked = spentAsked_[static_cast<size_t>(first.queue)];
+  if (asked) return false;  // (kSpentChecked stays: run() checks every later turn)
+  asked = 1;
   // Each later job's turn ends at queueHasVictims() exactly when its claimant class has no victim
   // when the turn comes. A class known to have none keeps none (victims only leave); one not asked
   // yet is asked now, and kept only when it has none: a class with victims now is asked again at
@@ -433,7 +434,7 @@ bool VictimSearch::queueSpent(std::span<const int> rest) {
     queueHasVictims_.emplace(key, false);
   }
   if (selfChecks()) {  // the turns are taken, each checked to end as said (run())
-    spentAsked_[static_cast<size_t>(first.queue)] = kSpentChecked;
+    asked = kSpentChecked;
     return false;
   }
   return true;
