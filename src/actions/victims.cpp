@@ -388,7 +388,7 @@ bool VictimSearch::queueHasVictims(const SessionJob& job) {
   // Who may be preempted depends on the claimant's queue, priority and preemptibility (the nodes'
   // rankings are kept per the same key); evictions only take victims away, so "none" holds for the
   // rest of the action.
-  auto [it, fresh] = queueHasVictims_.try_emplace(std::make_tuple(job.queue, job.priority, job.preemptible), false);
+  auto [it, fresh] = queueHasVictims_.try_emplace(claimantClass(job), false);
   if (fresh) it->second = anyVictimFor(job);
   return it->second;
 }
@@ -423,9 +423,12 @@ bool VictimSearch::queueSpent(std::span<const int> rest) {
   // yet is asked now, and kept only when it has none: a class with victims now is asked again at
   // its turn, as without this check (the answer kept is the first claimant's, at its turn). A class
   // known to have some means a search: the queue goes on.
+  std::optional<ClaimantClass> last;  // jobs of one class come in runs (job order: priority first)
   for (int j : rest) {
     const SessionJob& job = ssn_.jobs()[static_cast<size_t>(j)];
-    const auto key = std::make_tuple(job.queue, job.priority, job.preemptible);
+    const ClaimantClass key = claimantClass(job);
+    if (key == last) continue;  // known to have none: a class with victims ended the loop
+    last = key;
     if (auto it = queueHasVictims_.find(key); it != queueHasVictims_.end()) {
       if (it->second) return false;
       continue;

@@ -424,7 +424,12 @@ class VictimSearch {
   /// Preempt: whether any running pod of the claimant's queue may be taken by it; a claimant with
   /// none has nothing to search (asked once per queue, priority and preemptibility).
   bool queueHasVictims(const framework::SessionJob& job);
-  std::map<std::tuple<int, int32_t, bool>, bool> queueHasVictims_;
+  /// Who a preempt claimant may take depends on these alone: its queue, priority, preemptibility.
+  using ClaimantClass = std::tuple<int, int32_t, bool>;
+  static ClaimantClass claimantClass(const framework::SessionJob& job) {
+    return {job.queue, job.priority, job.preemptible};
+  }
+  std::map<ClaimantClass, bool> queueHasVictims_;
   /// Whether any running pod of the claimant's queue may be taken by it, now (queueHasVictims()'s
   /// answer, not kept).
   bool anyVictimFor(const framework::SessionJob& job);
