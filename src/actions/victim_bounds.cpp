@@ -7,6 +7,7 @@
 #include <atomic>
 #include <optional>
 
+#include "job_placement.h"
 #include "tessera/actions/factories.h"
 #include "victims.h"
 
@@ -99,6 +100,27 @@ bool VictimSearch::mayFitWith(const SessionJob& job, const framework::NodeDomain
     fit += podsIn({base[0] + more[0], base[1] + more[1], base[2] + more[2]}, need) - podsIn(base, need);
   }
   return fit >= turnMissing(job);
+}
+
+bool VictimSearch::reclaimBoundsMayHold(const SessionJob& job, const std::vector<Victim>& set) {
+  // The search takes the pending pods in this order and checks each before placing it, the ones
+  // before it placed (each adds its request to its queue path): a success checks at least the
+  // first turnMissing() of them. Of those, the leading run that asks alike is checked here at
+  // once: its k-th pod's check is "held + k requests <= fair share" on the resources it asks for.
+  const std::vector<int> pending = pendingTasks(ssn_, job);
+  const int missing = turnMissing(job);
+  if (pending.empty() || missing <= 0) return true;
+  const api::Resources& first = job.tasks[pending.front()].request();
+  api::Resources run;
+  for (int i = 0; i < missing && i < static_cast<int>(pending.size()); ++i) {
+    if (!(job.tasks[pending[i]].request() == first)) break;
+    run += first;
+  }
+  framework::Statement stmt(ssn_);
+  for (const Victim& v : set) stmt.evict(ssn_.task(v.job, v.task), std::string());
+  const bool holds = ssn_.reclaimBounds(job, run).ok();
+  stmt.discard();
+  return holds;
 }
 
 VictimSearch::ClassRooms& VictimSearch::roomsFor(const SessionJob& job) {

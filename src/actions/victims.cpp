@@ -632,12 +632,18 @@ bool VictimSearch::prune(SessionJob& job, const framework::NodeDomain* domain, s
   // before, could trade a victim for a later one).
   // `without`: best less what the trial leaves alone. A trial that cannot fit the turn with those
   // alone, by resources, would fail (or find a set that is not a subset): it is not run.
+  // Reclaim: nor one whose first pod would break its queue path's fair share with all of them
+  // gone (checked by a statement, far cheaper than the search; with selfChecks() the search runs
+  // and is asserted to fail).
   auto trial = [&](const std::vector<Victim>& without) {
     if (!mayFitWith(job, domain, without)) return false;
+    const bool bounded = mode_ == VictimMode::Reclaim && !reclaimBoundsMayHold(job, without);
+    if (bounded && !selfChecks()) return false;
     std::string why;
     const bool found = runIn(job, domain, why, /*trial=*/true);
     if (!found || !std::all_of(evictedNow_.begin(), evictedNow_.end(), [&](const Victim& x) { return in(best, x); }))
       return false;
+    TESSERA_ASSERT(!bounded);
     best = evictedNow_;
     return true;
   };

@@ -236,6 +236,12 @@ class VictimSearch {
   /// (victim_bounds.cpp).
   bool mayFitWith(const framework::SessionJob& job, const framework::NodeDomain* domain,
                   const std::vector<Victim>& set);
+  /// Reclaim: whether the turn's first pods could pass their queue path's fair-share bound
+  /// (Session::reclaimBounds) with every pod of `set` evicted. A search among a subset of `set`
+  /// checks each of them, the ones before placed, after evicting some of `set` at most; evictions
+  /// only lower what queues hold against fair shares fixed for the session: where this is false,
+  /// every such search fails (victim_bounds.cpp).
+  bool reclaimBoundsMayHold(const framework::SessionJob& job, const std::vector<Victim>& set);
   /// mayFitWith()'s count over all nodes of the claimant pods their room holds, per pod request
   /// (gpu, cpu, memory), kept current through the node change log.
   struct FreeFit {

@@ -215,7 +215,10 @@ DomainTree::RoomCache& DomainTree::roomCache(const PodClass& cls, Basis basis) {
 const Room& DomainTree::cachedRoom(RoomCache& cache, int l, int d, const PodClass& cls,
                                    const std::vector<framework::SessionNode>& nodes, Basis basis) {
   CacheEntry& e = cache[l][d];
-  if (e.version != versions_[l][d]) {
+  // Everything a node has for the scheduler's pods (Basis::Capacity) does not move within a
+  // session: such a room is computed once, whatever changes on the domain's nodes.
+  const bool known = basis == Basis::Capacity ? e.version != CacheEntry::kNever : e.version == versions_[l][d];
+  if (!known) {
     PodClass unbounded = cls;
     unbounded.count = INT64_MAX;
     e.room = roomOf(levels_[l].domains[d].nodes, {unbounded}, nodes, nullptr, nullptr, basis);

@@ -107,7 +107,8 @@ class DomainTree {
 
   struct CacheEntry {
     Room room;
-    uint32_t version = UINT32_MAX;  ///< the domain's version when computed; MAX = never
+    static constexpr uint32_t kNever = UINT32_MAX;
+    uint32_t version = kNever;  ///< the domain's version when computed (never kNever once computed)
   };
   using RoomCache = std::vector<std::vector<CacheEntry>>;  ///< [level][domain]
   /// The room cache for pods shaped like `cls` on `basis` (created empty on first use).

@@ -175,4 +175,71 @@ TEST_CASE("preempt: a queue whose later claimants have no victim left takes no m
   CHECK(withEvictions > 30);  // the cases preempt in many of them, not only in a few
 }
 
+TEST_CASE("reclaim: a trial of the victim set's pruning that would break a parent's fair share is not run; decisions unchanged",
+          "[actions][victims]") {
+  // Random clusters: a parent queue dept with children a and b, a top-level queue other. Gangs of
+  // a reclaim, from b (which frees dept's fair share) and from other (which does not). Pruning a
+  // victim set tries it without each victim job in turn; a trial whose claimant pods would break
+  // dept's fair share with all the remaining victims gone is not run
+  // (VictimSearch::reclaimBoundsMayHold). Run once that way and once with the self-checks on,
+  // which run such trials and assert that each fails: same evictions and pipelined pods.
+  auto tree = [](const std::string& name, const std::string& parent, int quota) {
+    std::string y = "apiVersion: scheduling.tessera.dev/v1alpha1\nkind: Queue\nmetadata: {name: " + name + "}\nspec:\n";
+    if (!parent.empty()) y += "  parentQueue: " + parent + "\n";
+    return y + "  resources:\n    gpu: {quota: \"" + std::to_string(quota) +
+           "\", limit: \"-1\", overQuotaWeight: \"1\"}\n    cpu: {quota: \"-1\", limit: \"-1\", overQuotaWeight: "
+           "\"1\"}\n    memory: {quota: \"-1\", limit: \"-1\", overQuotaWeight: \"1\"}\n---\n";
+  };
+  const bool checksWere = tessera::actions::selfChecks();
+  std::mt19937 rng(5);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  int withEvictions = 0;
+  for (int c = 0; c < 200; ++c) {
+    std::string nodes;
+    const int nodeCount = 2 + pick(3);
+    std::vector<int> free;
+    for (int n = 0; n < nodeCount; ++n) nodes += node("n" + std::to_string(n), 4), free.push_back(4);
+    std::string yaml = tree("dept", "", 2 + pick(6)) + tree("a", "dept", 1 + pick(4)) + tree("b", "dept", pick(3)) +
+                       tree("other", "", 1 + pick(4));
+    const char* holders[] = {"b", "other", "a"};
+    for (int j = 0; j < 10; ++j) {  // running jobs of one to three pods, where they fit
+      const std::string q = holders[pick(3)], name = "r" + std::to_string(j);
+      const int pods = 1 + pick(3), gpus = 1 + pick(2);
+      std::string job = pods > 1 ? group(name, q, 1 + pick(pods)) : "";
+      int placed = 0;
+      for (int i = 0; i < pods; ++i) {
+        const int n = pick(nodeCount);
+        if (free[static_cast<size_t>(n)] < gpus) continue;
+        free[static_cast<size_t>(n)] -= gpus;
+        job += pod(name + "-" + std::to_string(i), q, gpus, "n" + std::to_string(n), "train", pods > 1 ? name : "",
+                   "2026-01-01T00:" + std::to_string(10 + j) + ":00Z");
+        ++placed;
+      }
+      if (placed > 0) yaml += job;
+    }
+    for (int i = 0; i < pick(4); ++i) yaml += pod("wait" + std::to_string(i), "other", 1 + pick(2));  // other's demand
+    for (int j = 0; j < 3; ++j) {  // claimants of a: gangs of two or three
+      const std::string name = "claim" + std::to_string(j);
+      const int pods = 2 + pick(2);
+      yaml += group(name, "a", pods);
+      for (int i = 0; i < pods; ++i) yaml += pod(name + "-" + std::to_string(i), "a", 1, "", "train", name);
+    }
+    auto decisions = [&](bool checks) {
+      tessera::actions::setSelfChecks(checks);
+      Env e("reclaim");
+      const SessionResult r = e.run(nodes, yaml);
+      std::vector<std::string> out = evicted(r);
+      for (const auto& p : r.pipelined) out.push_back(p.podKey + "->" + p.node);
+      return out;
+    };
+    const std::vector<std::string> skipped = decisions(false);
+    const std::vector<std::string> run = decisions(true);
+    INFO("case " << c << "\n" << nodes << yaml);
+    REQUIRE(skipped == run);
+    withEvictions += skipped.empty() ? 0 : 1;
+  }
+  tessera::actions::setSelfChecks(checksWere);
+  CHECK(withEvictions > 30);
+}
+
 }  // namespace
