@@ -33,6 +33,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "domain_tree.h"
@@ -122,6 +123,7 @@ class TopologyPlugin final : public framework::Plugin {
 
   void onSessionOpen(Session& ssn) override {
     sessionTrees_.clear();
+    byCapacity_.clear();
     plan_ = Plan{};
     ssn.addJobValidFn(name_, [this, &ssn](const SessionJob& job) { return validate(ssn, job); });
     const bool any = std::any_of(ssn.jobs().begin(), ssn.jobs().end(), [](const SessionJob& j) {
@@ -357,10 +359,40 @@ class TopologyPlugin final : public framework::Plugin {
     const Levels glv = levelsOf(*tree, gc);
     const bool groupConstrained = glv.required >= 0 || glv.preferred >= 0;
 
+    // By capacity (the victim actions' basis) a domain's room does not move within the session:
+    // jobs that ask alike, none of whose pods is placed and none of whose subgroups is constrained,
+    // get the same domains and the same bonuses. Each such answer is kept for the session; a job
+    // like it gets it (and a plan of its own, as if it had been made for it).
+    std::string* memoKey = nullptr;
     std::vector<Candidate> cands;
     if (groupConstrained) {
       const Demand dem = demandOf(ssn, job, job.minMember(), [](const SessionTask&) { return true; });
-      if (!candidatesFor(ssn, *tree, glv, dem, -1, -1, nullptr, cands, out.reason)) return out;
+      const bool alikeByCapacity = basis_ == topology::Basis::Capacity && dem.placed.empty() &&
+                                   std::none_of(pg->subGroups.begin(), pg->subGroups.end(), [](const api::SubGroup& sg) {
+                                     return hasLevels(sg.topologyConstraint);
+                                   });
+      if (alikeByCapacity) {
+        memoKey = &capacityKey_;
+        capacityKey_ = topologyName;
+        for (int64_t v : {int64_t{glv.required}, int64_t{glv.preferred}, dem.needed, dem.pending})
+          capacityKey_ += '|' + std::to_string(v);
+        for (const PodClass& c : dem.classes) capacityKey_ += '|' + c.key + '#' + std::to_string(c.count);
+        if (auto it = byCapacity_.find(capacityKey_); it != byCapacity_.end()) {
+          const CapacityAnswer& kept = it->second;
+          if (kept.planned) {
+            plan_.job = job.index;
+            plan_.seq = ++plans_;
+            plan_.tree = tree;
+            plan_.bonusLevel = kept.bonusLevel;
+            plan_.bonus = kept.bonus;
+          }
+          return kept.domains;
+        }
+      }
+      if (!candidatesFor(ssn, *tree, glv, dem, -1, -1, nullptr, cands, out.reason)) {
+        if (memoKey) byCapacity_.emplace(*memoKey, CapacityAnswer{out, false, -1, {}});
+        return out;
+      }
     }
     if (glv.required < 0) {  // soft only: in the end, anywhere
       Candidate anywhere;
@@ -380,6 +412,7 @@ class TopologyPlugin final : public framework::Plugin {
 
     out.domains.reserve(cands.size());
     for (const Candidate& c : cands) out.domains.push_back(toNodeDomain(ssn, *tree, c));
+    if (memoKey) byCapacity_.emplace(*memoKey, CapacityAnswer{out, true, plan_.bonusLevel, plan_.bonus});
     return out;
   }
 
@@ -514,6 +547,15 @@ class TopologyPlugin final : public framework::Plugin {
   /// The room domains are judged by in the current domains() call (DomainRoom).
   topology::Basis basis_ = topology::Basis::Free;
   uint64_t plans_ = 0;  ///< plans made (Plan::seq)
+  /// domains() by capacity for jobs alike (see there), by demand, this session.
+  struct CapacityAnswer {
+    framework::JobDomains domains;
+    bool planned = false;  ///< a plan was made (else none: the job has no domain)
+    int bonusLevel = -1;
+    std::vector<int64_t> bonus;
+  };
+  std::unordered_map<std::string, CapacityAnswer> byCapacity_;
+  std::string capacityKey_;  ///< domains()'s key into byCapacity_ (a kept buffer)
   std::vector<int> lastNode_;  ///< per task slot (Session::taskSlot): where it was last placed this session, -1
 };
 

@@ -279,3 +279,46 @@ TEST_CASE("topology: subgroups get a domain of their level inside the group's", 
   CHECK(allowed(2, "b1") == "ok");  // w has no constraint of its own
   e.ssn->restrictTo(nullptr);
 }
+
+TEST_CASE("topology: by capacity, jobs alike get what a fresh answer gives them, whoever asked before", "[topology]") {
+  // The victim actions' domains (DomainRoom::WithVictims: rooms by capacity) are kept per demand for
+  // the session. Each job's domains and node bonuses asked in a session where every other job asked
+  // first must be those of a session where it asks alone: alike jobs (p1, p2; r1, r2) share an
+  // answer, a job that differs in pod count (p3), request (p4) or constraint (r1) or that has a pod
+  // placed (q) gets its own.
+  const std::string zoneRack = "{topology: dc, requiredTopologyLevel: zone, preferredTopologyLevel: rack}";
+  const std::string rackHost = "{topology: dc, requiredTopologyLevel: rack, preferredTopologyLevel: kubernetes.io/hostname}";
+  const std::string yaml = cluster() + load("a1", 4) + load("c1", 2) + gang("p1", 2, 4, zoneRack) +
+                           gang("p2", 2, 4, zoneRack) + gang("p3", 3, 4, zoneRack) + gang("p4", 2, 6, zoneRack) +
+                           group("p5", 2, zoneRack) + member("p5", "p5-0", 4) + member("p5", "p5-1", 4) +
+                           member("p5", "p5-2", 4) + group("q", 3, zoneRack) + member("q", "q-0", 4, "b1") +
+                           member("q", "q-1", 4) + member("q", "q-2", 4) + gang("r1", 3, 4, rackHost) +
+                           gang("r2", 3, 4, rackHost);
+  // p5 asks as p3 but needs 2 of its 3 pods; q asks as p1 but has a pod running (its rack only).
+  const std::vector<std::string> jobs = {"p1", "p2", "p3", "p4", "p5", "q", "r1", "r2", "p1"};
+  // What one ask shows: each domain's name, rank and size, then the job's first pod's score per node.
+  auto ask = [](Env& e, const std::string& name) {
+    std::vector<std::string> out;
+    auto d = e.ssn->jobDomains(e.job(name), tessera::framework::DomainRoom::WithVictims);
+    if (!d) return std::vector<std::string>{"nullopt"};
+    out.push_back("reason: " + d->reason);
+    for (const auto& x : d->domains)
+      out.push_back(x.name + " rank " + std::to_string(x.rank) + " nodes " + std::to_string(x.nodes.size()));
+    const auto& t = e.job(name).tasks[0];
+    for (const auto& n : e.ssn->nodes()) out.push_back(n.name() + " " + std::to_string(e.ssn->nodeScore(t, n)));
+    return out;
+  };
+  Env together;
+  together.start(yaml);
+  for (const std::string& name : jobs) {
+    Env alone;
+    alone.start(yaml);
+    INFO("job " << name);
+    CHECK(ask(together, name) == ask(alone, name));
+    Env byFree;  // by free room (allocate's): never kept
+    byFree.start(yaml);
+    CHECK(together.names(name) == byFree.names(name));
+  }
+  // The alike jobs did share an answer, and it has domains.
+  CHECK(ask(together, "p2").size() > 1 + together.ssn->nodes().size());
+}
