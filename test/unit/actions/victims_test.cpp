@@ -130,6 +130,18 @@ TEST_CASE("preempt: the fewest victims, the lowest priority first", "[actions][v
   CHECK(pipelinedTo(r, "t/claim") == "n1");
 }
 
+/// One action's evictions and pipelined pods ("pod->node") on a cluster, with the self-checks on
+/// or off (they stay as set: the caller restores them).
+std::vector<std::string> decisionsWithSelfChecks(const std::string& action, bool checks, const std::string& nodes,
+                                                 const std::string& yaml) {
+  tessera::actions::setSelfChecks(checks);
+  Env e(action);
+  const SessionResult r = e.run(nodes, yaml);
+  std::vector<std::string> out = evicted(r);
+  for (const auto& p : r.pipelined) out.push_back(p.podKey + "->" + p.node);
+  return out;
+}
+
 TEST_CASE("preempt: a queue whose later claimants have no victim left takes no more turns; decisions unchanged",
           "[actions][victims]") {
   // Random clusters of three queues, running and pending pods at three priorities. Preempt spares
@@ -157,14 +169,7 @@ TEST_CASE("preempt: a queue whose later claimants have no victim left takes no m
     for (int i = 0; i < 12; ++i)
       yaml += pod("p" + std::to_string(i), "q" + std::to_string(pick(3)), 1 + pick(3), "", classes[pick(3)], "",
                   "2026-01-01T00:00:" + std::to_string(10 + pick(40)) + "Z");
-    auto decisions = [&](bool checks) {
-      tessera::actions::setSelfChecks(checks);
-      Env e("preempt");
-      const SessionResult r = e.run(nodes, yaml);
-      std::vector<std::string> out = evicted(r);
-      for (const auto& p : r.pipelined) out.push_back(p.podKey + "->" + p.node);
-      return out;
-    };
+    auto decisions = [&](bool checks) { return decisionsWithSelfChecks("preempt", checks, nodes, yaml); };
     const std::vector<std::string> spared = decisions(false);
     const std::vector<std::string> taken = decisions(true);
     INFO("case " << c << "\n" << yaml);
@@ -224,14 +229,7 @@ TEST_CASE("reclaim: a trial of the victim set's pruning that would break a paren
       yaml += group(name, "a", pods);
       for (int i = 0; i < pods; ++i) yaml += pod(name + "-" + std::to_string(i), "a", 1, "", "train", name);
     }
-    auto decisions = [&](bool checks) {
-      tessera::actions::setSelfChecks(checks);
-      Env e("reclaim");
-      const SessionResult r = e.run(nodes, yaml);
-      std::vector<std::string> out = evicted(r);
-      for (const auto& p : r.pipelined) out.push_back(p.podKey + "->" + p.node);
-      return out;
-    };
+    auto decisions = [&](bool checks) { return decisionsWithSelfChecks("reclaim", checks, nodes, yaml); };
     const std::vector<std::string> skipped = decisions(false);
     const std::vector<std::string> run = decisions(true);
     INFO("case " << c << "\n" << nodes << yaml);
