@@ -632,9 +632,9 @@ bool VictimSearch::prune(SessionJob& job, const framework::NodeDomain* domain, s
   // before, could trade a victim for a later one).
   // `without`: best less what the trial leaves alone. A trial that cannot fit the turn with those
   // alone, by resources, would fail (or find a set that is not a subset): it is not run.
-  // Reclaim: nor one whose first pod would break its queue path's fair share with all of them
-  // gone (checked by a statement, far cheaper than the search; with selfChecks() the search runs
-  // and is asserted to fail).
+  // Reclaim: nor one whose first pods (those that ask alike) would break their queue path's fair
+  // share with all of them gone (reclaimBoundsMayHold: a statement, far cheaper than the search;
+  // with selfChecks() the search runs and is asserted to fail).
   auto trial = [&](const std::vector<Victim>& without) {
     if (!mayFitWith(job, domain, without)) return false;
     const bool bounded = mode_ == VictimMode::Reclaim && !reclaimBoundsMayHold(job, without);
