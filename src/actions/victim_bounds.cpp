@@ -102,23 +102,27 @@ bool VictimSearch::mayFitWith(const SessionJob& job, const framework::NodeDomain
   return fit >= turnMissing(job);
 }
 
-bool VictimSearch::reclaimBoundsMayHold(const SessionJob& job, const std::vector<Victim>& set) {
+api::Resources VictimSearch::leadingAlikeRequest(const SessionJob& job) const {
   // The search takes the pending pods in this order and checks each before placing it, the ones
   // before it placed (each adds its request to its queue path): a success checks at least the
-  // first turnMissing() of them. Of those, the leading run that asks alike is checked here at
-  // once: its k-th pod's check is "held + k requests <= fair share" on the resources it asks for.
+  // first turnMissing() of them. Of those, the leading run that asks alike is summed: its k-th
+  // pod's check is "held + k requests <= fair share" on the resources it asks for.
   const std::vector<int> pending = pendingTasks(ssn_, job);
-  const int missing = turnMissing(job);
-  if (pending.empty() || missing <= 0) return true;
-  const api::Resources& first = job.tasks[pending.front()].request();
   api::Resources run;
-  for (int i = 0; i < missing && i < static_cast<int>(pending.size()); ++i) {
+  if (pending.empty()) return run;
+  const api::Resources& first = job.tasks[pending.front()].request();
+  for (int i = 0; i < turnMissing(job) && i < static_cast<int>(pending.size()); ++i) {
     if (!(job.tasks[pending[i]].request() == first)) break;
     run += first;
   }
+  return run;
+}
+
+bool VictimSearch::reclaimBoundsMayHold(const SessionJob& job, const api::Resources& leading,
+                                        const std::vector<Victim>& set) {
   framework::Statement stmt(ssn_);
   for (const Victim& v : set) stmt.evict(ssn_.task(v.job, v.task), std::string());
-  const bool holds = ssn_.reclaimBounds(job, run).ok();
+  const bool holds = ssn_.reclaimBounds(job, leading).ok();  // (nothing asked: nothing refused)
   stmt.discard();
   return holds;
 }

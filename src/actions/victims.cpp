@@ -635,9 +635,10 @@ bool VictimSearch::prune(SessionJob& job, const framework::NodeDomain* domain, s
   // Reclaim: nor one whose first pods (those that ask alike) would break their queue path's fair
   // share with all of them gone (reclaimBoundsMayHold: a statement, far cheaper than the search;
   // with selfChecks() the search runs and is asserted to fail).
+  const api::Resources leading = mode_ == VictimMode::Reclaim ? leadingAlikeRequest(job) : api::Resources();
   auto trial = [&](const std::vector<Victim>& without) {
     if (!mayFitWith(job, domain, without)) return false;
-    const bool bounded = mode_ == VictimMode::Reclaim && !reclaimBoundsMayHold(job, without);
+    const bool bounded = mode_ == VictimMode::Reclaim && !reclaimBoundsMayHold(job, leading, without);
     if (bounded && !selfChecks()) return false;
     std::string why;
     const bool found = runIn(job, domain, why, /*trial=*/true);

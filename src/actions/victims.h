@@ -241,7 +241,11 @@ class VictimSearch {
   /// checks each of them, the ones before placed, after evicting some of `set` at most; evictions
   /// only lower what queues hold against fair shares fixed for the session: where this is false,
   /// every such search fails (victim_bounds.cpp).
-  bool reclaimBoundsMayHold(const framework::SessionJob& job, const std::vector<Victim>& set);
+  /// `leading`: leadingAlikeRequest(job), the same for every trial of one prune.
+  bool reclaimBoundsMayHold(const framework::SessionJob& job, const api::Resources& leading,
+                            const std::vector<Victim>& set);
+  /// The sum of the requests of the turn's leading pending pods that ask alike (see above).
+  api::Resources leadingAlikeRequest(const framework::SessionJob& job) const;
   /// mayFitWith()'s count over all nodes of the claimant pods their room holds, per pod request
   /// (gpu, cpu, memory), kept current through the node change log.
   struct FreeFit {
