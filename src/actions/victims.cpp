@@ -30,24 +30,39 @@ void VictimSearch::indexNodes() {
   indexed_ = true;
   index_ = &ssn_.runningIndex();
   running_ = index_->tasks;
-  sortedOn_.assign(ssn_.nodes().size(), 0);  // each node's list is sorted when first searched (victimsOn)
+  sortedOn_.assign(ssn_.nodes().size(), SortStamp{});  // each node's list is sorted when searched (victimsOn)
+}
+
+bool VictimSearch::nodeOrderLess(const Victim& a, const Victim& b) const {
+  if (mode_ != VictimMode::Preempt) return victimBefore(a, b);
+  // Preempt takes victims in the claimant's own queue only: each node's pods are grouped by queue,
+  // in victim order inside each: no two queues' pods are compared (an order across queues costs
+  // the proportion plugin a build of their victim sequences, and preempt never needs it).
+  const int qa = ssn_.jobs()[a.job].queue, qb = ssn_.jobs()[b.job].queue;
+  return qa != qb ? qa < qb : victimBefore(a, b);
 }
 
 std::span<const VictimSearch::Victim> VictimSearch::victimsOn(int node) {
   const std::span<Victim> list = onNode(node);
-  if (sortedOn_[static_cast<size_t>(node)]) return list;
-  sortedOn_[static_cast<size_t>(node)] = 1;
-  if (mode_ != VictimMode::Preempt) {
-    sortInVictimOrder(list);
+  SortStamp& stamp = sortedOn_[static_cast<size_t>(node)];
+  const bool held = ssn_.victimOrderHeld();
+  const uint64_t epoch = ssn_.victimOrderEpoch();
+  if (stamp.sorted && held && stamp.epoch == epoch) return list;  // one order for a whole search
+  const uint64_t version = ssn_.victimOrderVersion();
+  if (stamp.sorted && stamp.lasting && stamp.version == version) {
+    // Self-check: an order kept from an earlier search is the order now (read where the order in
+    // force is the live one: a search's own evictions do not move the order it holds).
+    if (selfChecks() && version == ssn_.victimOrderVersion(/*live=*/true))
+      TESSERA_ASSERT(std::is_sorted(list.begin(), list.end(), [&](const Victim& a, const Victim& b) {
+        return nodeOrderLess(a, b);
+      }));
+    if (held) stamp.epoch = epoch;
     return list;
   }
-  // Preempt takes victims in the claimant's own queue only: each node's pods are grouped by queue,
-  // in victim order inside each: no two queues' pods are compared (an order across queues costs
-  // the proportion plugin a build of their victim sequences, and preempt never needs it).
-  std::stable_sort(list.begin(), list.end(), [&](const Victim& a, const Victim& b) {
-    const int qa = ssn_.jobs()[a.job].queue, qb = ssn_.jobs()[b.job].queue;
-    return qa != qb ? qa < qb : victimBefore(a, b);
-  });
+  std::stable_sort(list.begin(), list.end(), [&](const Victim& a, const Victim& b) { return nodeOrderLess(a, b); });
+  // The sort read the order the search holds; pods of jobs the search already changed compare by
+  // what they are now (running, surplus), so such a sort is kept for this search only.
+  stamp = {true, version == ssn_.victimOrderVersion(/*live=*/true), epoch, version};
   return list;
 }
 

@@ -420,10 +420,20 @@ class VictimSearch {
     return {running_.data() + index_->nodeStart[static_cast<size_t>(node)],
             running_.data() + index_->nodeStart[static_cast<size_t>(node) + 1]};
   }
-  std::vector<uint8_t> sortedOn_;            ///< per node: whether onNode() is sorted (victimsOn)
-  /// The node's running tasks in victim order (preempt: grouped by queue), sorted on first use:
-  /// a node the action never searches is never sorted.
+  /// Per node: the victim order onNode() was last sorted in (victimsOn).
+  struct SortStamp {
+    bool sorted = false;
+    bool lasting = false;  ///< sorted while the order in force was the live one: valid in any hold of that version
+    uint64_t epoch = 0;    ///< the hold it was sorted in
+    uint64_t version = 0;  ///< Session::victimOrderVersion() then
+  };
+  std::vector<SortStamp> sortedOn_;
+  /// The node's running tasks in victim order (preempt: grouped by queue), sorted on first use and
+  /// again once the order moved (a claimant's commit moves queue shares): a node the action never
+  /// searches is never sorted.
   std::span<const Victim> victimsOn(int node);
+  /// victimsOn()'s order: victim order, preempt's grouped by queue first.
+  bool nodeOrderLess(const Victim& a, const Victim& b) const;
   std::vector<int8_t> verdict_;              ///< per victim job during one scan: -1 unknown, 0/1
   std::vector<int> touched_;                 ///< verdict_ entries to reset after the scan
   /// Per claimant shape: nodes by victim order of their sets (better()), best score, lowest index.

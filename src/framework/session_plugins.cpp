@@ -43,7 +43,10 @@ void Session::addPlacementKeyFn(const std::string& p, PlacementKeyFn fn, KeyPart
 void Session::addJobDomainsFn(const std::string& p, JobDomainsFn fn) { jobDomains_.push_back({p, std::move(fn)}); }
 void Session::addCanReclaimFn(const std::string& p, JobCheckFn fn) { canReclaim_.push_back({p, std::move(fn)}); }
 void Session::addReclaimBoundsFn(const std::string& p, CapacityFn fn) { reclaimBounds_.push_back({p, std::move(fn)}); }
-void Session::addVictimOrderFn(const std::string& p, VictimOrderFn fn) { victimOrder_.push_back({p, std::move(fn)}); }
+void Session::addVictimOrderFn(const std::string& p, VictimOrderFn fn, VictimOrderVersionFn version) {
+  victimOrder_.push_back({p, std::move(fn)});
+  if (version) victimOrderVersion_.push_back({p, std::move(version)});
+}
 void Session::addAllocateHandler(const std::string& p, TaskEventFn onAllocate, TaskEventFn onDeallocate) {
   if (onAllocate) onAllocate_.push_back({p, std::move(onAllocate)});
   if (onDeallocate) onDeallocate_.push_back({p, std::move(onDeallocate)});
@@ -144,6 +147,12 @@ bool Session::victimLess(const SessionTask& l, const SessionTask& r) const {
     if (int c = f.fn(l, r)) return c < 0;
   if (l.job == r.job) return victimTieRank(l) < victimTieRank(r);  // newerPodFirst, ranked once per job
   return newerPodFirst(l, r);
+}
+
+uint64_t Session::victimOrderVersion(bool live) const {
+  uint64_t v = 0;  // the newest-pod tie-break reads the pods alone: it never changes
+  for (const auto& f : victimOrderVersion_) v = v * 0x9E3779B97F4A7C15ull + f.fn(live);
+  return v;
 }
 
 int32_t Session::victimTieRank(const SessionTask& t) const {

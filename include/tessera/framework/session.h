@@ -324,6 +324,10 @@ using VictimFn = std::function<bool(const SessionJob& claimant, const SessionTas
 using CapacityFn = std::function<api::Status(const SessionJob& job, const api::Resources& request)>;
 /// Orders victims: <0 when `l` should be evicted before `r`.
 using VictimOrderFn = std::function<int(const SessionTask& l, const SessionTask& r)>;
+/// A fingerprint of the session state a plugin's victim order reads (what queues hold, which pods
+/// run): at two moments with equal fingerprints it orders every two pods alike. `live` false: the
+/// order in force (while held, HeldVictimOrder, the one the hold took); true: as things stand.
+using VictimOrderVersionFn = std::function<uint64_t(bool live)>;
 /// A check of a whole job; fails with a reason (e.g. whether the job's queue may reclaim).
 using JobCheckFn = std::function<api::Status(const SessionJob& job)>;
 /// Notified after a task's state changes in the session (allocate, pipeline, evict, and undo).
@@ -435,7 +439,8 @@ class Session {
   void addJobDomainsFn(const std::string& plugin, JobDomainsFn fn);
   void addCanReclaimFn(const std::string& plugin, JobCheckFn fn);
   void addReclaimBoundsFn(const std::string& plugin, CapacityFn fn);
-  void addVictimOrderFn(const std::string& plugin, VictimOrderFn fn);
+  /// `version`: for an order that reads session state (what queues hold), its fingerprint.
+  void addVictimOrderFn(const std::string& plugin, VictimOrderFn fn, VictimOrderVersionFn version = nullptr);
 
   // ---- queries over the registered callbacks (session_plugins.cpp) ----
   /// Strict total orders: plugins first (tier order), then the session's unique tie-break.
@@ -484,6 +489,10 @@ class Session {
   }
   bool victimOrderHeld() const { return victimOrderHeld_; }
   uint64_t victimOrderEpoch() const { return victimOrderEpoch_; }
+  /// The plugins' victim order fingerprints (VictimOrderVersionFn) combined: equal values at two
+  /// moments, one victim order (a list sorted at the one is sorted at the other). `live` false:
+  /// the order in force (held: as the hold took it); true: as things stand now.
+  uint64_t victimOrderVersion(bool live = false) const;
   /// The domains a job must be placed in (first plugin that constrains it wins); nullopt = anywhere.
   std::optional<JobDomains> jobDomains(const SessionJob& job, DomainRoom room = DomainRoom::Free) const;
 
@@ -649,6 +658,7 @@ class Session {
   std::vector<Named<JobCheckFn>> canReclaim_;
   std::vector<Named<CapacityFn>> reclaimBounds_;
   std::vector<Named<VictimOrderFn>> victimOrder_;
+  std::vector<Named<VictimOrderVersionFn>> victimOrderVersion_;
 
   // ---- placement search, its node rankings and indexes (placement.cpp) ----
   /// Builds the GPU level index and the change log from the nodes' initial state.

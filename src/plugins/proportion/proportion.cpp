@@ -386,10 +386,7 @@ class State {
     const int top = q_[q].top;
     const bool held = ssn_.victimOrderHeld();
     const uint64_t epoch = ssn_.victimOrderEpoch();
-    if (held && heldEpoch_ != epoch) {  // the first comparison of a hold: where each tree stood
-      heldEpoch_ = epoch;
-      for (size_t i = 0; i < q_.size(); ++i) heldVersion_[i] = q_[i].allocatedVersion;
-    }
+    if (held) takeHold();
     TopBuild& b = topBuilt_[static_cast<size_t>(top)];
     const uint64_t now = q_[top].allocatedVersion;
     bool stale = !b.built;
@@ -406,6 +403,25 @@ class State {
     // the first such comparison since the build (the source reads what the build recorded).
     SequenceSource src(*this);
     return sequence_.shareAtTop(slot, top, src);
+  }
+
+  /// The first comparison of a hold (or the first ask of its fingerprint): where each tree stood.
+  void takeHold() {
+    const uint64_t epoch = ssn_.victimOrderEpoch();
+    if (heldEpoch_ == epoch) return;
+    heldEpoch_ = epoch;
+    for (size_t i = 0; i < q_.size(); ++i) heldVersion_[i] = q_[i].allocatedVersion;
+    heldAll_ = allVersion_;
+  }
+
+  /// The victim order's fingerprint (Session::victimOrderVersion): what every queue holds, as
+  /// the toggles of its tasks' states (onAllocate), which also covers what the order reads of the
+  /// jobs (surplus pods, running pods). While held: as the hold took it.
+  uint64_t victimOrderVersion(bool live) {
+    if (live || !ssn_.victimOrderHeld()) return allVersion_;
+    if (!sequenceIndexed_) indexSequence();  // heldVersion_ is sized there
+    takeHold();
+    return heldAll_;
   }
 
   /// The victim sequence's view of this session (victim_sequence.h).
@@ -579,12 +595,13 @@ class State {
 
   void onAllocate(const SessionTask& t, int sign) {
     const SessionJob& j = ssn_.jobs()[t.job];
-    if (j.queue < 0) return;
-    const Amounts a = amountsOf(t.request());
     // A fingerprint of the subtree's task states, not a counter: each event and its undo toggle the
     // same key, so a trial rolled back leaves the version where it was, and what was built for
     // that state (victim sequences, queue keys) still holds.
     const uint64_t key = toggleKey(t, toggleOf(t, sign));
+    allVersion_ ^= key;  // every pod's: the victim order reads the jobs' running pods too
+    if (j.queue < 0) return;
+    const Amounts a = amountsOf(t.request());
     for (int c = j.queue; c >= 0; c = q_[c].parent) {
       q_[c].allocatedVersion ^= key;
       for (int r = 0; r < kResources; ++r) {
@@ -948,6 +965,8 @@ class State {
   std::vector<TopBuild> topBuilt_;      ///< per top-level queue
   uint64_t heldEpoch_ = ~uint64_t{0};   ///< the hold heldVersion_ was taken in
   std::vector<uint64_t> heldVersion_;   ///< per queue: allocatedVersion when that hold began
+  uint64_t allVersion_ = 0;             ///< every queue's toggles (the top-level allocatedVersions XORed)
+  uint64_t heldAll_ = 0;                ///< allVersion_ when that hold began
   std::vector<Snapshot> sequenceSnap_;  ///< per queue, as of its top's last build
   std::vector<std::vector<const SessionTask*>> ownOrder_;  ///< per queue: ownOrder() as last built
   std::vector<uint32_t> orderSeen_;                        ///< per task slot: ownOrder()'s stamp
@@ -982,7 +1001,9 @@ class ProportionPlugin final : public framework::Plugin {
                            [st](const SessionJob& j, const api::Resources& req) { return st->reclaimBounds(j, req); });
     ssn.addReclaimableFn(name_, [st](const SessionJob& c, const SessionTask& v) { return st->reclaimable(c, v); });
     ssn.addPreemptableFn(name_, [st](const SessionJob& c, const SessionTask& v) { return st->preemptable(c, v); });
-    ssn.addVictimOrderFn(name_, [st](const SessionTask& l, const SessionTask& r) { return st->compareVictims(l, r); });
+    ssn.addVictimOrderFn(
+        name_, [st](const SessionTask& l, const SessionTask& r) { return st->compareVictims(l, r); },
+        [st](bool live) { return st->victimOrderVersion(live); });
     ssn.addAllocateHandler(
         name_, [st](const SessionTask& t) { st->onAllocate(t, +1); }, [st](const SessionTask& t) { st->onAllocate(t, -1); });
   }
