@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "tessera/actions/factories.h"
 #include "tessera/api/gpu_request.h"
 #include "victims.h"
 
@@ -349,38 +350,106 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
     else rankings_.erase(key);
   }
   auto it = rankings_.find(key);
+  // An earlier claimant's commit since this ranking was made moved the victim order: reclaim's
+  // moves queue shares, and with them pods on nodes it did not touch (KAI builds its victim queue
+  // afresh for each claimant). Reclaim then walks the order; preempt evaluates again the nodes of
+  // the jobs commits changed (below); consolidation ranks afresh.
+  const uint64_t order = ssn_.victimOrderVersion();
+  if (it != rankings_.end() && mode_ != VictimMode::Preempt && it->second.order != order) {
+    if (mode_ == VictimMode::Reclaim && !pruning_ && excluded_.empty() && excludedPods_.empty())
+      if (auto walked = walkCandidates(job, task, max)) return *walked;
+    rankings_.erase(it);
+    it = rankings_.end();
+  }
   const bool fresh = it == rankings_.end();
   if (fresh) it = rankings_.try_emplace(key, Better{this}).first;
-  Ranking& ranking = it->second;
+  Ranking& ranking = it->second.ranking;
   auto evaluateNode = [&](int ni) { return mayHaveVictims(job, ni) ? evaluate(job, task, ni) : std::optional<Candidate>(); };
-  if (reorder && !fresh) {
-    std::vector<int> moved;  // nodes running pods of the jobs this claimant took victims from
-    for (const Victim& v : evictedNow_)
-      for (const SessionTask& t : ssn_.jobs()[static_cast<size_t>(v.job)].tasks) {
-        const int n = t.node >= 0 ? t.node : ssn_.findNode(t.info->nodeName);
-        if (n >= 0) moved.push_back(n);
-      }
+  auto nodesOf = [&](int ji, std::vector<int>& out) {
+    for (const SessionTask& t : ssn_.jobs()[static_cast<size_t>(ji)].tasks) {
+      const int n = t.node >= 0 ? t.node : ssn_.findNode(t.info->nodeName);
+      if (n >= 0) out.push_back(n);
+    }
+  };
+  const bool movedSince = !fresh && it->second.moved < movedLog_.size();  // preempt: commits since
+  if ((reorder || movedSince) && !fresh) {
+    // Nodes running pods of the jobs commits changed since, and of those this claimant took from.
+    std::vector<int> moved(movedLog_.begin() + static_cast<std::ptrdiff_t>(it->second.moved), movedLog_.end());
+    if (reorder)
+      for (const Victim& v : evictedNow_) nodesOf(v.job, moved);
     ranking.reevaluate(std::move(moved), log, evaluateNode);
   } else if (fresh) {
-    std::vector<Candidate> all;
-    if (pruning_) {  // victims only where the pruned set's jobs run
-      for (int ni : pruneNodes_)
-        if (auto c = evaluate(job, task, ni)) all.push_back(*c);
-    } else if (mode_ == VictimMode::Preempt) {  // victims live in the claimant's queue: only its nodes
-      if (job.queue >= 0)
-        for (int ni : queueNodes(job.queue))
-          if (auto c = evaluate(job, task, ni)) all.push_back(*c);
-    } else {
-      for (const auto& n : ssn_.nodes())
-        if (auto c = evaluate(job, task, n.index)) all.push_back(*c);
-    }
-    ranking.assign(std::move(all), log);
+    ranking.assign(rankAll(job, task), log);
   } else {
     ranking.refresh(log, evaluateNode);
   }
-  resetVerdicts();
+  it->second.order = order;
+  it->second.moved = movedLog_.size();
   // The best current nodes; they stay ranked, valid until a try changes them.
   for (const Candidate& c : ranking.best(max, log)) out.push_back(c.node);
+  if (selfChecks()) checkCandidates(job, task, out, max);  // a kept ranking answers as a fresh one
+  resetVerdicts();
+  return out;
+}
+
+std::vector<VictimSearch::Candidate> VictimSearch::rankAll(const SessionJob& job, const SessionTask& task) {
+  std::vector<Candidate> all;
+  if (pruning_) {  // victims only where the pruned set's jobs run
+    for (int ni : pruneNodes_)
+      if (auto c = evaluate(job, task, ni)) all.push_back(*c);
+  } else if (mode_ == VictimMode::Preempt) {  // victims live in the claimant's queue: only its nodes
+    if (job.queue >= 0)
+      for (int ni : queueNodes(job.queue))
+        if (auto c = evaluate(job, task, ni)) all.push_back(*c);
+  } else {
+    for (const auto& n : ssn_.nodes())
+      if (auto c = evaluate(job, task, n.index)) all.push_back(*c);
+  }
+  return all;
+}
+
+void VictimSearch::checkCandidates(const SessionJob& job, const SessionTask& task, const std::vector<int>& nodes,
+                                   size_t max) {
+  std::vector<Candidate> all = rankAll(job, task);
+  const size_t keep = std::min(all.size(), max);
+  std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(keep), all.end(), Better{this});
+  TESSERA_ASSERT(keep == nodes.size());
+  for (size_t i = 0; i < keep; ++i) TESSERA_ASSERT(all[i].node == nodes[i]);
+}
+
+std::optional<std::vector<int>> VictimSearch::walkCandidates(const SessionJob& job, const SessionTask& task,
+                                                             size_t max) {
+  if (walkNode_.size() != ssn_.nodes().size()) walkNode_.assign(ssn_.nodes().size(), 0);
+  if (walkJob_.size() != ssn_.jobs().size()) walkJob_.assign(ssn_.jobs().size(), 0);
+  std::vector<Candidate> best;  // at most max, best first
+  std::vector<int> reachedNodes, reachedJobs;
+  const bool walked = ssn_.walkVictims([&](const SessionTask& t) {
+    if (!running(t) || walkJob_[static_cast<size_t>(t.job)]) return true;
+    // The job's first pod: every node running one of its pods may end its set with this job (a
+    // whole job's place in victim order is its first pod's), none earlier than here.
+    if (best.size() == max && victimBefore(best.back().last, Victim{t.job, t.index})) return false;
+    walkJob_[static_cast<size_t>(t.job)] = 1;
+    reachedJobs.push_back(t.job);
+    for (const SessionTask& x : ssn_.jobs()[static_cast<size_t>(t.job)].tasks) {
+      if (!running(x)) continue;
+      const int n = x.node >= 0 ? x.node : ssn_.findNode(x.info->nodeName);
+      if (n < 0 || walkNode_[static_cast<size_t>(n)]) continue;
+      walkNode_[static_cast<size_t>(n)] = 1;
+      reachedNodes.push_back(n);
+      if (auto c = evaluate(job, task, n)) {
+        best.insert(std::upper_bound(best.begin(), best.end(), *c, Better{this}), *c);
+        if (best.size() > max) best.pop_back();
+      }
+    }
+    return true;
+  });
+  for (int n : reachedNodes) walkNode_[static_cast<size_t>(n)] = 0;
+  for (int j : reachedJobs) walkJob_[static_cast<size_t>(j)] = 0;
+  if (!walked) return std::nullopt;
+  std::vector<int> out;
+  for (const Candidate& c : best) out.push_back(c.node);
+  if (selfChecks()) checkCandidates(job, task, out, max);  // what ranking every node afresh gives
+  resetVerdicts();
   return out;
 }
 

@@ -884,6 +884,18 @@ bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, s
 
 void VictimSearch::commitTurn(Statement& stmt, SessionJob& job, int evicted) {
   if (job.pipelinedCount > 0) stmt.pipelineAllocated(job.index);
+  if (mode_ == VictimMode::Preempt && !rankings_.empty()) {
+    // The jobs this commit changes (the claimant, its victims' jobs): their pods elsewhere move in
+    // the victim order (surplus or whole, placed this cycle), so kept rankings evaluate again the
+    // nodes running them (candidates()).
+    std::vector<int> jobs;
+    for (const framework::Operation& op : stmt.operations()) jobs.push_back(op.job);
+    std::sort(jobs.begin(), jobs.end());
+    jobs.erase(std::unique(jobs.begin(), jobs.end()), jobs.end());
+    for (int ji : jobs)
+      for (const SessionTask& t : ssn_.jobs()[static_cast<size_t>(ji)].tasks)
+        if (const int n = t.node >= 0 ? t.node : ssn_.findNode(t.info->nodeName); n >= 0) movedLog_.push_back(n);
+  }
   stmt.commit();
   ++commits_;
   // Placed: what the pods now wait for replaces allocate's fit reason.

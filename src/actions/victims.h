@@ -438,7 +438,33 @@ class VictimSearch {
   std::vector<int> touched_;                 ///< verdict_ entries to reset after the scan
   /// Per claimant shape: nodes by victim order of their sets (better()), best score, lowest index.
   using Ranking = framework::NodeRanking<Candidate, Better>;
-  std::map<std::string, Ranking> rankings_;
+  /// A ranking and the victim order it was ranked in: the order's fingerprint
+  /// (Session::victimOrderVersion) and, for preempt, how much of movedLog_ it has seen.
+  struct KeptRanking {
+    explicit KeptRanking(Better b) : ranking(b) {}
+    Ranking ranking;
+    uint64_t order = 0;
+    size_t moved = 0;
+  };
+  std::map<std::string, KeptRanking> rankings_;
+  /// Preempt: nodes running pods of the jobs each commit changed (its claimant and its victims'
+  /// jobs), in commit order. Inside one queue two pods compare by their jobs alone, so only on
+  /// those nodes may a kept ranking's evaluation or order have moved.
+  std::vector<int> movedLog_;
+  /// Reclaim, once a commit moved queue shares since the claimant's ranking was made: the best
+  /// `max` nodes, exactly as a fresh ranking gives them, found by walking the victim order
+  /// (Session::walkVictims) and evaluating each node when the walk first reaches a job with a pod
+  /// there, until the next job's first pod comes after the latest victim of the `max`-th best set
+  /// found (a node's set ends no earlier than its earliest job). Nullopt without a walk.
+  std::optional<std::vector<int>> walkCandidates(const framework::SessionJob& job, const framework::SessionTask& task,
+                                                 size_t max);
+  std::vector<uint8_t> walkNode_, walkJob_;  ///< walkCandidates(): nodes and jobs reached
+  /// Every node a fresh ranking evaluates for `task` (all nodes; preempt: the claimant's queue's;
+  /// pruning: the pruned set's), unsorted.
+  std::vector<Candidate> rankAll(const framework::SessionJob& job, const framework::SessionTask& task);
+  /// Self-check: `nodes` are the best `max` of rankAll(), in order.
+  void checkCandidates(const framework::SessionJob& job, const framework::SessionTask& task,
+                       const std::vector<int>& nodes, size_t max);
   std::string rankingKey_;  ///< candidates()'s key into rankings_ (a kept buffer)
   bool orderChanged_ = false;  ///< the current claimant took victims: rank nodes afresh (candidates())
   /// Preempt: whether any running pod of the claimant's queue may be taken by it; a claimant with

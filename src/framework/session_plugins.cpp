@@ -149,6 +149,17 @@ bool Session::victimLess(const SessionTask& l, const SessionTask& r) const {
   return newerPodFirst(l, r);
 }
 
+void Session::addVictimWalkFn(const std::string& p, VictimWalkFn fn) { victimWalk_.push_back({p, std::move(fn)}); }
+
+bool Session::walkVictims(const VictimVisitFn& visit) const {
+  // The walk is the order only when its plugin decides every comparison it can (the rest are
+  // ties it walks in victimLess's own tie order).
+  if (victimOrder_.size() != 1 || victimWalk_.size() != 1 || victimWalk_[0].plugin != victimOrder_[0].plugin)
+    return false;
+  victimWalk_[0].fn(visit);
+  return true;
+}
+
 uint64_t Session::victimOrderVersion(bool live) const {
   uint64_t v = 0;  // the newest-pod tie-break reads the pods alone: it never changes
   for (const auto& f : victimOrderVersion_) v = v * 0x9E3779B97F4A7C15ull + f.fn(live);

@@ -328,6 +328,10 @@ using VictimOrderFn = std::function<int(const SessionTask& l, const SessionTask&
 /// run): at two moments with equal fingerprints it orders every two pods alike. `live` false: the
 /// order in force (while held, HeldVictimOrder, the one the hold took); true: as things stand.
 using VictimOrderVersionFn = std::function<uint64_t(bool live)>;
+/// Called with pods in victim order until it returns false (VictimWalkFn).
+using VictimVisitFn = std::function<bool(const SessionTask& pod)>;
+/// Gives every running (or leaving) pod of the session to `visit` in the plugin's victim order.
+using VictimWalkFn = std::function<void(const VictimVisitFn& visit)>;
 /// A check of a whole job; fails with a reason (e.g. whether the job's queue may reclaim).
 using JobCheckFn = std::function<api::Status(const SessionJob& job)>;
 /// Notified after a task's state changes in the session (allocate, pipeline, evict, and undo).
@@ -441,6 +445,8 @@ class Session {
   void addReclaimBoundsFn(const std::string& plugin, CapacityFn fn);
   /// `version`: for an order that reads session state (what queues hold), its fingerprint.
   void addVictimOrderFn(const std::string& plugin, VictimOrderFn fn, VictimOrderVersionFn version = nullptr);
+  /// The plugin's victim order as one walk (its VictimOrderFn's order, ties and all).
+  void addVictimWalkFn(const std::string& plugin, VictimWalkFn fn);
 
   // ---- queries over the registered callbacks (session_plugins.cpp) ----
   /// Strict total orders: plugins first (tier order), then the session's unique tie-break.
@@ -493,6 +499,9 @@ class Session {
   /// moments, one victim order (a list sorted at the one is sorted at the other). `live` false:
   /// the order in force (held: as the hold took it); true: as things stand now.
   uint64_t victimOrderVersion(bool live = false) const;
+  /// Gives the running (and leaving) pods to `visit` in victim order (victimLess) until it returns
+  /// false; false when no walk gives that order (a plugin without one orders victims, or several do).
+  bool walkVictims(const VictimVisitFn& visit) const;
   /// The domains a job must be placed in (first plugin that constrains it wins); nullopt = anywhere.
   std::optional<JobDomains> jobDomains(const SessionJob& job, DomainRoom room = DomainRoom::Free) const;
 
@@ -659,6 +668,7 @@ class Session {
   std::vector<Named<CapacityFn>> reclaimBounds_;
   std::vector<Named<VictimOrderFn>> victimOrder_;
   std::vector<Named<VictimOrderVersionFn>> victimOrderVersion_;
+  std::vector<Named<VictimWalkFn>> victimWalk_;
 
   // ---- placement search, its node rankings and indexes (placement.cpp) ----
   /// Builds the GPU level index and the change log from the nodes' initial state.

@@ -384,6 +384,18 @@ class State {
   const proportion::Share* shareBy(const SessionTask& t, int level) {
     const int q = ssn_.jobs()[t.job].queue;
     const int top = q_[q].top;
+    ensureBuilt(top);
+    const int slot = taskSlot_[static_cast<size_t>(t.job)] + t.index;
+    if (level > 0) return sequence_.share(slot, level);
+    // Shares at the top level (victims of two trees compared) need the tree's own merge, made on
+    // the first such comparison since the build (the source reads what the build recorded).
+    SequenceSource src(*this);
+    return sequence_.shareAtTop(slot, top, src);
+  }
+
+  /// Builds top-level queue `top`'s sequence when it is stale: its allocation moved since it was
+  /// built (while the victim order is held: moved before the hold began, and not built since).
+  void ensureBuilt(int top) {
     const bool held = ssn_.victimOrderHeld();
     const uint64_t epoch = ssn_.victimOrderEpoch();
     if (held) takeHold();
@@ -397,12 +409,44 @@ class State {
       sequence_.build(top, src);
       b = {true, now, held ? epoch : 0};
     }
-    const int slot = taskSlot_[static_cast<size_t>(t.job)] + t.index;
-    if (level > 0) return sequence_.share(slot, level);
-    // Shares at the top level (victims of two trees compared) need the tree's own merge, made on
-    // the first such comparison since the build (the source reads what the build recorded).
+  }
+
+  /// Every pod of the victim sequences (running or leaving) in victim order, the order
+  /// compareVictims gives them, to `visit` until it returns false (Session::walkVictims): each
+  /// top-level tree's sequence, merged across trees as compareVictimQueues compares them (by each
+  /// tree's share once it has given up to the pod's chunk).
+  void walkVictims(const framework::VictimVisitFn& visit) {
+    ensureDivided();
+    if (!sequenceIndexed_) indexSequence();
     SequenceSource src(*this);
-    return sequence_.shareAtTop(slot, top, src);
+    using Entry = proportion::VictimSequence::Entry;
+    struct Head {
+      int top;
+      const std::vector<Entry>* seq;
+      size_t at;
+    };
+    std::vector<Head> heads;
+    for (size_t q = 0; q < q_.size(); ++q) {
+      if (q_[q].parent >= 0) continue;
+      ensureBuilt(static_cast<int>(q));
+      const std::vector<Entry>& seq = sequence_.sequenceOf(static_cast<int>(q), src);
+      if (!seq.empty()) heads.push_back({static_cast<int>(q), &seq, 0});
+    }
+    auto shareOf = [&](const Head& h) { return *sequence_.share((*h.seq)[h.at].slot, 0); };
+    auto later = [&](const Head& a, const Head& b) { return compareGiving(a.top, shareOf(a), b.top, shareOf(b)) > 0; };
+    std::make_heap(heads.begin(), heads.end(), later);
+    while (!heads.empty()) {
+      // The next pod comes from the tree that gives first; the pods of one chunk share its share,
+      // so they follow one another.
+      std::pop_heap(heads.begin(), heads.end(), later);
+      Head& h = heads.back();
+      const int slot = (*h.seq)[h.at].slot;
+      const auto job = std::upper_bound(taskSlot_.begin(), taskSlot_.end(), slot) - taskSlot_.begin() - 1;
+      if (!visit(ssn_.jobs()[static_cast<size_t>(job)].tasks[static_cast<size_t>(slot - taskSlot_[static_cast<size_t>(job)])]))
+        return;
+      if (++h.at < h.seq->size()) std::push_heap(heads.begin(), heads.end(), later);
+      else heads.pop_back();
+    }
   }
 
   /// The first comparison of a hold (or the first ask of its fingerprint): where each tree stood.
@@ -1004,6 +1048,7 @@ class ProportionPlugin final : public framework::Plugin {
     ssn.addVictimOrderFn(
         name_, [st](const SessionTask& l, const SessionTask& r) { return st->compareVictims(l, r); },
         [st](bool live) { return st->victimOrderVersion(live); });
+    ssn.addVictimWalkFn(name_, [st](const framework::VictimVisitFn& visit) { st->walkVictims(visit); });
     ssn.addAllocateHandler(
         name_, [st](const SessionTask& t) { st->onAllocate(t, +1); }, [st](const SessionTask& t) { st->onAllocate(t, -1); });
   }

@@ -71,12 +71,18 @@ class VictimSequence {
     if (mergePending_[static_cast<size_t>(top)]) merge(top, 0, src);
     return share(slot, 0);
   }
-
- private:
+  /// One pod in a sequence: its slot and its chunk (pods of one chunk are adjacent).
   struct Entry {
     int slot;
     int chunk;
   };
+  /// Top-level queue `top`'s whole sequence, built (build()) and merged first if it waits for that.
+  const std::vector<Entry>& sequenceOf(int top, Source& src) {
+    if (mergePending_[static_cast<size_t>(top)]) merge(top, 0, src);
+    return seq_[static_cast<size_t>(top)];
+  }
+
+ private:
   /// Builds queue `q` at `depth`: its children, its own pods, then (not for `defer`) its merge.
   void buildQueue(int q, size_t depth, Source& src, bool defer = false);
   /// `q`'s sequence from its own pods and its children's sequences, and its shares at `depth`.
