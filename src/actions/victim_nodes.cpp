@@ -423,7 +423,11 @@ std::optional<std::vector<int>> VictimSearch::walkCandidates(const SessionJob& j
   if (walkJob_.size() != ssn_.jobs().size()) walkJob_.assign(ssn_.jobs().size(), 0);
   std::vector<Candidate> best;  // at most max, best first
   std::vector<int> reachedNodes, reachedJobs;
+  const bool checks = selfChecks();
+  const SessionTask* prev = nullptr;  // self-check: the walk is in victim order
   const bool walked = ssn_.walkVictims([&](const SessionTask& t) {
+    if (checks) TESSERA_ASSERT(!prev || !ssn_.victimLess(t, *prev));
+    prev = &t;
     if (!running(t) || walkJob_[static_cast<size_t>(t.job)]) return true;
     // The job's first pod: every node running one of its pods may end its set with this job (a
     // whole job's place in victim order is its first pod's), none earlier than here.
