@@ -202,6 +202,7 @@ void Session::buildState() {
   buildPlacementIndex();
 
   queueChanged_.assign(s.queues.size(), 0);
+  jobChanges_.clear();
   queues_.reserve(s.queues.size());
   for (const auto& [name, q] : s.queues) {
     SessionQueue sq;

@@ -31,9 +31,10 @@ value: 75
 ---
 )";
 
-inline std::string queue(const std::string& name, const std::string& gpuQuota) {
-  return "apiVersion: scheduling.tessera.dev/v1alpha1\nkind: Queue\nmetadata: {name: " + name +
-         "}\nspec:\n  resources:\n    gpu: {quota: \"" + gpuQuota +
+/// A queue with a GPU quota (no limit), under `parent` when given.
+inline std::string queue(const std::string& name, const std::string& gpuQuota, const std::string& parent = "") {
+  return "apiVersion: scheduling.tessera.dev/v1alpha1\nkind: Queue\nmetadata: {name: " + name + "}\nspec:\n" +
+         (parent.empty() ? "" : "  parentQueue: " + parent + "\n") + "  resources:\n    gpu: {quota: \"" + gpuQuota +
          "\", limit: \"-1\", overQuotaWeight: \"1\"}\n    cpu: {quota: \"-1\", limit: \"-1\", overQuotaWeight: "
          "\"1\"}\n    memory: {quota: \"-1\", limit: \"-1\", overQuotaWeight: \"1\"}\n---\n";
 }

@@ -330,7 +330,8 @@ using VictimOrderFn = std::function<int(const SessionTask& l, const SessionTask&
 using VictimOrderVersionFn = std::function<uint64_t(bool live)>;
 /// Called with pods in victim order until it returns false (VictimWalkFn).
 using VictimVisitFn = std::function<bool(const SessionTask& pod)>;
-/// Gives every running (or leaving) pod of the session to `visit` in the plugin's victim order.
+/// Gives every running pod of the session to `visit` in the plugin's victim order (leaving pods,
+/// no victims, may come too).
 using VictimWalkFn = std::function<void(const VictimVisitFn& visit)>;
 /// A check of a whole job; fails with a reason (e.g. whether the job's queue may reclaim).
 using JobCheckFn = std::function<api::Status(const SessionJob& job)>;
@@ -499,8 +500,9 @@ class Session {
   /// moments, one victim order (a list sorted at the one is sorted at the other). `live` false:
   /// the order in force (held: as the hold took it); true: as things stand now.
   uint64_t victimOrderVersion(bool live = false) const;
-  /// Gives the running (and leaving) pods to `visit` in victim order (victimLess) until it returns
-  /// false; false when no walk gives that order (a plugin without one orders victims, or several do).
+  /// Gives the running pods (and maybe leaving ones) to `visit` in victim order (victimLess) until
+  /// it returns false; false when no walk gives that order (a plugin without one orders victims, or
+  /// several do).
   bool walkVictims(const VictimVisitFn& visit) const;
   /// The domains a job must be placed in (first plugin that constrains it wins); nullopt = anywhere.
   std::optional<JobDomains> jobDomains(const SessionJob& job, DomainRoom room = DomainRoom::Free) const;
@@ -596,6 +598,9 @@ class Session {
   /// list is emptied. Queue orders re-rank exactly these (and their ancestors) instead of
   /// re-sorting every queue.
   void takeChangedQueues(std::vector<int>& out);
+  /// Jobs in the order their tasks changed state this session (each change and each undo): whoever
+  /// reads it keeps how far it read.
+  const std::vector<int>& jobChanges() const { return jobChanges_; }
 
  private:
   friend class Statement;  // changes the working state through apply* / undo*
@@ -631,6 +636,7 @@ class Session {
   bool spreadPlacement_ = false;
   std::vector<SessionResult::QueueReport> queueReports_;
   std::vector<int> changedQueues_;    ///< see takeChangedQueues
+  std::vector<int> jobChanges_;       ///< see jobChanges
   std::vector<char> queueChanged_;    ///< per queue: listed in changedQueues_
   std::vector<std::string> reasons_;  ///< interned messages
   std::map<std::string, int32_t, std::less<>> reasonIndex_;
@@ -831,7 +837,7 @@ class Session {
   static void countReady(SessionJob& job, const SessionTask& task, int delta);
   /// The task's state changed by `change`, or by the undo of it: toggles the task's key for that
   /// change in the job's version (SessionJob::version).
-  static void taskChanged(SessionJob& job, const SessionTask& task, Operation::Type change);
+  void taskChanged(SessionJob& job, const SessionTask& task, Operation::Type change);
   /// The job's queue gets (+1) or gives back (-1) the task's request; the queue is listed as
   /// changed (takeChangedQueues).
   void chargeQueue(const SessionJob& job, const SessionTask& task, int sign);

@@ -414,39 +414,188 @@ class State {
   /// Every pod of the victim sequences (running or leaving) in victim order, the order
   /// compareVictims gives them, to `visit` until it returns false (Session::walkVictims): each
   /// top-level tree's sequence, merged across trees as compareVictimQueues compares them (by each
-  /// tree's share once it has given up to the pod's chunk).
+  /// tree's share once it has given up to the pod's chunk). A top-level queue without children is
+  /// walked without building its sequence (LeafWalk): a reclaimer walks after every commit, and a
+  /// build costs a pass over every pod of the tree.
   void walkVictims(const framework::VictimVisitFn& visit) {
     ensureDivided();
     if (!sequenceIndexed_) indexSequence();
+    if (ssn_.victimOrderHeld()) takeHold();
     SequenceSource src(*this);
     using Entry = proportion::VictimSequence::Entry;
     struct Head {
       int top;
-      const std::vector<Entry>* seq;
+      const std::vector<Entry>* seq;  ///< a built sequence, or null: leafWalks_[leaf]
       size_t at;
+      int leaf;
     };
     std::vector<Head> heads;
+    if (leafWalks_.size() < q_.size()) leafWalks_.resize(q_.size());  // by queue; never resized during a walk
+    struct Active {  // a build during the walk (a comparison in `visit`) leaves the walks' orders alone
+      State& st;
+      ~Active() {
+        for (LeafWalk& w : st.leafWalks_) w.active = false;
+      }
+    } active{*this};
     for (size_t q = 0; q < q_.size(); ++q) {
+      const int top = static_cast<int>(q);
       if (q_[q].parent >= 0) continue;
-      ensureBuilt(static_cast<int>(q));
-      const std::vector<Entry>& seq = sequence_.sequenceOf(static_cast<int>(q), src);
-      if (!seq.empty()) heads.push_back({static_cast<int>(q), &seq, 0});
+      if (q_[q].children.empty() && leafWalkable(top)) {
+        LeafWalk& w = leafWalks_[q];
+        startLeafWalk(w, top);
+        if (nextChunk(w)) heads.push_back({top, nullptr, 0, top});
+        continue;
+      }
+      ensureBuilt(top);
+      const std::vector<Entry>& seq = sequence_.sequenceOf(top, src);
+      if (!seq.empty()) heads.push_back({top, &seq, 0, -1});
     }
-    auto shareOf = [&](const Head& h) { return *sequence_.share((*h.seq)[h.at].slot, 0); };
-    auto later = [&](const Head& a, const Head& b) { return compareGiving(a.top, shareOf(a), b.top, shareOf(b)) > 0; };
+    auto snapOf = [&](const Head& h) -> const Snapshot& {
+      return h.seq ? sequenceSnap_[static_cast<size_t>(h.top)] : leafWalks_[static_cast<size_t>(h.leaf)].snap;
+    };
+    auto shareOf = [&](const Head& h) {
+      return h.seq ? *sequence_.share((*h.seq)[h.at].slot, 0) : leafWalks_[static_cast<size_t>(h.leaf)].share;
+    };
+    auto later = [&](const Head& a, const Head& b) {
+      return compareGiving(snapOf(a), a.top, shareOf(a), snapOf(b), b.top, shareOf(b)) > 0;
+    };
     std::make_heap(heads.begin(), heads.end(), later);
     while (!heads.empty()) {
       // The next pod comes from the tree that gives first; the pods of one chunk share its share,
       // so they follow one another.
       std::pop_heap(heads.begin(), heads.end(), later);
       Head& h = heads.back();
-      const int slot = (*h.seq)[h.at].slot;
-      const auto job = std::upper_bound(taskSlot_.begin(), taskSlot_.end(), slot) - taskSlot_.begin() - 1;
-      if (!visit(ssn_.jobs()[static_cast<size_t>(job)].tasks[static_cast<size_t>(slot - taskSlot_[static_cast<size_t>(job)])]))
-        return;
-      if (++h.at < h.seq->size()) std::push_heap(heads.begin(), heads.end(), later);
+      bool more = false;
+      if (h.seq) {
+        const int slot = (*h.seq)[h.at].slot;
+        const auto job = std::upper_bound(taskSlot_.begin(), taskSlot_.end(), slot) - taskSlot_.begin() - 1;
+        const SessionJob& j = ssn_.jobs()[static_cast<size_t>(job)];
+        if (!visit(j.tasks[static_cast<size_t>(slot - taskSlot_[static_cast<size_t>(job)])])) return;
+        more = ++h.at < h.seq->size();
+      } else {
+        LeafWalk& w = leafWalks_[static_cast<size_t>(h.leaf)];
+        if (!visit(*w.chunk[w.c])) return;
+        more = ++w.c < w.chunk.size() || nextChunk(w);
+      }
+      if (more) std::push_heap(heads.begin(), heads.end(), later);
       else heads.pop_back();
     }
+  }
+
+  /// walkVictims()'s view of a top-level queue without children: its own order as last built
+  /// (ownOrder_), the pods of jobs changed since sorted in as the walk meets them (a job's pods
+  /// compare by their jobs alone inside a queue, so the others keep their places), its chunks
+  /// as the sequence makes them (SequenceSource::ownPods) and its share after each (shareAfter).
+  struct LeafWalk {
+    int q = -1;
+    bool active = false;                    ///< walkVictims() is walking it
+    Snapshot snap;                          ///< snapshotOf(q) as the walk began
+    uint32_t stamp = 0;                     ///< walkChanged_ of the jobs changed since ownOrder_[q]
+    const std::vector<const SessionTask*>* order = nullptr;  ///< ownOrder_[q], or keptCopy once rebuilt
+    std::vector<const SessionTask*> keptCopy;  ///< ownOrder_[q] as the walk began, if rebuilt during it
+    size_t kept = 0;                        ///< next in *order
+    std::vector<const SessionTask*> moved;  ///< pods of the jobs changed since, in victim order
+    size_t at = 0;                          ///< next in moved
+    Amounts given{0, 0, 0};                 ///< what its chunks so far give back
+    std::vector<const SessionTask*> chunk;  ///< the current chunk's pods
+    size_t c = 0;                           ///< next in chunk
+    proportion::Share share;                ///< once the current chunk is given
+  };
+  std::vector<LeafWalk> leafWalks_;
+  /// Per queue: how far ownOrder() last read Session::jobChanges() (the jobs changed since are
+  /// read from there).
+  std::vector<size_t> orderChangesAt_;
+  /// More of the queue's jobs changed than kLeafWalkMoved, or more changes of any job to read than
+  /// kLeafWalkChanges, since a queue's ownOrder(): a walk orders it again first.
+  static constexpr size_t kLeafWalkMoved = 32, kLeafWalkChanges = 512;
+  std::vector<int> leafChanged_;  ///< startLeafWalk()'s buffer
+  std::vector<uint32_t> walkChanged_;  ///< per job: the stamp of the last walk that found it changed
+  uint32_t walkStamps_ = 0;
+
+  /// Whether queue `q` may be walked lazily now: the order compareVictims gives its pods is the
+  /// order as things stand. Outside a hold, always; in one, when nothing in it changed since the
+  /// hold began and it was not built in this hold at another state (a trial's, since undone).
+  bool leafWalkable(int q) const {
+    if (!ssn_.victimOrderHeld()) return true;
+    const uint64_t now = q_[q].allocatedVersion;
+    const TopBuild& b = topBuilt_[static_cast<size_t>(q)];
+    return now == heldVersion_[static_cast<size_t>(q)] &&
+           !(b.built && b.epoch == ssn_.victimOrderEpoch() && b.version != now);
+  }
+  static bool inSequence(const SessionTask& t) { return running(t) || t.state == TaskState::Releasing; }
+
+  void startLeafWalk(LeafWalk& w, int q) {
+    const std::vector<int>& log = ssn_.jobChanges();
+    size_t& at = orderChangesAt_[static_cast<size_t>(q)];
+    if (ownOrder_[static_cast<size_t>(q)].empty()) ownOrder(q);  // not ordered yet (or nothing to order)
+    std::vector<int>& changed = leafChanged_;  // the queue's jobs changed since its order was made
+    changed.clear();
+    for (size_t i = at; i < log.size(); ++i)
+      if (ssn_.jobs()[log[i]].queue == q) changed.push_back(log[i]);
+    std::sort(changed.begin(), changed.end());
+    changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
+    std::erase_if(changed, [&](int ji) { return orderVersion_[static_cast<size_t>(ji)] == ssn_.jobs()[ji].version; });
+    if (changed.empty()) {
+      at = log.size();  // every job as ordered: the order stands
+    } else if (changed.size() > kLeafWalkMoved || log.size() - at > kLeafWalkChanges) {
+      ownOrder(q);  // ordered again once enough moved, rather than sorted in at every walk
+      changed.clear();
+    }
+    if (walkChanged_.size() != ssn_.jobs().size()) walkChanged_.assign(ssn_.jobs().size(), 0);
+    if (++walkStamps_ == 0) std::fill(walkChanged_.begin(), walkChanged_.end(), 0), walkStamps_ = 1;
+    w.q = q;
+    w.active = true;
+    w.stamp = walkStamps_;
+    w.order = &ownOrder_[static_cast<size_t>(q)];
+    w.snap = snapshotOf(q);
+    w.kept = 0;
+    w.moved.clear();
+    w.at = 0;
+    for (int ji : changed) {
+      walkChanged_[static_cast<size_t>(ji)] = w.stamp;
+      for (const SessionTask& t : ssn_.jobs()[ji].tasks)
+        if (inSequence(t)) w.moved.push_back(&t);
+    }
+    std::sort(w.moved.begin(), w.moved.end(), [&](const SessionTask* x, const SessionTask* y) { return ssn_.victimLess(*x, *y); });
+    w.given = {0, 0, 0};
+    w.chunk.clear();
+    w.c = 0;
+  }
+  /// The walk's next own running pod (peek: left in place), or null at the end. A leaving pod is
+  /// skipped: it gives back nothing (its chunk's share is the one before), is no victim, and comes
+  /// after its job's running pods (ownOrder), so it ends no chunk early.
+  const SessionTask* nextOwn(LeafWalk& w, bool peek) {
+    const std::vector<const SessionTask*>& kept = *w.order;
+    while (w.kept < kept.size() &&
+           (walkChanged_[static_cast<size_t>(kept[w.kept]->job)] == w.stamp || !running(*kept[w.kept])))
+      ++w.kept;  // in moved, or leaving
+    while (w.at < w.moved.size() && !running(*w.moved[w.at])) ++w.at;
+    const SessionTask* k = w.kept < kept.size() ? kept[w.kept] : nullptr;
+    const SessionTask* m = w.at < w.moved.size() ? w.moved[w.at] : nullptr;
+    const bool takeMoved = m && (!k || ssn_.victimLess(*m, *k));
+    if (!peek) (takeMoved ? w.at : w.kept)++;
+    return takeMoved ? m : k;
+  }
+  /// Fills the walk's next chunk (a surplus pod, a pod that is no victim, or the consecutive pods
+  /// of a job that goes whole) and its share once given; false at the end.
+  bool nextChunk(LeafWalk& w) {
+    w.chunk.clear();
+    w.c = 0;
+    const SessionTask* t = nextOwn(w, false);
+    if (!t) return false;
+    auto counts = [&](const SessionTask& x) { return running(x) && ssn_.jobs()[x.job].preemptible; };
+    auto whole = [&](const SessionTask& x) { return counts(x) && !surplusPod(x); };
+    w.chunk.push_back(t);
+    if (whole(*t))
+      for (const SessionTask* n = nextOwn(w, true); n && n->job == t->job && whole(*n); n = nextOwn(w, true))
+        w.chunk.push_back(nextOwn(w, false));
+    for (const SessionTask* x : w.chunk)
+      if (counts(*x)) {
+        const Amounts a = amountsOf(x->request());
+        for (int r = 0; r < kResources; ++r) w.given[r] += a[r];
+      }
+    w.share = shareAfter(w.snap, w.q, w.given);
+    return true;
   }
 
   /// The first comparison of a hold (or the first ask of its fingerprint): where each tree stood.
@@ -506,6 +655,13 @@ class State {
     auto inSequence = [](const SessionTask& t) { return running(t) || t.state == TaskState::Releasing; };
     auto slot = [&](const SessionTask& t) { return static_cast<size_t>(taskSlot_[static_cast<size_t>(t.job)] + t.index); };
     std::vector<const SessionTask*>& order = ownOrder_[static_cast<size_t>(q)];
+    if (static_cast<size_t>(q) < leafWalks_.size()) {
+      LeafWalk& w = leafWalks_[static_cast<size_t>(q)];
+      if (w.active && w.order == &order) {  // a walk reads it: it keeps the order it began with
+        w.keptCopy = order;
+        w.order = &w.keptCopy;
+      }
+    }
     ++orderStamp_;
     orderKept_.clear();
     orderMoved_.clear();
@@ -538,6 +694,7 @@ class State {
     }
     order.insert(order.end(), from, orderKept_.cend());
     for (int ji : queueJobs_[static_cast<size_t>(q)]) orderVersion_[static_cast<size_t>(ji)] = ssn_.jobs()[ji].version;
+    orderChangesAt_[static_cast<size_t>(q)] = ssn_.jobChanges().size();
     return order;
   }
 
@@ -603,6 +760,7 @@ class State {
     }
     ownOrder_.resize(nq);
     for (auto& o : ownOrder_) o.clear();
+    orderChangesAt_.assign(nq, 0);
     orderSeen_.assign(static_cast<size_t>(slots), 0);
     orderVersion_.assign(ssn_.jobs().size(), ~uint64_t{0});
     orderStamp_ = 0;

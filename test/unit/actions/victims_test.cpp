@@ -189,11 +189,7 @@ TEST_CASE("reclaim: a trial of the victim set's pruning that would break a paren
   // (VictimSearch::reclaimBoundsMayHold). Run once that way and once with the self-checks on,
   // which run such trials and assert that each fails: same evictions and pipelined pods.
   auto tree = [](const std::string& name, const std::string& parent, int quota) {
-    std::string y = "apiVersion: scheduling.tessera.dev/v1alpha1\nkind: Queue\nmetadata: {name: " + name + "}\nspec:\n";
-    if (!parent.empty()) y += "  parentQueue: " + parent + "\n";
-    return y + "  resources:\n    gpu: {quota: \"" + std::to_string(quota) +
-           "\", limit: \"-1\", overQuotaWeight: \"1\"}\n    cpu: {quota: \"-1\", limit: \"-1\", overQuotaWeight: "
-           "\"1\"}\n    memory: {quota: \"-1\", limit: \"-1\", overQuotaWeight: \"1\"}\n---\n";
+    return queue(name, std::to_string(quota), parent);
   };
   const bool checksWere = tessera::actions::selfChecks();
   std::mt19937 rng(5);
@@ -242,15 +238,17 @@ TEST_CASE("reclaim: a trial of the victim set's pruning that would break a paren
 
 TEST_CASE("reclaim: the victim order a claimant sees is the order as it stands, after other claimants' commits",
           "[actions][victims]") {
-  // Random full clusters (2 to 12 nodes of 4 GPUs) of four top-level queues: x, y and z run 1- and
-  // 2-GPU pods and gangs (whole or elastic, across nodes), w (and sometimes z) has several pending
-  // claimants, many of one shape. Each claimant's commit moves the queues' shares and with them the
-  // victim order, also on nodes it did not touch. A node's order sorted for an earlier claimant is
-  // kept only at the same order fingerprint (VictimSearch::victimsOn); a claimant whose ranking
-  // predates a commit walks the victim order instead (walkCandidates). With the self-checks on,
-  // every kept order is asserted sorted by the order now and every walk's nodes asserted to be
-  // what ranking all nodes afresh gives; the decisions must be the same with them off. (Keeping
-  // the first sort for the whole action changed 2 of 1,200 such clusters' decisions;
+  // Random full clusters (2 to 12 nodes of 4 GPUs) of four queues, x and y under a parent in half
+  // of them: x, y and z run 1- and 2-GPU pods and gangs (whole or elastic, across nodes), w (and
+  // sometimes z) has several pending claimants, many of one shape. Each claimant's commit moves
+  // the queues' shares and with them the victim order, also on nodes it did not touch. A node's
+  // order sorted for an earlier claimant is kept only at the same order fingerprint
+  // (VictimSearch::victimsOn); a claimant whose ranking predates a commit walks the victim order
+  // instead (walkCandidates: a top-level queue without children lazily, a tree from its built
+  // sequence). With the self-checks on, every kept order is asserted sorted by the order now, the
+  // walk asserted in victim order and its nodes asserted to be what ranking all nodes afresh
+  // gives; the decisions must be the same with them off. (Keeping the first sort for the whole
+  // action changed 2 of 1,200 such clusters' decisions; scenario
   // test/scenarios/victims/reclaim-order-after-a-commit.yaml is one.)
   const bool checksWere = tessera::actions::selfChecks();
   std::mt19937 rng(17);
@@ -262,7 +260,11 @@ TEST_CASE("reclaim: the victim order a claimant sees is the order as it stands, 
     std::vector<int> free;
     for (int n = 0; n < nodeCount; ++n) nodes += node("n" + std::to_string(n), 4), free.push_back(4);
     const char* queues[] = {"x", "y", "z", "w"};
-    for (const char* q : queues) yaml += queue(q, std::to_string(1 + pick(3 * nodeCount / 2 + 1)));
+    // Half the clusters put x and y under a parent p: a tree of two queues next to top-level ones.
+    const bool nested = pick(2) == 0;
+    if (nested) yaml += queue("p", std::to_string(2 + pick(2 * nodeCount + 1)));
+    for (const char* q : queues)
+      yaml += queue(q, std::to_string(1 + pick(3 * nodeCount / 2 + 1)), nested && q[0] < 'z' ? "p" : "");
     int job = 0;
     auto created = [&] { return "2026-01-01T" + std::to_string(10 + job / 60) + ":" + std::to_string(10 + job % 40) + ":00Z"; };
     for (int n = 0; n < nodeCount; ++n)  // every node full: single pods, and gangs spilling onto the next nodes
