@@ -419,6 +419,7 @@ void VictimSearch::checkCandidates(const SessionJob& job, const SessionTask& tas
 
 std::optional<std::vector<int>> VictimSearch::walkCandidates(const SessionJob& job, const SessionTask& task,
                                                              size_t max) {
+  if (max == 0) return std::vector<int>{};
   if (walkNode_.size() != ssn_.nodes().size()) walkNode_.assign(ssn_.nodes().size(), 0);
   if (walkJob_.size() != ssn_.jobs().size()) walkJob_.assign(ssn_.jobs().size(), 0);
   std::vector<Candidate> best;  // at most max, best first
