@@ -300,4 +300,53 @@ TEST_CASE("reclaim: the victim order a claimant sees is the order as it stands, 
   CHECK(severalClaimants > 100);  // many cases commit for more than one claimant
 }
 
+TEST_CASE("preempt: a node ranking kept across claimants answers as a fresh one, after other claimants' commits",
+          "[actions][victims]") {
+  // Random full clusters (2 to 10 nodes of 4 GPUs) of one queue: train pods and elastic gangs
+  // across nodes, and build claimants of 1 and 2 GPUs. Inside a queue two pods compare by their
+  // jobs alone, so a commit moves the order only on nodes running pods of the jobs it changed (a
+  // gang that gave a surplus pod goes whole next); preempt's kept rankings evaluate those nodes
+  // again (VictimSearch::movedLog_). With the self-checks on, every ranking's answer is asserted
+  // equal to a fresh ranking of the queue's nodes; the decisions must be the same with them off.
+  const std::string build = "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: build}\nvalue: 100\n---\n";
+  const bool checksWere = tessera::actions::selfChecks();
+  std::mt19937 rng(23);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  int severalClaimants = 0;
+  for (int c = 0; c < 200; ++c) {
+    std::string nodes, yaml = build + queue("q", "64");
+    const int nodeCount = 2 + pick(9);
+    std::vector<int> free;
+    for (int n = 0; n < nodeCount; ++n) nodes += node("n" + std::to_string(n), 4), free.push_back(4);
+    int job = 0;
+    for (int n = 0; n < nodeCount; ++n)
+      while (free[static_cast<size_t>(n)] > 0) {
+        const std::string name = "r" + std::to_string(job);
+        const std::string created = "2026-01-01T10:" + std::to_string(10 + job % 40) + ":00Z";
+        const int pods = pick(2) == 0 ? 2 + pick(3) : 1;
+        std::string y = pods > 1 ? group(name, "q", 1 + pick(pods - 1)) : "";
+        for (int i = 0, at = n; i < pods; ++i) {
+          while (at < nodeCount && free[static_cast<size_t>(at)] < 1) ++at;
+          if (at == nodeCount) break;
+          free[static_cast<size_t>(at)] -= 1;
+          y += pod(name + "-" + std::to_string(i), "q", 1, "n" + std::to_string(at), "train", pods > 1 ? name : "", created);
+          at += pick(2);
+        }
+        yaml += y;
+        ++job;
+      }
+    const int claims = 3 + pick(6);
+    for (int i = 0; i < claims; ++i)
+      yaml += pod("claim" + std::to_string(i), "q", 1 + pick(2), "", "build", "", "2026-01-02T00:" + std::to_string(10 + i) + ":00Z");
+    auto decisions = [&](bool checks) { return decisionsWithSelfChecks("preempt", checks, nodes, yaml); };
+    INFO("case " << c << "\n" << nodes << yaml);
+    const std::vector<std::string> checked = decisions(true);  // aborts on a ranking out of date
+    REQUIRE(decisions(false) == checked);
+    severalClaimants += std::count_if(checked.begin(), checked.end(),
+                                      [](const std::string& d) { return d.find("->") != std::string::npos; }) > 1;
+  }
+  tessera::actions::setSelfChecks(checksWere);
+  CHECK(severalClaimants > 100);
+}
+
 }  // namespace
