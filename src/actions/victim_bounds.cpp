@@ -65,7 +65,7 @@ bool VictimSearch::mayFitWith(const SessionJob& job, const framework::NodeDomain
   std::vector<std::pair<int, Room>> freed;
   for (const Victim& v : set) {
     const SessionTask& t = ssn_.task(v.job, v.task);
-    const int n = t.node >= 0 ? t.node : ssn_.findNode(t.info->nodeName);
+    const int n = nodeOf(t);
     if (n < 0) return true;
     if (!everywhere && !std::binary_search(domain->nodes.begin(), domain->nodes.end(), n)) continue;
     auto it = std::find_if(freed.begin(), freed.end(), [&](const auto& f) { return f.first == n; });

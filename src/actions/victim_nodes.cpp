@@ -367,7 +367,7 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
   auto evaluateNode = [&](int ni) { return mayHaveVictims(job, ni) ? evaluate(job, task, ni) : std::optional<Candidate>(); };
   auto nodesOf = [&](int ji, std::vector<int>& out) {
     for (const SessionTask& t : ssn_.jobs()[static_cast<size_t>(ji)].tasks) {
-      const int n = t.node >= 0 ? t.node : ssn_.findNode(t.info->nodeName);
+      const int n = nodeOf(t);
       if (n >= 0) out.push_back(n);
     }
   };
@@ -437,7 +437,7 @@ std::optional<std::vector<int>> VictimSearch::walkCandidates(const SessionJob& j
     reachedJobs.push_back(t.job);
     for (const SessionTask& x : ssn_.jobs()[static_cast<size_t>(t.job)].tasks) {
       if (!running(x)) continue;
-      const int n = x.node >= 0 ? x.node : ssn_.findNode(x.info->nodeName);
+      const int n = nodeOf(x);
       if (n < 0 || walkNode_[static_cast<size_t>(n)]) continue;
       walkNode_[static_cast<size_t>(n)] = 1;
       reachedNodes.push_back(n);

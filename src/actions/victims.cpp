@@ -625,7 +625,7 @@ bool VictimSearch::prune(SessionJob& job, const framework::NodeDomain* domain, s
     pruneJobs_.push_back(v.job);
     for (const SessionTask& t : ssn_.jobs()[v.job].tasks) {
       if (!running(t)) continue;
-      const int n = t.node >= 0 ? t.node : ssn_.findNode(t.info->nodeName);
+      const int n = nodeOf(t);
       if (n >= 0) pruneNodes_.push_back(n);
     }
   }
@@ -894,7 +894,7 @@ void VictimSearch::commitTurn(Statement& stmt, SessionJob& job, int evicted) {
     jobs.erase(std::unique(jobs.begin(), jobs.end()), jobs.end());
     for (int ji : jobs)
       for (const SessionTask& t : ssn_.jobs()[static_cast<size_t>(ji)].tasks)
-        if (const int n = t.node >= 0 ? t.node : ssn_.findNode(t.info->nodeName); n >= 0) movedLog_.push_back(n);
+        if (const int n = nodeOf(t); n >= 0) movedLog_.push_back(n);
   }
   stmt.commit();
   ++commits_;

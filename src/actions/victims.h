@@ -312,6 +312,8 @@ class VictimSearch {
   /// Whether an earlier action of this cycle placed pods of the job (bound or pipelined): such a
   /// job gives surplus pods only, never its whole gang (the new pods would start without it).
   static bool placedThisCycle(const framework::SessionJob& j) { return j.pendingCount < j.info->pendingCount; }
+  /// The node `t` runs or is placed on (a running pod of the snapshot by its node's name); -1: none.
+  int nodeOf(const framework::SessionTask& t) const { return t.node >= 0 ? t.node : ssn_.findNode(t.info->nodeName); }
   void indexNodes();
   /// Evicts the victims choose() picks on `node`, then places `task` there. False (and the
   /// statement rolled back to where it was) when the node cannot be made to fit.

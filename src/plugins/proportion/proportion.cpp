@@ -523,6 +523,11 @@ class State {
            !(b.built && b.epoch == ssn_.victimOrderEpoch() && b.version != now);
   }
   static bool inSequence(const SessionTask& t) { return running(t) || t.state == TaskState::Releasing; }
+  /// Whether a pod of a victim sequence gives back its request: running and preemptible (any
+  /// other is never a victim and holds no place in a chunk).
+  bool givesBack(const SessionTask& t) const { return running(t) && ssn_.jobs()[t.job].preemptible; }
+  /// Whether it goes with its job whole (the job's pods in a row make one chunk), not alone.
+  bool goesWhole(const SessionTask& t) const { return givesBack(t) && !surplusPod(t); }
 
   void startLeafWalk(LeafWalk& w, int q) {
     const std::vector<int>& log = ssn_.jobChanges();
@@ -583,14 +588,12 @@ class State {
     w.c = 0;
     const SessionTask* t = nextOwn(w, false);
     if (!t) return false;
-    auto counts = [&](const SessionTask& x) { return running(x) && ssn_.jobs()[x.job].preemptible; };
-    auto whole = [&](const SessionTask& x) { return counts(x) && !surplusPod(x); };
     w.chunk.push_back(t);
-    if (whole(*t))
-      for (const SessionTask* n = nextOwn(w, true); n && n->job == t->job && whole(*n); n = nextOwn(w, true))
+    if (goesWhole(*t))
+      for (const SessionTask* n = nextOwn(w, true); n && n->job == t->job && goesWhole(*n); n = nextOwn(w, true))
         w.chunk.push_back(nextOwn(w, false));
     for (const SessionTask* x : w.chunk)
-      if (counts(*x)) {
+      if (givesBack(*x)) {
         const Amounts a = amountsOf(x->request());
         for (int r = 0; r < kResources; ++r) w.given[r] += a[r];
       }
@@ -625,11 +628,9 @@ class State {
       st_.sequenceSnap_[static_cast<size_t>(q)] = st_.snapshotOf(q);
       const SessionTask* prev = nullptr;  // the last pod of a whole chunk
       for (const SessionTask* t : st_.ownOrder(q)) {
-        const SessionJob& j = st_.ssn_.jobs()[t->job];
-        const bool counts = running(*t) && j.preemptible;  // never a victim: holds no place in a chunk
-        const bool whole = counts && !st_.surplusPod(*t);
+        const bool whole = st_.goesWhole(*t);
         out.push_back({st_.taskSlot_[static_cast<size_t>(t->job)] + t->index, whole && prev && prev->job == t->job,
-                       counts ? amountsOf(t->request()) : Amounts{0, 0, 0}});
+                       st_.givesBack(*t) ? amountsOf(t->request()) : Amounts{0, 0, 0}});
         prev = whole ? t : nullptr;
       }
     }
@@ -652,7 +653,6 @@ class State {
   /// pass and a few binary searches, not a sort.
   const std::vector<const SessionTask*>& ownOrder(int q) {
     auto less = [&](const SessionTask* x, const SessionTask* y) { return ssn_.victimLess(*x, *y); };
-    auto inSequence = [](const SessionTask& t) { return running(t) || t.state == TaskState::Releasing; };
     auto slot = [&](const SessionTask& t) { return static_cast<size_t>(taskSlot_[static_cast<size_t>(t.job)] + t.index); };
     std::vector<const SessionTask*>& order = ownOrder_[static_cast<size_t>(q)];
     if (static_cast<size_t>(q) < leafWalks_.size()) {

@@ -142,6 +142,21 @@ std::vector<std::string> decisionsWithSelfChecks(const std::string& action, bool
   return out;
 }
 
+/// The action's decisions with the self-checks on (a failed check aborts), required to be those
+/// with them off. The self-checks stay off afterwards as decisionsWithSelfChecks leaves them.
+std::vector<std::string> decisionsCheckedAlike(const std::string& action, const std::string& nodes,
+                                               const std::string& yaml) {
+  const std::vector<std::string> checked = decisionsWithSelfChecks(action, true, nodes, yaml);
+  REQUIRE(decisionsWithSelfChecks(action, false, nodes, yaml) == checked);
+  return checked;
+}
+
+/// Whether the decisions placed more than one pod (several claimants, or pods, committed).
+bool placedSeveral(const std::vector<std::string>& decisions) {
+  return std::count_if(decisions.begin(), decisions.end(),
+                       [](const std::string& d) { return d.find("->") != std::string::npos; }) > 1;
+}
+
 TEST_CASE("preempt: a queue whose later claimants have no victim left takes no more turns; decisions unchanged",
           "[actions][victims]") {
   // Random clusters of three queues, running and pending pods at three priorities. Preempt spares
@@ -289,12 +304,8 @@ TEST_CASE("reclaim: the victim order a claimant sees is the order as it stands, 
     for (int i = 0; i < claims; ++i)
       yaml += pod("claim" + std::to_string(i), pick(5) == 0 ? "z" : "w", 1 + pick(2), "", "train", "",
                   "2026-01-02T00:" + std::to_string(10 + i) + ":00Z");
-    auto decisions = [&](bool checks) { return decisionsWithSelfChecks("reclaim", checks, nodes, yaml); };
     INFO("case " << c << "\n" << nodes << yaml);
-    const std::vector<std::string> checked = decisions(true);  // aborts on an order out of date
-    REQUIRE(decisions(false) == checked);
-    severalClaimants += std::count_if(checked.begin(), checked.end(),
-                                      [](const std::string& d) { return d.find("->") != std::string::npos; }) > 1;
+    severalClaimants += placedSeveral(decisionsCheckedAlike("reclaim", nodes, yaml));  // aborts on an order out of date
   }
   tessera::actions::setSelfChecks(checksWere);
   CHECK(severalClaimants > 100);  // many cases commit for more than one claimant
@@ -338,12 +349,8 @@ TEST_CASE("preempt: a node ranking kept across claimants answers as a fresh one,
     const int claims = 3 + pick(6);
     for (int i = 0; i < claims; ++i)
       yaml += pod("claim" + std::to_string(i), "q", 1 + pick(2), "", "build", "", "2026-01-02T00:" + std::to_string(10 + i) + ":00Z");
-    auto decisions = [&](bool checks) { return decisionsWithSelfChecks("preempt", checks, nodes, yaml); };
     INFO("case " << c << "\n" << nodes << yaml);
-    const std::vector<std::string> checked = decisions(true);  // aborts on a ranking out of date
-    REQUIRE(decisions(false) == checked);
-    severalClaimants += std::count_if(checked.begin(), checked.end(),
-                                      [](const std::string& d) { return d.find("->") != std::string::npos; }) > 1;
+    severalClaimants += placedSeveral(decisionsCheckedAlike("preempt", nodes, yaml));  // aborts on a ranking out of date
   }
   tessera::actions::setSelfChecks(checksWere);
   CHECK(severalClaimants > 100);
