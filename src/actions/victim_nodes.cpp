@@ -352,15 +352,30 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
   auto it = rankings_.find(key);
   // An earlier claimant's commit since this ranking was made moved the victim order: reclaim's
   // moves queue shares, and with them pods on nodes it did not touch (KAI builds its victim queue
-  // afresh for each claimant). Reclaim then walks the order; preempt evaluates again the nodes of
-  // the jobs commits changed (below); consolidation ranks afresh.
+  // afresh for each claimant). Such a ranking is dropped (preempt instead evaluates again the
+  // nodes of the jobs commits changed, below).
   const uint64_t order = ssn_.victimOrderVersion();
   if (it != rankings_.end() && mode_ != VictimMode::Preempt && it->second.order != order) {
-    if (mode_ == VictimMode::Reclaim && !pruning_ && excluded_.empty() && excludedPods_.empty())
-      if (auto walked = walkCandidates(job, task, max)) return *walked;
     rankings_.erase(it);
     it = rankings_.end();
   }
+  // Reclaim without a ranking made in the order as it stands walks the order: the first claimant
+  // of a shape evaluates the nodes of the first victims only, not every node. A walk that had to
+  // go through every victim has evaluated every node that could be a candidate: its findings are
+  // kept as the shape's ranking, refreshed for the next claimants like any other. Not once the
+  // claimant's own search changed pods (its order is then the held one, which the walk is not).
+  if (it == rankings_.end() && mode_ == VictimMode::Reclaim && !pruning_ && excluded_.empty() &&
+      excludedPods_.empty() && order == ssn_.victimOrderVersion(/*live=*/true))
+    if (std::optional<Walked> walked = walkCandidates(job, task, max)) {
+      if (walked->whole) {
+        if (selfChecks()) checkWalkedAll(job, task, walked->all);
+        KeptRanking& kept = rankings_.try_emplace(key, Better{this}).first->second;
+        kept.ranking.assign(std::move(walked->all), log);
+        kept.order = order;
+        kept.moved = movedLog_.size();
+      }
+      return std::move(walked->nodes);
+    }
   const bool fresh = it == rankings_.end();
   if (fresh) it = rankings_.try_emplace(key, Better{this}).first;
   Ranking& ranking = it->second.ranking;
@@ -417,22 +432,24 @@ void VictimSearch::checkCandidates(const SessionJob& job, const SessionTask& tas
   for (size_t i = 0; i < keep; ++i) TESSERA_ASSERT(all[i].node == nodes[i]);
 }
 
-std::optional<std::vector<int>> VictimSearch::walkCandidates(const SessionJob& job, const SessionTask& task,
-                                                             size_t max) {
-  if (max == 0) return std::vector<int>{};
+std::optional<VictimSearch::Walked> VictimSearch::walkCandidates(const SessionJob& job, const SessionTask& task,
+                                                                 size_t max) {
+  Walked out;
+  if (max == 0) return out;  // (not whole: nothing was evaluated)
   if (walkNode_.size() != ssn_.nodes().size()) walkNode_.assign(ssn_.nodes().size(), 0);
   if (walkJob_.size() != ssn_.jobs().size()) walkJob_.assign(ssn_.jobs().size(), 0);
   std::vector<Candidate> best;  // at most max, best first
   std::vector<int> reachedNodes, reachedJobs;
   const bool checks = selfChecks();
   const SessionTask* prev = nullptr;  // self-check: the walk is in victim order
+  out.whole = true;
   const bool walked = ssn_.walkVictims([&](const SessionTask& t) {
     if (checks) TESSERA_ASSERT(!prev || !ssn_.victimLess(t, *prev));
     prev = &t;
     if (!running(t) || walkJob_[static_cast<size_t>(t.job)]) return true;
     // The job's first pod: every node running one of its pods may end its set with this job (a
     // whole job's place in victim order is its first pod's), none earlier than here.
-    if (best.size() == max && victimBefore(best.back().last, Victim{t.job, t.index})) return false;
+    if (best.size() == max && victimBefore(best.back().last, Victim{t.job, t.index})) return out.whole = false;
     walkJob_[static_cast<size_t>(t.job)] = 1;
     reachedJobs.push_back(t.job);
     for (const SessionTask& x : ssn_.jobs()[static_cast<size_t>(t.job)].tasks) {
@@ -442,6 +459,7 @@ std::optional<std::vector<int>> VictimSearch::walkCandidates(const SessionJob& j
       walkNode_[static_cast<size_t>(n)] = 1;
       reachedNodes.push_back(n);
       if (auto c = evaluate(job, task, n)) {
+        out.all.push_back(*c);
         best.insert(std::upper_bound(best.begin(), best.end(), *c, Better{this}), *c);
         if (best.size() > max) best.pop_back();
       }
@@ -451,11 +469,21 @@ std::optional<std::vector<int>> VictimSearch::walkCandidates(const SessionJob& j
   for (int n : reachedNodes) walkNode_[static_cast<size_t>(n)] = 0;
   for (int j : reachedJobs) walkJob_[static_cast<size_t>(j)] = 0;
   if (!walked) return std::nullopt;
-  std::vector<int> out;
-  for (const Candidate& c : best) out.push_back(c.node);
-  if (selfChecks()) checkCandidates(job, task, out, max);  // what ranking every node afresh gives
+  for (const Candidate& c : best) out.nodes.push_back(c.node);
+  if (selfChecks()) checkCandidates(job, task, out.nodes, max);  // what ranking every node afresh gives
   resetVerdicts();
   return out;
+}
+
+void VictimSearch::checkWalkedAll(const SessionJob& job, const SessionTask& task, const std::vector<Candidate>& walked) {
+  auto nodesOf = [](const std::vector<Candidate>& cs) {
+    std::vector<int> nodes;
+    for (const Candidate& c : cs) nodes.push_back(c.node);
+    std::sort(nodes.begin(), nodes.end());
+    return nodes;
+  };
+  TESSERA_ASSERT(nodesOf(walked) == nodesOf(rankAll(job, task)));
+  resetVerdicts();
 }
 
 }  // namespace tessera::actions

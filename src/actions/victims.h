@@ -453,13 +453,21 @@ class VictimSearch {
   /// jobs), in commit order. Inside one queue two pods compare by their jobs alone, so only on
   /// those nodes may a kept ranking's evaluation or order have moved.
   std::vector<int> movedLog_;
-  /// Reclaim, once a commit moved queue shares since the claimant's ranking was made: the best
-  /// `max` nodes, exactly as a fresh ranking gives them, found by walking the victim order
+  /// Reclaim without a ranking made in the victim order as it stands: the best `max` nodes,
+  /// exactly as a fresh ranking gives them, found by walking the victim order
   /// (Session::walkVictims) and evaluating each node when the walk first reaches a job with a pod
   /// there, until the next job's first pod comes after the latest victim of the `max`-th best set
   /// found (a node's set ends no earlier than its earliest job). Nullopt without a walk.
-  std::optional<std::vector<int>> walkCandidates(const framework::SessionJob& job, const framework::SessionTask& task,
-                                                 size_t max);
+  struct Walked {
+    std::vector<int> nodes;    ///< the best `max`, best first
+    std::vector<Candidate> all;  ///< every candidate the walk evaluated
+    bool whole = false;        ///< it walked every victim: `all` is every node's candidate (rankAll's)
+  };
+  std::optional<Walked> walkCandidates(const framework::SessionJob& job, const framework::SessionTask& task,
+                                       size_t max);
+  /// Self-check: a whole walk found the nodes rankAll() finds.
+  void checkWalkedAll(const framework::SessionJob& job, const framework::SessionTask& task,
+                      const std::vector<Candidate>& walked);
   std::vector<uint8_t> walkNode_, walkJob_;  ///< walkCandidates(): nodes and jobs reached
   /// Every node a fresh ranking evaluates for `task` (all nodes; preempt: the claimant's queue's;
   /// pruning: the pruned set's), unsorted.
