@@ -1,5 +1,7 @@
 #include "assumptions.h"
 
+#include <algorithm>
+
 namespace tessera::cache {
 
 bool Assumptions::apply(const PodReport& report, const api::Pod* pod, api::Time now, api::Duration ttl) {
@@ -10,13 +12,14 @@ bool Assumptions::apply(const PodReport& report, const api::Pod* pod, api::Time 
       // A pod deleted (or bound elsewhere) meanwhile: nothing to assume.
       if (!pod || !pod->nodeName.empty()) return false;
       const api::Time expiry = report.op == PodReport::Op::AssumeBound ? now + ttl : kInFlight;
-      bound_[key] = AssumedBind{report.node, expiry, report.gpuGroups};
+      bound_[key] = AssumedBind{report.node, kInFlight, report.gpuGroups};
+      expireAt(key, expiry);
       return true;
     }
     case PodReport::Op::BindingDone: {
       auto it = bound_.find(key);
       if (it == bound_.end() || it->second.expiry != kInFlight) return false;  // confirmed already
-      it->second.expiry = now + ttl;
+      expireAt(key, now + ttl);
       return false;  // nothing visible changes
     }
     case PodReport::Op::BindingFailed:
@@ -33,11 +36,33 @@ bool Assumptions::apply(const PodReport& report, const api::Pod* pod, api::Time 
   return false;
 }
 
+void Assumptions::expireAt(const std::string& key, api::Time expiry) {
+  bound_.at(key).expiry = expiry;
+  if (expiry == kInFlight) return;  // the binder reports how it ends
+  if (due_.size() > 2 * bound_.size() + slack_) {  // mostly binds confirmed or gone since: rebuilt
+    std::vector<Due> live;
+    for (const auto& [k, a] : bound_)
+      if (a.expiry != kInFlight) live.emplace_back(a.expiry, k);
+    due_ = decltype(due_)(std::greater<Due>(), std::move(live));
+    return;  // (`key`'s expiry is among them)
+  }
+  due_.emplace(expiry, key);
+}
+
 std::vector<std::string> Assumptions::expireBinds(api::Time now) {
   std::vector<std::string> gone;
-  for (const auto& [key, a] : bound_)
-    if (a.expiry < now) gone.push_back(key);
-  for (const auto& key : gone) bound_.erase(key);
+  while (!due_.empty() && due_.top().first < now) {
+    const Due& next = due_.top();
+    auto it = bound_.find(next.second);
+    // Still assumed, with this expiry (not confirmed, forgotten or assumed again since).
+    if (it != bound_.end() && it->second.expiry == next.first) {
+      gone.push_back(next.second);
+      bound_.erase(it);
+    }
+    due_.pop();
+  }
+  std::sort(gone.begin(), gone.end());
+  gone.erase(std::unique(gone.begin(), gone.end()), gone.end());
   return gone;
 }
 

@@ -2,10 +2,14 @@
 // What the cache assumes about pods ahead of the watch: binds the binder made or has in flight,
 // evictions it started, and pods whose bind failed (hidden until their backoff ends). Private to
 // the cache library.
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <queue>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tessera/api/clock.h"
@@ -37,6 +41,10 @@ struct AssumedBind {
 /// it through the Cache's Inbox, in order with the watch events). Lookups are O(log n).
 class Assumptions {
  public:
+  /// `slack`: how many more entries than twice the assumed binds the expiry queue may hold before
+  /// it is rebuilt (tests make it 0).
+  explicit Assumptions(size_t slack = 1024) : slack_(slack) {}
+
   /// Expiry of a bind still in flight: never (the binder reports its outcome).
   static constexpr api::Time kInFlight{INT64_MAX};
 
@@ -59,7 +67,8 @@ class Assumptions {
   /// bind of a pod that is gone or already bound is ignored; AssumeBound expires `ttl` after `now`.
   bool apply(const PodReport& report, const api::Pod* pod, api::Time now, api::Duration ttl);
 
-  /// Forgets assumed binds that expired before `now`; returns their pods, sorted.
+  /// Forgets assumed binds that expired before `now`; returns their pods, sorted. O(those) (and
+  /// of the confirmed binds whose expiry passed since): not a scan of every assumed bind.
   std::vector<std::string> expireBinds(api::Time now);
   /// Ends the backoffs due at `now`; returns their pods, sorted.
   std::vector<std::string> endBackoffs(api::Time now);
@@ -81,7 +90,16 @@ class Assumptions {
   }
 
  private:
+  /// Gives `key`'s assumed bind the expiry `expiry`.
+  void expireAt(const std::string& key, api::Time expiry);
+
   std::map<std::string, AssumedBind> bound_;
+  /// Assumed binds by expiry, soonest first (expireBinds). An entry whose bind was confirmed,
+  /// forgotten or given another expiry since is dropped when it comes up; the queue is rebuilt
+  /// from bound_ when such entries outnumber the live ones.
+  using Due = std::pair<api::Time, std::string>;
+  std::priority_queue<Due, std::vector<Due>, std::greater<Due>> due_;
+  size_t slack_;
   std::set<std::string> evicted_;
   /// Pods whose bind failed, hidden from snapshots until their backoff ends.
   std::map<std::string, api::Time> backoff_;
