@@ -449,7 +449,10 @@ std::optional<VictimSearch::Walked> VictimSearch::walkCandidates(const SessionJo
     if (!running(t) || walkJob_[static_cast<size_t>(t.job)]) return true;
     // The job's first pod: every node running one of its pods may end its set with this job (a
     // whole job's place in victim order is its first pod's), none earlier than here.
-    if (best.size() == max && victimBefore(best.back().last, Victim{t.job, t.index})) return out.whole = false;
+    if (best.size() == max && victimBefore(best.back().last, Victim{t.job, t.index})) {
+      out.whole = false;  // the nodes of the jobs after here are not evaluated
+      return false;
+    }
     walkJob_[static_cast<size_t>(t.job)] = 1;
     reachedJobs.push_back(t.job);
     for (const SessionTask& x : ssn_.jobs()[static_cast<size_t>(t.job)].tasks) {
