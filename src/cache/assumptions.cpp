@@ -61,8 +61,7 @@ std::vector<std::string> Assumptions::expireBinds(api::Time now) {
     }
     due_.pop();
   }
-  std::sort(gone.begin(), gone.end());
-  gone.erase(std::unique(gone.begin(), gone.end()), gone.end());
+  std::sort(gone.begin(), gone.end());  // (each once: a bind is erased when its entry comes up)
   return gone;
 }
 
