@@ -323,10 +323,15 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
       if (mayHaveVictims(job, ni))
         if (auto c = evaluate(job, task, ni)) all.push_back(*c);
     resetVerdicts();
-    const size_t keep = std::min(all.size(), max);
-    std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(keep), all.end(), Better{this});
-    for (size_t i = 0; i < keep; ++i) out.push_back(all[i].node);
-    return out;
+    return bestOf(std::move(all), max);
+  }
+  if (pruning_) {
+    // A prune's trial looks among the pruned set's few nodes, with victims of its own left out:
+    // they are evaluated afresh, not kept as a ranking no later claimant could use.
+    orderChanged_ = false;
+    std::vector<Candidate> all = rankAll(job, task);
+    resetVerdicts();
+    return bestOf(std::move(all), max);
   }
   std::string& key = rankingKey_;  // its buffer is kept: a ranking met before costs no allocation
   key.clear();
@@ -336,7 +341,7 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
   key += '|';
   key += std::to_string(job.priority);
   key += job.preemptible ? "|p" : "|n";
-  key += pruneKey();  // pruning: rankings of this prune, without its excluded victims
+  key += pruneKey();  // a retry without its first victim: rankings of its own
   // Victims taken for this claimant's earlier pods change the victim order itself (queue shares,
   // jobs no longer above their minimum): the nodes are ranked afresh for its later pods. Preempt's
   // victims are all in the claimant's queue, where the order of two pods depends on their jobs
@@ -364,8 +369,8 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
   // go through every victim has evaluated every node that could be a candidate: its findings are
   // kept as the shape's ranking, refreshed for the next claimants like any other. Not once the
   // claimant's own search changed pods (its order is then the held one, which the walk is not).
-  if (it == rankings_.end() && mode_ == VictimMode::Reclaim && !pruning_ && excluded_.empty() &&
-      excludedPods_.empty() && order == ssn_.victimOrderVersion(/*live=*/true))
+  if (it == rankings_.end() && mode_ == VictimMode::Reclaim && excludedPods_.empty() &&
+      order == ssn_.victimOrderVersion(/*live=*/true))
     if (std::optional<Walked> walked = walkCandidates(job, task, max)) {
       if (walked->whole) {
         if (selfChecks()) checkWalkedAll(job, task, walked->all);
@@ -423,13 +428,17 @@ std::vector<VictimSearch::Candidate> VictimSearch::rankAll(const SessionJob& job
   return all;
 }
 
-void VictimSearch::checkCandidates(const SessionJob& job, const SessionTask& task, const std::vector<int>& nodes,
-                                   size_t max) {
-  std::vector<Candidate> all = rankAll(job, task);
+std::vector<int> VictimSearch::bestOf(std::vector<Candidate> all, size_t max) const {
   const size_t keep = std::min(all.size(), max);
   std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(keep), all.end(), Better{this});
-  TESSERA_ASSERT(keep == nodes.size());
-  for (size_t i = 0; i < keep; ++i) TESSERA_ASSERT(all[i].node == nodes[i]);
+  std::vector<int> nodes;
+  for (size_t i = 0; i < keep; ++i) nodes.push_back(all[i].node);
+  return nodes;
+}
+
+void VictimSearch::checkCandidates(const SessionJob& job, const SessionTask& task, const std::vector<int>& nodes,
+                                   size_t max) {
+  TESSERA_ASSERT(bestOf(rankAll(job, task), max) == nodes);
 }
 
 std::optional<VictimSearch::Walked> VictimSearch::walkCandidates(const SessionJob& job, const SessionTask& task,

@@ -472,6 +472,8 @@ class VictimSearch {
   /// Every node a fresh ranking evaluates for `task` (all nodes; preempt: the claimant's queue's;
   /// pruning: the pruned set's), unsorted.
   std::vector<Candidate> rankAll(const framework::SessionJob& job, const framework::SessionTask& task);
+  /// The nodes of the best `max` of `all` (better()), best first.
+  std::vector<int> bestOf(std::vector<Candidate> all, size_t max) const;
   /// Self-check: `nodes` are the best `max` of rankAll(), in order.
   void checkCandidates(const framework::SessionJob& job, const framework::SessionTask& task,
                        const std::vector<int>& nodes, size_t max);

@@ -62,7 +62,11 @@ bool expect(std::string_view s, size_t& pos, char a, char b = 0) {
   return false;
 }
 
-std::string pad2(int64_t v) { return (v < 10 ? "0" : "") + std::to_string(v); }
+std::string pad2(int64_t v) {
+  std::string s(v < 10 ? "0" : "");  // appended, not "0" + string: GCC 12's -Wrestrict misreads that
+  s += std::to_string(v);
+  return s;
+}
 
 int64_t floorDiv(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
 

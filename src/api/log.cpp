@@ -76,7 +76,7 @@ std::string jsonLine(Severity severity, std::string_view message) {
   const auto micros = duration_cast<microseconds>(now.time_since_epoch()).count() % 1'000'000;
   std::tm tm{};
   gmtime_r(&secs, &tm);
-  char ts[40];
+  char ts[64];  // room for any int the fields could hold (-Wformat-truncation)
   std::snprintf(ts, sizeof ts, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
                 tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long long>(micros));
   nlohmann::ordered_json j = {{"ts", ts},

@@ -177,8 +177,10 @@ struct GpuBinding::Impl {
       data["CUDA_DEVICE_MEMORY_LIMIT"] = bytes;
       // MPS backend: the same limit per visible device (renumbered 0..n-1 in the container).
       std::string pinned;
-      for (size_t i = 0; i < gpus.size(); ++i)
-        pinned += (i ? "," : "") + std::to_string(i) + "=" + std::to_string(gpus[i].memoryMiB) + "M";
+      for (size_t i = 0; i < gpus.size(); ++i) {
+        if (i) pinned += ',';
+        pinned += std::to_string(i) + "=" + std::to_string(gpus[i].memoryMiB) + "M";
+      }
       data["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = pinned;
     }
     // The compute limit (docs/isolation.md, "Compute limit"): tessera.dev/gpu-cores, else the

@@ -759,7 +759,9 @@ TEST_CASE("pods of other schedulers hold node resources but are no job", "[snaps
   CHECK(s->jobs.size() == 1);
 
   SECTION("another scheduler name in the options makes them ours") {
-    Cache other(e.cluster, e.clock, CacheOptions{"default-scheduler"});
+    CacheOptions options;
+    options.schedulerName = "default-scheduler";
+    Cache other(e.cluster, e.clock, options);
     REQUIRE(other.start().ok());
     const auto o = other.snapshot();
     CHECK(o->findJob("Pod/k/foreign-run") != nullptr);

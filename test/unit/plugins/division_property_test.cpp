@@ -41,7 +41,8 @@ Tree randomTree(uint64_t seed) {
   };
   auto addQueue = [&](int parent) {
     DivisionQueue q;
-    q.name = "q" + std::to_string(t.queues.size());
+    q.name = "q";
+    q.name += std::to_string(t.queues.size());
     q.parent = parent;
     q.priority = rng.below(4) == 0 ? 200 : 100;
     for (int r = 0; r < kResources; ++r) {
