@@ -365,9 +365,12 @@ std::vector<std::shared_ptr<const api::Pod>> ClusterState::takeUngroupedPods(con
 void ClusterState::removePod(const std::string& key) {
   auto it = pods_.find(key);
   if (it == pods_.end()) return;
+  auto entry = pods_.extract(it);
+  unaccount(entry.key(), entry.mapped());
+}
+
+void ClusterState::unaccount(const std::string& key, const PodEntry& e) {
   ungroupedChanged_.erase(key);
-  PodEntry e = std::move(it->second);
-  pods_.erase(it);
   if (holdsResources(e.status)) {
     auto nit = nodes_.find(e.node);
     if (nit != nodes_.end()) addGpuUse(mutableEntry(nit->second), e, e.status, -1), dirtyNodes_.insert(e.node);
@@ -378,7 +381,22 @@ void ClusterState::removePod(const std::string& key) {
 
 void ClusterState::upsertPod(std::shared_ptr<const api::Pod> pod) {
   const std::string key = pod->meta.key();
-  removePod(key);
+  // A pod held already keeps its table entry: taken out with its accounting undone, filled again
+  // below, and put back where it was (one lookup, where removing and adding it again took three).
+  auto at = pods_.lower_bound(key);
+  Pods::node_type held;
+  if (at != pods_.end() && at->first == key) {
+    held = pods_.extract(at++);  // `at`: the entry after it, where it goes back
+    unaccount(held.key(), held.mapped());
+  }
+  auto keep = [&](PodEntry&& entry) {
+    if (held.empty()) {
+      pods_.emplace_hint(at, key, std::move(entry));
+    } else {
+      held.mapped() = std::move(entry);
+      pods_.insert(at, std::move(held));
+    }
+  };
   PodEntry e;
   e.pod = std::move(pod);
   e.ours = e.pod->schedulerName == schedulerName_;
@@ -397,11 +415,11 @@ void ClusterState::upsertPod(std::shared_ptr<const api::Pod> pod) {
   if (ungrouped(e)) ungroupedChanged_.insert(key);
   e.status = statusOf(key, *e.pod, e.node);
   if (!e.ours && !holdsResources(e.status)) {  // another scheduler's concern
-    if (misrouted) pods_.emplace(key, std::move(e));
+    if (misrouted) keep(std::move(e));
     return;
   }
   if (e.ours && e.status == TaskStatus::Pending && assumptions_.backingOff(key, clock_)) {
-    pods_.emplace(key, std::move(e));  // kept, but in no job until its backoff ends
+    keep(std::move(e));  // kept, but in no job until its backoff ends
     return;
   }
   if (e.ours) parseGpu(e);
@@ -427,14 +445,14 @@ void ClusterState::upsertPod(std::shared_ptr<const api::Pod> pod) {
   // A workload's pod the pod grouper has not looked at yet waits in no job, so no cycle sees one
   // pod of a gang as a group of one (takeUngroupedPods releases it).
   if (e.ours && holdUngrouped_ && !e.pod->meta.ownerReferences.empty() && !offered_.count(key) && ungrouped(e)) {
-    pods_.emplace(key, std::move(e));
+    keep(std::move(e));
     return;
   }
   if (e.ours) {
     e.jobKey = jobKeyOf(*e.pod);
     addTask(e.jobKey, key, e, e.status, e.node);
   }
-  pods_.emplace(key, std::move(e));
+  keep(std::move(e));
 }
 
 /// Parses the pod's GPU annotations once per pod version.

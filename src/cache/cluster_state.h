@@ -152,6 +152,8 @@ class ClusterState {
   TaskStatus statusOf(const std::string& key, const api::Pod& pod, std::string& node) const;
   void upsertPod(std::shared_ptr<const api::Pod> pod);
   void removePod(const std::string& key);
+  /// Takes back what a held pod's entry adds to its node, GPU groups and job.
+  void unaccount(const std::string& key, const PodEntry& e);
   void parseGpu(PodEntry& e) const;
   void refreshPodGroupJob(const std::string& nsName);
 
@@ -187,7 +189,8 @@ class ClusterState {
   std::set<std::string> offered_;           ///< pod keys takeUngroupedPods() has returned
   bool holdUngrouped_ = false;
 
-  std::map<std::string, PodEntry> pods_;
+  using Pods = std::map<std::string, PodEntry>;
+  Pods pods_;
   Nodes nodes_;
   Jobs jobs_;
   std::map<std::string, std::shared_ptr<const api::PodGroup>> podGroups_;  ///< by "ns/name"
