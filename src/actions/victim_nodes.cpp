@@ -315,7 +315,6 @@ std::optional<VictimSearch::Candidate> VictimSearch::evaluate(const SessionJob& 
 
 std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTask& task,
                                           const framework::NodeDomain* domain, size_t max) {
-  std::vector<int> out;
   // Nothing is evicted while evaluating, so whether a victim job may be taken is asked once per job.
   if (domain) {
     std::vector<Candidate> all;
@@ -406,6 +405,7 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
   it->second.order = order;
   it->second.moved = movedLog_.size();
   // The best current nodes; they stay ranked, valid until a try changes them.
+  std::vector<int> out;
   for (const Candidate& c : ranking.best(max, log)) out.push_back(c.node);
   if (selfChecks()) checkCandidates(job, task, out, max);  // a kept ranking answers as a fresh one
   resetVerdicts();

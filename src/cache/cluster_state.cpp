@@ -364,12 +364,13 @@ std::vector<std::shared_ptr<const api::Pod>> ClusterState::takeUngroupedPods(con
 
 void ClusterState::removePod(const std::string& key) {
   auto it = pods_.find(key);
-  if (it == pods_.end()) return;
-  auto entry = pods_.extract(it);
-  unaccount(entry.key(), entry.mapped());
+  if (it != pods_.end()) takeOut(it);
 }
 
-void ClusterState::unaccount(const std::string& key, const PodEntry& e) {
+ClusterState::Pods::node_type ClusterState::takeOut(Pods::iterator it) {
+  Pods::node_type held = pods_.extract(it);
+  const std::string& key = held.key();
+  const PodEntry& e = held.mapped();
   ungroupedChanged_.erase(key);
   if (holdsResources(e.status)) {
     auto nit = nodes_.find(e.node);
@@ -377,6 +378,7 @@ void ClusterState::unaccount(const std::string& key, const PodEntry& e) {
     removeFromNode(key, *e.pod, e.status, e.node, e.ours || e.reservation);
   }
   if (!e.jobKey.empty()) removeTask(e.jobKey, key);
+  return held;
 }
 
 void ClusterState::upsertPod(std::shared_ptr<const api::Pod> pod) {
@@ -385,10 +387,7 @@ void ClusterState::upsertPod(std::shared_ptr<const api::Pod> pod) {
   // below, and put back where it was (one lookup, where removing and adding it again took three).
   auto at = pods_.lower_bound(key);
   Pods::node_type held;
-  if (at != pods_.end() && at->first == key) {
-    held = pods_.extract(at++);  // `at`: the entry after it, where it goes back
-    unaccount(held.key(), held.mapped());
-  }
+  if (at != pods_.end() && at->first == key) held = takeOut(at++);  // `at`: the entry after it, where it goes back
   auto keep = [&](PodEntry&& entry) {
     if (held.empty()) {
       pods_.emplace_hint(at, key, std::move(entry));

@@ -50,6 +50,7 @@ struct PodEntry {
 class ClusterState {
  public:
   using Nodes = std::map<std::string, std::shared_ptr<NodeInfo>>;
+  using Pods = std::map<std::string, PodEntry>;
   using Jobs = std::map<std::string, std::shared_ptr<JobInfo>>;
   using Queues = std::map<std::string, std::shared_ptr<QueueInfo>>;
 
@@ -152,8 +153,9 @@ class ClusterState {
   TaskStatus statusOf(const std::string& key, const api::Pod& pod, std::string& node) const;
   void upsertPod(std::shared_ptr<const api::Pod> pod);
   void removePod(const std::string& key);
-  /// Takes back what a held pod's entry adds to its node, GPU groups and job.
-  void unaccount(const std::string& key, const PodEntry& e);
+  /// Takes a held pod's entry out of the table, with what it adds to its node, GPU groups and job
+  /// taken back.
+  Pods::node_type takeOut(Pods::iterator it);
   void parseGpu(PodEntry& e) const;
   void refreshPodGroupJob(const std::string& nsName);
 
@@ -189,7 +191,6 @@ class ClusterState {
   std::set<std::string> offered_;           ///< pod keys takeUngroupedPods() has returned
   bool holdUngrouped_ = false;
 
-  using Pods = std::map<std::string, PodEntry>;
   Pods pods_;
   Nodes nodes_;
   Jobs jobs_;
