@@ -78,6 +78,11 @@ struct SessionStorage {
   std::vector<int> lastJobOrder;
   std::shared_ptr<const cache::Snapshot> lastOrderSnapshot;
   std::vector<Session::ValidMemo> valid;
+  /// The last session's verdicts, their snapshot and plugins (Session::seedValidity starts from them).
+  std::vector<Session::ValidMemo> lastValid;
+  std::vector<api::Error> lastValidErrors;
+  std::shared_ptr<const cache::Snapshot> lastValidSnapshot;
+  std::vector<std::string> lastValidPlugins;
   std::vector<Session::SignatureMemo> signatures;
   std::vector<int32_t> victimTieRank;
   std::vector<uint8_t> victimTieKnown;
@@ -145,6 +150,10 @@ struct SessionStorage {
     each(s, borrow);
     s.prevJobOrder_ = std::move(lastJobOrder);
     s.prevOrderSnapshot_ = std::move(lastOrderSnapshot);
+    s.prevValid_ = std::move(lastValid);
+    s.prevValidErrors_ = std::move(lastValidErrors);
+    s.prevValidSnapshot_ = std::move(lastValidSnapshot);
+    s.prevValidPlugins_ = std::move(lastValidPlugins);
   }
   void takeBack(Session& s) {
     if (!s.jobs_.empty() && s.jobOrderCache_.size() == s.jobs_.size()) {  // this session's order
@@ -153,6 +162,16 @@ struct SessionStorage {
     }
     lastJobOrder = std::move(s.prevJobOrder_);
     lastOrderSnapshot = std::move(s.prevOrderSnapshot_);
+    if (!s.jobs_.empty() && s.validCache_.size() == s.jobs_.size()) {  // this session's verdicts
+      std::swap(s.prevValid_, s.validCache_);  // (the last ones' array is given back below, emptied)
+      s.prevValidErrors_ = std::move(s.validErrors_);
+      s.prevValidSnapshot_ = s.snapshot_;
+      s.prevValidPlugins_ = s.jobValidPlugins();
+    }
+    lastValid = std::move(s.prevValid_);
+    lastValidErrors = std::move(s.prevValidErrors_);
+    lastValidSnapshot = std::move(s.prevValidSnapshot_);
+    lastValidPlugins = std::move(s.prevValidPlugins_);
     each(s, giveBack);
   }
 };

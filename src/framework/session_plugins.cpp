@@ -75,7 +75,7 @@ const std::vector<int>& Session::jobsInOrder() const {
   std::vector<int> carried;
   std::vector<char> placed(jobs_.size(), 0);
   if (prevOrderSnapshot_ && !prevJobOrder_.empty()) {
-    const std::vector<int> toNow = prevOrderSnapshot_->jobIndicesIn(*snapshot_, /*sameObjectOnly=*/false);
+    const std::vector<int>& toNow = jobsNowOf(*prevOrderSnapshot_);
     carried.reserve(jobs_.size());
     for (int w : prevJobOrder_)
       if (w >= 0 && static_cast<size_t>(w) < toNow.size() && toNow[static_cast<size_t>(w)] >= 0) {
@@ -183,14 +183,82 @@ int32_t Session::victimTieRank(const SessionTask& t) const {
 
 // ---- checks off the hot path: the first rejection wins ----
 
+const std::vector<int>& Session::jobsNowOf(const cache::Snapshot& earlier) const {
+  if (jobsNowOf_ != &earlier) {
+    jobsNow_ = earlier.jobIndicesIn(*snapshot_, /*sameObjectOnly=*/false);
+    jobsNowOf_ = &earlier;
+  }
+  return jobsNow_;
+}
+
+namespace {
+
+/// Whether every verdict of Session::checkJobValid that reads more than the job would read the
+/// same in `a` and `b`: the same queues (the same objects), queues of other pools, priority classes
+/// and topologies (the same objects), and the same problems (Snapshot::invalid).
+bool sameValidityContext(const cache::Snapshot& a, const cache::Snapshot& b) {
+  auto sameMaps = [](const auto& x, const auto& y, auto same) {
+    if (x.size() != y.size()) return false;
+    for (auto i = x.begin(), j = y.begin(); i != x.end(); ++i, ++j)
+      if (i->first != j->first || !same(i->second, j->second)) return false;
+    return true;
+  };
+  auto sameObject = [](const auto& x, const auto& y) { return x == y; };
+  auto sameProblem = [](const api::Problem& x, const api::Problem& y) {
+    return x.kind == y.kind && x.namespace_ == y.namespace_ && x.name == y.name && x.field == y.field &&
+           x.message == y.message && x.ignored == y.ignored;
+  };
+  return sameMaps(a.queues, b.queues, [](const auto& x, const auto& y) { return x->queue == y->queue; }) &&
+         a.otherPoolQueues == b.otherPoolQueues && sameMaps(a.priorityClasses, b.priorityClasses, sameObject) &&
+         sameMaps(a.topologies, b.topologies, sameObject) && sameMaps(a.invalid, b.invalid, sameProblem);
+}
+
+}  // namespace
+
+std::vector<std::string> Session::jobValidPlugins() const {
+  std::vector<std::string> names;
+  for (const auto& f : jobValid_) names.push_back(f.plugin);
+  return names;
+}
+
+void Session::seedValidity() const {
+  validCache_.assign(jobs_.size(), ValidMemo{});
+  validErrors_.clear();
+  const cache::Snapshot* last = prevValidSnapshot_.get();
+  if (!last || prevValid_.size() != last->jobs.size() || prevValidPlugins_ != jobValidPlugins() ||
+      !sameValidityContext(*last, *snapshot_))
+    return;
+  // Entries are shared between snapshots until the cache changes them (copy on write, and the last
+  // snapshot still holds the old one): the same object is the same job, pods and PodGroup. With no
+  // pod leaving then or now (releasing 0), its pods' states the checks read are the same too.
+  const std::vector<int>& toNow = jobsNowOf(*last);
+  for (size_t w = 0; w < toNow.size(); ++w) {
+    const int n = toNow[w];
+    const ValidMemo& was = prevValid_[w];
+    if (n < 0 || was.releasing != 0 || last->jobs[w] != snapshot_->jobs[static_cast<size_t>(n)]) continue;
+    ValidMemo& memo = validCache_[static_cast<size_t>(n)];
+    memo.releasing = 0;
+    if (was.error >= 0) {
+      memo.error = static_cast<int32_t>(validErrors_.size());
+      validErrors_.push_back(prevValidErrors_[static_cast<size_t>(was.error)]);
+    }
+  }
+}
+
 api::Status Session::jobValid(const SessionJob& job) const {
-  if (validCache_.size() != jobs_.size()) validCache_.assign(jobs_.size(), ValidMemo{});
+  if (validCache_.size() != jobs_.size()) seedValidity();
   ValidMemo& memo = validCache_[static_cast<size_t>(job.index)];
   if (memo.releasing != job.releasingCount) {
-    memo.status = checkJobValid(job);
+    api::Status status = checkJobValid(job);
     memo.releasing = job.releasingCount;
+    memo.error = -1;
+    if (!status.ok()) {
+      memo.error = static_cast<int32_t>(validErrors_.size());
+      validErrors_.push_back(status.error());
+    }
   }
-  return memo.status;
+  if (memo.error < 0) return api::Status::success();
+  return validErrors_[static_cast<size_t>(memo.error)];
 }
 
 api::Status Session::checkJobValid(const SessionJob& job) const {

@@ -304,8 +304,10 @@ using QueueOrderFn = std::function<int(const SessionQueue& l, const SessionQueue
 /// (Session::queueHeadSame); without one, a new next job is taken to change the queue's rank.
 using QueueHeadSameFn = std::function<bool(const SessionQueue& q, const SessionJob& a, const SessionJob& b)>;
 /// Fails with a reason when the job cannot be scheduled at all this cycle (gang too small, bad spec...).
-/// It may depend on the snapshot and on which of the job's pods are leaving, nothing else: the
-/// session asks it again only when one of them was evicted or came back (Session::jobValid).
+/// It may depend on the job's cache entry, on which of its pods are leaving and on the snapshot's
+/// queues, priority classes, topologies and problems (Snapshot::invalid), nothing else: the session
+/// asks it again only when one of its pods was evicted or came back, and the next session keeps
+/// its verdict while none of those changed (Session::jobValid, seedValidity).
 using JobValidFn = std::function<api::Status(const SessionJob& job)>;
 /// Whether the job's placement so far satisfies it (gang: ready tasks >= minMember).
 using JobReadyFn = std::function<bool(const SessionJob& job)>;
@@ -804,13 +806,36 @@ class Session {
   /// alive so that its jobs can be matched with this one's: jobsInOrder() starts from it.
   std::vector<int> prevJobOrder_;
   std::shared_ptr<const cache::Snapshot> prevOrderSnapshot_;
-  /// Per job: jobValid()'s verdict, as of the job's releasingCount `releasing` (-1: not asked yet).
+  /// Per job: jobValid()'s verdict, as of the job's releasingCount `releasing` (-1: not asked yet):
+  /// valid, or the error at `error` in validErrors_. (Eight bytes: every action reads the verdicts
+  /// of all pending jobs, in job order.)
   struct ValidMemo {
     int32_t releasing = -1;
-    api::Status status = api::Status::success();
+    int32_t error = -1;
   };
   mutable std::vector<ValidMemo> validCache_;
+  mutable std::vector<api::Error> validErrors_;
   api::Status checkJobValid(const SessionJob& job) const;
+  /// The last session's verdicts (indexed like its snapshot's jobs), that snapshot, and the plugins
+  /// that gave them. A verdict reads the job's cache entry, its pods leaving, the snapshot's queues,
+  /// priority classes, topologies and problems, and the plugins' job checks: a job whose entry is
+  /// the same object, with no pod leaving then or now, keeps its verdict when the rest is the same
+  /// too (seedValidity(); on a big cluster the checks cost ~6 ms a cycle, most of it memory misses
+  /// on entries nothing changed).
+  std::vector<ValidMemo> prevValid_;
+  std::vector<api::Error> prevValidErrors_;
+  std::shared_ptr<const cache::Snapshot> prevValidSnapshot_;
+  std::vector<std::string> prevValidPlugins_;
+  /// Sizes validCache_ for this session's jobs, with the verdicts carried from the last session.
+  void seedValidity() const;
+  /// The plugins with a job check, in the order they check (Session::addJobValidFn).
+  std::vector<std::string> jobValidPlugins() const;
+  /// For each job of `earlier` (a snapshot before this session's), its index in this session's
+  /// snapshot matched by key, or -1 (Snapshot::jobIndicesIn): computed once per session for the
+  /// last snapshot given (the job order and the verdicts carried start from the same one).
+  const std::vector<int>& jobsNowOf(const cache::Snapshot& earlier) const;
+  mutable std::vector<int> jobsNow_;
+  mutable const cache::Snapshot* jobsNowOf_ = nullptr;
   NodeChangeLog nodeChanges_;
   mutable std::vector<int> allNodes_;  ///< allNodes(), built on first use
   /// Nodes grouped by whole GPUs of future idle: a task needing g GPUs only visits levels >= g.

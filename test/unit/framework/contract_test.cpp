@@ -365,6 +365,95 @@ TEST_CASE("the job order carried from the last session is the order a full sort 
   CHECK(std::find(first.begin(), first.end(), "PodGroup/t/gb") > std::find(first.begin(), first.end(), "PodGroup/t/ga"));
 }
 
+TEST_CASE("job verdicts carried from the last session are those a session without history gives", "[contract]") {
+  // Issue 16: Session::jobValid starts from the last session's verdicts for jobs whose cache entry
+  // is the same object. Between sessions, objects other than the job's change what its verdict
+  // reads: a PriorityClass, its Queue, a child queue, a Topology, another scheduler config; and a
+  // job's own pods change. Every verdict must be the one a session without history gives.
+  TestCluster c;
+  const std::string high = "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: high}\nvalue: 1000\n---\n";
+  const std::string racks = "apiVersion: scheduling.tessera.dev/v1alpha1\nkind: Topology\nmetadata: {name: racks}\n"
+                            "spec: {levels: [{nodeLabel: topology.example.com/rack}]}\n---\n";
+  std::string y = queue("team", "-1") + queue("other", "-1") + high + racks + node("n0", 1);
+  y += pod("classy", "team", 1, "", "  priorityClassName: high\n");  // no spec.priority: the class decides
+  y += pod("elsewhere", "other", 1);
+  y += pod("plain", "team", 1);
+  y += "apiVersion: scheduling.tessera.dev/v1alpha1\nkind: PodGroup\nmetadata: {name: g, namespace: t}\n"
+       "spec: {minMember: 2, queue: team}\n---\n";
+  for (const char* name : {"g-0", "g-1"}) y += pod(name, "team", 1, ", annotations: {pod-group-name: g}");
+  y += "apiVersion: scheduling.tessera.dev/v1alpha1\nkind: PodGroup\nmetadata: {name: placed, namespace: t}\n"
+       "spec: {minMember: 1, queue: team, topologyConstraint: {topology: racks, requiredTopologyLevel: "
+       "topology.example.com/rack}}\n---\n";
+  y += pod("placed-0", "team", 1, ", annotations: {pod-group-name: placed}");
+  // A gang with a pod leaving: its verdict is not carried (releasing), and is the same again.
+  y += "apiVersion: scheduling.tessera.dev/v1alpha1\nkind: PodGroup\nmetadata: {name: thin, namespace: t}\n"
+       "spec: {minMember: 2, queue: team}\n---\n";
+  y += pod("thin-0", "team", 1, ", annotations: {pod-group-name: thin}");
+  y += pod("thin-1", "team", 1, ", annotations: {pod-group-name: thin}, deletionTimestamp: \"2026-01-01T00:00:20Z\"",
+           "  nodeName: n0\n", "status: {phase: Running, startTime: \"2025-12-31T00:00:00Z\"}\n");
+  c.create(y);
+  c.start();
+  const Config full = configFrom("");
+  const Config noGang = configFrom("plugins: {gang: {enabled: false}}");
+  // Each job's verdict ("" when valid) by key.
+  auto verdicts = [&](tessera::framework::SchedulerState* state, const Config& cfg) {
+    Session ssn(c.snapshot(), cfg, c.clock, state);
+    ssn.open();
+    std::vector<std::string> out;
+    for (const auto& j : ssn.jobs()) {
+      const tessera::api::Status v = ssn.jobValid(j);
+      out.push_back(j.info->key + ": " + (v.ok() ? "" : v.error().message));
+    }
+    ssn.close();
+    return out;
+  };
+  auto contains = [](const std::vector<std::string>& all, const std::string& text) {
+    return std::any_of(all.begin(), all.end(), [&](const std::string& v) { return v.find(text) != std::string::npos; });
+  };
+  tessera::framework::SchedulerState state;
+  const Config* cfg = &full;
+  auto step = [&](const char* what) {
+    INFO(what);
+    const auto carried = verdicts(&state, *cfg);
+    CHECK(carried == verdicts(nullptr, *cfg));
+    CHECK(carried == verdicts(&state, *cfg));  // and once more from its own verdicts
+    return carried;
+  };
+  auto first = step("first");
+  CHECK(contains(first, "Pod/t/classy: "));
+  CHECK_FALSE(contains(first, "not found"));
+  CHECK(contains(first, "PodGroup/t/thin: gang 1/2"));
+
+  REQUIRE(c.cluster.remove(tessera::api::Kind::PriorityClass, "", "high").ok());
+  CHECK(contains(step("the PriorityClass deleted"), "PriorityClass \"high\" not found"));
+  c.create(high);
+  CHECK_FALSE(contains(step("the PriorityClass back"), "not found"));
+
+  REQUIRE(c.cluster.remove(tessera::api::Kind::Queue, "", "other").ok());
+  CHECK(contains(step("a queue deleted"), "queue \"other\" not found"));
+  c.create(queue("other", "-1"));
+  step("the queue back");
+
+  c.create("apiVersion: scheduling.tessera.dev/v1alpha1\nkind: Queue\nmetadata: {name: team-child}\n"
+           "spec: {parentQueue: team, resources: {gpu: {quota: \"-1\"}}}\n---\n");
+  CHECK(contains(step("a child queue under team"), "has child queues"));
+  REQUIRE(c.cluster.remove(tessera::api::Kind::Queue, "", "team-child").ok());
+  step("the child queue gone");
+
+  REQUIRE(c.cluster.remove(tessera::api::Kind::Topology, "", "racks").ok());
+  CHECK(contains(step("the Topology deleted"), "racks"));
+  c.create(racks);
+  step("the Topology back");
+
+  REQUIRE(c.cluster.remove(tessera::api::Kind::Pod, "t", "g-1").ok());
+  CHECK(contains(step("a gang's pod deleted"), "PodGroup/t/g: gang 1/2"));
+
+  cfg = &noGang;  // without the gang plugin, the gangs' verdicts are others
+  CHECK_FALSE(contains(step("another config"), "gang 1/2"));
+  cfg = &full;
+  CHECK(contains(step("the first config again"), "gang 1/2"));
+}
+
 TEST_CASE("two pods of one job that every plugin ties go newest first, then by pod key", "[contract]") {
   // Session::victimLess's last word (a rank per job's tasks since issue 16): without plugins every
   // pair of pods of the job reaches it. Pods named out of key order and created out of name order.
