@@ -50,13 +50,15 @@ class Allocate final : public framework::Action {
   /// answers that without visiting nodes (a full cluster has many such jobs every cycle).
   static bool cannotFitAnywhere(Session& ssn, SessionJob& job) {
     if (ssn.jobReady(job)) return false;
+    // The snapshot's pending pods (none of them placed yet: pods leave the pending state only so)
+    // are summed up in the cache entry; otherwise the pending ones are read.
     int64_t minGpus = INT64_MAX;
-    const bool alike = job.pendingAlike();  // the first pending pod says it for all
-    for (const SessionTask& t : job.tasks)
-      if (t.state == TaskState::Pending) {
-        minGpus = std::min<int64_t>(minGpus, t.nodeRequest().milliGpu / 1000);
-        if (alike) break;
-      }
+    if (job.pendingCount == job.info->pendingCount) {
+      minGpus = job.info->pendingMinGpus;
+    } else {
+      for (const SessionTask& t : job.tasks)
+        if (t.state == TaskState::Pending) minGpus = std::min<int64_t>(minGpus, t.nodeRequest().milliGpu / 1000);
+    }
     if (minGpus == INT64_MAX || minGpus <= ssn.maxFreeGpus()) return false;
     for (const SessionTask& t : job.tasks) {  // a task-level problem (a bad annotation) is said first
       if (t.state != TaskState::Pending) continue;

@@ -233,9 +233,11 @@ void ClusterState::deriveJob(JobInfo& job) const {
   if (!q && pg && !pg->queue.empty()) q = &pg->queue;
   job.queue = q ? *q : api::keys::kDefaultQueue;
   job.pendingPlacementKey = nullptr;
+  job.pendingMinGpus = INT64_MAX;
   bool seen = false;
   for (const auto& t : job.tasks) {
     if (t.status != TaskStatus::Pending) continue;
+    job.pendingMinGpus = std::min<int64_t>(job.pendingMinGpus, t.nodeRequest.milliGpu / 1000);
     if (!seen) job.pendingPlacementKey = t.placementKey.get(), seen = true;
     else if (job.pendingPlacementKey != t.placementKey.get()) job.pendingPlacementKey = nullptr;
   }

@@ -84,6 +84,10 @@ struct JobInfo {
   /// The placement key (TaskInfo::placementKey) every pending task shares, or null when they do
   /// not all share one (or none is pending): such a job's pods place alike, without a look at each.
   const std::string* pendingPlacementKey = nullptr;
+  /// The fewest whole GPUs a pending task takes from its node (nodeRequest), INT64_MAX when none
+  /// is pending: a job whose every pending pod needs more than any node has free fits nowhere,
+  /// known without reading its tasks (allocate, on every pending job of every cycle).
+  int64_t pendingMinGpus = INT64_MAX;
 
   bool isSingleton() const { return key.rfind("Pod/", 0) == 0; }
 };

@@ -164,6 +164,25 @@ TEST_CASE("cluster state: a node deleted under its pods stays until they are gon
   CHECK(e.state.findNode("n1") == nullptr);
 }
 
+TEST_CASE("cluster state: a job's fewest whole GPUs of a pending pod follow its pods", "[cluster_state]") {
+  // JobInfo::pendingMinGpus answers allocate's "fits nowhere" without reading the tasks: the
+  // minimum over pending pods only, whole GPUs of the node request, none pending: INT64_MAX.
+  Env e;
+  e.add(Kind::Node, node("n1"));
+  e.add(Kind::PodGroup, podGroup("g", 1, "default"));
+  e.add(Kind::Pod, pod("g-big", {{"nvidia.com/gpu", "4"}}, inGroup("g")));
+  CHECK(e.job("PodGroup/t/g").pendingMinGpus == 4);
+  e.add(Kind::Pod, pod("g-small", {{"nvidia.com/gpu", "2"}}, inGroup("g")));
+  e.add(Kind::Pod, pod("g-cpu", {{"cpu", "1"}}, inGroup("g")));
+  CHECK(e.job("PodGroup/t/g").pendingMinGpus == 0);
+  e.update(Kind::Pod, pod("g-cpu", {{"cpu", "1"}}, merged(inGroup("g"), running("n1"))));
+  CHECK(e.job("PodGroup/t/g").pendingMinGpus == 2);  // a running pod no longer counts
+  e.remove(Kind::Pod, pod("g-small", {{"nvidia.com/gpu", "2"}}, inGroup("g")));
+  CHECK(e.job("PodGroup/t/g").pendingMinGpus == 4);
+  e.update(Kind::Pod, pod("g-big", {{"nvidia.com/gpu", "4"}}, merged(inGroup("g"), running("n1"))));
+  CHECK(e.job("PodGroup/t/g").pendingMinGpus == INT64_MAX);
+}
+
 TEST_CASE("cluster state: a pod's life moves its request between job, node and queue", "[cluster_state]") {
   Env e;
   e.add(Kind::Node, node("n1"));
