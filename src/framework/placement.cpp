@@ -143,6 +143,12 @@ void pluginKeyPart(const Fns& fns, const SessionTask& task, std::string& part, s
 
 }  // namespace
 
+bool Session::keysJob(const SessionJob& job, size_t count) const {
+  for (size_t i = 0; i < placementKeyJobs_.size() && i < count; ++i)
+    if (!placementKeyJobs_[i] || placementKeyJobs_[i](job)) return true;
+  return false;
+}
+
 int Session::classOfKey(const std::string* shared) const {
   auto [it, fresh] = classByKey_.try_emplace(shared, 0);
   if (fresh) it->second = classFor(classIds_.try_emplace(*shared, -1).first->second);
@@ -163,7 +169,7 @@ int Session::placementClass(const SessionTask& task) const {
       own = intern(podPlacementKey(task));
     }
   }
-  if (placementKey_.empty()) return own;
+  if (!keysJob(jobs_[static_cast<size_t>(task.job)])) return own;
   // Plugins' parts are asked each time (they may change within the session); usually empty. The
   // probe's buffers are reused: a class met before costs no allocation.
   std::pair<int, std::string>& probe = partProbe_;
@@ -214,7 +220,7 @@ bool Session::buildSignature(const SessionJob& job, int missing, std::string& si
   // need to order them; a -1 tells that form from a sequence of classes in task order (never
   // negative). When its pending pods are the snapshot's and all share one key (and no plugin adds
   // to keys), that key's class is theirs: no pod is read.
-  if (job.subGroupReady.empty() && placementKey_.empty() && job.pendingAlike()) {
+  if (job.subGroupReady.empty() && job.pendingAlike() && !keysJob(job)) {
     put(-1);
     put(classOfKey(job.info->pendingPlacementKey));
     put(job.pendingCount);
@@ -400,8 +406,11 @@ Placement Session::explainFailure(const SessionTask& task, bool allowPipeline) {
   // A plugin's verdict part of the key (topology: where a gang's subgroups went) is per-job state
   // its predicates read, which can change a node's verdict without changing the node: tallies would
   // go stale, so such tasks scan. Order parts (a preferred level's bonus) change no verdict.
-  pluginKeyPart(placementKey_, task, partProbe_.second, partScratch_, verdictKeyFns_);
-  if (nodes_.empty() || !partProbe_.second.empty()) return scanPlacement(task, allowPipeline);
+  if (nodes_.empty()) return scanPlacement(task, allowPipeline);
+  if (keysJob(jobs_[static_cast<size_t>(task.job)], verdictKeyFns_)) {
+    pluginKeyPart(placementKey_, task, partProbe_.second, partScratch_, verdictKeyFns_);
+    if (!partProbe_.second.empty()) return scanPlacement(task, allowPipeline);
+  }
   // Shared by every task whose verdicts are alike: the pod's key, plugins' order parts left out.
   std::string key = podPlacementKey(task);
   if (domain_) key += "|domain:" + domain_->name;

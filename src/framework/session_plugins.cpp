@@ -32,13 +32,10 @@ void Session::addGpuOrderFn(const std::string& p, GpuOrderFn fn) { gpuOrder_.pus
 void Session::addPreemptableFn(const std::string& p, VictimFn fn) { preemptable_.push_back({p, std::move(fn)}); }
 void Session::addReclaimableFn(const std::string& p, VictimFn fn) { reclaimable_.push_back({p, std::move(fn)}); }
 void Session::addCapacityFn(const std::string& p, CapacityFn fn) { capacity_.push_back({p, std::move(fn)}); }
-void Session::addPlacementKeyFn(const std::string& p, PlacementKeyFn fn, KeyPart part) {
-  if (part == KeyPart::Order) {
-    placementKey_.push_back({p, std::move(fn)});
-  } else {
-    placementKey_.insert(placementKey_.begin() + static_cast<std::ptrdiff_t>(verdictKeyFns_), {p, std::move(fn)});
-    ++verdictKeyFns_;
-  }
+void Session::addPlacementKeyFn(const std::string& p, PlacementKeyFn fn, KeyPart part, PlacementKeyJobFn keysJob) {
+  const size_t at = part == KeyPart::Order ? placementKey_.size() : verdictKeyFns_++;
+  placementKey_.insert(placementKey_.begin() + static_cast<std::ptrdiff_t>(at), {p, std::move(fn)});
+  placementKeyJobs_.insert(placementKeyJobs_.begin() + static_cast<std::ptrdiff_t>(at), std::move(keysJob));
 }
 void Session::addJobDomainsFn(const std::string& p, JobDomainsFn fn) { jobDomains_.push_back({p, std::move(fn)}); }
 void Session::addCanReclaimFn(const std::string& p, JobCheckFn fn) { canReclaim_.push_back({p, std::move(fn)}); }

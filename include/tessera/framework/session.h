@@ -369,6 +369,10 @@ using JobDomainsFn = std::function<std::optional<JobDomains>(const SessionJob& j
 /// state, this plugin's predicates and scores depend on (e.g. the job, for constraints
 /// that depend on where its siblings are). Tasks with equal keys share cached node rankings.
 using PlacementKeyFn = std::function<void(const SessionTask& task, std::string& key)>;
+/// Whether a plugin's PlacementKeyFn may append anything for some task of `job`: false promises it
+/// appends nothing for any of them, so the job's pods keep their own classes and a job whose
+/// pending pods ask alike is one class without reading them. Omitted: it may, for every job.
+using PlacementKeyJobFn = std::function<bool(const SessionJob& job)>;
 /// What a plugin's part of the placement key stands for: state its predicates read (which nodes
 /// pass), or state only its scores read (the order of the nodes that pass). Failure tallies, which
 /// remember only which nodes pass and why, are shared by tasks whose verdict parts are equal.
@@ -442,7 +446,8 @@ class Session {
   void addReclaimableFn(const std::string& plugin, VictimFn fn);
   void addCapacityFn(const std::string& plugin, CapacityFn fn);
   void addAllocateHandler(const std::string& plugin, TaskEventFn onAllocate, TaskEventFn onDeallocate);
-  void addPlacementKeyFn(const std::string& plugin, PlacementKeyFn fn, KeyPart part = KeyPart::Verdicts);
+  void addPlacementKeyFn(const std::string& plugin, PlacementKeyFn fn, KeyPart part = KeyPart::Verdicts,
+                         PlacementKeyJobFn keysJob = nullptr);
   void addJobDomainsFn(const std::string& plugin, JobDomainsFn fn);
   void addCanReclaimFn(const std::string& plugin, JobCheckFn fn);
   void addReclaimBoundsFn(const std::string& plugin, CapacityFn fn);
@@ -670,6 +675,7 @@ class Session {
   std::vector<Named<TaskEventFn>> onAllocate_;
   std::vector<Named<TaskEventFn>> onDeallocate_;
   std::vector<Named<PlacementKeyFn>> placementKey_;  ///< every plugin's part (KeyPart::Verdicts first)
+  std::vector<PlacementKeyJobFn> placementKeyJobs_;  ///< parallel to placementKey_ (null: every job)
   size_t verdictKeyFns_ = 0;                          ///< how many of them are KeyPart::Verdicts
   std::vector<Named<JobDomainsFn>> jobDomains_;
   std::vector<Named<JobCheckFn>> canReclaim_;
@@ -791,6 +797,9 @@ class Session {
   mutable std::string signatureScratch_;
   /// jobSignature's key into `sig`; false for a job like no other.
   bool buildSignature(const SessionJob& job, int missing, std::string& sig) const;
+  /// Whether a plugin's placement key part (of the first `count`) may be other than empty for a task
+  /// of `job` (PlacementKeyJobFn).
+  bool keysJob(const SessionJob& job, size_t count = SIZE_MAX) const;
   const std::string& podPlacementKey(const SessionTask& task) const;
   /// Per job: all its tasks in task order (taskLess: static within a session), built lazily.
   mutable std::vector<std::vector<int>> taskOrderCache_;

@@ -143,15 +143,19 @@ class TopologyPlugin final : public framework::Plugin {
     });
     // The planned job's subgroup domains decide which nodes pass (subgroupFits); its preferred
     // level's bonus only orders them. Both hold for one plan: planned again, the job may get others.
-    ssn.addPlacementKeyFn(name_, [this](const SessionTask& task, std::string& key) {
-      if (task.job == plan_.job && !plan_.assign.empty()) key += std::to_string(plan_.seq);
-    });
+    // Both parts are the planned job's only.
+    ssn.addPlacementKeyFn(
+        name_,
+        [this](const SessionTask& task, std::string& key) {
+          if (task.job == plan_.job && !plan_.assign.empty()) key += std::to_string(plan_.seq);
+        },
+        framework::KeyPart::Verdicts, [this](const SessionJob& job) { return job.index == plan_.job && !plan_.assign.empty(); });
     ssn.addPlacementKeyFn(
         name_,
         [this](const SessionTask& task, std::string& key) {
           if (task.job == plan_.job && plan_.bonusLevel >= 0) key += "b" + std::to_string(plan_.seq);
         },
-        framework::KeyPart::Order);
+        framework::KeyPart::Order, [this](const SessionJob& job) { return job.index == plan_.job && plan_.bonusLevel >= 0; });
     // Rooms are cached per domain; every change of a node's resources comes through here.
     ssn.addAllocateHandler(
         name_, [this, &ssn](const SessionTask& t) { changed(ssn, t, true); },
