@@ -169,7 +169,13 @@ int Session::placementClass(const SessionTask& task) const {
       own = intern(podPlacementKey(task));
     }
   }
-  if (!keysJob(jobs_[static_cast<size_t>(task.job)])) return own;
+  if (!keysJob(jobs_[static_cast<size_t>(task.job)])) {
+#ifndef NDEBUG  // (a plugin's PlacementKeyJobFn keeps its promise)
+    pluginKeyPart(placementKey_, task, partProbe_.second, partScratch_);
+    TESSERA_ASSERT(partProbe_.second.empty());
+#endif
+    return own;
+  }
   // Plugins' parts are asked each time (they may change within the session); usually empty. The
   // probe's buffers are reused: a class met before costs no allocation.
   std::pair<int, std::string>& probe = partProbe_;
