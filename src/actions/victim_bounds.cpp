@@ -128,14 +128,17 @@ bool VictimSearch::reclaimBoundsMayHold(const SessionJob& job, const api::Resour
 }
 
 VictimSearch::ClassRooms& VictimSearch::roomsFor(const SessionJob& job) {
-  // Per node, for claimants of this queue, priority and preemptibility, while the node is unchanged
+  // Per node, for claimants alike in what their victims depend on (appendClaimantKey: queue,
+  // priority, preemptibility, and reclaiming, the turn's request), while the node is unchanged
   // and (reclaim) nothing was committed: a commit changes queue shares, and with them who may be a
   // reclaim victim; who may be preempted or moved does not depend on shares.
   if (mode_ == VictimMode::Reclaim && roomAt_ != commits_) {
     nodeRoom_.clear();
     roomAt_ = commits_;
   }
-  const std::string key = job.info->queue + "|" + std::to_string(job.priority) + (job.preemptible ? "|p" : "|n");
+  std::string& key = roomsKey_;
+  key.clear();
+  appendClaimantKey(job, key);
   ClassRooms& rooms = nodeRoom_[key];
   if (rooms.known.empty()) {
     rooms.known.assign(ssn_.nodes().size(), 0);
@@ -146,14 +149,31 @@ VictimSearch::ClassRooms& VictimSearch::roomsFor(const SessionJob& job) {
   return rooms;
 }
 
+std::span<const VictimSearch::HeldPod> VictimSearch::heldOn(int node) {
+  const size_t ni = static_cast<size_t>(node);
+  if (heldVersion_.size() != ssn_.nodes().size()) {
+    heldVersion_.assign(ssn_.nodes().size(), 0);
+    heldCount_.assign(ssn_.nodes().size(), 0);
+    held_.resize(running_.size());
+  }
+  HeldPod* first = held_.data() + index_->nodeStart[ni];
+  const uint32_t version = ssn_.nodeChanges().version(node) + 1;
+  if (heldVersion_[ni] != version) {
+    uint32_t count = 0;
+    for (const Victim& v : onNode(node))
+      if (const SessionTask& t = ssn_.task(v.job, v.task); victims_detail::running(t)) first[count++] = {v, podRoom(t)};
+    heldCount_[ni] = count;
+    heldVersion_[ni] = version;
+  }
+  return {first, heldCount_[ni]};
+}
+
 victims_detail::Room VictimSearch::victimRoomOn(const SessionJob& job, int node) {
   Room r{0, 0, 0};
   if (mayHaveVictims(job, node))
-    for (const Victim& v : onNode(node))
-      if (eligibleCached(job, v)) {
-        const Room p = podRoom(ssn_.task(v.job, v.task));
-        for (size_t i = 0; i < 3; ++i) r[i] += p[i];
-      }
+    for (const HeldPod& p : heldOn(node))
+      if (eligibleRunning(job, p.pod))
+        for (size_t i = 0; i < 3; ++i) r[i] += p.room[i];
   return r;
 }
 

@@ -48,6 +48,11 @@ bool VictimSearch::eligibleCached(const SessionJob& job, const Victim& v) {
   // A releasing pod says nothing about its job: asked of running pods only, so that the verdict
   // holds for the job.
   if (!running(ssn_.task(v.job, v.task))) return false;
+  return eligibleRunning(job, v);
+}
+
+bool VictimSearch::eligibleRunning(const SessionJob& job, const Victim& v) {
+  if (verdict_.size() != ssn_.jobs().size()) verdict_.assign(ssn_.jobs().size(), -1);
   int8_t& e = verdict_[v.job];
   if (e < 0) {
     e = eligible(job, ssn_.task(v.job, v.task)) ? 1 : 0;
@@ -336,10 +341,7 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
   key.clear();
   key += std::to_string(ssn_.placementClass(task));
   key += '|';
-  key += job.info->queue;
-  key += '|';
-  key += std::to_string(job.priority);
-  key += job.preemptible ? "|p" : "|n";
+  appendClaimantKey(job, key);
   key += pruneKey();  // a retry without its first victim: rankings of its own
   // Victims taken for this claimant's earlier pods change the victim order itself (queue shares,
   // jobs no longer above their minimum): the nodes are ranked afresh for its later pods. Preempt's

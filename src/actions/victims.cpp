@@ -315,13 +315,21 @@ bool VictimSearch::relievable(const SessionJob& job, const std::string& why) con
 const std::string& VictimSearch::queueRoomKey(const SessionJob& job, const SessionTask& task) {
   std::string& key = queueRoomKey_;
   key.clear();
-  for (int64_t v : {int64_t{job.queue}, int64_t{job.priority}, task.request().milliGpu, task.request().milliCpu,
-                    task.request().memory}) {
+  for (int64_t v : {task.request().milliGpu, task.request().milliCpu, task.request().memory}) {
     key += std::to_string(v);
     key += '|';
   }
+  appendClaimantKey(job, key);
   key += pruneKey();
   return key;
+}
+
+void VictimSearch::appendClaimantKey(const SessionJob& job, std::string& key) const {
+  key += job.info->queue;
+  key += '|';
+  key += std::to_string(job.priority);
+  key += job.preemptible ? "|p" : "|n";
+  if (mode_ == VictimMode::Reclaim) ssn_.reclaimClaimantKey(job, key);
 }
 
 bool VictimSearch::queueRoomKnownFailed(const SessionJob& job, const SessionTask& task) {

@@ -124,7 +124,7 @@ class VictimSearch {
   std::vector<victims_detail::Room> baseRoom_;  ///< per node: futureRoom()
   std::vector<std::optional<victims_detail::Room>> baseSums_;  ///< per domain id
   size_t baseAt_ = 0;
-  /// The victim room kept for claimants like `job` (its queue, priority and preemptibility).
+  /// The victim room kept for claimants like `job` (appendClaimantKey).
   ClassRooms& roomsFor(const framework::SessionJob& job);
   /// What the pods on `node` that `job` may take hold (ClassRooms::room).
   victims_detail::Room victimRoomOn(const framework::SessionJob& job, int node);
@@ -348,6 +348,11 @@ class VictimSearch {
   bool relievable(const framework::SessionJob& job, const std::string& why) const;
   /// The claimant key of freeQueueRoom()'s failures, written into queueRoomKey_ (a kept buffer).
   const std::string& queueRoomKey(const framework::SessionJob& job, const framework::SessionTask& task);
+  /// What the eligible victims of `job` depend on (framework::VictimFn): its queue, priority and
+  /// preemptibility, and reclaiming, the plugins' ClaimantKeyFn parts. Rooms, rankings and failed
+  /// queue-room scans are kept per this key.
+  void appendClaimantKey(const framework::SessionJob& job, std::string& key) const;
+  std::string roomsKey_;  ///< roomsFor()'s buffer
   std::string queueRoomKey_;
   bool queueRoomKnownFailed(const framework::SessionJob& job, const framework::SessionTask& task);
   /// freeQueueRoom() failures by claimant key, with the node change count at that moment.
@@ -388,6 +393,20 @@ class VictimSearch {
   std::vector<int> whole_;
   /// eligible(), asked once per victim job until resetVerdicts().
   bool eligibleCached(const framework::SessionJob& job, const Victim& v);
+  /// eligibleCached() of a pod known to run (heldOn()): its task is not read again.
+  bool eligibleRunning(const framework::SessionJob& job, const Victim& v);
+  /// A running pod of a node and what it holds there (victims_detail::podRoom).
+  struct HeldPod {
+    Victim pod;
+    victims_detail::Room room;
+  };
+  /// The running pods of `node` with what they hold, read from their tasks once per change of the
+  /// node (its NodeChangeLog version): victimRoomOn() sums them for every claimant class and every
+  /// commit without visiting the tasks again. Laid out as onNode(), in no order.
+  std::span<const HeldPod> heldOn(int node);
+  std::vector<HeldPod> held_;         ///< node n's in [nodeStart[n], nodeStart[n] + heldCount_[n])
+  std::vector<uint32_t> heldCount_;   ///< per node
+  std::vector<uint32_t> heldVersion_; ///< per node: its version when read, plus one (0: never)
   void resetVerdicts();
 
   /// A node where `task` fits after evicting `count` eligible victims; none when it cannot.

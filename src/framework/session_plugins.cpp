@@ -30,7 +30,10 @@ void Session::addPredicateFn(const std::string& p, PredicateFn fn) { predicate_.
 void Session::addNodeOrderFn(const std::string& p, NodeOrderFn fn) { nodeOrder_.push_back({p, std::move(fn)}); }
 void Session::addGpuOrderFn(const std::string& p, GpuOrderFn fn) { gpuOrder_.push_back({p, std::move(fn)}); }
 void Session::addPreemptableFn(const std::string& p, VictimFn fn) { preemptable_.push_back({p, std::move(fn)}); }
-void Session::addReclaimableFn(const std::string& p, VictimFn fn) { reclaimable_.push_back({p, std::move(fn)}); }
+void Session::addReclaimableFn(const std::string& p, VictimFn fn, ClaimantKeyFn key) {
+  reclaimable_.push_back({p, std::move(fn)});
+  if (key) reclaimKeys_.push_back(std::move(key));
+}
 void Session::addCapacityFn(const std::string& p, CapacityFn fn) { capacity_.push_back({p, std::move(fn)}); }
 void Session::addPlacementKeyFn(const std::string& p, PlacementKeyFn fn, KeyPart part, PlacementKeyJobFn keysJob) {
   const size_t at = part == KeyPart::Order ? placementKey_.size() : verdictKeyFns_++;
@@ -388,6 +391,10 @@ bool Session::reclaimable(const SessionJob& claimant, const SessionTask& victim)
   for (const auto& f : reclaimable_)
     if (!f.fn(claimant, victim)) return false;
   return !reclaimable_.empty();
+}
+
+void Session::reclaimClaimantKey(const SessionJob& claimant, std::string& key) const {
+  for (const ClaimantKeyFn& f : reclaimKeys_) f(claimant, key);
 }
 
 // ---- notifications ----

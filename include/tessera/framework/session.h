@@ -320,8 +320,14 @@ using NodeOrderFn = std::function<int64_t(const SessionTask& task, const Session
 /// GPU score within a node for a fractional task; higher is better. `gpuGroup` indexes
 /// node.gpuGroups, or is -1 for a whole idle GPU the task would start a new group on.
 using GpuOrderFn = std::function<int64_t(const SessionTask& task, const SessionNode& node, int gpuGroup)>;
-/// Victim filters for preempt / reclaim: may `victim` be evicted for `claimant`?
+/// Victim filters for preempt / reclaim: may `victim` be evicted for `claimant`? Of the claimant, a
+/// verdict reads its queue, priority and preemptibility, and whatever else its plugin's
+/// ClaimantKeyFn writes: claimants alike in these get one verdict for every victim while nothing is
+/// committed (the victim search keeps node rooms and rankings per claimant key).
 using VictimFn = std::function<bool(const SessionJob& claimant, const SessionTask& victim)>;
+/// Appends to `key` what else of the claimant a plugin's VictimFn reads (proportion's reclaim: the
+/// request of the claimant's turn, which its saturation and quota checks add to its queue).
+using ClaimantKeyFn = std::function<void(const SessionJob& claimant, std::string& key)>;
 /// Queue capacity check for placing `request` of `job`; fails with a reason (OverLimit...) when it may not.
 using CapacityFn = std::function<api::Status(const SessionJob& job, const api::Resources& request)>;
 /// Orders victims: <0 when `l` should be evicted before `r`.
@@ -443,7 +449,7 @@ class Session {
   void addNodeOrderFn(const std::string& plugin, NodeOrderFn fn);
   void addGpuOrderFn(const std::string& plugin, GpuOrderFn fn);
   void addPreemptableFn(const std::string& plugin, VictimFn fn);
-  void addReclaimableFn(const std::string& plugin, VictimFn fn);
+  void addReclaimableFn(const std::string& plugin, VictimFn fn, ClaimantKeyFn key = nullptr);
   void addCapacityFn(const std::string& plugin, CapacityFn fn);
   void addAllocateHandler(const std::string& plugin, TaskEventFn onAllocate, TaskEventFn onDeallocate);
   void addPlacementKeyFn(const std::string& plugin, PlacementKeyFn fn, KeyPart part = KeyPart::Verdicts,
@@ -483,6 +489,8 @@ class Session {
   int64_t gpuScore(const SessionTask& task, const SessionNode& node, int gpuGroup) const;
   bool preemptable(const SessionJob& claimant, const SessionTask& victim) const;
   bool reclaimable(const SessionJob& claimant, const SessionTask& victim) const;
+  /// Appends the reclaimable filters' ClaimantKeyFn parts for `claimant` to `key`.
+  void reclaimClaimantKey(const SessionJob& claimant, std::string& key) const;
   api::Status capacityCheck(const SessionJob& job, const api::Resources& request) const;
   /// Whether the job's queue may take resources back from other queues (a reason when not).
   /// Without a registered check, no job may reclaim.
@@ -671,6 +679,7 @@ class Session {
   std::vector<Named<GpuOrderFn>> gpuOrder_;
   std::vector<Named<VictimFn>> preemptable_;
   std::vector<Named<VictimFn>> reclaimable_;
+  std::vector<ClaimantKeyFn> reclaimKeys_;  ///< the reclaimable filters' ClaimantKeyFn, those given
   std::vector<Named<CapacityFn>> capacity_;
   std::vector<Named<TaskEventFn>> onAllocate_;
   std::vector<Named<TaskEventFn>> onDeallocate_;

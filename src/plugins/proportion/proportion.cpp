@@ -257,6 +257,13 @@ class State {
     return mayTake(a, b, req) && saturationOk(a, req);
   }
 
+  /// What reclaimable() reads of the claimant besides its queue: its turn's request, which the
+  /// quota and saturation checks add to the claimant's side (framework::ClaimantKeyFn).
+  void reclaimKey(const SessionJob& claimant, std::string& key) {
+    const Amounts req = turnRequest(claimant);
+    key.append(reinterpret_cast<const char*>(req.data()), sizeof req);
+  }
+
   /// Victims: the most over-share queue first, then the lowest job priority, then surplus pods of
   /// an elastic job before a job at its minimum, then the newer job (then the session's
   /// tie-breaks: lowest task priority, newest pod, key).
@@ -1201,7 +1208,9 @@ class ProportionPlugin final : public framework::Plugin {
     ssn.addCanReclaimFn(name_, [st](const SessionJob& j) { return st->canReclaim(j); });
     ssn.addReclaimBoundsFn(name_,
                            [st](const SessionJob& j, const api::Resources& req) { return st->reclaimBounds(j, req); });
-    ssn.addReclaimableFn(name_, [st](const SessionJob& c, const SessionTask& v) { return st->reclaimable(c, v); });
+    ssn.addReclaimableFn(
+        name_, [st](const SessionJob& c, const SessionTask& v) { return st->reclaimable(c, v); },
+        [st](const SessionJob& c, std::string& key) { st->reclaimKey(c, key); });
     ssn.addPreemptableFn(name_, [st](const SessionJob& c, const SessionTask& v) { return st->preemptable(c, v); });
     ssn.addVictimOrderFn(
         name_, [st](const SessionTask& l, const SessionTask& r) { return st->compareVictims(l, r); },
