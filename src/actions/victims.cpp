@@ -748,6 +748,7 @@ bool VictimSearch::runInDomains(SessionJob& job, const std::vector<framework::No
     while (end < domains.size() && domains[end].rank == domains[first].rank) ++end;
     int best = -1, tried = 0;
     std::vector<Victim> bestSet;
+    std::optional<TrialSolution> bestTrial;  // the best set's operations, when its trial kept them
     for (size_t d = first; d < end && tried < kDomainTrials; ++d) {
       std::string why;
       if (!mayHold(job, domains[d], ids[d], want, rooms)) {
@@ -764,15 +765,20 @@ bool VictimSearch::runInDomains(SessionJob& job, const std::vector<framework::No
         const std::optional<Victim> head = earliestVictimIn(job, domains[d]);
         if (!head || victimBefore(latestOf(bestSet), *head)) continue;
       }
+      lastTrial_.reset();
       if (searchIn(job, &domains[d], why, /*trial=*/true)) {
-        if (best < 0 || earlier(evictedNow_, bestSet)) best = static_cast<int>(d), bestSet = evictedNow_;
+        if (best < 0 || earlier(evictedNow_, bestSet)) {
+          best = static_cast<int>(d), bestSet = evictedNow_;
+          bestTrial = std::move(lastTrial_);
+        }
         continue;
       }
       if (reason.empty()) reason = domains[d].name + ": " + why;
     }
     if (best >= 0) {
       std::string why;
-      if (searchIn(job, &domains[best], why, /*trial=*/false)) return true;
+      if (bestTrial ? replayIn(job, &domains[best], *bestTrial, why) : searchIn(job, &domains[best], why, /*trial=*/false))
+        return true;
       if (reason.empty()) reason = domains[best].name + ": " + why;
     }
     first = end;
@@ -861,6 +867,16 @@ bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, s
     }
     return false;
   }
+  if (trial && evicted > 0 && excludedPods_.empty() && !pruning_ && !victimsFirst && mode_ != VictimMode::Consolidate &&
+      std::none_of(stmt.operations().begin(), stmt.operations().end(), [](const framework::Operation& op) {
+        return op.type == framework::Operation::Type::Repipeline;
+      }))
+    lastTrial_ = TrialSolution{stmt.operations(), evictedNow_, evicted, queueFreed, orderChanged_};
+  return finishTurn(stmt, job, domain, needed, evicted, queueFreed, trial, reason);
+}
+
+bool VictimSearch::finishTurn(Statement& stmt, SessionJob& job, const framework::NodeDomain* domain, size_t needed,
+                              int evicted, bool queueFreed, bool trial, std::string& reason) {
   if (evicted == 0) {  // the job needs no victim: placing it is allocate's job, not this action's
     reason = "fits without victims";
     stmt.discard();
@@ -911,6 +927,37 @@ void VictimSearch::commitTurn(Statement& stmt, SessionJob& job, int evicted) {
   ssn_.setUnschedulable(job, job.pipelinedCount > 0 ? "pipelined by " + std::string(what) + ": waiting for " +
                                                           pods(evicted) + " to leave"
                                                     : "");
+}
+
+bool VictimSearch::replayIn(SessionJob& job, const framework::NodeDomain* domain, const TrialSolution& s,
+                            std::string& reason) {
+  if (selfChecks()) {  // the trial, run again, finds the same operations (the search is deterministic)
+    lastTrial_.reset();
+    std::string why;
+    const bool again = runIn(job, domain, why, /*trial=*/true);
+    TESSERA_ASSERT(again && lastTrial_);
+    TESSERA_ASSERT(lastTrial_->ops.size() == s.ops.size() && lastTrial_->evictedCount == s.evictedCount &&
+                   lastTrial_->queueFreed == s.queueFreed);
+    for (size_t i = 0; i < s.ops.size(); ++i) {
+      const framework::Operation &a = lastTrial_->ops[i], &b = s.ops[i];
+      TESSERA_ASSERT(a.type == b.type && a.job == b.job && a.task == b.task && a.node == b.node);
+    }
+  }
+  const size_t needed = static_cast<size_t>(turnMissing(job));  // (as runIn counts it: before the turn)
+  Statement stmt(ssn_);
+  for (const framework::Operation& op : s.ops) {
+    SessionTask& t = ssn_.jobs()[static_cast<size_t>(op.job)].tasks[static_cast<size_t>(op.task)];
+    switch (op.type) {
+      case framework::Operation::Type::Evict: stmt.evict(t, op.reason); break;
+      case framework::Operation::Type::Pipeline: stmt.pipeline(t, op.node); break;
+      case framework::Operation::Type::Allocate: stmt.allocate(t, op.node); break;
+      case framework::Operation::Type::Reserve: stmt.reserve(t, op.node); break;
+      case framework::Operation::Type::Repipeline: TESSERA_ASSERT(false); break;  // (never kept: runIn)
+    }
+  }
+  evictedNow_ = s.evicted;
+  orderChanged_ = s.orderChanged;
+  return finishTurn(stmt, job, domain, needed, s.evictedCount, s.queueFreed, /*trial=*/false, reason);
 }
 
 bool VictimSearch::searchIn(SessionJob& job, const framework::NodeDomain* domain, std::string& reason, bool trial) {

@@ -177,6 +177,25 @@ class VictimSearch {
   static constexpr int kDomainTrials = 8;
   /// runIn(), for consolidation first by the victim sequence (solveBySequence), then node by node.
   bool searchIn(framework::SessionJob& job, const framework::NodeDomain* domain, std::string& reason, bool trial);
+  /// A trial's solution as runIn() found it before its statement was undone (only a top-level
+  /// search's: no pod left out, no prune, not consolidation): the domain that wins among the trials
+  /// is taken by applying these operations again (replayIn) instead of searching it once more.
+  struct TrialSolution {
+    std::vector<framework::Operation> ops;
+    std::vector<Victim> evicted;  ///< evictedNow_
+    int evictedCount = 0;
+    bool queueFreed = false;
+    bool orderChanged = false;
+  };
+  std::optional<TrialSolution> lastTrial_;  ///< set by a successful trial runIn() at the top level
+  /// What runIn(job, domain, trial=false) does where its trial found `s` (the session as then):
+  /// the same operations, then the same end of the turn (finishTurn).
+  bool replayIn(framework::SessionJob& job, const framework::NodeDomain* domain, const TrialSolution& s,
+                std::string& reason);
+  /// runIn()'s end once the turn's pods are placed in `stmt`: none evicted (allocate's business), a
+  /// trial (undone), a prune, or the commit.
+  bool finishTurn(framework::Statement& stmt, framework::SessionJob& job, const framework::NodeDomain* domain,
+                  size_t needed, int evicted, bool queueFreed, bool trial, std::string& reason);
 
   // ---- consolidation by the victim sequence (victim_sequence_solver.cpp) ----
   /// KAI's solver for consolidation: eligible chunks are taken cluster-wide in victim order until
