@@ -659,16 +659,19 @@ bool VictimSearch::prune(SessionJob& job, const framework::NodeDomain* domain, s
   // share with all of them gone (reclaimBoundsMayHold: a statement, far cheaper than the search;
   // with selfChecks() the search runs and is asserted to fail).
   const api::Resources leading = mode_ == VictimMode::Reclaim ? leadingAlikeRequest(job) : api::Resources();
+  std::optional<TrialSolution> kept;  // the operations of the last trial kept
   auto trial = [&](const std::vector<Victim>& without) {
     if (!mayFitWith(job, domain, without)) return false;
     const bool bounded = mode_ == VictimMode::Reclaim && !reclaimBoundsMayHold(job, leading, without);
     if (bounded && !selfChecks()) return false;
     std::string why;
+    lastTrial_.reset();
     const bool found = runIn(job, domain, why, /*trial=*/true);
     if (!found || !std::all_of(evictedNow_.begin(), evictedNow_.end(), [&](const Victim& x) { return in(best, x); }))
       return false;
     TESSERA_ASSERT(!bounded);
     best = evictedNow_;
+    kept = std::move(lastTrial_);
     return true;
   };
   for (int j : jobs) {
@@ -690,7 +693,8 @@ bool VictimSearch::prune(SessionJob& job, const framework::NodeDomain* domain, s
     excludedPods_.push_back(v);
     if (!trial(without)) excludedPods_.pop_back();
   }
-  bool ok = runIn(job, domain, reason, /*trial=*/false);
+  // The turn with what was left out: the last trial kept, which ran with exactly that left out.
+  bool ok = kept ? replayIn(job, domain, *kept, reason) : runIn(job, domain, reason, /*trial=*/false);
   excluded_.clear();
   excludedPods_.clear();
   pruning_ = false;
@@ -867,7 +871,8 @@ bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, s
     }
     return false;
   }
-  if (trial && evicted > 0 && excludedPods_.empty() && !pruning_ && !victimsFirst && mode_ != VictimMode::Consolidate &&
+  // (A search that left a pod out to retry, not pruning, ends its turn inside that retry.)
+  if (trial && evicted > 0 && (pruning_ || excludedPods_.empty()) && !victimsFirst && mode_ != VictimMode::Consolidate &&
       std::none_of(stmt.operations().begin(), stmt.operations().end(), [](const framework::Operation& op) {
         return op.type == framework::Operation::Type::Repipeline;
       }))

@@ -177,9 +177,10 @@ class VictimSearch {
   static constexpr int kDomainTrials = 8;
   /// runIn(), for consolidation first by the victim sequence (solveBySequence), then node by node.
   bool searchIn(framework::SessionJob& job, const framework::NodeDomain* domain, std::string& reason, bool trial);
-  /// A trial's solution as runIn() found it before its statement was undone (only a top-level
-  /// search's: no pod left out, no prune, not consolidation): the domain that wins among the trials
-  /// is taken by applying these operations again (replayIn) instead of searching it once more.
+  /// A trial's solution as runIn() found it before its statement was undone (a prune's trial, or a
+  /// search that left no pod out; not consolidation): the domain that wins among the trials, and
+  /// the set a prune ends with, are taken by applying these operations again (replayIn) instead of
+  /// searching once more.
   struct TrialSolution {
     std::vector<framework::Operation> ops;
     std::vector<Victim> evicted;  ///< evictedNow_
