@@ -188,7 +188,7 @@ class VictimSearch {
     bool queueFreed = false;
     bool orderChanged = false;
   };
-  std::optional<TrialSolution> lastTrial_;  ///< set by a successful trial runIn() at the top level
+  std::optional<TrialSolution> lastTrial_;  ///< set by a successful trial runIn() of those kinds
   /// What runIn(job, domain, trial=false) does where its trial found `s` (the session as then):
   /// the same operations, then the same end of the turn (finishTurn).
   bool replayIn(framework::SessionJob& job, const framework::NodeDomain* domain, const TrialSolution& s,
