@@ -44,7 +44,6 @@ void VictimSearch::resetVerdicts() {
 }
 
 bool VictimSearch::eligibleCached(const SessionJob& job, const Victim& v) {
-  if (verdict_.size() != ssn_.jobs().size()) verdict_.assign(ssn_.jobs().size(), -1);
   // A releasing pod says nothing about its job: asked of running pods only, so that the verdict
   // holds for the job.
   if (!running(ssn_.task(v.job, v.task))) return false;

@@ -143,19 +143,21 @@ class TopologyPlugin final : public framework::Plugin {
     });
     // The planned job's subgroup domains decide which nodes pass (subgroupFits); its preferred
     // level's bonus only orders them. Both hold for one plan: planned again, the job may get others.
-    // Both parts are the planned job's only.
+    // Both parts are the planned job's only (PlacementKeyJobFn: no other job is asked pod by pod).
+    auto assigned = [this](int job) { return job == plan_.job && !plan_.assign.empty(); };
+    auto bonused = [this](int job) { return job == plan_.job && plan_.bonusLevel >= 0; };
     ssn.addPlacementKeyFn(
         name_,
-        [this](const SessionTask& task, std::string& key) {
-          if (task.job == plan_.job && !plan_.assign.empty()) key += std::to_string(plan_.seq);
+        [this, assigned](const SessionTask& task, std::string& key) {
+          if (assigned(task.job)) key += std::to_string(plan_.seq);
         },
-        framework::KeyPart::Verdicts, [this](const SessionJob& job) { return job.index == plan_.job && !plan_.assign.empty(); });
+        framework::KeyPart::Verdicts, [assigned](const SessionJob& job) { return assigned(job.index); });
     ssn.addPlacementKeyFn(
         name_,
-        [this](const SessionTask& task, std::string& key) {
-          if (task.job == plan_.job && plan_.bonusLevel >= 0) key += "b" + std::to_string(plan_.seq);
+        [this, bonused](const SessionTask& task, std::string& key) {
+          if (bonused(task.job)) key += "b" + std::to_string(plan_.seq);
         },
-        framework::KeyPart::Order, [this](const SessionJob& job) { return job.index == plan_.job && plan_.bonusLevel >= 0; });
+        framework::KeyPart::Order, [bonused](const SessionJob& job) { return bonused(job.index); });
     // Rooms are cached per domain; every change of a node's resources comes through here.
     ssn.addAllocateHandler(
         name_, [this, &ssn](const SessionTask& t) { changed(ssn, t, true); },
