@@ -360,7 +360,8 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
   // afresh for each claimant). Such a ranking is dropped (preempt instead evaluates again the
   // nodes of the jobs commits changed, below).
   const uint64_t order = ssn_.victimOrderVersion();
-  if (it != rankings_.end() && mode_ != VictimMode::Preempt && it->second.order != order) {
+  if (it != rankings_.end() && mode_ != VictimMode::Preempt &&
+      (it->second.order != order || (it->second.onlyFor != 0 && it->second.onlyFor != turnSeq_))) {
     rankings_.erase(it);
     it = rankings_.end();
   }
@@ -405,6 +406,7 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
   }
   it->second.order = order;
   it->second.moved = movedLog_.size();
+  if (mode_ == VictimMode::Reclaim && !evictedNow_.empty()) it->second.onlyFor = turnSeq_;
   // The best current nodes; they stay ranked, valid until a try changes them.
   std::vector<int> out;
   for (const Candidate& c : ranking.best(max, log)) out.push_back(c.node);

@@ -509,6 +509,7 @@ bool VictimSearch::run(SessionJob& job, std::string& reason) {
 }
 
 bool VictimSearch::runTurn(SessionJob& job, std::string& reason) {
+  ++turnSeq_;
   // The search says why in its own words: findPlacement's failure reasons are not built.
   framework::QuietPlacement quiet(ssn_);
   // One victim order for the whole search, as KAI builds its victim queue once per claimant.
@@ -625,6 +626,33 @@ std::string VictimSearch::pruneKey() const {
 
 bool VictimSearch::prune(SessionJob& job, const framework::NodeDomain* domain, std::vector<Victim> best,
                          std::string& reason) {
+  // The turn with what was left out: the last trial kept, which ran with exactly that left out.
+  const std::optional<TrialSolution> kept = pruneWalk(job, domain, best);
+  bool ok = kept ? replayIn(job, domain, *kept, reason) : runIn(job, domain, reason, /*trial=*/false);
+  endPrune();
+  if (!ok) ok = runIn(job, domain, reason, /*trial=*/false);  // as first found
+  return ok;
+}
+
+void VictimSearch::endPrune() {
+  excluded_.clear();
+  excludedPods_.clear();
+  pruning_ = false;
+}
+
+bool VictimSearch::prunable(size_t needed, bool queueFreed, const std::vector<Victim>& set, bool applied) const {
+  if (pruning_ || (needed <= 1 && !queueFreed && mode_ != VictimMode::Consolidate) || set.size() < 2) return false;
+  const int job = set.front().job;
+  if (std::any_of(set.begin(), set.end(), [&](const Victim& v) { return v.job != job; })) return true;
+  // One victim job gave several pods: one of them may be spare where the job keeps its minimum
+  // with it (surplus pods taken one at a time, or an elastic job taken whole).
+  const SessionJob& vj = ssn_.jobs()[static_cast<size_t>(job)];
+  const int left = runningCount(vj) - (applied ? 0 : static_cast<int>(set.size()));
+  return left + 1 >= vj.minMember();
+}
+
+std::optional<VictimSearch::TrialSolution> VictimSearch::pruneWalk(SessionJob& job, const framework::NodeDomain* domain,
+                                                                   std::vector<Victim>& best) {
   pruning_ = true;
   ++pruneSeq_;
   pruneJobs_.clear();
@@ -641,12 +669,9 @@ bool VictimSearch::prune(SessionJob& job, const framework::NodeDomain* domain, s
     std::sort(list->begin(), list->end());
     list->erase(std::unique(list->begin(), list->end()), list->end());
   }
-  // The victims' jobs, the one with the latest victim in victim order first.
+  // The victims, the latest in victim order first.
   std::vector<Victim> byLatest = best;
   sortInVictimOrder(byLatest, /*latestFirst=*/true);
-  std::vector<int> jobs;
-  for (const Victim& v : byLatest)
-    if (std::find(jobs.begin(), jobs.end(), v.job) == jobs.end()) jobs.push_back(v.job);
   auto in = [](const std::vector<Victim>& set, const Victim& v) {
     return std::any_of(set.begin(), set.end(), [&](const Victim& y) { return v.job == y.job && v.task == y.task; });
   };
@@ -674,32 +699,35 @@ bool VictimSearch::prune(SessionJob& job, const framework::NodeDomain* domain, s
     kept = std::move(lastTrial_);
     return true;
   };
-  for (int j : jobs) {
-    if (std::none_of(best.begin(), best.end(), [&](const Victim& v) { return v.job == j; })) continue;
+  // Walking back from the latest victim to the first (victim order), each one the claimant can do
+  // without is left alone: a pod of an elastic job on its own where the job keeps its minimum
+  // running without it (its pods were taken one at a time, for different pods of the claimant or
+  // for queue room and node room), else its whole job, once, at the job's latest victim. One walk,
+  // not jobs first and then pods: a job's later pod goes before an earlier victim of another job
+  // is tried (the first minimal set in victim order keeps the earlier victims).
+  std::vector<int> triedJobs;
+  for (const Victim& v : byLatest) {
+    if (!in(best, v)) continue;
+    const SessionJob& vj = ssn_.jobs()[v.job];
+    const int taken =
+        static_cast<int>(std::count_if(best.begin(), best.end(), [&](const Victim& y) { return y.job == v.job; }));
     std::vector<Victim> without;
-    for (const Victim& v : best)
-      if (v.job != j) without.push_back(v);
-    excluded_.push_back(j);
+    if (taken >= 2 && runningCount(vj) - (taken - 1) >= vj.minMember()) {
+      for (const Victim& x : best)
+        if (x.job != v.job || x.task != v.task) without.push_back(x);
+      excludedPods_.push_back(v);
+      if (!trial(without)) excludedPods_.pop_back();
+      continue;
+    }
+    if (std::find(triedJobs.begin(), triedJobs.end(), v.job) != triedJobs.end()) continue;
+    triedJobs.push_back(v.job);
+    for (const Victim& x : best)
+      if (x.job != v.job) without.push_back(x);
+    excluded_.push_back(v.job);
     if (!trial(without)) excluded_.pop_back();
   }
-  // Then single pods of a job that gave several (surplus pods of an elastic job are taken one at a
-  // time, for different pods of the claimant or for queue room and node room): the latest first.
-  for (const Victim& v : byLatest) {
-    if (!in(best, v) || std::count_if(best.begin(), best.end(), [&](const Victim& y) { return y.job == v.job; }) < 2)
-      continue;
-    std::vector<Victim> without;
-    for (const Victim& x : best)
-      if (x.job != v.job || x.task != v.task) without.push_back(x);
-    excludedPods_.push_back(v);
-    if (!trial(without)) excludedPods_.pop_back();
-  }
-  // The turn with what was left out: the last trial kept, which ran with exactly that left out.
-  bool ok = kept ? replayIn(job, domain, *kept, reason) : runIn(job, domain, reason, /*trial=*/false);
-  excluded_.clear();
-  excludedPods_.clear();
-  pruning_ = false;
-  if (!ok) ok = runIn(job, domain, reason, /*trial=*/false);  // as first found
-  return ok;
+  if (kept) kept->pruned = true;
+  return kept;
 }
 
 bool VictimSearch::queueRulesHold(const SessionJob& job) const {
@@ -720,6 +748,13 @@ std::optional<VictimSearch::Victim> VictimSearch::earliestVictimIn(const Session
   }
   resetVerdicts();
   return head;
+}
+
+VictimSearch::Victim VictimSearch::earliestOf(const std::vector<Victim>& set) const {
+  Victim first = set.front();
+  for (const Victim& v : set)
+    if (victimBefore(v, first)) first = v;
+  return first;
 }
 
 VictimSearch::Victim VictimSearch::latestOf(const std::vector<Victim>& set) const {
@@ -747,6 +782,7 @@ bool VictimSearch::runInDomains(SessionJob& job, const std::vector<framework::No
   // comes after the latest victim of the best set so far cannot give an earlier set
   // (earlier() compares the latest victims first), and its trial is spared.
   const bool boundByDomain = mode_ != VictimMode::Consolidate && queueRulesHold(job);
+  const size_t needed = static_cast<size_t>(turnMissing(job));
   for (size_t first = 0; first < domains.size();) {
     size_t end = first;
     while (end < domains.size() && domains[end].rank == domains[first].rank) ++end;
@@ -771,9 +807,20 @@ bool VictimSearch::runInDomains(SessionJob& job, const std::vector<framework::No
       }
       lastTrial_.reset();
       if (searchIn(job, &domains[d], why, /*trial=*/true)) {
-        if (best < 0 || earlier(evictedNow_, bestSet)) {
-          best = static_cast<int>(d), bestSet = evictedNow_;
-          bestTrial = std::move(lastTrial_);
+        // Domains compare by the sets their turns end with: a set a prune would make smaller (the
+        // same queue-room victims found in two domains, a node's extra victims) is pruned first.
+        std::vector<Victim> set = evictedNow_;
+        std::optional<TrialSolution> solution = std::move(lastTrial_);
+        // (A set whose first victim comes after the best set's latest loses, whatever it keeps.)
+        if (best >= 0 && victimBefore(latestOf(bestSet), earliestOf(set))) continue;
+        if (prunable(needed, !solution || solution->queueFreed, set, /*applied=*/false)) {
+          if (std::optional<TrialSolution> kept = pruneWalk(job, &domains[d], set)) solution = std::move(kept);
+          else if (solution) solution->pruned = true;  // nothing to drop: its replay is not pruned again
+          endPrune();
+        }
+        if (best < 0 || earlier(set, bestSet)) {
+          best = static_cast<int>(d), bestSet = std::move(set);
+          bestTrial = std::move(solution);
         }
         continue;
       }
@@ -860,8 +907,12 @@ bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, s
     }
     // Several pods take victims one after another, each its node's first in victim order, and
     // nothing backtracks: the first pod's victim may leave no room for the next one where another
-    // victim would have held both. Once more without that first victim.
-    if (mode_ != VictimMode::Consolidate && needed > 1 && firstVictim && !pruning_ && excludedPods_.empty()) {
+    // victim would have held both. So for queue room taken before node room: the first victim in
+    // victim order under the limit may run where it frees nothing the pod can use, and taking it
+    // may leave the victim that would have freed both no longer eligible (its queue down to its
+    // fair share). Once more without that first victim.
+    if (mode_ != VictimMode::Consolidate && (needed > 1 || queueFreed) && firstVictim && !pruning_ &&
+        excludedPods_.empty()) {
       excludedPods_.push_back(*firstVictim);
       ++pruneSeq_;  // rankings and failures of this search are its own (pruneKey)
       std::string again;
@@ -881,7 +932,7 @@ bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, s
 }
 
 bool VictimSearch::finishTurn(Statement& stmt, SessionJob& job, const framework::NodeDomain* domain, size_t needed,
-                              int evicted, bool queueFreed, bool trial, std::string& reason) {
+                              int evicted, bool queueFreed, bool trial, std::string& reason, bool pruned) {
   if (evicted == 0) {  // the job needs no victim: placing it is allocate's job, not this action's
     reason = "fits without victims";
     stmt.discard();
@@ -891,21 +942,13 @@ bool VictimSearch::finishTurn(Statement& stmt, SessionJob& job, const framework:
     stmt.discard();
     return true;
   }
-  if (!pruning_ && (needed > 1 || queueFreed || mode_ == VictimMode::Consolidate)) {
-    // Several pods (or queue room and node room, or pods moved for moved pods) were made room for
-    // one after another: a victim taken early may have become unnecessary. Pruned across the whole
-    // set before committing.
-    std::vector<int> victimJobs;
-    for (const Victim& v : evictedNow_)
-      if (std::find(victimJobs.begin(), victimJobs.end(), v.job) == victimJobs.end()) victimJobs.push_back(v.job);
-    // One victim job still running pods gave surplus pods one at a time: one of them may be spare.
-    const bool surplusPods = victimJobs.size() == 1 && evictedNow_.size() > 1 &&
-                             victims_detail::runningCount(ssn_.jobs()[victimJobs.front()]) > 0;
-    if (victimJobs.size() > 1 || surplusPods) {
-      std::vector<Victim> found = evictedNow_;
-      stmt.discard();
-      return prune(job, domain, std::move(found), reason);
-    }
+  // Several pods (or queue room and node room, or pods moved for moved pods) were made room for
+  // one after another: a victim taken early may have become unnecessary. Pruned across the whole
+  // set before committing (not a set a prune ended with, replayed).
+  if (!pruned && prunable(needed, queueFreed, evictedNow_, /*applied=*/true)) {
+    std::vector<Victim> found = evictedNow_;
+    stmt.discard();
+    return prune(job, domain, std::move(found), reason);
   }
   commitTurn(stmt, job, evicted);
   return true;
@@ -941,10 +984,16 @@ bool VictimSearch::replayIn(SessionJob& job, const framework::NodeDomain* domain
     std::string why;
     const bool again = runIn(job, domain, why, /*trial=*/true);
     TESSERA_ASSERT(again && lastTrial_);
-    TESSERA_ASSERT(lastTrial_->ops.size() == s.ops.size() && lastTrial_->evictedCount == s.evictedCount &&
-                   lastTrial_->queueFreed == s.queueFreed);
+    std::optional<TrialSolution> found = std::move(lastTrial_);
+    if (s.pruned && !pruning_) {  // a domain's set, pruned before the domains were compared
+      std::vector<Victim> set = found->evicted;
+      if (std::optional<TrialSolution> kept = pruneWalk(job, domain, set)) found = std::move(kept);
+      endPrune();
+    }
+    TESSERA_ASSERT(found->ops.size() == s.ops.size() && found->evictedCount == s.evictedCount &&
+                   found->queueFreed == s.queueFreed);
     for (size_t i = 0; i < s.ops.size(); ++i) {
-      const framework::Operation &a = lastTrial_->ops[i], &b = s.ops[i];
+      const framework::Operation &a = found->ops[i], &b = s.ops[i];
       TESSERA_ASSERT(a.type == b.type && a.job == b.job && a.task == b.task && a.node == b.node);
     }
   }
@@ -962,7 +1011,7 @@ bool VictimSearch::replayIn(SessionJob& job, const framework::NodeDomain* domain
   }
   evictedNow_ = s.evicted;
   orderChanged_ = s.orderChanged;
-  return finishTurn(stmt, job, domain, needed, s.evictedCount, s.queueFreed, /*trial=*/false, reason);
+  return finishTurn(stmt, job, domain, needed, s.evictedCount, s.queueFreed, /*trial=*/false, reason, s.pruned);
 }
 
 bool VictimSearch::searchIn(SessionJob& job, const framework::NodeDomain* domain, std::string& reason, bool trial) {

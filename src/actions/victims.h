@@ -170,6 +170,7 @@ class VictimSearch {
   std::optional<Victim> earliestVictimIn(const framework::SessionJob& job, const framework::NodeDomain& domain);
   /// The latest of a non-empty set in victim order.
   Victim latestOf(const std::vector<Victim>& set) const;
+  Victim earliestOf(const std::vector<Victim>& set) const;
   std::map<std::string, ClassRooms> nodeRoom_;
   size_t roomAt_ = 0, commits_ = 0;
   /// Domains of one level searched (and compared) at most per claimant: the cost of a search grows
@@ -187,6 +188,7 @@ class VictimSearch {
     int evictedCount = 0;
     bool queueFreed = false;
     bool orderChanged = false;
+    bool pruned = false;  ///< the set a prune ended with: its replay is not pruned again
   };
   std::optional<TrialSolution> lastTrial_;  ///< set by a successful trial runIn() of those kinds
   /// What runIn(job, domain, trial=false) does where its trial found `s` (the session as then):
@@ -196,7 +198,7 @@ class VictimSearch {
   /// runIn()'s end once the turn's pods are placed in `stmt`: none evicted (allocate's business), a
   /// trial (undone), a prune, or the commit.
   bool finishTurn(framework::Statement& stmt, framework::SessionJob& job, const framework::NodeDomain* domain,
-                  size_t needed, int evicted, bool queueFreed, bool trial, std::string& reason);
+                  size_t needed, int evicted, bool queueFreed, bool trial, std::string& reason, bool pruned = false);
 
   // ---- consolidation by the victim sequence (victim_sequence_solver.cpp) ----
   /// KAI's solver for consolidation: eligible chunks are taken cluster-wide in victim order until
@@ -241,12 +243,24 @@ class VictimSearch {
   /// Whether victim set `a` comes before `b`: its latest victim is earlier in victim order, and
   /// so on down; then fewer victims.
   bool earlier(std::vector<Victim> a, std::vector<Victim> b) const;
-  /// Drops victims a claimant with several pods did without: for each victim job of `best`, the
-  /// latest in victim order first, then for each single pod of a job that gave several, the search
-  /// runs again without it, among `best`'s victims only, and keeps the result when it is a subset;
-  /// then commits the final search.
+  /// Drops victims a claimant with several pods did without (pruneWalk), then commits the set it
+  /// ended with.
   bool prune(framework::SessionJob& job, const framework::NodeDomain* domain, std::vector<Victim> best,
              std::string& reason);
+  /// The walk of a prune: from the latest victim of `best` in victim order to the first, the
+  /// search runs again without it (a pod of an elastic job on its own where the job keeps its
+  /// minimum, else its whole job), among `best`'s victims only, and keeps the result when it is a
+  /// subset. `best` ends as the set kept; returns the last kept trial's solution (none when no
+  /// trial was kept). Leaves the prune's state (pruning_, the exclusions) for endPrune(): a final
+  /// search runs under it.
+  std::optional<TrialSolution> pruneWalk(framework::SessionJob& job, const framework::NodeDomain* domain,
+                                         std::vector<Victim>& best);
+  void endPrune();
+  /// Whether a prune could find a smaller set than `set`, the turn's victims (finishTurn's rule):
+  /// several pods were placed one after another (or queue room and node room were made), and the
+  /// set holds several victim jobs, or several pods of one job of which one could stay.
+  /// `applied`: the set's evictions are in the session (its jobs' running counts are after them).
+  bool prunable(size_t needed, bool queueFreed, const std::vector<Victim>& set, bool applied) const;
   bool pruning_ = false;
   /// Whether the turn's pods could fit with only the pods of `set` evicted, by resources alone:
   /// every node of the domain (all nodes when null) counts the claimant pods its future idle room
@@ -486,7 +500,12 @@ class VictimSearch {
     Ranking ranking;
     uint64_t order = 0;
     size_t moved = 0;
+    /// Reclaim: the turn (turnSeq_) that ranked or refreshed it while its own victims were out;
+    /// 0 when none did. Who may be taken then read queue shares that turn's undo or commit moves
+    /// back, on nodes the node log does not name: no other turn uses it.
+    uint64_t onlyFor = 0;
   };
+  uint64_t turnSeq_ = 0;  ///< counts runTurn() calls
   std::map<std::string, KeptRanking> rankings_;
   /// Preempt: nodes running pods of the jobs each commit changed (its claimant and its victims'
   /// jobs), in commit order. Inside one queue two pods compare by their jobs alone, so only on

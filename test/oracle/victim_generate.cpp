@@ -85,6 +85,79 @@ std::string quantityGpu(int64_t milli) {
   return b;
 }
 
+/// Whether the cpu and memory all pods ask for fit in the cluster (see generate()).
+bool withinCapacity(const Case& c) {
+  int64_t cpu = 0, capacity = 0;
+  for (const OPod& p : c.pods) cpu += p.cpu;
+  for (const ONode& n : c.nodes) capacity += n.cpu;
+  return cpu <= capacity && int64_t(c.pods.size()) * kPodMemory <= int64_t(c.nodes.size()) * kNodeMemory;
+}
+
+/// The decoy of victim_model.h: a job of the claimant's queue and priority, older, of another
+/// shape (more pods, more GPU per pod, or cpu only), kept only when the brute force says that no
+/// allowed victim set lets it fit and that it does not fit as things are, and only where the
+/// claimant itself needs victims (else allocate places the claimant first and the decoy's turn
+/// sees another cluster). Up to three shapes are tried; none may be kept.
+void addDecoy(Case& c, Rng& rng) {
+  const OJob& cl = c.jobs[size_t(c.claimant)];
+  const OPod& like = c.pods[size_t(cl.pods.front())];
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    Case t = c;
+    OJob d;
+    d.name = "decoy";
+    d.queue = cl.queue;
+    d.priority = cl.priority;
+    d.created = cl.created - 600;
+    int count = int(cl.pods.size());
+    OPod p;
+    p.cpu = like.cpu;
+    p.wholeGpus = like.wholeGpus;
+    p.fracMilli = like.fracMilli;
+    switch (rng.below(3)) {
+      case 0: count += 1 + rng.below(2); break;  // more pods of the claimant's shape
+      case 1:                                    // more GPU per pod
+        if (p.fracMilli > 0) p.fracMilli = 0, p.wholeGpus = 1;
+        else p.wholeGpus += 1;
+        break;
+      default:  // cpu only
+        p.wholeGpus = 0, p.fracMilli = 0, p.cpu = 1000 * rng.pick(std::vector<int>{2, 4, 8});
+    }
+    if (p.fracMilli > 0 && count > 2) p.fracMilli = 0, p.wholeGpus = 1;  // as the claimant's fractions
+    d.podGroup = count > 1 || cl.podGroup;
+    d.minMember = count;
+    d.rackRequired = c.topology && d.podGroup && rng.chance(60);
+    const int dj = int(t.jobs.size());
+    for (int k = 0; k < count; ++k) {
+      OPod q = p;
+      q.job = dj;
+      q.name = d.podGroup ? "decoy-" + std::to_string(k) : "decoy";
+      q.created = d.created + k;
+      d.pods.push_back(int(t.pods.size()));
+      t.pods.push_back(q);
+    }
+    t.jobs.push_back(d);
+    if (!withinCapacity(t)) continue;
+    try {
+      if (expectedOutcome(t).fitsWithoutVictims) return;  // the claimant does not need victims
+      t.claimant = dj;
+      const Expected ed = expectedOutcome(t);
+      if (ed.fitsWithoutVictims || ed.solvable) continue;
+    } catch (const std::exception&) {
+      continue;  // a search too large
+    }
+    t.claimant = c.claimant;
+    t.decoy = dj;
+    c = std::move(t);
+    return;
+  }
+}
+
+std::string decimalOfMilli(int64_t milli) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", double(milli) / 1000.0);
+  return b;
+}
+
 }  // namespace
 
 std::string timeAt(int seconds) {
@@ -285,6 +358,9 @@ static Case generateOnce(uint64_t seed, uint64_t attempt) {
     c.hopeless = int(c.jobs.size());
     c.jobs.push_back(h);
   }
+  // Drawn last, so that the cases of earlier seeds keep their clusters.
+  if (c.mode == Mode::Reclaim && rng.chance(30)) c.saturationMilli = rng.pick(std::vector<int64_t>{500, 750});
+  if (rng.chance(40)) addDecoy(c, rng);
   return c;
 }
 
@@ -293,10 +369,7 @@ Case generate(uint64_t seed) {
   // the oracle depend on how the division caps unlimited quotas (issue 15, item 8): drawn again.
   for (uint64_t attempt = 0;; ++attempt) {
     Case c = generateOnce(seed, attempt);
-    int64_t cpu = 0, capacity = 0;
-    for (const OPod& p : c.pods) cpu += p.cpu;
-    for (const ONode& n : c.nodes) capacity += n.cpu;
-    if (cpu <= capacity && int64_t(c.pods.size()) * kPodMemory <= int64_t(c.nodes.size()) * kNodeMemory) return c;
+    if (withinCapacity(c)) return c;
   }
 }
 
@@ -307,7 +380,10 @@ std::string renderScenario(const Case& c, const Expected* e) {
     << "): the evictions must be the first minimal allowed set in victim order\n"
        "  (test/oracle/victim_model.h states the rules).\n";
   y << "source: test/oracle (issue 15), generated from seed " << c.seed << ".\n";
-  y << "config: {actions: [allocate, " << modeName(c.mode) << "]}\n";
+  y << "config: {actions: [allocate, " << modeName(c.mode) << "]";
+  if (c.saturationMilli != 1000)
+    y << ", plugins: {proportion: {reclaimerSaturationMultiplier: " << decimalOfMilli(c.saturationMilli) << "}}";
+  y << "}\n";
   y << "objects:\n";
   y << "  - {apiVersion: v1, kind: Namespace, metadata: {name: t}}\n";
   for (int v : {50, 75, 100, 125})
@@ -369,10 +445,11 @@ std::string renderScenario(const Case& c, const Expected* e) {
   }
   y << "steps:\n  - cycles: 1\n";
   if (e) {
-    std::vector<std::string> evicted, kept, claim;
+    std::vector<std::string> evicted, kept, claim, pending;  // pending: the decoy's pods (and the claimant's)
     for (size_t i = 0; i < c.pods.size(); ++i) {
       const OPod& p = c.pods[i];
       if (p.job == c.claimant) claim.push_back("t/" + p.name);
+      if (p.job == c.decoy) pending.push_back("t/" + p.name);
       if (p.node < 0) continue;
       const bool victim = std::binary_search(e->victims.begin(), e->victims.end(), int(i));
       (victim ? evicted : kept).push_back("t/" + p.name);
@@ -394,8 +471,9 @@ std::string renderScenario(const Case& c, const Expected* e) {
       for (size_t i = 0; i < claim.size(); ++i) y << (i ? ", " : "") << claim[i] << ": \"*\"";
       y << "}\n";
     } else {
-      y << "      pending: " << list(claim) << "\n";
+      pending.insert(pending.begin(), claim.begin(), claim.end());
     }
+    if (!pending.empty()) y << "      pending: " << list(pending) << "\n";
   }
   return y.str();
 }

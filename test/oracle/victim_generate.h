@@ -11,8 +11,9 @@ namespace tessera::oracle {
 /// A cluster of 1-4 nodes (optionally in two racks), a queue tree (flat, or a parent with two
 /// children beside a top-level queue) with GPU quotas, limits and weights, up to 8 running pods
 /// (single pods, gangs, elastic jobs; whole GPUs, fractions, cpu only; priorities 50-125), one
-/// pending claimant job and sometimes a second pending job too large for any node. Deterministic
-/// in `seed` (its own generator, no std distributions).
+/// pending claimant job, sometimes a pending job too large for any node, sometimes a decoy that
+/// goes first (victim_model.h) and, for reclaim, sometimes a saturation multiplier below 1.
+/// Deterministic in `seed` (its own generator, no std distributions).
 Case generate(uint64_t seed);
 
 /// The scenario file: the objects, one cycle with `actions: [allocate, <mode>]`, and, when `e` is

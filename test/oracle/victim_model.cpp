@@ -409,6 +409,16 @@ SetEval evaluate(const Case& c, const Expected& e, const std::vector<int>& posit
                   " stays within its own) when " + c.pods[size_t(unit.front())].name + " would be taken";
         return out;
       }
+      // Saturation: what the claimant side holds once the whole set is gone (victims under it,
+      // taken for other units, count), the claimant added.
+      for (int r = 0; r < kR; ++r)
+        if (e.request[r] > 0 &&
+            i128(rem[size_t(qa)][r] + e.request[r]) * 1000 > i128(e.fairShare[size_t(qa)][r]) * c.saturationMilli) {
+          out.allowed = false;
+          out.why = "queue " + A.name + " would grow past its fair share times the saturation multiplier by taking " +
+                    c.pods[size_t(unit.front())].name;
+          return out;
+        }
       for (int p : unit)
         for (int q : vpath) add(run[size_t(q)], podAmounts(c.pods[size_t(p)]), -1);
     }

@@ -60,8 +60,17 @@
 ///              ancestor of claimant and victim queue: the victim side must still be above its
 ///              kept share before the chunk is taken (MaintainFairShare), or the claimant side is
 ///              within its quota with the claimant added and the victim side above its quota
-///              (GuaranteeDeservedQuota).
+///              (GuaranteeDeservedQuota);
+///              and the claimant side, with the claimant added, within its fair share times
+///              proportion.reclaimerSaturationMultiplier (each resource the claimant asks for).
 /// When the claimant fits with no victim at all (allocate places it), nothing is evicted.
+///
+/// OTHER PENDING JOBS. A "decoy" (sometimes): a job of the claimant's class (queue and priority),
+/// older, so its turn comes first, of another shape, that neither fits as things are nor has an
+/// allowed set that lets it fit (the brute force says so with the decoy as claimant): its turn
+/// must change nothing, and what the search learned in it (per claimant class, rooms, rankings,
+/// failed scans) must not change the claimant's answer. A "huge" job (sometimes): no node holds it.
+/// Both count in their queue's request, so in the division.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -126,7 +135,9 @@ struct Case {
   std::vector<OJob> jobs;
   std::vector<OPod> pods;
   int claimant = -1;  ///< job index
-  int hopeless = -1;  ///< job index of a pending job no victim set can help, or -1
+  int hopeless = -1;  ///< job index of a pending job no node can hold, or -1
+  int decoy = -1;     ///< job index of the decoy (above), or -1
+  int64_t saturationMilli = 1000;  ///< proportion.reclaimerSaturationMultiplier x 1000
 };
 
 /// One step of the victim sequence.

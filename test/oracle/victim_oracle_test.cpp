@@ -9,6 +9,8 @@
 //   TESSERA_ORACLE_SHOW=K    how many failing seeds to print in full (default 3)
 //   TESSERA_ORACLE_KEEP=1    keep every seed's scenario file, passing ones too (to turn a case into
 //                            a scenario of its own)
+//   TESSERA_ORACLE_TRACE=1   name each seed on stderr before it runs (a self-check that aborts the
+//                            process names no seed)
 // A failing seed is kept as a scenario file (with the expected outcome as expectations) in the
 // temp directory; `tessera check FILE` and `tessera simulate FILE` reproduce it.
 #include <catch2/catch.hpp>
@@ -21,6 +23,7 @@
 #include <set>
 #include <sstream>
 
+#include "tessera/actions/factories.h"
 #include "tessera/app/scenario.h"
 #include "victim_generate.h"
 #include "victim_model.h"
@@ -118,6 +121,15 @@ Run runOne(uint64_t seed, const std::filesystem::path& dir) {
   r.failed = !v.ok;
   r.rule = v.rule;
   r.detail = v.detail;
+  if (!r.failed && c.decoy >= 0)  // the decoy's turn changes nothing: its pods stay pending
+    for (int p : c.jobs[size_t(c.decoy)].pods) {
+      const std::string k = "t/" + c.pods[size_t(p)].name;
+      if (std::count(o.bound.begin(), o.bound.end(), k) + std::count(o.pipelined.begin(), o.pipelined.end(), k) > 0) {
+        r.failed = true;
+        r.rule = "decoy";
+        r.detail = k + " was placed although no allowed victim set lets the decoy fit";
+      }
+    }
   // The scenario's own expectations must agree with the verdict (they are what a reader re-runs).
   if (!r.failed && !outcome.passed()) {
     r.failed = true;
@@ -134,20 +146,31 @@ TEST_CASE("victim oracle: preempt, reclaim and consolidate evict the first minim
   const long first = envLong("TESSERA_ORACLE_SEED", 1);
   const long show = envLong("TESSERA_ORACLE_SHOW", 3);
   const bool keep = envLong("TESSERA_ORACLE_KEEP", 0) != 0;
+  const bool trace = envLong("TESSERA_ORACLE_TRACE", 0) != 0;
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("tessera-victim-oracle-" + std::to_string(first));
   std::filesystem::create_directories(dir);
 
+  // The search's self-checks too (a replayed trial run again, kept sums recounted): random small
+  // clusters reach paths the benchmarks' shapes do not; a broken one aborts with its message.
+  const bool checksWere = actions::selfChecks();
+  actions::setSelfChecks(true);
   std::map<std::string, std::vector<uint64_t>> failures;  // rule -> seeds
-  std::map<std::string, int> perMode, perModeFailed, perKind, perKindFailed;
+  std::map<std::string, int> perMode, perModeFailed, perKind, perKindFailed, perPart, perPartFailed;
   long failed = 0, skipped = 0, shown = 0;
   for (long i = 0; i < cases; ++i) {
     const uint64_t seed = uint64_t(first + i);
+    if (trace) std::cerr << "victim oracle: seed " << seed << std::endl;
     const Run r = runOne(seed, dir);
-    const std::string mode = modeName(generate(seed).mode);
+    const Case c = generate(seed);
+    const std::string mode = modeName(c.mode);
     ++perMode[mode];
     ++perKind[mode + ", " + r.kind];
     if (r.failed) ++perKindFailed[mode + ", " + r.kind];
+    // How often the rarer parts of a case come up (a part never drawn would test nothing).
+    for (const std::string& part : {c.decoy >= 0 ? mode + " with a decoy" : std::string(),
+                                    c.saturationMilli != 1000 ? mode + " with saturation below 1" : std::string()})
+      if (!part.empty()) ++perPart[part], perPartFailed[part] += r.failed ? 1 : 0;
     if (r.rule == "skipped") {
       ++skipped;
       continue;
@@ -171,6 +194,8 @@ TEST_CASE("victim oracle: preempt, reclaim and consolidate evict the first minim
     std::cout << "  " << mode << ": " << perModeFailed[mode] << " of " << n << " failed\n";
   for (const auto& [kind, n] : perKind)
     if (!kind.empty()) std::cout << "  " << kind << ": " << perKindFailed[kind] << " of " << n << " failed\n";
+  for (const auto& [part, n] : perPart)
+    std::cout << "  " << part << ": " << perPartFailed[part] << " of " << n << " failed\n";
   for (const auto& [rule, seeds] : failures) {
     std::cout << "  " << rule << ": " << seeds.size() << " seeds, e.g.";
     for (size_t k = 0; k < seeds.size() && k < 12; ++k) std::cout << " " << seeds[k];
@@ -178,6 +203,7 @@ TEST_CASE("victim oracle: preempt, reclaim and consolidate evict the first minim
   }
   if (failed > 0) std::cout << "  failing seeds are kept as scenario files in " << dir.string() << "\n";
 
+  actions::setSelfChecks(checksWere);
   // Every rule is strict: one failing seed fails the test (its scenario file is kept above).
   for (const auto& [rule, seeds] : failures) {
     INFO("rule " << rule << ": " << seeds.size() << " failing seeds");
