@@ -211,8 +211,9 @@ bool VictimSearch::tryOn(Statement& stmt, SessionJob& job, SessionTask& task, co
 }
 
 bool VictimSearch::makeRoomOn(Statement& stmt, SessionJob& job, SessionTask& task, int node, int& evicted) {
-  // Consolidation: a job whose pods cannot be placed again is left where it is, and the node's
-  // set chosen again without it (a few times at most).
+  // A victim job the node's set cannot take after all (consolidation: its pods cannot be placed
+  // again; reclaim: no longer eligible once the chunks before it are gone) is left where it is,
+  // and the node's set chosen again without it (a few times at most).
   unmovable_.clear();
   for (int attempt = 0; attempt < 4; ++attempt) {
     const int stuck = makeRoomOnce(stmt, job, task, node, evicted);
@@ -242,9 +243,13 @@ int VictimSearch::makeRoomOnce(Statement& stmt, SessionJob& job, SessionTask& ta
   std::vector<Victim> moved;  // consolidation: placed again once the claimant holds its room
   for (const std::vector<Victim>& chunk : chosen->chunks) {
     // Whether a reclaim victim may be taken can change with the evictions before it (a queue that
-    // falls to its fair share stops giving back): checked again as it is taken.
-    if (mode_ == VictimMode::Reclaim && !first && !eligible(job, ssn_.task(chunk.front().job, chunk.front().task)))
-      return fail();
+    // falls to its fair share stops giving back): checked again as it is taken. One that may not is
+    // left alone on this node, and the node's set chosen again without it (makeRoomOn): a victim
+    // after it in victim order, of a queue still above its share, may do.
+    if (mode_ == VictimMode::Reclaim && !first && !eligible(job, ssn_.task(chunk.front().job, chunk.front().task))) {
+      fail();
+      return chunk.front().job;
+    }
     first = false;
     for (const Victim& c : chunk) {
       SessionTask& ct = ssn_.task(c.job, c.task);

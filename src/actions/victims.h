@@ -353,12 +353,12 @@ class VictimSearch {
   /// statement rolled back to where it was) when the node cannot be made to fit.
   bool makeRoomOn(framework::Statement& stmt, framework::SessionJob& job, framework::SessionTask& task, int node,
                   int& evicted);
-  /// One try of makeRoomOn: kPlaced, kFailed, or (consolidation) the job whose pods could not be
-  /// placed again.
+  /// One try of makeRoomOn: kPlaced, kFailed, or the victim job the set could not take after all
+  /// (consolidation: its pods could not be placed again; reclaim: no longer eligible).
   static constexpr int kPlaced = -1, kFailed = -2;
   int makeRoomOnce(framework::Statement& stmt, framework::SessionJob& job, framework::SessionTask& task, int node,
                    int& evicted);
-  std::vector<int> unmovable_;  ///< consolidation: victim jobs choose() leaves alone on this node
+  std::vector<int> unmovable_;  ///< victim jobs choose() leaves alone on this node (makeRoomOn)
   /// When a limit of the claimant's queue or an ancestor blocks `task`, evicts eligible victims
   /// counted under that limit, in victim order, until it no longer does. False (nothing evicted)
   /// when they cannot.
