@@ -168,7 +168,7 @@ class VictimSearch {
   bool queueRulesHold(const framework::SessionJob& job) const;
   /// The first pod in victim order `job` may take on the domain's nodes; none when there is none.
   std::optional<Victim> earliestVictimIn(const framework::SessionJob& job, const framework::NodeDomain& domain);
-  /// The latest of a non-empty set in victim order.
+  /// The latest (earliest) of a non-empty set in victim order.
   Victim latestOf(const std::vector<Victim>& set) const;
   Victim earliestOf(const std::vector<Victim>& set) const;
   std::map<std::string, ClassRooms> nodeRoom_;
