@@ -85,6 +85,22 @@ std::string quantityGpu(int64_t milli) {
   return b;
 }
 
+/// Adds pending job `j` with `count` pods of `shape` (named NAME-k in a PodGroup, else NAME),
+/// created a second apart from the job; returns its index.
+int addPendingJob(Case& c, OJob j, const OPod& shape, int count) {
+  const int ji = int(c.jobs.size());
+  for (int k = 0; k < count; ++k) {
+    OPod p = shape;
+    p.job = ji;
+    p.name = j.podGroup ? j.name + "-" + std::to_string(k) : j.name;
+    p.created = j.created + k;
+    j.pods.push_back(int(c.pods.size()));
+    c.pods.push_back(p);
+  }
+  c.jobs.push_back(std::move(j));
+  return ji;
+}
+
 /// Whether the cpu and memory all pods ask for fit in the cluster (see generate()).
 bool withinCapacity(const Case& c) {
   int64_t cpu = 0, capacity = 0;
@@ -126,16 +142,7 @@ void addDecoy(Case& c, Rng& rng) {
     d.podGroup = count > 1 || cl.podGroup;
     d.minMember = count;
     d.rackRequired = c.topology && d.podGroup && rng.chance(60);
-    const int dj = int(t.jobs.size());
-    for (int k = 0; k < count; ++k) {
-      OPod q = p;
-      q.job = dj;
-      q.name = d.podGroup ? "decoy-" + std::to_string(k) : "decoy";
-      q.created = d.created + k;
-      d.pods.push_back(int(t.pods.size()));
-      t.pods.push_back(q);
-    }
-    t.jobs.push_back(d);
+    const int dj = addPendingJob(t, std::move(d), p, count);
     if (!withinCapacity(t)) continue;
     try {
       if (expectedOutcome(t).fitsWithoutVictims) return;  // the claimant does not need victims
@@ -330,17 +337,7 @@ static Case generateOnce(uint64_t seed, uint64_t attempt) {
   if (cp.wholeGpus == 0 && cp.fracMilli == 0 && rng.chance(60)) cp.wholeGpus = 1;  // mostly GPU claimants
   if (c.mode == Mode::Consolidate && count == 1 && cp.fracMilli == 0 && rng.chance(70)) cp.wholeGpus = 2;
   cp.cpu = 1000;
-  const int cj = int(c.jobs.size());
-  for (int k = 0; k < count; ++k) {
-    OPod p = cp;
-    p.job = cj;
-    p.name = cl.podGroup ? "claim-" + std::to_string(k) : "claim";
-    p.created = cl.created + k;
-    cl.pods.push_back(int(c.pods.size()));
-    c.pods.push_back(p);
-  }
-  c.claimant = cj;
-  c.jobs.push_back(cl);
+  c.claimant = addPendingJob(c, std::move(cl), cp, count);
   if (rng.chance(20)) {
     OJob h;
     h.name = "huge";
@@ -348,15 +345,9 @@ static Case generateOnce(uint64_t seed, uint64_t attempt) {
     h.priority = 75;
     h.created = 23 * 3600 + 100;
     OPod p;
-    p.job = int(c.jobs.size());
-    p.name = "huge";
     p.cpu = 1000;
     p.wholeGpus = 8;  // more than any node has
-    p.created = h.created;
-    h.pods.push_back(int(c.pods.size()));
-    c.pods.push_back(p);
-    c.hopeless = int(c.jobs.size());
-    c.jobs.push_back(h);
+    c.hopeless = addPendingJob(c, std::move(h), p, 1);
   }
   // Drawn last, so that the cases of earlier seeds keep their clusters.
   if (c.mode == Mode::Reclaim && rng.chance(30)) c.saturationMilli = rng.pick(std::vector<int64_t>{500, 750});
