@@ -813,12 +813,14 @@ bool VictimSearch::runInDomains(SessionJob& job, const std::vector<framework::No
       lastTrial_.reset();
       if (searchIn(job, &domains[d], why, /*trial=*/true)) {
         // Domains compare by the sets their turns end with: a set a prune would make smaller (the
-        // same queue-room victims found in two domains, a node's extra victims) is pruned first.
+        // same queue-room victims found in two domains, a node's extra victims) is pruned first
+        // (not consolidation's: its sets may come from the victim sequence, which prunes its own).
         std::vector<Victim> set = evictedNow_;
         std::optional<TrialSolution> solution = std::move(lastTrial_);
         // (A set whose first victim comes after the best set's latest loses, whatever it keeps.)
         if (best >= 0 && victimBefore(latestOf(bestSet), earliestOf(set))) continue;
-        if (prunable(needed, !solution || solution->queueFreed, set, /*applied=*/false)) {
+        if (mode_ != VictimMode::Consolidate &&
+            prunable(needed, !solution || solution->queueFreed, set, /*applied=*/false)) {
           if (std::optional<TrialSolution> kept = pruneWalk(job, &domains[d], set)) solution = std::move(kept);
           else if (solution) solution->pruned = true;  // nothing to drop: its replay is not pruned again
           endPrune();
