@@ -61,8 +61,10 @@
 ///              kept share before the chunk is taken (MaintainFairShare), or the claimant side is
 ///              within its quota with the claimant added and the victim side above its quota
 ///              (GuaranteeDeservedQuota);
-///              and the claimant side, with the claimant added, within its fair share times
-///              proportion.reclaimerSaturationMultiplier (each resource the claimant asks for).
+///              and the claimant side, with the whole set gone (victims under it taken for
+///              other units count) and the claimant added, within its fair share times
+///              proportion.reclaimerSaturationMultiplier (each resource the claimant asks for;
+///              at 1 the fair-share rule on the claimant's path holds it already).
 /// When the claimant fits with no victim at all (allocate places it), nothing is evicted.
 ///
 /// OTHER PENDING JOBS. A "decoy" (sometimes): a job of the claimant's class (queue and priority),
