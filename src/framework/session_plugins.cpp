@@ -251,8 +251,11 @@ api::Status Session::jobValid(const SessionJob& job) const {
   if (memo.releasing != job.releasingCount) {
     api::Status status = checkJobValid(job);
     memo.releasing = job.releasingCount;
-    memo.error = -1;
-    if (!status.ok()) {
+    if (status.ok()) {
+      memo.error = -1;
+    } else if (memo.error >= 0) {  // checked again (a pod of it left): its error's slot is reused
+      validErrors_[static_cast<size_t>(memo.error)] = status.error();
+    } else {
       memo.error = static_cast<int32_t>(validErrors_.size());
       validErrors_.push_back(status.error());
     }
