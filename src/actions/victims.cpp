@@ -788,28 +788,53 @@ bool VictimSearch::runInDomains(SessionJob& job, const std::vector<framework::No
   // (earlier() compares the latest victims first), and its trial is spared.
   const bool boundByDomain = mode_ != VictimMode::Consolidate && queueRulesHold(job);
   const size_t needed = static_cast<size_t>(turnMissing(job));
+  struct Trial {
+    size_t domain;
+    std::optional<Victim> head;  ///< earliestVictimIn (boundByDomain)
+  };
+  std::vector<Trial> trials;
   for (size_t first = 0; first < domains.size();) {
     size_t end = first;
     while (end < domains.size() && domains[end].rank == domains[first].rank) ++end;
-    int best = -1, tried = 0;
-    std::vector<Victim> bestSet;
-    std::optional<TrialSolution> bestTrial;  // the best set's operations, when its trial kept them
-    for (size_t d = first; d < end && tried < kDomainTrials; ++d) {
-      std::string why;
+    // The domains compared: the first kDomainTrials of the rank that could hold the turn.
+    trials.clear();
+    // The reason, when the rank gives none: the first domain's (in the plugin's order) that failed.
+    size_t failed = end;
+    std::optional<std::string> failedWhy;  // (none: mayHold refused it)
+    auto fail = [&](size_t d, std::optional<std::string>&& why) {
+      if (d < failed) failed = d, failedWhy = std::move(why);
+    };
+    for (size_t d = first; d < end && trials.size() < static_cast<size_t>(kDomainTrials); ++d) {
       if (!mayHold(job, domains[d], ids[d], want, rooms)) {
-        if (reason.empty()) reason = domains[d].name + ": no eligible victims would make room";
+        fail(d, std::nullopt);
         continue;
       }
       if (end - first == 1) {
+        std::string why;
         if (searchIn(job, &domains[d], why, /*trial=*/false)) return true;
-        if (reason.empty()) reason = domains[d].name + ": " + why;
+        fail(d, std::move(why));
         continue;
       }
-      ++tried;  // a trial spared counts as tried: the same domains are compared as with every trial run
-      if (best >= 0 && boundByDomain) {
-        const std::optional<Victim> head = earliestVictimIn(job, domains[d]);
-        if (!head || victimBefore(latestOf(bestSet), *head)) continue;
-      }
+      trials.push_back({d, std::nullopt});
+    }
+    // Tried in the order of their earliest eligible pod: the first set found is then usually the
+    // best, and every domain whose earliest pod comes after its latest victim is spared (the
+    // domains compared, and the winner, are those of trying them in the plugin's order).
+    if (boundByDomain && trials.size() > 1) {
+      for (Trial& t : trials) t.head = earliestVictimIn(job, domains[t.domain]);
+      std::stable_sort(trials.begin(), trials.end(), [&](const Trial& a, const Trial& b) {
+        if (!a.head || !b.head) return a.head && !b.head;
+        return victimBefore(*a.head, *b.head);
+      });
+    }
+    int best = -1;
+    std::vector<Victim> bestSet;
+    std::optional<TrialSolution> bestTrial;  // the best set's operations, when its trial kept them
+    for (const Trial& t : trials) {
+      const size_t d = t.domain;
+      if (best >= 0 && boundByDomain && (!t.head || victimBefore(latestOf(bestSet), *t.head)))
+        break;  // (and every domain after it: their earliest pods come later still)
+      std::string why;
       lastTrial_.reset();
       if (searchIn(job, &domains[d], why, /*trial=*/true)) {
         // Domains compare by the sets their turns end with: a set a prune would make smaller (the
@@ -825,14 +850,17 @@ bool VictimSearch::runInDomains(SessionJob& job, const std::vector<framework::No
           else if (solution) solution->pruned = true;  // nothing to drop: its replay is not pruned again
           endPrune();
         }
-        if (best < 0 || earlier(set, bestSet)) {
+        // (Equal sets: the domain the plugin lists first.)
+        if (best < 0 || earlier(set, bestSet) || (d < static_cast<size_t>(best) && !earlier(bestSet, set))) {
           best = static_cast<int>(d), bestSet = std::move(set);
           bestTrial = std::move(solution);
         }
         continue;
       }
-      if (reason.empty()) reason = domains[d].name + ": " + why;
+      fail(d, std::move(why));
     }
+    if (reason.empty() && failed < end)
+      reason = domains[failed].name + ": " + failedWhy.value_or("no eligible victims would make room");
     if (best >= 0) {
       std::string why;
       if (bestTrial ? replayIn(job, &domains[best], *bestTrial, why) : searchIn(job, &domains[best], why, /*trial=*/false))

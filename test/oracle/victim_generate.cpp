@@ -355,6 +355,12 @@ static Case generateOnce(uint64_t seed, uint64_t attempt) {
   return c;
 }
 
+Case withOneNodeRacks(Case c) {
+  for (size_t i = 0; i < c.nodes.size(); ++i) c.nodes[i].rack = c.topology ? int(i) : -1;
+  c.oneNodeRacks = c.topology;
+  return c;
+}
+
 Case generate(uint64_t seed) {
   // A case whose cpu and memory (unlimited quotas) ask for more than the cluster has would make
   // the oracle depend on how the division caps unlimited quotas (issue 15, item 8): drawn again.
@@ -366,11 +372,13 @@ Case generate(uint64_t seed) {
 
 std::string renderScenario(const Case& c, const Expected* e) {
   std::ostringstream y;
-  y << "name: victim-oracle-seed-" << c.seed << "\n";
-  y << "description: >-\n  Victim oracle case " << c.seed << " (" << modeName(c.mode)
+  const char* variant = c.oneNodeRacks ? "-one-node-racks" : "";
+  y << "name: victim-oracle-seed-" << c.seed << variant << "\n";
+  y << "description: >-\n  Victim oracle case " << c.seed << variant << " (" << modeName(c.mode)
     << "): the evictions must be the first minimal allowed set in victim order\n"
        "  (test/oracle/victim_model.h states the rules).\n";
-  y << "source: test/oracle (issue 15), generated from seed " << c.seed << ".\n";
+  y << "source: test/oracle (issue 15), generated from seed " << c.seed
+    << (c.oneNodeRacks ? ", every node a rack of its own" : "") << ".\n";
   y << "config: {actions: [allocate, " << modeName(c.mode) << "]";
   if (c.saturationMilli != 1000)
     y << ", plugins: {proportion: {reclaimerSaturationMultiplier: " << decimalOfMilli(c.saturationMilli) << "}}";

@@ -16,6 +16,11 @@ namespace tessera::oracle {
 /// Deterministic in `seed` (its own generator, no std distributions).
 Case generate(uint64_t seed);
 
+/// `c` (a case with topology) with every node a rack of its own: up to four domains for a
+/// rack-constrained claimant, where generate() makes two at most. Stricter for every rack-bound
+/// job, so a decoy or a hopeless job stays what it was.
+Case withOneNodeRacks(Case c);
+
 /// The scenario file: the objects, one cycle with `actions: [allocate, <mode>]`, and, when `e` is
 /// given, the expected evictions and the claimant's expected state as expectations.
 std::string renderScenario(const Case& c, const Expected* e);

@@ -140,6 +140,7 @@ struct Case {
   int hopeless = -1;  ///< job index of a pending job no node can hold, or -1
   int decoy = -1;     ///< job index of the decoy (above), or -1
   int64_t saturationMilli = 1000;  ///< proportion.reclaimerSaturationMultiplier x 1000
+  bool oneNodeRacks = false;       ///< withOneNodeRacks(): each node a rack of its own
 };
 
 /// One step of the victim sequence.
