@@ -172,7 +172,7 @@ victims_detail::Room VictimSearch::victimRoomOn(const SessionJob& job, int node)
   Room r{0, 0, 0};
   if (mayHaveVictims(job, node))
     for (const HeldPod& p : heldOn(node))
-      if (eligibleRunning(job, p.pod))
+      if (mayBecomeEligible(job, p.pod))
         for (size_t i = 0; i < 3; ++i) r[i] += p.room[i];
   return r;
 }
@@ -229,7 +229,8 @@ void VictimSearch::syncRooms(const SessionJob& job, ClassRooms& rooms) {
 bool VictimSearch::mayHold(const SessionJob& job, const framework::NodeDomain& domain, int domainIndex,
                            const api::Resources& want, ClassRooms& rooms) {
   // An upper bound, cheap next to a search: what is free or releasing in the domain plus all that
-  // its eligible victims hold must cover the pods the gang still needs (`want`, turnNeeds()).
+  // its victims hold (those that may become eligible in the turn) must cover the pods the gang
+  // still needs (`want`, turnNeeds()).
   syncRooms(job, rooms);
   const size_t id = static_cast<size_t>(domainIndex);
   // The first sum asked of the base (of a preempt class) sums every domain known (runInDomains

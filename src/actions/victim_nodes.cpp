@@ -39,7 +39,9 @@ bool VictimSearch::mayHaveVictims(const SessionJob& job, int node) const {
 }
 
 void VictimSearch::resetVerdicts() {
-  for (int j : touched_) verdict_[j] = -1;
+  for (std::vector<int8_t>* verdicts : {&verdict_, &boundVerdict_})
+    if (!verdicts->empty())
+      for (int j : touched_) (*verdicts)[static_cast<size_t>(j)] = -1;
   touched_.clear();
 }
 
@@ -55,6 +57,20 @@ bool VictimSearch::eligibleRunning(const SessionJob& job, const Victim& v) {
   int8_t& e = verdict_[v.job];
   if (e < 0) {
     e = eligible(job, ssn_.task(v.job, v.task)) ? 1 : 0;
+    touched_.push_back(v.job);
+    // Self-check: the bound mayHold() sizes domains by holds every pod eligible now.
+    if (e == 1 && mode_ == VictimMode::Reclaim && selfChecks())
+      TESSERA_ASSERT(eligible(job, ssn_.task(v.job, v.task), /*bound=*/true));
+  }
+  return e == 1;
+}
+
+bool VictimSearch::mayBecomeEligible(const SessionJob& job, const Victim& v) {
+  if (mode_ != VictimMode::Reclaim) return eligibleRunning(job, v);  // (nothing of the claimant's side moves)
+  if (boundVerdict_.size() != ssn_.jobs().size()) boundVerdict_.assign(ssn_.jobs().size(), -1);
+  int8_t& e = boundVerdict_[v.job];
+  if (e < 0) {
+    e = eligible(job, ssn_.task(v.job, v.task), /*bound=*/true) ? 1 : 0;
     touched_.push_back(v.job);
   }
   return e == 1;

@@ -77,13 +77,13 @@ bool VictimSearch::onSessionNodes(const SessionJob& job) const {
   return known == 1;
 }
 
-bool VictimSearch::eligible(const SessionJob& claimant, const SessionTask& victim) const {
+bool VictimSearch::eligible(const SessionJob& claimant, const SessionTask& victim, bool bound) const {
   const SessionJob& vj = ssn_.jobs()[victim.job];
   if (vj.index == claimant.index || !vj.preemptible || !running(victim) || !onSessionNodes(vj)) return false;
   if (pruning_ && !std::binary_search(pruneJobs_.begin(), pruneJobs_.end(), vj.index)) return false;
   if (!excluded_.empty() && std::find(excluded_.begin(), excluded_.end(), vj.index) != excluded_.end()) return false;
   switch (mode_) {
-    case VictimMode::Reclaim: return ssn_.reclaimable(claimant, victim);
+    case VictimMode::Reclaim: return bound ? ssn_.reclaimableBound(claimant, victim) : ssn_.reclaimable(claimant, victim);
     case VictimMode::Preempt: return ssn_.preemptable(claimant, victim);
     case VictimMode::Consolidate: return true;  // moved, not lost: a gang moves whole (chunkOf)
   }

@@ -104,7 +104,8 @@ class VictimSearch {
   bool runIn(framework::SessionJob& job, const framework::NodeDomain* domain, std::string& reason, bool trial,
              bool victimsFirst = false);
   // ---- bounds by resources alone (victim_bounds.cpp) ----
-  /// Whether `domain` could hold the gang's missing pods with every eligible victim gone.
+  /// Whether `domain` could hold the gang's missing pods with every victim gone that may become
+  /// eligible in the turn (eligible(bound=true)).
   /// `domainIndex`: domainId(domain); `want`: turnNeeds(job); `rooms`: roomsFor(job).
   struct ClassRooms;
   bool mayHold(const framework::SessionJob& job, const framework::NodeDomain& domain, int domainIndex,
@@ -126,7 +127,7 @@ class VictimSearch {
   size_t baseAt_ = 0;
   /// The victim room kept for claimants like `job` (appendClaimantKey).
   ClassRooms& roomsFor(const framework::SessionJob& job);
-  /// What the pods on `node` that `job` may take hold (ClassRooms::room).
+  /// What the pods on `node` that `job` may take in its turn hold (ClassRooms::room; mayBecomeEligible).
   victims_detail::Room victimRoomOn(const framework::SessionJob& job, int node);
   /// Brings the per-node rooms and the domain sums of `rooms` and of the base up to the log.
   void syncRooms(const framework::SessionJob& job, ClassRooms& rooms);
@@ -333,7 +334,10 @@ class VictimSearch {
   /// Evicts `task` in `stmt`, recording it in evictedNow_.
   void evict(framework::Statement& stmt, framework::SessionTask& task, const Reason& why);
   std::vector<Victim> evictedNow_;  ///< the victims of the current runIn()
-  bool eligible(const framework::SessionJob& claimant, const framework::SessionTask& victim) const;
+  /// `bound`: whether `victim` may become eligible in the claimant's turn, as its other victims go
+  /// (Session::reclaimableBound; preempt's and consolidation's verdicts read nothing a victim
+  /// changes on the claimant's side).
+  bool eligible(const framework::SessionJob& claimant, const framework::SessionTask& victim, bool bound = false) const;
   /// False when no pod on `node` can be a victim of `job` in this mode (cheap: no pod is asked).
   bool mayHaveVictims(const framework::SessionJob& job, int node) const;
   /// The tasks evicted together with `v`: its whole gang when the gang is at its minimum; none
@@ -429,6 +433,9 @@ class VictimSearch {
   bool eligibleCached(const framework::SessionJob& job, const Victim& v);
   /// eligibleCached() of a pod known to run (heldOn()): its task is not read again.
   bool eligibleRunning(const framework::SessionJob& job, const Victim& v);
+  /// eligible(bound=true) of a pod known to run, asked once per victim job until resetVerdicts():
+  /// the victim rooms mayHold() sizes domains by.
+  bool mayBecomeEligible(const framework::SessionJob& job, const Victim& v);
   /// A running pod of a node and what it holds there (victims_detail::podRoom).
   struct HeldPod {
     Victim pod;
@@ -490,6 +497,7 @@ class VictimSearch {
   /// victimsOn()'s order: victim order, preempt's grouped by queue first.
   bool nodeOrderLess(const Victim& a, const Victim& b) const;
   std::vector<int8_t> verdict_;              ///< per victim job during one scan: -1 unknown, 0/1
+  std::vector<int8_t> boundVerdict_;         ///< the same for mayBecomeEligible() (reclaim)
   std::vector<int> touched_;                 ///< verdict_ entries to reset after the scan
   /// Per claimant shape: nodes by victim order of their sets (better()), best score, lowest index.
   using Ranking = framework::NodeRanking<Candidate, Better>;

@@ -30,8 +30,9 @@ void Session::addPredicateFn(const std::string& p, PredicateFn fn) { predicate_.
 void Session::addNodeOrderFn(const std::string& p, NodeOrderFn fn) { nodeOrder_.push_back({p, std::move(fn)}); }
 void Session::addGpuOrderFn(const std::string& p, GpuOrderFn fn) { gpuOrder_.push_back({p, std::move(fn)}); }
 void Session::addPreemptableFn(const std::string& p, VictimFn fn) { preemptable_.push_back({p, std::move(fn)}); }
-void Session::addReclaimableFn(const std::string& p, VictimFn fn, ClaimantKeyFn key) {
+void Session::addReclaimableFn(const std::string& p, VictimFn fn, ClaimantKeyFn key, VictimFn bound) {
   reclaimable_.push_back({p, std::move(fn)});
+  reclaimableBounds_.push_back(std::move(bound));
   if (key) reclaimKeys_.push_back(std::move(key));
 }
 void Session::addCapacityFn(const std::string& p, CapacityFn fn) { capacity_.push_back({p, std::move(fn)}); }
@@ -393,6 +394,12 @@ bool Session::preemptable(const SessionJob& claimant, const SessionTask& victim)
 bool Session::reclaimable(const SessionJob& claimant, const SessionTask& victim) const {
   for (const auto& f : reclaimable_)
     if (!f.fn(claimant, victim)) return false;
+  return !reclaimable_.empty();
+}
+
+bool Session::reclaimableBound(const SessionJob& claimant, const SessionTask& victim) const {
+  for (size_t i = 0; i < reclaimable_.size(); ++i)
+    if (!(reclaimableBounds_[i] ? reclaimableBounds_[i] : reclaimable_[i].fn)(claimant, victim)) return false;
   return !reclaimable_.empty();
 }
 

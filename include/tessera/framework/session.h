@@ -449,7 +449,11 @@ class Session {
   void addNodeOrderFn(const std::string& plugin, NodeOrderFn fn);
   void addGpuOrderFn(const std::string& plugin, GpuOrderFn fn);
   void addPreemptableFn(const std::string& plugin, VictimFn fn);
-  void addReclaimableFn(const std::string& plugin, VictimFn fn, ClaimantKeyFn key = nullptr);
+  /// `bound`: an upper bound of `fn` over a claimant's turn, where `fn` reads what the turn's own
+  /// victims change (proportion: the claimant side's allocation, which victims under a shared
+  /// ancestor lower): a pod `fn` refuses now but may accept once other victims are gone must pass
+  /// it. The victim search sizes a topology domain by it before searching there. None: `fn`.
+  void addReclaimableFn(const std::string& plugin, VictimFn fn, ClaimantKeyFn key = nullptr, VictimFn bound = nullptr);
   void addCapacityFn(const std::string& plugin, CapacityFn fn);
   void addAllocateHandler(const std::string& plugin, TaskEventFn onAllocate, TaskEventFn onDeallocate);
   void addPlacementKeyFn(const std::string& plugin, PlacementKeyFn fn, KeyPart part = KeyPart::Verdicts,
@@ -489,6 +493,8 @@ class Session {
   int64_t gpuScore(const SessionTask& task, const SessionNode& node, int gpuGroup) const;
   bool preemptable(const SessionJob& claimant, const SessionTask& victim) const;
   bool reclaimable(const SessionJob& claimant, const SessionTask& victim) const;
+  /// Whether `victim` may become reclaimable for `claimant` in its turn (each filter's bound).
+  bool reclaimableBound(const SessionJob& claimant, const SessionTask& victim) const;
   /// Appends the reclaimable filters' ClaimantKeyFn parts for `claimant` to `key`.
   void reclaimClaimantKey(const SessionJob& claimant, std::string& key) const;
   api::Status capacityCheck(const SessionJob& job, const api::Resources& request) const;
@@ -679,6 +685,7 @@ class Session {
   std::vector<Named<GpuOrderFn>> gpuOrder_;
   std::vector<Named<VictimFn>> preemptable_;
   std::vector<Named<VictimFn>> reclaimable_;
+  std::vector<VictimFn> reclaimableBounds_;  ///< per reclaimable_ filter: its bound (empty: the filter)
   std::vector<ClaimantKeyFn> reclaimKeys_;  ///< the reclaimable filters' ClaimantKeyFn, those given
   std::vector<Named<CapacityFn>> capacity_;
   std::vector<Named<TaskEventFn>> onAllocate_;

@@ -240,21 +240,25 @@ class State {
   /// while it is above its fair share, or above its deserved quota when the claimant's side is still
   /// within its own; the claimant's side stays within its fair share times the saturation multiplier.
   bool reclaimable(const SessionJob& claimant, const SessionTask& victim) {
-    ensureDivided();
-    const SessionJob& vj = ssn_.jobs()[victim.job];
-    if (claimant.queue < 0 || vj.queue < 0 || claimant.queue == vj.queue || !vj.preemptible) return false;
-    if (protectedByMinRuntime(vj, &api::Queue::reclaimMinRuntime)) return false;
+    int a = -1, b = -1;
+    if (!reclaimSides(claimant, victim, a, b)) return false;
     const Amounts req = turnRequest(claimant);
-    // Where the paths diverge: each side's queue just below their lowest common ancestor (none
-    // when one queue is the other's ancestor). Asked for every victim job: no allocation.
-    int a = claimant.queue, b = vj.queue;
-    for (int da = q_[a].depth, db = q_[b].depth; da != db;) {
-      if (da > db) a = q_[a].parent, --da;
-      else b = q_[b].parent, --db;
-    }
-    if (a == b) return false;
-    while (q_[a].parent != q_[b].parent) a = q_[a].parent, b = q_[b].parent;
-    return mayTake(a, b, req) && saturationOk(a, req);
+    return mayTake(a, b, req, q_[a].allocated) && saturationOk(a, req, q_[a].allocated);
+  }
+
+  /// An upper bound of reclaimable() over the claimant's turn (addReclaimableFn's bound): victims
+  /// the turn takes under the claimant side's queue lower its allocation, and with it what the
+  /// quota and saturation checks on that side see, so a pod refused now may be taken once others
+  /// are gone (pods of a sibling queue free their parent's share for pods elsewhere). Checked with
+  /// that side holding only what no victim of the claimant frees (leavable()).
+  bool reclaimableBound(const SessionJob& claimant, const SessionTask& victim) {
+    int a = -1, b = -1;
+    if (!reclaimSides(claimant, victim, a, b)) return false;
+    const Amounts req = turnRequest(claimant);
+    Amounts held = q_[a].allocated;
+    const Amounts gone = leavable(a, claimant.queue);
+    for (int r = 0; r < kResources; ++r) held[r] -= gone[r];
+    return mayTake(a, b, req, held) && saturationOk(a, req, held);
   }
 
   /// What reclaimable() reads of the claimant besides its queue: its turn's request, which the
@@ -1116,21 +1120,55 @@ class State {
       if (q_[q].deserved[r] >= 0 && q_[q].allocated[r] > q_[q].deserved[r]) return true;
     return false;
   }
-  bool withinDeserved(int q, const Amounts& job) const {
+  /// Whether queue `q`, holding `held`, stays within its quota with `job` added.
+  bool withinDeserved(int q, const Amounts& job, const Amounts& held) const {
     for (int r = 0; r < kResources; ++r)
-      if (job[r] > 0 && q_[q].deserved[r] >= 0 && q_[q].allocated[r] + job[r] > q_[q].deserved[r]) return false;
+      if (job[r] > 0 && q_[q].deserved[r] >= 0 && held[r] + job[r] > q_[q].deserved[r]) return false;
     return true;
   }
-  /// May claimant-side `c` take from victim-side `v`?
-  bool mayTake(int c, int v, const Amounts& job) const {
-    return overFair(v) || (withinDeserved(c, job) && overDeserved(v));
+  /// May claimant-side `c` (holding `held`) take from victim-side `v`?
+  bool mayTake(int c, int v, const Amounts& job, const Amounts& held) const {
+    return overFair(v) || (withinDeserved(c, job, held) && overDeserved(v));
   }
-  bool saturationOk(int c, const Amounts& job) const {
+  bool saturationOk(int c, const Amounts& job, const Amounts& held) const {
     for (int r = 0; r < kResources; ++r)
-      if (job[r] > 0 && static_cast<i128>(q_[c].allocated[r] + job[r]) * 1000 >
+      if (job[r] > 0 && static_cast<i128>(held[r] + job[r]) * 1000 >
                             static_cast<i128>(q_[c].fairShare[r]) * args_.reclaimerSaturationMilli)
         return false;
     return true;
+  }
+  /// reclaimable()'s sides: false when `victim` is no reclaim victim of `claimant` whatever the
+  /// shares (same queue, not preemptible, protected by its min runtime, one queue the other's
+  /// ancestor); else `a` and `b`, the claimant's and the victim's queue just below their lowest
+  /// common ancestor (reclaim rules compare siblings, as KAI). Asked for every victim job: no
+  /// allocation.
+  bool reclaimSides(const SessionJob& claimant, const SessionTask& victim, int& a, int& b) {
+    ensureDivided();
+    const SessionJob& vj = ssn_.jobs()[victim.job];
+    if (claimant.queue < 0 || vj.queue < 0 || claimant.queue == vj.queue || !vj.preemptible) return false;
+    if (protectedByMinRuntime(vj, &api::Queue::reclaimMinRuntime)) return false;
+    a = claimant.queue, b = vj.queue;
+    for (int da = q_[a].depth, db = q_[b].depth; da != db;) {
+      if (da > db) a = q_[a].parent, --da;
+      else b = q_[b].parent, --db;
+    }
+    if (a == b) return false;
+    while (q_[a].parent != q_[b].parent) a = q_[a].parent, b = q_[b].parent;
+    return true;
+  }
+  /// What a claimant of queue `cq` may take out of `a` (cq or an ancestor of it) as victims: the
+  /// preemptible pods of every queue under `a` off cq's own path (its own queue's pods are never its
+  /// victims, nor an ancestor's own pods).
+  Amounts leavable(int a, int cq) const {
+    Amounts out{0, 0, 0};
+    for (int below = cq; below != a;) {
+      const int up = q_[below].parent;
+      for (int ch : q_[up].children)
+        if (ch != below)
+          for (int r = 0; r < kResources; ++r) out[r] += q_[ch].allocated[r] - q_[ch].allocatedNP[r];
+      below = up;
+    }
+    return out;
   }
 
   /// Whether the job has run for less than its queue's min runtime (`field`), inherited upward.
@@ -1210,7 +1248,8 @@ class ProportionPlugin final : public framework::Plugin {
                            [st](const SessionJob& j, const api::Resources& req) { return st->reclaimBounds(j, req); });
     ssn.addReclaimableFn(
         name_, [st](const SessionJob& c, const SessionTask& v) { return st->reclaimable(c, v); },
-        [st](const SessionJob& c, std::string& key) { st->reclaimKey(c, key); });
+        [st](const SessionJob& c, std::string& key) { st->reclaimKey(c, key); },
+        [st](const SessionJob& c, const SessionTask& v) { return st->reclaimableBound(c, v); });
     ssn.addPreemptableFn(name_, [st](const SessionJob& c, const SessionTask& v) { return st->preemptable(c, v); });
     ssn.addVictimOrderFn(
         name_, [st](const SessionTask& l, const SessionTask& r) { return st->compareVictims(l, r); },
