@@ -425,6 +425,30 @@ TEST_CASE("reclaim: a team below its share may reclaim from an over-share siblin
   CHECK(e.ssn->reclaimable(e.job("b1-1"), e.task("b2-0")));
 }
 
+TEST_CASE("reclaimableBound: a pod the department may not take yet, once a sibling's pod is gone",
+          "[proportion][reclaim]") {
+  // dept (quota 4) holds 3 GPUs in qa (fair share 2, so over it); qb's 2-GPU claimant would take
+  // dept to 5 > 4, so qc's pods (another department, over its share of 4) are no victims of it now.
+  // Taking qa's pods (its sibling's) lowers dept: the bound counts qc's pods, the verdict does not.
+  // Where qa's pods may not go (non-preemptible, "build"), nothing lowers dept: bound = verdict.
+  const bool siblingPreemptible = GENERATE(true, false);
+  const std::string cls = siblingPreemptible ? "train" : "build";
+  Env e;
+  e.start(queue("dept", {.gpuQuota = "4"}) + queue("qa", {.gpuQuota = "0", .parent = "dept"}) +
+          queue("qb", {.gpuQuota = "2", .parent = "dept"}) + queue("qc", {.gpuQuota = "4"}) +
+          pod("qa-0", "qa", 1, "n1", cls) + pod("qa-1", "qa", 1, "n1", cls) + pod("qa-2", "qa", 1, "n1", cls) +
+          pod("qc-0", "qc", 1, "n1") + pod("qc-1", "qc", 1, "n1") + pod("qc-2", "qc", 1, "n1") +
+          pod("qc-3", "qc", 1, "n1") + pod("qc-4", "qc", 1, "n1") + pod("claim", "qb", 2));
+  const SessionJob& claimant = e.job("claim");
+  CHECK_FALSE(e.ssn->reclaimable(claimant, e.task("qc-0")));
+  CHECK(e.ssn->reclaimableBound(claimant, e.task("qc-0")) == siblingPreemptible);
+  // A sibling's pod: taken now when it may be taken at all; the bound agrees.
+  CHECK(e.ssn->reclaimable(claimant, e.task("qa-0")) == siblingPreemptible);
+  CHECK(e.ssn->reclaimableBound(claimant, e.task("qa-0")) == siblingPreemptible);
+  // The claimant's own queue is never its victim, bound or not.
+  CHECK_FALSE(e.ssn->reclaimableBound(e.job("qa-0"), e.task("qa-1")));
+}
+
 // ---------------------------------------------------------------- preempt rules
 
 TEST_CASE("preemptable: same queue, strictly lower priority, preemptMinRuntime", "[proportion][preempt]") {
