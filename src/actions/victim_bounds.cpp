@@ -300,6 +300,11 @@ bool VictimSearch::mayHold(const SessionJob& job, const framework::NodeDomain& d
          want.memory <= base[2] + victims[2];
 }
 
+bool VictimSearch::freeRoomCovers(int domainIndex, const api::Resources& want) const {
+  const Room& base = *baseSums_[static_cast<size_t>(domainIndex)];  // (mayHold summed it)
+  return want.milliGpu <= base[0] && want.milliCpu <= base[1] && want.memory <= base[2];
+}
+
 void VictimSearch::checkRooms(const framework::NodeDomain& domain, size_t id, const ClassRooms& rooms) const {
   Room base{0, 0, 0}, victims{0, 0, 0};
   for (int n : domain.nodes) {

@@ -744,12 +744,14 @@ bool VictimSearch::queueRulesHold(const SessionJob& job) const {
 }
 
 std::optional<VictimSearch::Victim> VictimSearch::earliestVictimIn(const SessionJob& job,
-                                                                  const framework::NodeDomain& domain) {
+                                                                  const framework::NodeDomain& domain, bool bound) {
   std::optional<Victim> head;
   for (int ni : domain.nodes) {
     if (!mayHaveVictims(job, ni)) continue;
     for (const Victim& v : onNode(ni))  // not victimsOn(): its order may be an earlier claimant's
-      if (eligibleCached(job, v) && (!head || victimBefore(v, *head))) head = v;
+      if ((bound ? running(ssn_.task(v.job, v.task)) && mayBecomeEligible(job, v) : eligibleCached(job, v)) &&
+          (!head || victimBefore(v, *head)))
+        head = v;
   }
   resetVerdicts();
   return head;
@@ -781,16 +783,20 @@ bool VictimSearch::runInDomains(SessionJob& job, const std::vector<framework::No
   std::vector<int>& ids = domainIdsOf_;
   ids.clear();
   for (const framework::NodeDomain& d : domains) ids.push_back(domainId(d));
-  // Every victim set found in a domain holds a pod that ran there (the set of a node the turn's
-  // pods make room on), unless queue room is freed too (victims anywhere under a queue limit):
-  // when the queue rules hold the whole turn as things stand, a domain whose earliest eligible pod
-  // comes after the latest victim of the best set so far cannot give an earlier set
-  // (earlier() compares the latest victims first), and its trial is spared.
-  const bool boundByDomain = mode_ != VictimMode::Consolidate && queueRulesHold(job);
+  // A domain whose every set holds a pod that ran there, and whose earliest such pod comes after
+  // the latest victim of the best set so far, cannot give an earlier set (earlier() compares the
+  // latest victims first): its trial is spared. When the queue rules hold the whole turn as things
+  // stand, every victim frees node room in the domain and the first one a search takes was
+  // eligible from the start: the earliest eligible pod bounds the domain. Else victims taken for
+  // queue room (anywhere under a queue limit) may be all a domain needs when its free room holds
+  // the turn, and the pods taken there may have become eligible only as others went: a domain
+  // whose free room does not hold the turn is bounded by its earliest pod that may become one.
+  const bool queueHolds = mode_ != VictimMode::Consolidate && queueRulesHold(job);
   const size_t needed = static_cast<size_t>(turnMissing(job));
   struct Trial {
     size_t domain;
-    std::optional<Victim> head;  ///< earliestVictimIn (boundByDomain)
+    bool bounded = false;        ///< its sets hold a pod of its nodes, none before `head`
+    std::optional<Victim> head;  ///< earliestVictimIn
   };
   std::vector<Trial> trials;
   for (size_t first = 0; first < domains.size();) {
@@ -815,14 +821,18 @@ bool VictimSearch::runInDomains(SessionJob& job, const std::vector<framework::No
         fail(d, std::move(why));
         continue;
       }
-      trials.push_back({d, std::nullopt});
+      trials.push_back({d, false, std::nullopt});
     }
-    // Tried in the order of their earliest eligible pod: the first set found is then usually the
-    // best, and every domain whose earliest pod comes after its latest victim is spared (the
-    // domains compared, and the winner, are those of trying them in the plugin's order).
-    if (boundByDomain && trials.size() > 1) {
-      for (Trial& t : trials) t.head = earliestVictimIn(job, domains[t.domain]);
+    // Tried in the order of their earliest pod: the first set found is then usually the best, and
+    // every domain bounded by a later pod than its latest victim is spared (the domains compared,
+    // and the winner, are those of trying them in the plugin's order).
+    if (mode_ != VictimMode::Consolidate && trials.size() > 1) {
+      for (Trial& t : trials) {
+        t.bounded = queueHolds || !freeRoomCovers(ids[t.domain], want);
+        if (t.bounded) t.head = earliestVictimIn(job, domains[t.domain], /*bound=*/!queueHolds);
+      }
       std::stable_sort(trials.begin(), trials.end(), [&](const Trial& a, const Trial& b) {
+        if (a.bounded != b.bounded) return !a.bounded;  // (a domain that may need no victim of its own first)
         if (!a.head || !b.head) return a.head && !b.head;
         return victimBefore(*a.head, *b.head);
       });
@@ -832,8 +842,8 @@ bool VictimSearch::runInDomains(SessionJob& job, const std::vector<framework::No
     std::optional<TrialSolution> bestTrial;  // the best set's operations, when its trial kept them
     for (const Trial& t : trials) {
       const size_t d = t.domain;
-      if (best >= 0 && boundByDomain && (!t.head || victimBefore(latestOf(bestSet), *t.head)))
-        break;  // (and every domain after it: their earliest pods come later still)
+      if (best >= 0 && t.bounded && (!t.head || victimBefore(latestOf(bestSet), *t.head)))
+        break;  // (and every domain after it: bounded, by later pods still)
       std::string why;
       lastTrial_.reset();
       if (searchIn(job, &domains[d], why, /*trial=*/true)) {

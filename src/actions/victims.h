@@ -168,7 +168,12 @@ class VictimSearch {
   /// pending pod of `job` in as things stand: then no victim is taken for queue room.
   bool queueRulesHold(const framework::SessionJob& job) const;
   /// The first pod in victim order `job` may take on the domain's nodes; none when there is none.
-  std::optional<Victim> earliestVictimIn(const framework::SessionJob& job, const framework::NodeDomain& domain);
+  /// `bound`: the first that may become a victim in the turn (mayBecomeEligible).
+  std::optional<Victim> earliestVictimIn(const framework::SessionJob& job, const framework::NodeDomain& domain,
+                                         bool bound = false);
+  /// Whether what is free or releasing in the domain (numbered `domainIndex`, summed by mayHold)
+  /// covers `want` by resources: only then may its turn need no victim on its nodes.
+  bool freeRoomCovers(int domainIndex, const api::Resources& want) const;
   /// The latest (earliest) of a non-empty set in victim order.
   Victim latestOf(const std::vector<Victim>& set) const;
   Victim earliestOf(const std::vector<Victim>& set) const;
