@@ -35,6 +35,11 @@ using victims_detail::futureRoom;
 using victims_detail::podRoom;
 using victims_detail::Room;
 
+/// Whether `room` covers `want` in every amount the bounds count.
+bool covers(const Room& room, const api::Resources& want) {
+  return want.milliGpu <= room[0] && want.milliCpu <= room[1] && want.memory <= room[2];
+}
+
 /// Pods asking `need` (some amount positive) that `room` holds, by amounts alone.
 int64_t podsIn(const Room& room, const Room& need) {
   constexpr int64_t kMany = int64_t{1} << 20;  // past any turn's size
@@ -296,13 +301,11 @@ bool VictimSearch::mayHold(const SessionJob& job, const framework::NodeDomain& d
   if (selfChecks()) checkRooms(domain, id, rooms);
   const Room& base = *baseSums_[id];
   const Room& victims = *rooms.sums[id];
-  return want.milliGpu <= base[0] + victims[0] && want.milliCpu <= base[1] + victims[1] &&
-         want.memory <= base[2] + victims[2];
+  return covers({base[0] + victims[0], base[1] + victims[1], base[2] + victims[2]}, want);
 }
 
 bool VictimSearch::freeRoomCovers(int domainIndex, const api::Resources& want) const {
-  const Room& base = *baseSums_[static_cast<size_t>(domainIndex)];  // (mayHold summed it)
-  return want.milliGpu <= base[0] && want.milliCpu <= base[1] && want.memory <= base[2];
+  return covers(*baseSums_[static_cast<size_t>(domainIndex)], want);  // (mayHold summed it)
 }
 
 void VictimSearch::checkRooms(const framework::NodeDomain& domain, size_t id, const ClassRooms& rooms) const {

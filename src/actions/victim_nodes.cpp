@@ -52,28 +52,28 @@ bool VictimSearch::eligibleCached(const SessionJob& job, const Victim& v) {
   return eligibleRunning(job, v);
 }
 
-bool VictimSearch::eligibleRunning(const SessionJob& job, const Victim& v) {
-  if (verdict_.size() != ssn_.jobs().size()) verdict_.assign(ssn_.jobs().size(), -1);
-  int8_t& e = verdict_[v.job];
+bool VictimSearch::cachedVerdict(std::vector<int8_t>& verdicts, const SessionJob& job, const Victim& v, bool bound) {
+  if (verdicts.size() != ssn_.jobs().size()) verdicts.assign(ssn_.jobs().size(), -1);
+  int8_t& e = verdicts[v.job];
   if (e < 0) {
-    e = eligible(job, ssn_.task(v.job, v.task)) ? 1 : 0;
+    e = eligible(job, ssn_.task(v.job, v.task), bound) ? 1 : 0;
     touched_.push_back(v.job);
-    // Self-check: the bound mayHold() sizes domains by holds every pod eligible now.
-    if (e == 1 && mode_ == VictimMode::Reclaim && selfChecks())
-      TESSERA_ASSERT(eligible(job, ssn_.task(v.job, v.task), /*bound=*/true));
   }
   return e == 1;
 }
 
+bool VictimSearch::eligibleRunning(const SessionJob& job, const Victim& v) {
+  const bool fresh = v.job >= static_cast<int>(verdict_.size()) || verdict_[v.job] < 0;
+  const bool e = cachedVerdict(verdict_, job, v, /*bound=*/false);
+  // Self-check: the bound mayHold() sizes domains by holds every pod eligible now (asked once).
+  if (fresh && e && mode_ == VictimMode::Reclaim && selfChecks())
+    TESSERA_ASSERT(eligible(job, ssn_.task(v.job, v.task), /*bound=*/true));
+  return e;
+}
+
 bool VictimSearch::mayBecomeEligible(const SessionJob& job, const Victim& v) {
-  if (mode_ != VictimMode::Reclaim) return eligibleRunning(job, v);  // (nothing of the claimant's side moves)
-  if (boundVerdict_.size() != ssn_.jobs().size()) boundVerdict_.assign(ssn_.jobs().size(), -1);
-  int8_t& e = boundVerdict_[v.job];
-  if (e < 0) {
-    e = eligible(job, ssn_.task(v.job, v.task), /*bound=*/true) ? 1 : 0;
-    touched_.push_back(v.job);
-  }
-  return e == 1;
+  // (Preempt's and consolidation's verdicts read nothing of the claimant's side a victim moves.)
+  return mode_ == VictimMode::Reclaim ? cachedVerdict(boundVerdict_, job, v, /*bound=*/true) : eligibleRunning(job, v);
 }
 
 namespace {

@@ -441,6 +441,9 @@ class VictimSearch {
   /// eligible(bound=true) of a pod known to run, asked once per victim job until resetVerdicts():
   /// the victim rooms mayHold() sizes domains by.
   bool mayBecomeEligible(const framework::SessionJob& job, const Victim& v);
+  /// eligible(`bound`) of `v`'s job, kept in `verdicts` (verdict_ or boundVerdict_) until
+  /// resetVerdicts().
+  bool cachedVerdict(std::vector<int8_t>& verdicts, const framework::SessionJob& job, const Victim& v, bool bound);
   /// A running pod of a node and what it holds there (victims_detail::podRoom).
   struct HeldPod {
     Victim pod;
