@@ -234,6 +234,9 @@ void ClusterState::deriveJob(JobInfo& job) const {
   job.queue = q ? *q : api::keys::kDefaultQueue;
   job.pendingPlacementKey = nullptr;
   job.pendingMinGpus = INT64_MAX;
+  job.tasksCreatedTogether = std::all_of(job.tasks.begin(), job.tasks.end(), [&](const TaskInfo& t) {
+    return t.pod->meta.creationTimestamp == job.tasks.front().pod->meta.creationTimestamp;
+  });
   bool seen = false;
   for (const auto& t : job.tasks) {
     if (t.status != TaskStatus::Pending) continue;

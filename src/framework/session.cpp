@@ -301,6 +301,7 @@ void Session::buildState() {
       case api::Preemptibility::Unset: j.preemptible = j.priority < 100; break;
     }
     j.created = info.creationTime;
+    j.tasksCreatedTogether = info.tasksCreatedTogether;
     j.tasks = std::span<SessionTask>(tasks_.data() + taskOffset, info.tasks.size());
     taskOffset += info.tasks.size();
     const std::vector<api::SubGroup>& subGroups = j.subGroups();

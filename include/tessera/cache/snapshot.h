@@ -88,6 +88,10 @@ struct JobInfo {
   /// is pending: a job whose every pending pod needs more than any node has free fits nowhere,
   /// known without reading its tasks (allocate, on every pending job of every cycle).
   int64_t pendingMinGpus = INT64_MAX;
+  /// Every task's pod has one creationTimestamp (a gang created at once, or a job of one): the
+  /// victim order's last word between two of its pods (the newest, then the pod key) is then the
+  /// task order. False unless the cache found it so (a JobInfo built by hand is ranked pod by pod).
+  bool tasksCreatedTogether = false;
 
   bool isSingleton() const { return key.rfind("Pod/", 0) == 0; }
 };

@@ -143,6 +143,7 @@ struct alignas(64) SessionJob {
   int32_t priority = 0;
   int32_t minMember_ = 1;      ///< copied from info: read on every readiness check
   bool preemptible = true;
+  bool tasksCreatedTogether = false;  ///< copied from info: read by victim comparisons (victimTieRank)
   /// Why the job (or some of its pods) could not be placed this cycle: an index into the
   /// session's interned messages (Session::reasonOf); -1 when placed or not tried.
   int32_t reason = -1;
@@ -820,11 +821,13 @@ class Session {
   /// Per job: all its tasks in task order (taskLess: static within a session), built lazily.
   mutable std::vector<std::vector<int>> taskOrderCache_;
   /// victimLess()'s last word between two pods of one job (the newest pod, then the pod key) as a
-  /// rank per task slot, computed for a job the first time two of its pods get there (static
-  /// within a session): most of a victim search's comparisons end there, and a rank spares
+  /// rank: the task index for a job whose pods were created together (JobInfo::tasksCreatedTogether),
+  /// else a rank per task slot, computed for the job the first time two of its pods get there
+  /// (static within a session): most of a victim search's comparisons end there, and a rank spares
   /// comparing keys. victimTieKnown_: per job, whether its tasks are ranked.
   mutable std::vector<int32_t> victimTieRank_;
   mutable std::vector<uint8_t> victimTieKnown_;
+  mutable std::vector<int32_t> victimTieScratch_;  ///< victimTieRank()'s buffer
   int32_t victimTieRank(const SessionTask& t) const;
   mutable std::vector<int> jobOrderCache_;  ///< jobsInOrder(); empty until asked
   /// The last session's job order (indices into its snapshot's jobs) and that snapshot, kept

@@ -484,4 +484,32 @@ TEST_CASE("two pods of one job that every plugin ties go newest first, then by p
   std::vector<std::string> keys;
   for (const auto* t : order) keys.push_back(t->info->key);
   CHECK(keys == std::vector<std::string>{"t/g-new", "t/g-a", "t/g-b", "t/g-c", "t/g-old"});
+  CHECK_FALSE(job->info->tasksCreatedTogether);  // ranked by creation time, not in task order
+
+  // A gang created together (the cache says so: JobInfo::tasksCreatedTogether) goes by pod key
+  // alone, its task order; a pod of it created later makes it a job ranked pod by pod.
+  std::string h = "apiVersion: scheduling.tessera.dev/v1alpha1\nkind: PodGroup\nmetadata: {name: h, namespace: t}\n"
+                  "spec: {minMember: 1, queue: team}\n---\n";
+  for (const char* name : {"h-c", "h-a", "h-b"})
+    h += pod(name, "team", 1, ", creationTimestamp: \"2025-12-30T00:00:00Z\", annotations: {pod-group-name: h}",
+             "  nodeName: n0\n", run);
+  c.create(h);
+  auto orderOf = [&](const std::string& jobKey, bool together) {
+    Session s(c.snapshot(), cfg, c.clock);
+    s.open();
+    std::vector<std::string> out;
+    for (const auto& j : s.jobs()) {
+      if (j.info->key != jobKey) continue;
+      CHECK(j.info->tasksCreatedTogether == together);
+      std::vector<const tessera::framework::SessionTask*> ts;
+      for (const auto& t : j.tasks) ts.push_back(&t);
+      std::sort(ts.begin(), ts.end(), [&](auto* a, auto* b) { return s.victimLess(*a, *b); });
+      for (const auto* t : ts) out.push_back(t->info->key);
+    }
+    return out;
+  };
+  CHECK(orderOf("PodGroup/t/h", true) == std::vector<std::string>{"t/h-a", "t/h-b", "t/h-c"});
+  c.create(pod("h-d", "team", 1, ", creationTimestamp: \"2025-12-31T00:00:00Z\", annotations: {pod-group-name: h}",
+               "  nodeName: n0\n", run));
+  CHECK(orderOf("PodGroup/t/h", false) == std::vector<std::string>{"t/h-d", "t/h-a", "t/h-b", "t/h-c"});
 }
