@@ -483,6 +483,9 @@ std::optional<VictimSearch::Walked> VictimSearch::walkCandidates(const SessionJo
     }
     walkJob_[static_cast<size_t>(t.job)] = 1;
     reachedJobs.push_back(t.job);
+    // A job the claimant may not take ends no node's set: its nodes are evaluated when a job it
+    // may take is reached there (a node holding no such job before here has no set ending here).
+    if (!eligibleCached(job, Victim{t.job, t.index})) return true;
     for (const SessionTask& x : ssn_.jobs()[static_cast<size_t>(t.job)].tasks) {
       if (!running(x)) continue;
       const int n = nodeOf(x);

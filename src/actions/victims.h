@@ -530,7 +530,7 @@ class VictimSearch {
   /// Reclaim without a ranking made in the victim order as it stands: the best `max` nodes,
   /// exactly as a fresh ranking gives them, found by walking the victim order
   /// (Session::walkVictims) and evaluating each node when the walk first reaches a job with a pod
-  /// there, until the next job's first pod comes after the latest victim of the `max`-th best set
+  /// there that the claimant may take, until the next job's first pod comes after the latest victim of the `max`-th best set
   /// found (a node's set ends no earlier than its earliest job). Nullopt without a walk.
   struct Walked {
     std::vector<int> nodes;    ///< the best `max`, best first
