@@ -471,6 +471,16 @@ std::optional<VictimSearch::Walked> VictimSearch::walkCandidates(const SessionJo
   const bool checks = selfChecks();
   const SessionTask* prev = nullptr;  // self-check: the walk is in victim order
   out.whole = true;
+  // A top-level tree none of whose pods the claimant may take holds no set's victim: not walked.
+  auto tree = [&](int top) {
+    const bool may = ssn_.reclaimableUnder(job, top);
+    if (!may && checks) {  // self-check: indeed none of them
+      indexQueues();
+      for (const Victim& v : topRunning_[static_cast<size_t>(top)])
+        TESSERA_ASSERT(!running(ssn_.task(v.job, v.task)) || !eligibleCached(job, v));
+    }
+    return may;
+  };
   const bool walked = ssn_.walkVictims([&](const SessionTask& t) {
     if (checks) TESSERA_ASSERT(!prev || !ssn_.victimLess(t, *prev));
     prev = &t;
@@ -499,7 +509,7 @@ std::optional<VictimSearch::Walked> VictimSearch::walkCandidates(const SessionJo
       }
     }
     return true;
-  });
+  }, tree);
   for (int n : reachedNodes) walkNode_[static_cast<size_t>(n)] = 0;
   for (int j : reachedJobs) walkJob_[static_cast<size_t>(j)] = 0;
   if (!walked) return std::nullopt;

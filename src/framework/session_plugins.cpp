@@ -35,6 +35,7 @@ void Session::addReclaimableFn(const std::string& p, VictimFn fn, ClaimantKeyFn 
   reclaimableBounds_.push_back(std::move(bound));
   if (key) reclaimKeys_.push_back(std::move(key));
 }
+void Session::addReclaimTreeFn(const std::string& p, ReclaimTreeFn fn) { reclaimTrees_.push_back({p, std::move(fn)}); }
 void Session::addCapacityFn(const std::string& p, CapacityFn fn) { capacity_.push_back({p, std::move(fn)}); }
 void Session::addPlacementKeyFn(const std::string& p, PlacementKeyFn fn, KeyPart part, PlacementKeyJobFn keysJob) {
   const size_t at = part == KeyPart::Order ? placementKey_.size() : verdictKeyFns_++;
@@ -152,12 +153,12 @@ bool Session::victimLess(const SessionTask& l, const SessionTask& r) const {
 
 void Session::addVictimWalkFn(const std::string& p, VictimWalkFn fn) { victimWalk_.push_back({p, std::move(fn)}); }
 
-bool Session::walkVictims(const VictimVisitFn& visit) const {
+bool Session::walkVictims(const VictimVisitFn& visit, const VictimTreeFn& tree) const {
   // The walk is the order only when its plugin decides every comparison it can (the rest are
   // ties it walks in victimLess's own tie order).
   if (victimOrder_.size() != 1 || victimWalk_.size() != 1 || victimWalk_[0].plugin != victimOrder_[0].plugin)
     return false;
-  victimWalk_[0].fn(visit);
+  victimWalk_[0].fn(visit, tree);
   return true;
 }
 
@@ -407,6 +408,12 @@ bool Session::reclaimable(const SessionJob& claimant, const SessionTask& victim)
 bool Session::reclaimableBound(const SessionJob& claimant, const SessionTask& victim) const {
   for (size_t i = 0; i < reclaimable_.size(); ++i)
     if (!(reclaimableBounds_[i] ? reclaimableBounds_[i] : reclaimable_[i].fn)(claimant, victim)) return false;
+  return !reclaimable_.empty();
+}
+
+bool Session::reclaimableUnder(const SessionJob& claimant, int topQueue) const {
+  for (const auto& f : reclaimTrees_)
+    if (!f.fn(claimant, topQueue)) return false;
   return !reclaimable_.empty();
 }
 

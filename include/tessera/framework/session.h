@@ -339,9 +339,15 @@ using VictimOrderFn = std::function<int(const SessionTask& l, const SessionTask&
 using VictimOrderVersionFn = std::function<uint64_t(bool live)>;
 /// Called with pods in victim order until it returns false (VictimWalkFn).
 using VictimVisitFn = std::function<bool(const SessionTask& pod)>;
+/// Asked by a walk (VictimWalkFn) of each top-level queue (its index in Session::queues()) before
+/// it walks the pods under it: false when none of them need be visited.
+using VictimTreeFn = std::function<bool(int topQueue)>;
 /// Gives every running pod of the session to `visit` in the plugin's victim order (leaving pods,
-/// no victims, may come too).
-using VictimWalkFn = std::function<void(const VictimVisitFn& visit)>;
+/// no victims, may come too), but those under a top-level queue `tree` (when given) says no to.
+using VictimWalkFn = std::function<void(const VictimVisitFn& visit, const VictimTreeFn& tree)>;
+/// Whether any pod under top-level queue `topQueue` may be a reclaim victim of `claimant` as things
+/// stand: false only when the plugin's VictimFn refuses every one of them.
+using ReclaimTreeFn = std::function<bool(const SessionJob& claimant, int topQueue)>;
 /// A check of a whole job; fails with a reason (e.g. whether the job's queue may reclaim).
 using JobCheckFn = std::function<api::Status(const SessionJob& job)>;
 /// Notified after a task's state changes in the session (allocate, pipeline, evict, and undo).
@@ -455,6 +461,8 @@ class Session {
   /// ancestor lower): a pod `fn` refuses now but may accept once other victims are gone must pass
   /// it. The victim search sizes a topology domain by it before searching there. None: `fn`.
   void addReclaimableFn(const std::string& plugin, VictimFn fn, ClaimantKeyFn key = nullptr, VictimFn bound = nullptr);
+  /// A reclaimable filter's word on whole top-level trees (reclaimableUnder()).
+  void addReclaimTreeFn(const std::string& plugin, ReclaimTreeFn fn);
   void addCapacityFn(const std::string& plugin, CapacityFn fn);
   void addAllocateHandler(const std::string& plugin, TaskEventFn onAllocate, TaskEventFn onDeallocate);
   void addPlacementKeyFn(const std::string& plugin, PlacementKeyFn fn, KeyPart part = KeyPart::Verdicts,
@@ -496,6 +504,9 @@ class Session {
   bool reclaimable(const SessionJob& claimant, const SessionTask& victim) const;
   /// Whether `victim` may become reclaimable for `claimant` in its turn (each filter's bound).
   bool reclaimableBound(const SessionJob& claimant, const SessionTask& victim) const;
+  /// False when no pod under top-level queue `topQueue` is reclaimable() for `claimant` as things
+  /// stand (a filter's ReclaimTreeFn said so); true says nothing.
+  bool reclaimableUnder(const SessionJob& claimant, int topQueue) const;
   /// Appends the reclaimable filters' ClaimantKeyFn parts for `claimant` to `key`.
   void reclaimClaimantKey(const SessionJob& claimant, std::string& key) const;
   api::Status capacityCheck(const SessionJob& job, const api::Resources& request) const;
@@ -525,7 +536,7 @@ class Session {
   /// Gives the running pods (and maybe leaving ones) to `visit` in victim order (victimLess) until
   /// it returns false; false when no walk gives that order (a plugin without one orders victims, or
   /// several do).
-  bool walkVictims(const VictimVisitFn& visit) const;
+  bool walkVictims(const VictimVisitFn& visit, const VictimTreeFn& tree = nullptr) const;
   /// The domains a job must be placed in (first plugin that constrains it wins); nullopt = anywhere.
   std::optional<JobDomains> jobDomains(const SessionJob& job, DomainRoom room = DomainRoom::Free) const;
 
@@ -687,6 +698,7 @@ class Session {
   std::vector<Named<VictimFn>> preemptable_;
   std::vector<Named<VictimFn>> reclaimable_;
   std::vector<VictimFn> reclaimableBounds_;  ///< per reclaimable_ filter: its bound (empty: the filter)
+  std::vector<Named<ReclaimTreeFn>> reclaimTrees_;
   std::vector<ClaimantKeyFn> reclaimKeys_;  ///< the reclaimable filters' ClaimantKeyFn, those given
   std::vector<Named<CapacityFn>> capacity_;
   std::vector<Named<TaskEventFn>> onAllocate_;

@@ -246,6 +246,18 @@ class State {
     return mayTake(a, b, req, q_[a].allocated) && saturationOk(a, req, q_[a].allocated);
   }
 
+  /// Whether a pod under top-level queue `top` may be reclaimable() for `claimant` (ReclaimTreeFn):
+  /// in another tree than the claimant's, every such pod's sides are the two top-level queues, so
+  /// the queue rules say it for all of them at once. In its own tree: pod by pod.
+  bool reclaimableUnder(const SessionJob& claimant, int top) {
+    ensureDivided();
+    if (claimant.queue < 0) return false;
+    const int mine = q_[claimant.queue].top;
+    if (mine == top) return true;
+    const Amounts req = turnRequest(claimant);
+    return mayTake(mine, top, req, q_[mine].allocated) && saturationOk(mine, req, q_[mine].allocated);
+  }
+
   /// An upper bound of reclaimable() over the claimant's turn (addReclaimableFn's bound): victims
   /// the turn takes under the claimant side's queue lower its allocation, and with it what the
   /// quota and saturation checks on that side see, so a pod refused now may be taken once others
@@ -423,12 +435,13 @@ class State {
   }
 
   /// Every pod of the victim sequences (running or leaving) in victim order, the order
-  /// compareVictims gives them, to `visit` until it returns false (Session::walkVictims): each
+  /// compareVictims gives them, to `visit` until it returns false (Session::walkVictims), but the
+  /// pods of the top-level trees `tree` says no to: each
   /// top-level tree's sequence, merged across trees as compareVictimQueues compares them (by each
   /// tree's share once it has given up to the pod's chunk). A top-level queue without children is
   /// walked without building its sequence (LeafWalk): a reclaimer walks after every commit, and a
   /// build costs a pass over every pod of the tree.
-  void walkVictims(const framework::VictimVisitFn& visit) {
+  void walkVictims(const framework::VictimVisitFn& visit, const framework::VictimTreeFn& tree) {
     ensureDivided();
     if (!sequenceIndexed_) indexSequence();
     if (ssn_.victimOrderHeld()) takeHold();
@@ -451,6 +464,7 @@ class State {
     for (size_t q = 0; q < q_.size(); ++q) {
       const int top = static_cast<int>(q);
       if (q_[q].parent >= 0) continue;
+      if (tree && !tree(top)) continue;  // none of its pods need be visited: neither ordered nor built
       if (q_[q].children.empty() && leafWalkable(top)) {
         LeafWalk& w = leafWalks_[q];
         startLeafWalk(w, top);
@@ -1254,7 +1268,10 @@ class ProportionPlugin final : public framework::Plugin {
     ssn.addVictimOrderFn(
         name_, [st](const SessionTask& l, const SessionTask& r) { return st->compareVictims(l, r); },
         [st](bool live) { return st->victimOrderVersion(live); });
-    ssn.addVictimWalkFn(name_, [st](const framework::VictimVisitFn& visit) { st->walkVictims(visit); });
+    ssn.addReclaimTreeFn(name_, [st](const SessionJob& c, int top) { return st->reclaimableUnder(c, top); });
+    ssn.addVictimWalkFn(name_, [st](const framework::VictimVisitFn& visit, const framework::VictimTreeFn& tree) {
+      st->walkVictims(visit, tree);
+    });
     ssn.addAllocateHandler(
         name_, [st](const SessionTask& t) { st->onAllocate(t, +1); }, [st](const SessionTask& t) { st->onAllocate(t, -1); });
   }

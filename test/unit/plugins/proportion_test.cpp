@@ -447,6 +447,28 @@ TEST_CASE("reclaimableBound: a pod the department may not take yet, once a sibli
   CHECK(e.ssn->reclaimableBound(claimant, e.task("qa-0")) == siblingPreemptible);
   // The claimant's own queue is never its victim, bound or not.
   CHECK_FALSE(e.ssn->reclaimableBound(e.job("qa-0"), e.task("qa-1")));
+  // Whole trees (Session::reclaimableUnder, what a walk of the victim order skips): no pod of qc's
+  // may be taken now, so qc's tree is refused; the claimant's own tree is asked pod by pod.
+  CHECK_FALSE(e.ssn->reclaimableUnder(claimant, e.ssn->findQueue("qc")));
+  CHECK(e.ssn->reclaimableUnder(claimant, e.ssn->findQueue("dept")));
+}
+
+TEST_CASE("reclaimableUnder: a tree is refused exactly when every pod in it is", "[proportion][reclaim]") {
+  // a (quota 4) asks 4 with nothing; b (quota 4) holds 8: over its share, its pods may go, but the
+  // non-preemptible one ("build"). With a holding 4 already, another 4 would take it over its fair
+  // share: none may go.
+  const bool aHolds = GENERATE(false, true);
+  Env e;
+  std::string b;
+  for (int i = 0; i < 8; ++i) b += pod("b" + std::to_string(i), "b", 1, "n1", i == 0 ? "build" : "train");
+  e.start(queue("a", {.gpuQuota = "4"}) + queue("b", {.gpuQuota = "4"}) + b + pod("a-job", "a", 4) +
+          (aHolds ? pod("a-run", "a", 4, "n2") : std::string()),
+          /*nodes=*/2);
+  const SessionJob& claimant = e.job("a-job");
+  bool any = false;
+  for (int i = 0; i < 8; ++i) any = any || e.ssn->reclaimable(claimant, e.task("b" + std::to_string(i)));
+  CHECK(any == !aHolds);
+  CHECK(e.ssn->reclaimableUnder(claimant, e.ssn->findQueue("b")) == any);
 }
 
 // ---------------------------------------------------------------- preempt rules
