@@ -529,9 +529,10 @@ class VictimSearch {
   std::vector<int> movedLog_;
   /// Reclaim without a ranking made in the victim order as it stands: the best `max` nodes,
   /// exactly as a fresh ranking gives them, found by walking the victim order
-  /// (Session::walkVictims) and evaluating each node when the walk first reaches a job with a pod
-  /// there that the claimant may take, until the next job's first pod comes after the latest victim of the `max`-th best set
-  /// found (a node's set ends no earlier than its earliest job). Nullopt without a walk.
+  /// (Session::walkVictims, without the top-level trees none of whose pods the claimant may take)
+  /// and evaluating each node when the walk first reaches a job with a pod there that the claimant
+  /// may take, until the next job's first pod comes after the latest victim of the `max`-th best
+  /// set found (a node's set ends no earlier than its earliest job). Nullopt without a walk.
   struct Walked {
     std::vector<int> nodes;    ///< the best `max`, best first
     std::vector<Candidate> all;  ///< every candidate the walk evaluated

@@ -171,7 +171,7 @@ uint64_t Session::victimOrderVersion(bool live) const {
 int32_t Session::victimTieRank(const SessionTask& t) const {
   const SessionJob& job = jobs_[static_cast<size_t>(t.job)];
   // A job's tasks are in pod key order (cache::JobInfo::tasks), newerPodFirst's second word: pods
-  // created together rank in task order, and the others by a stable sort on creation time alone.
+  // created together (as the cache found them) rank in task order; the others are sorted.
   if (job.tasksCreatedTogether) return t.index;
   if (victimTieKnown_.size() != jobs_.size()) victimTieKnown_.assign(jobs_.size(), 0);
   if (victimTieRank_.size() != tasks_.size()) victimTieRank_.resize(tasks_.size());
@@ -180,9 +180,8 @@ int32_t Session::victimTieRank(const SessionTask& t) const {
     std::vector<int32_t>& byAge = victimTieScratch_;
     byAge.resize(job.tasks.size());
     for (size_t i = 0; i < byAge.size(); ++i) byAge[i] = static_cast<int32_t>(i);
-    std::stable_sort(byAge.begin(), byAge.end(), [&](int32_t a, int32_t b) {
-      return job.tasks[static_cast<size_t>(a)].pod().meta.creationTimestamp >
-             job.tasks[static_cast<size_t>(b)].pod().meta.creationTimestamp;
+    std::sort(byAge.begin(), byAge.end(), [&](int32_t a, int32_t b) {
+      return newerPodFirst(job.tasks[static_cast<size_t>(a)], job.tasks[static_cast<size_t>(b)]);
     });
     const size_t base = slotOf(job.tasks.front());
     for (size_t i = 0; i < byAge.size(); ++i) victimTieRank_[base + static_cast<size_t>(byAge[i])] = static_cast<int32_t>(i);
