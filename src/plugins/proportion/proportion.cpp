@@ -241,7 +241,10 @@ class State {
   /// within its own; the claimant's side stays within its fair share times the saturation multiplier.
   bool reclaimable(const SessionJob& claimant, const SessionTask& victim) {
     int a = -1, b = -1;
-    if (!reclaimSides(claimant, victim, a, b)) return false;
+    return reclaimSides(claimant, victim, a, b) && sidesAllow(claimant, a, b);
+  }
+  /// The queue rules of reclaimable() between the claimant's side `a` and the victim's side `b`.
+  bool sidesAllow(const SessionJob& claimant, int a, int b) {
     const Amounts req = turnRequest(claimant);
     return mayTake(a, b, req, q_[a].allocated) && saturationOk(a, req, q_[a].allocated);
   }
@@ -253,9 +256,7 @@ class State {
     ensureDivided();
     if (claimant.queue < 0) return false;
     const int mine = q_[claimant.queue].top;
-    if (mine == top) return true;
-    const Amounts req = turnRequest(claimant);
-    return mayTake(mine, top, req, q_[mine].allocated) && saturationOk(mine, req, q_[mine].allocated);
+    return mine == top || sidesAllow(claimant, mine, top);
   }
 
   /// An upper bound of reclaimable() over the claimant's turn (addReclaimableFn's bound): victims
