@@ -357,6 +357,7 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
   key += std::to_string(ssn_.placementClass(task));
   key += '|';
   appendClaimantKey(job, key);
+  const size_t plainKey = key.size();
   key += pruneKey();  // a retry without its first victim: rankings of its own
   // Victims taken for this claimant's earlier pods change the victim order itself (queue shares,
   // jobs no longer above their minimum): the nodes are ranked afresh for its later pods. Preempt's
@@ -398,6 +399,17 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
       }
       return std::move(walked->nodes);
     }
+  // Preempt's retry without its first victim starts from a copy of the plain search's ranking of
+  // its shape (not from every node of the queue afresh), kept current like any other: leaving a
+  // victim out changes its node's set alone, and that node is evaluated again (the discarded
+  // turn's undo logged it too; it is named here so that the copy never rests on that).
+  std::vector<int> again;  // nodes to evaluate again although they did not change
+  if (it == rankings_.end() && mode_ == VictimMode::Preempt && !excludedPods_.empty())
+    if (auto plain = rankings_.find(std::string_view(key).substr(0, plainKey)); plain != rankings_.end()) {
+      it = rankings_.emplace(key, plain->second).first;
+      for (const Victim& v : excludedPods_)
+        if (const int n = nodeOf(ssn_.task(v.job, v.task)); n >= 0) again.push_back(n);
+    }
   const bool fresh = it == rankings_.end();
   if (fresh) it = rankings_.try_emplace(key, Better{this}).first;
   Ranking& ranking = it->second.ranking;
@@ -409,9 +421,10 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
     }
   };
   const bool movedSince = !fresh && it->second.moved < movedLog_.size();  // preempt: commits since
-  if ((reorder || movedSince) && !fresh) {
+  if ((reorder || movedSince || !again.empty()) && !fresh) {
     // Nodes running pods of the jobs commits changed since, and of those this claimant took from.
     std::vector<int> moved(movedLog_.begin() + static_cast<std::ptrdiff_t>(it->second.moved), movedLog_.end());
+    moved.insert(moved.end(), again.begin(), again.end());
     if (reorder)
       for (const Victim& v : evictedNow_) nodesOf(v.job, moved);
     ranking.reevaluate(std::move(moved), log, evaluateNode);

@@ -710,6 +710,24 @@ std::optional<VictimSearch::TrialSolution> VictimSearch::pruneWalk(SessionJob& j
   // for queue room and node room), else its whole job, once, at the job's latest victim. One walk,
   // not jobs first and then pods: a job's later pod goes before an earlier victim of another job
   // is tried (the first minimal set in victim order keeps the earlier victims).
+  // First the victims no trial can do without (neededOf): every set a trial keeps holds them, and
+  // of such sets the one of them alone comes first in victim order (earlier()). When a trial
+  // finds it, no walk finds better, and the walk's trials, one per victim left out, are spared
+  // (a gang claimant's first search takes a lone pod per node before one takes a gang that
+  // frees room for the whole turn). When it finds none, the walk runs as it would have.
+  if (const std::vector<Victim> needed = neededOf(job, domain, best); !needed.empty() && needed.size() < best.size()) {
+    const size_t jobsBefore = excluded_.size(), podsBefore = excludedPods_.size();
+    for (const Victim& x : best) {
+      if (in(needed, x)) continue;
+      const bool jobNeeded = std::any_of(needed.begin(), needed.end(), [&](const Victim& y) { return y.job == x.job; });
+      if (jobNeeded) excludedPods_.push_back(x);
+      else if (std::find(excluded_.begin(), excluded_.end(), x.job) == excluded_.end()) excluded_.push_back(x.job);
+    }
+    if (!trial(needed)) {
+      excluded_.resize(jobsBefore);
+      excludedPods_.resize(podsBefore);
+    }
+  }
   std::vector<int> triedJobs;
   for (const Victim& v : byLatest) {
     if (!in(best, v)) continue;
@@ -733,6 +751,31 @@ std::optional<VictimSearch::TrialSolution> VictimSearch::pruneWalk(SessionJob& j
   }
   if (kept) kept->pruned = true;
   return kept;
+}
+
+std::vector<VictimSearch::Victim> VictimSearch::neededOf(const SessionJob& job, const framework::NodeDomain* domain,
+                                                         const std::vector<Victim>& best) {
+  // Each victim's part as the walk leaves it alone: the pod on its own where its job keeps its
+  // minimum without it, else the job's pods in the set.
+  std::vector<Victim> needed, without;
+  std::vector<int> triedJobs;
+  for (const Victim& v : best) {
+    const SessionJob& vj = ssn_.jobs()[v.job];
+    const int taken =
+        static_cast<int>(std::count_if(best.begin(), best.end(), [&](const Victim& y) { return y.job == v.job; }));
+    const bool alone = taken >= 2 && runningCount(vj) - (taken - 1) >= vj.minMember();
+    if (!alone) {
+      if (std::find(triedJobs.begin(), triedJobs.end(), v.job) != triedJobs.end()) continue;
+      triedJobs.push_back(v.job);
+    }
+    without.clear();
+    for (const Victim& x : best)
+      if (alone ? (x.job != v.job || x.task != v.task) : x.job != v.job) without.push_back(x);
+    if (mayFitWith(job, domain, without)) continue;
+    for (const Victim& x : best)
+      if (alone ? (x.job == v.job && x.task == v.task) : x.job == v.job) needed.push_back(x);
+  }
+  return needed;
 }
 
 bool VictimSearch::queueRulesHold(const SessionJob& job) const {

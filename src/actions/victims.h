@@ -262,6 +262,11 @@ class VictimSearch {
   std::optional<TrialSolution> pruneWalk(framework::SessionJob& job, const framework::NodeDomain* domain,
                                          std::vector<Victim>& best);
   void endPrune();
+  /// The victims of `best` no prune trial can leave alone: each part the walk would leave alone
+  /// (a pod, or a job's pods) without which the turn cannot fit by resources (mayFitWith). Every
+  /// subset a search can succeed with holds them all. Empty where mayFitWith gives no bound.
+  std::vector<Victim> neededOf(const framework::SessionJob& job, const framework::NodeDomain* domain,
+                               const std::vector<Victim>& best);
   /// Whether a prune could find a smaller set than `set`, the turn's victims (finishTurn's rule):
   /// several pods were placed one after another (or queue room and node room were made), and the
   /// set holds several victim jobs, or several pods of one job of which one could stay.
@@ -522,7 +527,7 @@ class VictimSearch {
     uint64_t onlyFor = 0;
   };
   uint64_t turnSeq_ = 0;  ///< counts runTurn() calls
-  std::map<std::string, KeptRanking> rankings_;
+  std::map<std::string, KeptRanking, std::less<>> rankings_;
   /// Preempt: nodes running pods of the jobs each commit changed (its claimant and its victims'
   /// jobs), in commit order. Inside one queue two pods compare by their jobs alone, so only on
   /// those nodes may a kept ranking's evaluation or order have moved.
