@@ -1038,6 +1038,21 @@ bool VictimSearch::finishTurn(Statement& stmt, SessionJob& job, const framework:
     stmt.discard();
     return prune(job, domain, std::move(found), reason);
   }
+  // A victim with an earlier pod of its job in victim order beside it, on its node, asking the same
+  // and sharing no GPU, could have been that pod (the same room freed, the job left as many pods):
+  // the set with it instead comes first in victim order. Such a pod is passed over when a search
+  // ran without it (the retry without its first victim, a prune's trial) and the turn ended on its
+  // twin. Traded in the victim order as it stood before the turn.
+  if (mode_ != VictimMode::Consolidate && mayTradeAlike(stmt.operations())) {
+    std::vector<framework::Operation> ops = stmt.operations();
+    stmt.discard();
+    if (tradeAlike(job, ops)) {
+      evictedNow_.clear();
+      for (const framework::Operation& op : ops)
+        if (op.type == framework::Operation::Type::Evict) evictedNow_.push_back({op.job, op.task});
+    }
+    applyOps(stmt, ops);
+  }
   commitTurn(stmt, job, evicted);
   return true;
 }
@@ -1087,7 +1102,14 @@ bool VictimSearch::replayIn(SessionJob& job, const framework::NodeDomain* domain
   }
   const size_t needed = static_cast<size_t>(turnMissing(job));  // (as runIn counts it: before the turn)
   Statement stmt(ssn_);
-  for (const framework::Operation& op : s.ops) {
+  applyOps(stmt, s.ops);
+  evictedNow_ = s.evicted;
+  orderChanged_ = s.orderChanged;
+  return finishTurn(stmt, job, domain, needed, s.evictedCount, s.queueFreed, /*trial=*/false, reason, s.pruned);
+}
+
+void VictimSearch::applyOps(Statement& stmt, const std::vector<framework::Operation>& ops) {
+  for (const framework::Operation& op : ops) {
     SessionTask& t = ssn_.jobs()[static_cast<size_t>(op.job)].tasks[static_cast<size_t>(op.task)];
     switch (op.type) {
       case framework::Operation::Type::Evict: stmt.evict(t, op.reason); break;
@@ -1097,9 +1119,47 @@ bool VictimSearch::replayIn(SessionJob& job, const framework::NodeDomain* domain
       case framework::Operation::Type::Repipeline: TESSERA_ASSERT(false); break;  // (never kept: runIn)
     }
   }
-  evictedNow_ = s.evicted;
-  orderChanged_ = s.orderChanged;
-  return finishTurn(stmt, job, domain, needed, s.evictedCount, s.queueFreed, /*trial=*/false, reason, s.pruned);
+}
+
+bool VictimSearch::alike(const SessionTask& a, const SessionTask& b) const {
+  return a.job == b.job && a.index != b.index && a.subGroup == b.subGroup && !a.sharesGpu() && !b.sharesGpu() &&
+         nodeOf(a) == nodeOf(b) && a.request() == b.request() && a.nodeRequest() == b.nodeRequest();
+}
+
+bool VictimSearch::mayTradeAlike(const std::vector<framework::Operation>& ops) const {
+  for (const framework::Operation& op : ops) {
+    if (op.type != framework::Operation::Type::Evict) continue;
+    const SessionTask& v = ssn_.task(op.job, op.task);
+    for (const SessionTask& u : ssn_.jobs()[static_cast<size_t>(op.job)].tasks)
+      if (running(u) && alike(u, v)) return true;
+  }
+  return false;
+}
+
+bool VictimSearch::tradeAlike(const SessionJob& job, std::vector<framework::Operation>& ops) {
+  auto evicted = [&](int ji, int ti) {
+    return std::any_of(ops.begin(), ops.end(), [&](const framework::Operation& op) {
+      return op.type == framework::Operation::Type::Evict && op.job == ji && op.task == ti;
+    });
+  };
+  bool traded = false;
+  // Each trade moves a victim to an earlier pod: at most one per pair, so the passes end.
+  for (bool again = true; again;) {
+    again = false;
+    for (framework::Operation& op : ops) {
+      if (op.type != framework::Operation::Type::Evict) continue;
+      const SessionTask& v = ssn_.task(op.job, op.task);
+      const SessionTask* best = nullptr;
+      for (const SessionTask& u : ssn_.jobs()[static_cast<size_t>(op.job)].tasks)
+        if (running(u) && alike(u, v) && !evicted(u.job, u.index) && ssn_.victimLess(u, best ? *best : v) &&
+            eligible(job, u))
+          best = &u;
+      if (!best) continue;
+      op.task = best->index;
+      traded = again = true;
+    }
+  }
+  return traded;
 }
 
 bool VictimSearch::searchIn(SessionJob& job, const framework::NodeDomain* domain, std::string& reason, bool trial) {

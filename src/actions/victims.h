@@ -201,6 +201,16 @@ class VictimSearch {
   /// the same operations, then the same end of the turn (finishTurn).
   bool replayIn(framework::SessionJob& job, const framework::NodeDomain* domain, const TrialSolution& s,
                 std::string& reason);
+  /// Applies `ops` (a statement's operations, as recorded) in `stmt`.
+  void applyOps(framework::Statement& stmt, const std::vector<framework::Operation>& ops);
+  /// Whether `a` frees what `b` frees: another pod of its job and subgroup on the same node, asking
+  /// the same, neither on a shared GPU.
+  bool alike(const framework::SessionTask& a, const framework::SessionTask& b) const;
+  /// Whether a victim evicted in `ops` has a running pod alike (finishTurn's trade; cheap).
+  bool mayTradeAlike(const std::vector<framework::Operation>& ops) const;
+  /// With the turn undone: trades each victim evicted in `ops` for the earliest running pod alike
+  /// that comes before it in victim order and `job` may take. Whether any was traded.
+  bool tradeAlike(const framework::SessionJob& job, std::vector<framework::Operation>& ops);
   /// runIn()'s end once the turn's pods are placed in `stmt`: none evicted (allocate's business), a
   /// trial (undone), a prune, or the commit.
   bool finishTurn(framework::Statement& stmt, framework::SessionJob& job, const framework::NodeDomain* domain,
