@@ -704,12 +704,6 @@ std::optional<VictimSearch::TrialSolution> VictimSearch::pruneWalk(SessionJob& j
     kept = std::move(lastTrial_);
     return true;
   };
-  // Walking back from the latest victim to the first (victim order), each one the claimant can do
-  // without is left alone: a pod of an elastic job on its own where the job keeps its minimum
-  // running without it (its pods were taken one at a time, for different pods of the claimant or
-  // for queue room and node room), else its whole job, once, at the job's latest victim. One walk,
-  // not jobs first and then pods: a job's later pod goes before an earlier victim of another job
-  // is tried (the first minimal set in victim order keeps the earlier victims).
   // First the victims no trial can do without (neededOf): every set a trial keeps holds them, and
   // of such sets the one of them alone comes first in victim order (earlier()). When a trial
   // finds it, no walk finds better, and the walk's trials, one per victim left out, are spared
@@ -728,14 +722,17 @@ std::optional<VictimSearch::TrialSolution> VictimSearch::pruneWalk(SessionJob& j
       excludedPods_.resize(podsBefore);
     }
   }
+  // Walking back from the latest victim to the first (victim order), each one the claimant can do
+  // without is left alone: a pod of an elastic job on its own where the job keeps its minimum
+  // running without it (its pods were taken one at a time, for different pods of the claimant or
+  // for queue room and node room), else its whole job, once, at the job's latest victim. One walk,
+  // not jobs first and then pods: a job's later pod goes before an earlier victim of another job
+  // is tried (the first minimal set in victim order keeps the earlier victims).
   std::vector<int> triedJobs;
   for (const Victim& v : byLatest) {
     if (!in(best, v)) continue;
-    const SessionJob& vj = ssn_.jobs()[v.job];
-    const int taken =
-        static_cast<int>(std::count_if(best.begin(), best.end(), [&](const Victim& y) { return y.job == v.job; }));
     std::vector<Victim> without;
-    if (taken >= 2 && runningCount(vj) - (taken - 1) >= vj.minMember()) {
+    if (leftOutAlone(best, v)) {
       for (const Victim& x : best)
         if (x.job != v.job || x.task != v.task) without.push_back(x);
       excludedPods_.push_back(v);
@@ -753,17 +750,19 @@ std::optional<VictimSearch::TrialSolution> VictimSearch::pruneWalk(SessionJob& j
   return kept;
 }
 
+bool VictimSearch::leftOutAlone(const std::vector<Victim>& set, const Victim& v) const {
+  const SessionJob& vj = ssn_.jobs()[v.job];
+  const int taken = static_cast<int>(std::count_if(set.begin(), set.end(), [&](const Victim& y) { return y.job == v.job; }));
+  return taken >= 2 && runningCount(vj) - (taken - 1) >= vj.minMember();
+}
+
 std::vector<VictimSearch::Victim> VictimSearch::neededOf(const SessionJob& job, const framework::NodeDomain* domain,
                                                          const std::vector<Victim>& best) {
-  // Each victim's part as the walk leaves it alone: the pod on its own where its job keeps its
-  // minimum without it, else the job's pods in the set.
+  // Each victim's part as the walk leaves it out (leftOutAlone).
   std::vector<Victim> needed, without;
   std::vector<int> triedJobs;
   for (const Victim& v : best) {
-    const SessionJob& vj = ssn_.jobs()[v.job];
-    const int taken =
-        static_cast<int>(std::count_if(best.begin(), best.end(), [&](const Victim& y) { return y.job == v.job; }));
-    const bool alone = taken >= 2 && runningCount(vj) - (taken - 1) >= vj.minMember();
+    const bool alone = leftOutAlone(best, v);
     if (!alone) {
       if (std::find(triedJobs.begin(), triedJobs.end(), v.job) != triedJobs.end()) continue;
       triedJobs.push_back(v.job);

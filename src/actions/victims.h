@@ -272,6 +272,9 @@ class VictimSearch {
   std::optional<TrialSolution> pruneWalk(framework::SessionJob& job, const framework::NodeDomain* domain,
                                          std::vector<Victim>& best);
   void endPrune();
+  /// How the prune's walk leaves `v` of `set` out: the pod on its own where its job keeps its
+  /// minimum without it (several of its pods in the set), else (false) the job's pods in the set.
+  bool leftOutAlone(const std::vector<Victim>& set, const Victim& v) const;
   /// The victims of `best` no prune trial can leave alone: each part the walk would leave alone
   /// (a pod, or a job's pods) without which the turn cannot fit by resources (mayFitWith). Every
   /// subset a search can succeed with holds them all. Empty where mayFitWith gives no bound.
