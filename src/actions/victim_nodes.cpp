@@ -453,11 +453,48 @@ std::vector<VictimSearch::Candidate> VictimSearch::rankAll(const SessionJob& job
     if (job.queue >= 0)
       for (int ni : queueNodes(job.queue))
         if (auto c = evaluate(job, task, ni)) all.push_back(*c);
+  } else if (mode_ == VictimMode::Reclaim) {  // the nodes running a pod the claimant may take
+    const std::vector<int>& nodes = reclaimNodes(job);
+    for (int ni : nodes)
+      if (auto c = evaluate(job, task, ni)) all.push_back(*c);
+    if (selfChecks())  // self-check: no other node has a set
+      for (const auto& n : ssn_.nodes())
+        TESSERA_ASSERT(std::binary_search(nodes.begin(), nodes.end(), n.index) || !evaluate(job, task, n.index));
   } else {
     for (const auto& n : ssn_.nodes())
       if (auto c = evaluate(job, task, n.index)) all.push_back(*c);
   }
   return all;
+}
+
+const std::vector<int>& VictimSearch::reclaimNodes(const SessionJob& job) {
+  // Job by job (whether a job may be taken is asked of its first running pod) in the top-level
+  // trees the claimant may take from; the index holds every running pod (none starts running in
+  // a session), and a node running none of them has no set: it is not evaluated.
+  indexQueues();
+  std::vector<int>& out = reclaimNodes_;
+  out.clear();
+  if (walkNode_.size() != ssn_.nodes().size()) walkNode_.assign(ssn_.nodes().size(), 0);
+  for (size_t top = 0; top < topJobs_.size(); ++top) {
+    if (topJobs_[top].empty() || !ssn_.reclaimableUnder(job, static_cast<int>(top))) continue;
+    const std::vector<Victim>& pool = topRunning_[top];
+    for (const TopJob& r : topJobs_[top]) {
+      int8_t ok = -1;
+      for (uint32_t i = r.from; i < r.to && ok != 0; ++i) {
+        const SessionTask& t = ssn_.task(pool[i].job, pool[i].task);
+        if (!running(t)) continue;
+        if (ok < 0) ok = eligibleCached(job, pool[i]) ? 1 : 0;
+        const int n = nodeOf(t);
+        if (ok == 1 && n >= 0 && !walkNode_[static_cast<size_t>(n)]) {
+          walkNode_[static_cast<size_t>(n)] = 1;
+          out.push_back(n);
+        }
+      }
+    }
+  }
+  for (int n : out) walkNode_[static_cast<size_t>(n)] = 0;
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 std::vector<int> VictimSearch::bestOf(std::vector<Candidate> all, size_t max) const {

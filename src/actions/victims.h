@@ -562,9 +562,12 @@ class VictimSearch {
   void checkWalkedAll(const framework::SessionJob& job, const framework::SessionTask& task,
                       const std::vector<Candidate>& walked);
   std::vector<uint8_t> walkNode_, walkJob_;  ///< walkCandidates(): nodes and jobs reached
-  /// Every node a fresh ranking evaluates for `task` (all nodes; preempt: the claimant's queue's;
-  /// pruning: the pruned set's), unsorted.
+  /// Every node a fresh ranking evaluates for `task` (reclaim: those running a pod it may take;
+  /// preempt: the claimant's queue's; pruning: the pruned set's), unsorted.
   std::vector<Candidate> rankAll(const framework::SessionJob& job, const framework::SessionTask& task);
+  /// Reclaim: the nodes running a pod `job` may take as things stand, ascending (a kept buffer).
+  const std::vector<int>& reclaimNodes(const framework::SessionJob& job);
+  std::vector<int> reclaimNodes_;
   /// The nodes of the best `max` of `all` (better()), best first.
   std::vector<int> bestOf(std::vector<Candidate> all, size_t max) const;
   /// Self-check: `nodes` are the best `max` of rankAll(), in order.
