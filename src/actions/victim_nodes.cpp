@@ -412,7 +412,17 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
     }
   const bool fresh = it == rankings_.end();
   if (fresh) it = rankings_.try_emplace(key, Better{this}).first;
-  Ranking& ranking = it->second.ranking;
+  KeptRanking& kept = it->second;
+  Ranking& ranking = kept.ranking;
+  // Preempt walks its queue's victim order rather than evaluating every node of the queue: the
+  // nodes of the first victims only, and more of them only when the sets found so far are taken.
+  // (Inside one queue two pods compare by their jobs as they stand, held or not.)
+  const bool mayWalk = mode_ == VictimMode::Preempt && job.queue >= 0;
+  auto rankEveryNode = [&] {
+    ranking.assign(rankAll(job, task), log);
+    kept.horizon.reset();
+    kept.reached.clear();
+  };
   auto evaluateNode = [&](int ni) { return mayHaveVictims(job, ni) ? evaluate(job, task, ni) : std::optional<Candidate>(); };
   auto nodesOf = [&](int ji, std::vector<int>& out) {
     for (const SessionTask& t : ssn_.jobs()[static_cast<size_t>(ji)].tasks) {
@@ -429,13 +439,21 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
       for (const Victim& v : evictedNow_) nodesOf(v.job, moved);
     ranking.reevaluate(std::move(moved), log, evaluateNode);
   } else if (fresh) {
-    ranking.assign(rankAll(job, task), log);
+    if (!mayWalk || !walkOwnQueue(job, task, max, kept, /*fresh=*/true)) rankEveryNode();
   } else {
     ranking.refresh(log, evaluateNode);
   }
-  it->second.order = order;
-  it->second.moved = movedLog_.size();
-  if (mode_ == VictimMode::Reclaim && !evictedNow_.empty()) it->second.onlyFor = turnSeq_;
+  if (!fresh && kept.horizon) {
+    // A walk's ranking answers while its best `max` sets end before the job it stopped at (and
+    // that job is as it was); otherwise the walk goes on (or, when it cannot, every node is ranked).
+    const std::vector<Candidate> top = ranking.best(max, log);
+    const bool enough = top.size() == max && ssn_.jobs()[kept.horizon->job].version == kept.horizonVersion &&
+                        victimBefore(top.back().last, *kept.horizon);
+    if (!enough && (!mayWalk || !walkOwnQueue(job, task, max, kept, /*fresh=*/false))) rankEveryNode();
+  }
+  kept.order = order;
+  kept.moved = movedLog_.size();
+  if (mode_ == VictimMode::Reclaim && !evictedNow_.empty()) kept.onlyFor = turnSeq_;
   // The best current nodes; they stay ranked, valid until a try changes them.
   std::vector<int> out;
   for (const Candidate& c : ranking.best(max, log)) out.push_back(c.node);
@@ -567,6 +585,75 @@ std::optional<VictimSearch::Walked> VictimSearch::walkCandidates(const SessionJo
   if (selfChecks()) checkCandidates(job, task, out.nodes, max);  // what ranking every node afresh gives
   resetVerdicts();
   return out;
+}
+
+bool VictimSearch::walkOwnQueue(const SessionJob& job, const SessionTask& task, size_t max, KeptRanking& kept,
+                                bool fresh) {
+  const framework::NodeChangeLog& log = ssn_.nodeChanges();
+  if (walkNode_.size() != ssn_.nodes().size()) walkNode_.assign(ssn_.nodes().size(), 0);
+  if (walkJob_.size() != ssn_.jobs().size()) walkJob_.assign(ssn_.jobs().size(), 0);
+  // Going on: the nodes reached before hold current entries (the ranking was refreshed), and so do
+  // those evaluated since; the walk starts over from the queue's first victim but evaluates none
+  // of the reached nodes again.
+  // It walks on until four times `max` sets end before the next job: a ranking that answers with
+  // just `max` would have to walk on after nearly every claimant (each takes a best set away).
+  const size_t keep = max * 4;
+  std::vector<Candidate> best;  // at most keep, best first
+  if (!fresh) {
+    best = kept.ranking.best(keep, log);
+    for (int n : kept.reached) walkNode_[static_cast<size_t>(n)] = 1;
+  }
+  std::vector<Candidate> found;
+  std::vector<int> reachedNodes, reachedJobs;
+  std::optional<Victim> stop;
+  const bool checks = selfChecks();
+  const SessionTask* prev = nullptr;  // self-check: the walk is in victim order
+  const bool walked = ssn_.walkQueueVictims(job.queue, [&](const SessionTask& t) {
+    if (checks) TESSERA_ASSERT(!prev || !ssn_.victimLess(t, *prev));
+    prev = &t;
+    if (!running(t) || walkJob_[static_cast<size_t>(t.job)]) return true;
+    // As walkCandidates(): no node's set ends before its earliest job's first pod.
+    if (best.size() == keep && victimBefore(best.back().last, Victim{t.job, t.index})) {
+      stop = Victim{t.job, t.index};
+      return false;
+    }
+    walkJob_[static_cast<size_t>(t.job)] = 1;
+    reachedJobs.push_back(t.job);
+    if (!eligibleCached(job, Victim{t.job, t.index})) return true;
+    for (const SessionTask& x : ssn_.jobs()[static_cast<size_t>(t.job)].tasks) {
+      if (!running(x)) continue;
+      const int n = nodeOf(x);
+      if (n < 0 || walkNode_[static_cast<size_t>(n)]) continue;
+      walkNode_[static_cast<size_t>(n)] = 1;
+      reachedNodes.push_back(n);
+      if (auto c = evaluate(job, task, n)) {
+        found.push_back(*c);
+        best.insert(std::upper_bound(best.begin(), best.end(), *c, Better{this}), *c);
+        if (best.size() > keep) best.pop_back();
+      }
+    }
+    return true;
+  });
+  if (!fresh)
+    for (int n : kept.reached) walkNode_[static_cast<size_t>(n)] = 0;
+  for (int n : reachedNodes) walkNode_[static_cast<size_t>(n)] = 0;
+  for (int j : reachedJobs) walkJob_[static_cast<size_t>(j)] = 0;
+  if (!walked) return false;  // (nothing was evaluated)
+  if (fresh) {
+    kept.ranking.assign(std::move(found), log);
+    kept.reached.clear();
+  } else {
+    for (const Candidate& c : found) kept.ranking.add(c);
+  }
+  kept.horizon = stop;
+  if (stop) {
+    kept.horizonVersion = ssn_.jobs()[static_cast<size_t>(stop->job)].version;
+    kept.reached.insert(kept.reached.end(), reachedNodes.begin(), reachedNodes.end());
+    std::sort(kept.reached.begin(), kept.reached.end());
+  } else {
+    kept.reached.clear();  // every node with a set is in the ranking, as a fresh one of every node
+  }
+  return true;
 }
 
 void VictimSearch::checkWalkedAll(const SessionJob& job, const SessionTask& task, const std::vector<Candidate>& walked) {

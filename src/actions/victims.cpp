@@ -47,7 +47,11 @@ std::span<const VictimSearch::Victim> VictimSearch::victimsOn(int node) {
   SortStamp& stamp = sortedOn_[static_cast<size_t>(node)];
   const bool held = ssn_.victimOrderHeld();
   const uint64_t epoch = ssn_.victimOrderEpoch();
-  if (stamp.sorted && held && stamp.epoch == epoch) return list;  // one order for a whole search
+  const uint64_t live = ssn_.victimOrderVersion(/*live=*/true);
+  // In one search, kept while no pod changed since: two pods of one queue compare by what their
+  // jobs are now (running, surplus), so a list sorted before the search's own evictions may be out
+  // of order after them (and which lists were sorted before depends on which nodes were evaluated).
+  if (stamp.sorted && held && stamp.epoch == epoch && stamp.live == live) return list;
   const uint64_t version = ssn_.victimOrderVersion();
   if (stamp.sorted && stamp.lasting && stamp.version == version) {
     // Self-check: an order kept from an earlier search is the order now (read where the order in
@@ -62,7 +66,7 @@ std::span<const VictimSearch::Victim> VictimSearch::victimsOn(int node) {
   std::stable_sort(list.begin(), list.end(), [&](const Victim& a, const Victim& b) { return nodeOrderLess(a, b); });
   // The sort read the order the search holds; pods of jobs the search already changed compare by
   // what they are now (running, surplus), so such a sort is kept for this search only.
-  stamp = {true, version == ssn_.victimOrderVersion(/*live=*/true), epoch, version};
+  stamp = {true, version == live, epoch, version, live};
   return list;
 }
 

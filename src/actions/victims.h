@@ -514,6 +514,7 @@ class VictimSearch {
     bool lasting = false;  ///< sorted while the order in force was the live one: valid in any hold of that version
     uint64_t epoch = 0;    ///< the hold it was sorted in
     uint64_t version = 0;  ///< Session::victimOrderVersion() then
+    uint64_t live = 0;     ///< Session::victimOrderVersion(live) then: what every pod was
   };
   std::vector<SortStamp> sortedOn_;
   /// The node's running tasks in victim order (preempt: grouped by queue), sorted on first use and
@@ -538,6 +539,14 @@ class VictimSearch {
     /// 0 when none did. Who may be taken then read queue shares that turn's undo or commit moves
     /// back, on nodes the node log does not name: no other turn uses it.
     uint64_t onlyFor = 0;
+    /// Preempt, made by a walk of the claimant's queue that stopped (walkOwnQueue()): the first pod
+    /// of the job it stopped at, that job's version then, and the nodes it evaluated (ascending).
+    /// A node it did not reach, running no pod of a job changed since (those nodes are evaluated
+    /// again, movedLog_), has no set ending before that pod while its job stays as it was: the
+    /// ranking answers while its `max`-th best set ends before it, and walks on otherwise.
+    std::optional<Victim> horizon;
+    uint64_t horizonVersion = 0;
+    std::vector<int> reached;
   };
   uint64_t turnSeq_ = 0;  ///< counts runTurn() calls
   std::map<std::string, KeptRanking, std::less<>> rankings_;
@@ -558,6 +567,13 @@ class VictimSearch {
   };
   std::optional<Walked> walkCandidates(const framework::SessionJob& job, const framework::SessionTask& task,
                                        size_t max);
+  /// Preempt: ranks the nodes of `kept` (afresh when `fresh`, else on from what it holds, kept
+  /// current) by walking the claimant's queue's own victim order (Session::walkQueueVictims) as
+  /// walkCandidates() walks the whole order, until the `max`-th best set ends before the next job;
+  /// sets kept.horizon (none when it walked every pod: the ranking is then every node's). False,
+  /// with nothing changed, when no such walk is possible now.
+  bool walkOwnQueue(const framework::SessionJob& job, const framework::SessionTask& task, size_t max,
+                    KeptRanking& kept, bool fresh);
   /// Self-check: a whole walk found the nodes rankAll() finds.
   void checkWalkedAll(const framework::SessionJob& job, const framework::SessionTask& task,
                       const std::vector<Candidate>& walked);

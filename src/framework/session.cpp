@@ -221,7 +221,8 @@ void Session::buildState() {
   buildPlacementIndex();
 
   queueChanged_.assign(s.queues.size(), 0);
-  jobChanges_.clear();
+  jobChanges_.resize(s.queues.size());
+  for (std::vector<int>& changes : jobChanges_) changes.clear();
   queues_.reserve(s.queues.size());
   for (const auto& [name, q] : s.queues) {
     SessionQueue sq;

@@ -151,7 +151,10 @@ bool Session::victimLess(const SessionTask& l, const SessionTask& r) const {
   return newerPodFirst(l, r);
 }
 
-void Session::addVictimWalkFn(const std::string& p, VictimWalkFn fn) { victimWalk_.push_back({p, std::move(fn)}); }
+void Session::addVictimWalkFn(const std::string& p, VictimWalkFn fn, QueueVictimWalkFn queueWalk) {
+  victimWalk_.push_back({p, std::move(fn)});
+  queueVictimWalk_.push_back({p, std::move(queueWalk)});
+}
 
 bool Session::walkVictims(const VictimVisitFn& visit, const VictimTreeFn& tree) const {
   // The walk is the order only when its plugin decides every comparison it can (the rest are
@@ -160,6 +163,13 @@ bool Session::walkVictims(const VictimVisitFn& visit, const VictimTreeFn& tree) 
     return false;
   victimWalk_[0].fn(visit, tree);
   return true;
+}
+
+bool Session::walkQueueVictims(int queue, const VictimVisitFn& visit) const {
+  if (victimOrder_.size() != 1 || victimWalk_.size() != 1 || victimWalk_[0].plugin != victimOrder_[0].plugin ||
+      !queueVictimWalk_[0].fn)
+    return false;
+  return queueVictimWalk_[0].fn(queue, visit);
 }
 
 uint64_t Session::victimOrderVersion(bool live) const {

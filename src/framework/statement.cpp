@@ -48,7 +48,7 @@ void Session::taskChanged(SessionJob& j, const SessionTask& task, Operation::Typ
   // One fixed key per (task, change); XOR makes the undo its own inverse and the version
   // independent of the order of the changes.
   j.version ^= fingerprintKey(static_cast<uint64_t>(task.index) << 3 | static_cast<uint64_t>(change));
-  jobChanges_.push_back(j.index);
+  if (j.queue >= 0) jobChanges_[static_cast<size_t>(j.queue)].push_back(j.index);
 }
 
 void Session::chargeQueue(const SessionJob& j, const SessionTask& task, int sign) {

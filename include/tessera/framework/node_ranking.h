@@ -76,6 +76,12 @@ class NodeRanking {
     seen_ = log.size();
   }
 
+  /// Adds an entry the caller evaluated just now (stamped with its node's current version).
+  void add(const Entry& e) {
+    heap_.push_back(e);
+    std::push_heap(heap_.begin(), heap_.end(), worse());
+  }
+
   /// Folds in the changes logged since the last assign / refresh: `evaluate(int node)` returns the
   /// node's new entry (stamped with its current version), or an empty optional when the node no
   /// longer qualifies. Called once per node changed since, in the order of their first change.

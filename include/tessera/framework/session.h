@@ -345,6 +345,9 @@ using VictimTreeFn = std::function<bool(int topQueue)>;
 /// Gives every running pod of the session to `visit` in the plugin's victim order (leaving pods,
 /// no victims, may come too), but those under a top-level queue `tree` (when given) says no to.
 using VictimWalkFn = std::function<void(const VictimVisitFn& visit, const VictimTreeFn& tree)>;
+/// Gives the running pods of queue `queue` itself (not its children's; leaving pods may come too)
+/// to `visit` in the plugin's victim order; false, visiting none, when it cannot walk that order now.
+using QueueVictimWalkFn = std::function<bool(int queue, const VictimVisitFn& visit)>;
 /// Whether any pod under top-level queue `topQueue` may be a reclaim victim of `claimant` as things
 /// stand: false only when the plugin's VictimFn refuses every one of them.
 using ReclaimTreeFn = std::function<bool(const SessionJob& claimant, int topQueue)>;
@@ -473,7 +476,8 @@ class Session {
   /// `version`: for an order that reads session state (what queues hold), its fingerprint.
   void addVictimOrderFn(const std::string& plugin, VictimOrderFn fn, VictimOrderVersionFn version = nullptr);
   /// The plugin's victim order as one walk (its VictimOrderFn's order, ties and all).
-  void addVictimWalkFn(const std::string& plugin, VictimWalkFn fn);
+  /// `queueWalk`: the same order over one queue's own pods.
+  void addVictimWalkFn(const std::string& plugin, VictimWalkFn fn, QueueVictimWalkFn queueWalk = nullptr);
 
   // ---- queries over the registered callbacks (session_plugins.cpp) ----
   /// Strict total orders: plugins first (tier order), then the session's unique tie-break.
@@ -537,6 +541,9 @@ class Session {
   /// it returns false; false when no walk gives that order (a plugin without one orders victims, or
   /// several do).
   bool walkVictims(const VictimVisitFn& visit, const VictimTreeFn& tree = nullptr) const;
+  /// The same for the running pods of queue `queue` itself (its jobs' pods, not its children's);
+  /// false, visiting none, when no walk gives that order now.
+  bool walkQueueVictims(int queue, const VictimVisitFn& visit) const;
   /// The domains a job must be placed in (first plugin that constrains it wins); nullopt = anywhere.
   std::optional<JobDomains> jobDomains(const SessionJob& job, DomainRoom room = DomainRoom::Free) const;
 
@@ -631,9 +638,9 @@ class Session {
   /// list is emptied. Queue orders re-rank exactly these (and their ancestors) instead of
   /// re-sorting every queue.
   void takeChangedQueues(std::vector<int>& out);
-  /// Jobs in the order their tasks changed state this session (each change and each undo): whoever
-  /// reads it keeps how far it read.
-  const std::vector<int>& jobChanges() const { return jobChanges_; }
+  /// The jobs of queue `queue` in the order their tasks changed state this session (each change and
+  /// each undo): whoever reads it keeps how far it read.
+  const std::vector<int>& jobChanges(int queue) const { return jobChanges_[static_cast<size_t>(queue)]; }
 
  private:
   friend class Statement;  // changes the working state through apply* / undo*
@@ -669,7 +676,7 @@ class Session {
   bool spreadPlacement_ = false;
   std::vector<SessionResult::QueueReport> queueReports_;
   std::vector<int> changedQueues_;    ///< see takeChangedQueues
-  std::vector<int> jobChanges_;       ///< see jobChanges
+  std::vector<std::vector<int>> jobChanges_;  ///< per queue: see jobChanges
   std::vector<char> queueChanged_;    ///< per queue: listed in changedQueues_
   std::vector<std::string> reasons_;  ///< interned messages
   std::map<std::string, int32_t, std::less<>> reasonIndex_;
@@ -712,6 +719,7 @@ class Session {
   std::vector<Named<VictimOrderFn>> victimOrder_;
   std::vector<Named<VictimOrderVersionFn>> victimOrderVersion_;
   std::vector<Named<VictimWalkFn>> victimWalk_;
+  std::vector<Named<QueueVictimWalkFn>> queueVictimWalk_;  ///< one per victimWalk_ (may be empty)
 
   // ---- placement search, its node rankings and indexes (placement.cpp) ----
   /// Builds the GPU level index and the change log from the nodes' initial state.

@@ -508,6 +508,28 @@ class State {
     }
   }
 
+  /// Queue `q`'s own running pods (and maybe leaving ones) in victim order, to `visit` until it
+  /// returns false (Session::walkQueueVictims): inside one queue two pods compare by their jobs
+  /// alone, as they stand (a hold keeps only the order between queues: compareVictimQueues), so
+  /// this is its own order as last made with the jobs changed since sorted in (LeafWalk), no
+  /// sequence built, held or not.
+  bool walkQueue(int q, const framework::VictimVisitFn& visit) {
+    if (q < 0 || static_cast<size_t>(q) >= q_.size()) return false;
+    ensureDivided();
+    if (!sequenceIndexed_) indexSequence();
+    if (leafWalks_.size() < q_.size()) leafWalks_.resize(q_.size());
+    LeafWalk& w = leafWalks_[static_cast<size_t>(q)];
+    if (w.active) return false;  // (walkVictims() is walking it)
+    struct Active {
+      LeafWalk& w;
+      ~Active() { w.active = false; }
+    } active{w};
+    startLeafWalk(w, q);
+    for (const SessionTask* t = nextOwn(w, false); t; t = nextOwn(w, false))
+      if (!visit(*t)) break;
+    return true;
+  }
+
   /// walkVictims()'s view of a top-level queue without children: its own order as last built
   /// (ownOrder_), the pods of jobs changed since sorted in as the walk meets them (a job's pods
   /// compare by their jobs alone inside a queue, so the others keep their places), its chunks
@@ -528,10 +550,10 @@ class State {
     proportion::Share share;                ///< once the current chunk is given
   };
   std::vector<LeafWalk> leafWalks_;
-  /// Per queue: how far ownOrder() last read Session::jobChanges() (the jobs changed since are
+  /// Per queue: how far ownOrder() last read its Session::jobChanges() (the jobs changed since are
   /// read from there).
   std::vector<size_t> orderChangesAt_;
-  /// More of the queue's jobs changed than kLeafWalkMoved, or more changes of any job to read than
+  /// More of the queue's jobs changed than kLeafWalkMoved, or more changes of its jobs to read than
   /// kLeafWalkChanges, since a queue's ownOrder(): a walk orders it again first.
   static constexpr size_t kLeafWalkMoved = 32, kLeafWalkChanges = 512;
   std::vector<int> leafChanged_;  ///< startLeafWalk()'s buffer
@@ -556,13 +578,11 @@ class State {
   bool goesWhole(const SessionTask& t) const { return givesBack(t) && !surplusPod(t); }
 
   void startLeafWalk(LeafWalk& w, int q) {
-    const std::vector<int>& log = ssn_.jobChanges();
+    const std::vector<int>& log = ssn_.jobChanges(q);
     size_t& at = orderChangesAt_[static_cast<size_t>(q)];
     if (ownOrder_[static_cast<size_t>(q)].empty()) ownOrder(q);  // not ordered yet (or nothing to order)
     std::vector<int>& changed = leafChanged_;  // the queue's jobs changed since its order was made
-    changed.clear();
-    for (size_t i = at; i < log.size(); ++i)
-      if (ssn_.jobs()[log[i]].queue == q) changed.push_back(log[i]);
+    changed.assign(log.begin() + static_cast<std::ptrdiff_t>(at), log.end());
     std::sort(changed.begin(), changed.end());
     changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
     std::erase_if(changed, [&](int ji) { return orderVersion_[static_cast<size_t>(ji)] == ssn_.jobs()[ji].version; });
@@ -720,7 +740,7 @@ class State {
     }
     order.insert(order.end(), from, orderKept_.cend());
     for (int ji : queueJobs_[static_cast<size_t>(q)]) orderVersion_[static_cast<size_t>(ji)] = ssn_.jobs()[ji].version;
-    orderChangesAt_[static_cast<size_t>(q)] = ssn_.jobChanges().size();
+    orderChangesAt_[static_cast<size_t>(q)] = ssn_.jobChanges(q).size();
     return order;
   }
 
@@ -1270,9 +1290,10 @@ class ProportionPlugin final : public framework::Plugin {
         name_, [st](const SessionTask& l, const SessionTask& r) { return st->compareVictims(l, r); },
         [st](bool live) { return st->victimOrderVersion(live); });
     ssn.addReclaimTreeFn(name_, [st](const SessionJob& c, int top) { return st->reclaimableUnder(c, top); });
-    ssn.addVictimWalkFn(name_, [st](const framework::VictimVisitFn& visit, const framework::VictimTreeFn& tree) {
-      st->walkVictims(visit, tree);
-    });
+    ssn.addVictimWalkFn(
+        name_,
+        [st](const framework::VictimVisitFn& visit, const framework::VictimTreeFn& tree) { st->walkVictims(visit, tree); },
+        [st](int q, const framework::VictimVisitFn& visit) { return st->walkQueue(q, visit); });
     ssn.addAllocateHandler(
         name_, [st](const SessionTask& t) { st->onAllocate(t, +1); }, [st](const SessionTask& t) { st->onAllocate(t, -1); });
   }

@@ -356,4 +356,62 @@ TEST_CASE("preempt: a node ranking kept across claimants answers as a fresh one,
   CHECK(severalClaimants > 100);
 }
 
+TEST_CASE("preempt: a ranking from a walk of the queue that stopped early answers as a fresh one",
+          "[actions][victims]") {
+  // Random full clusters of one queue, large enough (40 to 70 nodes of 4 GPUs) that a walk of the
+  // queue's victim order stops once 32 sets end before the next job (VictimSearch::walkOwnQueue):
+  // the ranking then holds the nodes it reached, answers while its 8th best set ends before the job
+  // it stopped at, and walks on otherwise, also for a gang claimant's later pods with its first
+  // pod's victims out. With the self-checks on, every answer is asserted equal to a fresh ranking of
+  // the queue's nodes and the walk asserted in victim order; the decisions must be the same with
+  // them off.
+  const std::string classes = "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: build}\nvalue: 100\n---\n"
+                              "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: low}\nvalue: 10\n---\n";
+  const bool checksWere = tessera::actions::selfChecks();
+  std::mt19937 rng(29);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  int severalClaimants = 0;
+  for (int c = 0; c < 40; ++c) {
+    std::string nodes, yaml = classes + queue("q", "512");
+    const int nodeCount = 40 + pick(31);
+    std::vector<int> free;
+    for (int n = 0; n < nodeCount; ++n) nodes += node("n" + std::to_string(n), 4), free.push_back(4);
+    int job = 0;
+    for (int n = 0; n < nodeCount; ++n)
+      while (free[static_cast<size_t>(n)] > 0) {
+        const std::string name = "r" + std::to_string(job);
+        const std::string created = "2026-01-01T1" + std::to_string(job % 3) + ":" + std::to_string(10 + job % 40) + ":00Z";
+        const std::string cls = pick(4) == 0 ? "low" : "train";
+        const int pods = pick(2) == 0 ? 2 + pick(3) : 1;
+        std::string y = pods > 1 ? group(name, "q", 1 + pick(pods - 1)) : "";
+        for (int i = 0, at = n; i < pods; ++i) {
+          while (at < nodeCount && free[static_cast<size_t>(at)] < 1) ++at;
+          if (at == nodeCount) break;
+          const int gpus = std::min(free[static_cast<size_t>(at)], pods > 1 ? 1 : 1 + pick(2));
+          free[static_cast<size_t>(at)] -= gpus;
+          y += pod(name + "-" + std::to_string(i), "q", gpus, "n" + std::to_string(at), cls, pods > 1 ? name : "", created);
+          at += pick(2);
+        }
+        yaml += y;
+        ++job;
+      }
+    const int claims = 10 + pick(25);
+    for (int i = 0; i < claims; ++i) {
+      const std::string name = "claim" + std::to_string(i), created = "2026-01-02T00:" + std::to_string(10 + i) + ":00Z";
+      if (pick(3) == 0) {  // a gang of two or three: its later pods search with its first pods' victims out
+        const int pods = 2 + pick(2);
+        yaml += "apiVersion: scheduling.tessera.dev/v1alpha1\nkind: PodGroup\nmetadata: {name: " + name +
+                ", namespace: t}\nspec: {minMember: " + std::to_string(pods) + ", queue: q, priorityClassName: build}\n---\n";
+        for (int k = 0; k < pods; ++k) yaml += pod(name + "-" + std::to_string(k), "q", 1 + pick(2), "", "build", name, created);
+      } else {
+        yaml += pod(name, "q", 1 + pick(2), "", "build", "", created);
+      }
+    }
+    INFO("case " << c << "\n" << nodes << yaml);
+    severalClaimants += placedSeveral(decisionsCheckedAlike("preempt", nodes, yaml));  // aborts on a wrong answer
+  }
+  tessera::actions::setSelfChecks(checksWere);
+  CHECK(severalClaimants > 30);
+}
+
 }  // namespace
