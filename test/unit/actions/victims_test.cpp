@@ -371,7 +371,7 @@ TEST_CASE("preempt: a ranking from a walk of the queue that stopped early answer
   std::mt19937 rng(29);
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
   int severalClaimants = 0;
-  for (int c = 0; c < 40; ++c) {
+  for (int c = 0; c < 30; ++c) {
     std::string nodes, yaml = classes + queue("q", "512");
     const int nodeCount = 40 + pick(31);
     std::vector<int> free;
@@ -411,7 +411,7 @@ TEST_CASE("preempt: a ranking from a walk of the queue that stopped early answer
     severalClaimants += placedSeveral(decisionsCheckedAlike("preempt", nodes, yaml));  // aborts on a wrong answer
   }
   tessera::actions::setSelfChecks(checksWere);
-  CHECK(severalClaimants > 30);
+  CHECK(severalClaimants > 20);
 }
 
 }  // namespace
