@@ -311,6 +311,66 @@ TEST_CASE("reclaim: the victim order a claimant sees is the order as it stands, 
   CHECK(severalClaimants > 100);  // many cases commit for more than one claimant
 }
 
+TEST_CASE("reclaim: on clusters of 30 to 60 nodes, walks that stop early and kept rankings answer as fresh ones",
+          "[actions][victims]") {
+  // The clusters of the test above, larger (30 to 60 nodes of 4 GPUs), with 10 to 29 claimants of
+  // which a third are gangs of two or three: a walk of the victim order stops once 8 sets end
+  // before the next job (the small clusters above rarely have 8 nodes with a set), and a gang's
+  // later pods rank afresh the nodes running a pod they may take. Self-checks on and off alike.
+  const bool checksWere = tessera::actions::selfChecks();
+  std::mt19937 rng(31);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  int severalClaimants = 0;
+  for (int c = 0; c < 30; ++c) {
+    std::string nodes, yaml;
+    const int nodeCount = 30 + pick(31);
+    std::vector<int> free;
+    for (int n = 0; n < nodeCount; ++n) nodes += node("n" + std::to_string(n), 4), free.push_back(4);
+    const char* queues[] = {"x", "y", "z", "w"};
+    // Half the clusters put x and y under a parent p: a tree of two queues next to top-level ones.
+    const bool nested = pick(2) == 0;
+    if (nested) yaml += queue("p", std::to_string(2 + pick(2 * nodeCount + 1)));
+    for (const char* q : queues)
+      yaml += queue(q, std::to_string(1 + pick(3 * nodeCount / 2 + 1)), nested && q[0] < 'z' ? "p" : "");
+    int job = 0;
+    auto created = [&] { return "2026-01-01T" + std::to_string(10 + job / 60) + ":" + std::to_string(10 + job % 40) + ":00Z"; };
+    for (int n = 0; n < nodeCount; ++n)  // every node full: single pods, and gangs spilling onto the next nodes
+      while (free[static_cast<size_t>(n)] > 0) {
+        const std::string q = queues[pick(3)], name = "r" + std::to_string(job);
+        const int gpus = std::min(free[static_cast<size_t>(n)], 1 + pick(2));
+        const int pods = pick(4) == 0 ? 2 + pick(2) : 1;
+        std::string y = pods > 1 ? group(name, q, 1 + pick(pods)) : "";
+        int placed = 0;
+        for (int i = 0, at = n; i < pods && at < nodeCount; ++i) {
+          while (at < nodeCount && free[static_cast<size_t>(at)] < gpus) ++at;
+          if (at == nodeCount) break;
+          free[static_cast<size_t>(at)] -= gpus;
+          y += pod(name + "-" + std::to_string(i), q, gpus, "n" + std::to_string(at), "train", pods > 1 ? name : "", created());
+          ++placed;
+        }
+        if (pods > 1 && placed < 2) y = pod(name + "-0", q, gpus, "n" + std::to_string(n), "train", "", created());
+        yaml += y;
+        ++job;
+      }
+    const int claims = 10 + pick(20);
+    for (int i = 0; i < claims; ++i) {
+      const std::string q = pick(5) == 0 ? "z" : "w", name = "claim" + std::to_string(i);
+      const std::string created = "2026-01-02T00:" + std::to_string(10 + i) + ":00Z";
+      if (pick(3) == 0) {
+        const int pods = 2 + pick(2);
+        yaml += group(name, q, pods);
+        for (int k = 0; k < pods; ++k) yaml += pod(name + "-" + std::to_string(k), q, 1 + pick(2), "", "train", name, created);
+      } else {
+        yaml += pod(name, q, 1 + pick(2), "", "train", "", created);
+      }
+    }
+    INFO("case " << c << "\n" << nodes << yaml);
+    severalClaimants += placedSeveral(decisionsCheckedAlike("reclaim", nodes, yaml));  // aborts on an order out of date
+  }
+  tessera::actions::setSelfChecks(checksWere);
+  CHECK(severalClaimants > 10);  // many cases commit for more than one claimant
+}
+
 TEST_CASE("preempt: a node ranking kept across claimants answers as a fresh one, after other claimants' commits",
           "[actions][victims]") {
   // Random full clusters (2 to 10 nodes of 4 GPUs) of one queue: train pods and elastic gangs
