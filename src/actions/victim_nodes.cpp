@@ -528,60 +528,69 @@ void VictimSearch::checkCandidates(const SessionJob& job, const SessionTask& tas
   TESSERA_ASSERT(bestOf(rankAll(job, task), max) == nodes);
 }
 
+bool VictimSearch::walkStep(const SessionJob& job, const SessionTask& task, const SessionTask& t, WalkState& w) {
+  if (selfChecks()) TESSERA_ASSERT(!w.prev || !ssn_.victimLess(t, *w.prev));  // the walk is in victim order
+  w.prev = &t;
+  if (!running(t) || walkJob_[static_cast<size_t>(t.job)]) return true;
+  // The job's first pod: every node running one of its pods may end its set with this job (a
+  // whole job's place in victim order is its first pod's), none earlier than here.
+  if (w.best.size() == w.keep && victimBefore(w.best.back().last, Victim{t.job, t.index})) {
+    w.stop = Victim{t.job, t.index};  // the nodes of the jobs after here are not evaluated
+    return false;
+  }
+  walkJob_[static_cast<size_t>(t.job)] = 1;
+  w.reachedJobs.push_back(t.job);
+  // A job the claimant may not take ends no node's set: its nodes are evaluated when a job it
+  // may take is reached there (a node holding no such job before here has no set ending here).
+  if (!eligibleCached(job, Victim{t.job, t.index})) return true;
+  for (const SessionTask& x : ssn_.jobs()[static_cast<size_t>(t.job)].tasks) {
+    if (!running(x)) continue;
+    const int n = nodeOf(x);
+    if (n < 0 || walkNode_[static_cast<size_t>(n)]) continue;
+    walkNode_[static_cast<size_t>(n)] = 1;
+    w.reachedNodes.push_back(n);
+    if (auto c = evaluate(job, task, n)) {
+      w.found.push_back(*c);
+      w.best.insert(std::upper_bound(w.best.begin(), w.best.end(), *c, Better{this}), *c);
+      if (w.best.size() > w.keep) w.best.pop_back();
+    }
+  }
+  return true;
+}
+
+void VictimSearch::startWalk(WalkState& w, size_t keep) {
+  if (walkNode_.size() != ssn_.nodes().size()) walkNode_.assign(ssn_.nodes().size(), 0);
+  if (walkJob_.size() != ssn_.jobs().size()) walkJob_.assign(ssn_.jobs().size(), 0);
+  w.keep = keep;
+}
+
+void VictimSearch::endWalk(const WalkState& w) {
+  for (int n : w.reachedNodes) walkNode_[static_cast<size_t>(n)] = 0;
+  for (int j : w.reachedJobs) walkJob_[static_cast<size_t>(j)] = 0;
+}
+
 std::optional<VictimSearch::Walked> VictimSearch::walkCandidates(const SessionJob& job, const SessionTask& task,
                                                                  size_t max) {
   Walked out;
   if (max == 0) return out;  // (not whole: nothing was evaluated)
-  if (walkNode_.size() != ssn_.nodes().size()) walkNode_.assign(ssn_.nodes().size(), 0);
-  if (walkJob_.size() != ssn_.jobs().size()) walkJob_.assign(ssn_.jobs().size(), 0);
-  std::vector<Candidate> best;  // at most max, best first
-  std::vector<int> reachedNodes, reachedJobs;
-  const bool checks = selfChecks();
-  const SessionTask* prev = nullptr;  // self-check: the walk is in victim order
-  out.whole = true;
+  WalkState w;
+  startWalk(w, max);
   // A top-level tree none of whose pods the claimant may take holds no set's victim: not walked.
   auto tree = [&](int top) {
     const bool may = ssn_.reclaimableUnder(job, top);
-    if (!may && checks) {  // self-check: indeed none of them
+    if (!may && selfChecks()) {  // self-check: indeed none of them
       indexQueues();
       for (const Victim& v : topRunning_[static_cast<size_t>(top)])
         TESSERA_ASSERT(!running(ssn_.task(v.job, v.task)) || !eligibleCached(job, v));
     }
     return may;
   };
-  const bool walked = ssn_.walkVictims([&](const SessionTask& t) {
-    if (checks) TESSERA_ASSERT(!prev || !ssn_.victimLess(t, *prev));
-    prev = &t;
-    if (!running(t) || walkJob_[static_cast<size_t>(t.job)]) return true;
-    // The job's first pod: every node running one of its pods may end its set with this job (a
-    // whole job's place in victim order is its first pod's), none earlier than here.
-    if (best.size() == max && victimBefore(best.back().last, Victim{t.job, t.index})) {
-      out.whole = false;  // the nodes of the jobs after here are not evaluated
-      return false;
-    }
-    walkJob_[static_cast<size_t>(t.job)] = 1;
-    reachedJobs.push_back(t.job);
-    // A job the claimant may not take ends no node's set: its nodes are evaluated when a job it
-    // may take is reached there (a node holding no such job before here has no set ending here).
-    if (!eligibleCached(job, Victim{t.job, t.index})) return true;
-    for (const SessionTask& x : ssn_.jobs()[static_cast<size_t>(t.job)].tasks) {
-      if (!running(x)) continue;
-      const int n = nodeOf(x);
-      if (n < 0 || walkNode_[static_cast<size_t>(n)]) continue;
-      walkNode_[static_cast<size_t>(n)] = 1;
-      reachedNodes.push_back(n);
-      if (auto c = evaluate(job, task, n)) {
-        out.all.push_back(*c);
-        best.insert(std::upper_bound(best.begin(), best.end(), *c, Better{this}), *c);
-        if (best.size() > max) best.pop_back();
-      }
-    }
-    return true;
-  }, tree);
-  for (int n : reachedNodes) walkNode_[static_cast<size_t>(n)] = 0;
-  for (int j : reachedJobs) walkJob_[static_cast<size_t>(j)] = 0;
+  const bool walked = ssn_.walkVictims([&](const SessionTask& t) { return walkStep(job, task, t, w); }, tree);
+  endWalk(w);
   if (!walked) return std::nullopt;
-  for (const Candidate& c : best) out.nodes.push_back(c.node);
+  out.whole = !w.stop;
+  out.all = std::move(w.found);
+  for (const Candidate& c : w.best) out.nodes.push_back(c.node);
   if (selfChecks()) checkCandidates(job, task, out.nodes, max);  // what ranking every node afresh gives
   resetVerdicts();
   return out;
@@ -590,65 +599,32 @@ std::optional<VictimSearch::Walked> VictimSearch::walkCandidates(const SessionJo
 bool VictimSearch::walkOwnQueue(const SessionJob& job, const SessionTask& task, size_t max, KeptRanking& kept,
                                 bool fresh) {
   const framework::NodeChangeLog& log = ssn_.nodeChanges();
-  if (walkNode_.size() != ssn_.nodes().size()) walkNode_.assign(ssn_.nodes().size(), 0);
-  if (walkJob_.size() != ssn_.jobs().size()) walkJob_.assign(ssn_.jobs().size(), 0);
+  WalkState w;
+  // It walks on until four times `max` sets end before the next job: a ranking that answers with
+  // just `max` would have to walk on after nearly every claimant (each takes a best set away).
+  startWalk(w, max * 4);
   // Going on: the nodes reached before hold current entries (the ranking was refreshed), and so do
   // those evaluated since; the walk starts over from the queue's first victim but evaluates none
   // of the reached nodes again.
-  // It walks on until four times `max` sets end before the next job: a ranking that answers with
-  // just `max` would have to walk on after nearly every claimant (each takes a best set away).
-  const size_t keep = max * 4;
-  std::vector<Candidate> best;  // at most keep, best first
   if (!fresh) {
-    best = kept.ranking.best(keep, log);
+    w.best = kept.ranking.best(w.keep, log);
     for (int n : kept.reached) walkNode_[static_cast<size_t>(n)] = 1;
   }
-  std::vector<Candidate> found;
-  std::vector<int> reachedNodes, reachedJobs;
-  std::optional<Victim> stop;
-  const bool checks = selfChecks();
-  const SessionTask* prev = nullptr;  // self-check: the walk is in victim order
-  const bool walked = ssn_.walkQueueVictims(job.queue, [&](const SessionTask& t) {
-    if (checks) TESSERA_ASSERT(!prev || !ssn_.victimLess(t, *prev));
-    prev = &t;
-    if (!running(t) || walkJob_[static_cast<size_t>(t.job)]) return true;
-    // As walkCandidates(): no node's set ends before its earliest job's first pod.
-    if (best.size() == keep && victimBefore(best.back().last, Victim{t.job, t.index})) {
-      stop = Victim{t.job, t.index};
-      return false;
-    }
-    walkJob_[static_cast<size_t>(t.job)] = 1;
-    reachedJobs.push_back(t.job);
-    if (!eligibleCached(job, Victim{t.job, t.index})) return true;
-    for (const SessionTask& x : ssn_.jobs()[static_cast<size_t>(t.job)].tasks) {
-      if (!running(x)) continue;
-      const int n = nodeOf(x);
-      if (n < 0 || walkNode_[static_cast<size_t>(n)]) continue;
-      walkNode_[static_cast<size_t>(n)] = 1;
-      reachedNodes.push_back(n);
-      if (auto c = evaluate(job, task, n)) {
-        found.push_back(*c);
-        best.insert(std::upper_bound(best.begin(), best.end(), *c, Better{this}), *c);
-        if (best.size() > keep) best.pop_back();
-      }
-    }
-    return true;
-  });
+  const bool walked = ssn_.walkQueueVictims(job.queue, [&](const SessionTask& t) { return walkStep(job, task, t, w); });
   if (!fresh)
     for (int n : kept.reached) walkNode_[static_cast<size_t>(n)] = 0;
-  for (int n : reachedNodes) walkNode_[static_cast<size_t>(n)] = 0;
-  for (int j : reachedJobs) walkJob_[static_cast<size_t>(j)] = 0;
+  endWalk(w);
   if (!walked) return false;  // (nothing was evaluated)
   if (fresh) {
-    kept.ranking.assign(std::move(found), log);
+    kept.ranking.assign(std::move(w.found), log);
     kept.reached.clear();
   } else {
-    for (const Candidate& c : found) kept.ranking.add(c);
+    for (const Candidate& c : w.found) kept.ranking.add(c);
   }
-  kept.horizon = stop;
-  if (stop) {
-    kept.horizonVersion = ssn_.jobs()[static_cast<size_t>(stop->job)].version;
-    kept.reached.insert(kept.reached.end(), reachedNodes.begin(), reachedNodes.end());
+  kept.horizon = w.stop;
+  if (w.stop) {
+    kept.horizonVersion = ssn_.jobs()[static_cast<size_t>(w.stop->job)].version;
+    kept.reached.insert(kept.reached.end(), w.reachedNodes.begin(), w.reachedNodes.end());
     std::sort(kept.reached.begin(), kept.reached.end());
   } else {
     kept.reached.clear();  // every node with a set is in the ranking, as a fresh one of every node

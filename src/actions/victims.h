@@ -567,6 +567,22 @@ class VictimSearch {
   };
   std::optional<Walked> walkCandidates(const framework::SessionJob& job, const framework::SessionTask& task,
                                        size_t max);
+  /// One walk of the victim order (walkCandidates, walkOwnQueue): what it found and reached.
+  struct WalkState {
+    size_t keep = 0;                       ///< it stops once this many sets end before the next job
+    std::vector<Candidate> best;           ///< at most `keep`, best first
+    std::vector<Candidate> found;          ///< every candidate it evaluated
+    std::vector<int> reachedNodes, reachedJobs;  ///< marked in walkNode_ / walkJob_ until endWalk()
+    const framework::SessionTask* prev = nullptr;  ///< self-check: the walk is in victim order
+    std::optional<Victim> stop;            ///< the first pod of the job it stopped at
+  };
+  void startWalk(WalkState& w, size_t keep);
+  /// One pod of a walk: at a job's first pod, stops when `keep` sets end before it; else, when the
+  /// claimant may take the job, evaluates the nodes running its pods not reached yet. False: stop.
+  bool walkStep(const framework::SessionJob& job, const framework::SessionTask& task,
+                const framework::SessionTask& t, WalkState& w);
+  /// Clears the walk's marks.
+  void endWalk(const WalkState& w);
   /// Preempt: ranks the nodes of `kept` (afresh when `fresh`, else on from what it holds, kept
   /// current) by walking the claimant's queue's own victim order (Session::walkQueueVictims) as
   /// walkCandidates() walks the whole order, until the `max`-th best set ends before the next job;
@@ -577,7 +593,7 @@ class VictimSearch {
   /// Self-check: a whole walk found the nodes rankAll() finds.
   void checkWalkedAll(const framework::SessionJob& job, const framework::SessionTask& task,
                       const std::vector<Candidate>& walked);
-  std::vector<uint8_t> walkNode_, walkJob_;  ///< walkCandidates(): nodes and jobs reached
+  std::vector<uint8_t> walkNode_, walkJob_;  ///< walkStep(): nodes and jobs reached
   /// Every node a fresh ranking evaluates for `task` (reclaim: those running a pod it may take;
   /// preempt: the claimant's queue's; pruning: the pruned set's), unsorted.
   std::vector<Candidate> rankAll(const framework::SessionJob& job, const framework::SessionTask& task);

@@ -251,6 +251,58 @@ TEST_CASE("reclaim: a trial of the victim set's pruning that would break a paren
   CHECK(withEvictions > 30);
 }
 
+/// A full cluster for the reclaim tests below: `nodeCount` nodes of 4 GPUs, four queues (x and y
+/// under a parent p in half of them), x, y and z running 1- and 2-GPU pods and gangs (whole or
+/// elastic, across nodes), and `claimsFrom` + pick(`claimsSpread`) pending claimants of w (one in
+/// five of z); a third of them gangs of two or three when `gangs`. Returns the objects, `nodes` the nodes.
+std::string reclaimCluster(std::mt19937& rng, int nodeCount, int claimsFrom, int claimsSpread, bool gangs,
+                           std::string& nodes) {
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  std::string yaml;
+  nodes.clear();
+  std::vector<int> free;
+  for (int n = 0; n < nodeCount; ++n) nodes += node("n" + std::to_string(n), 4), free.push_back(4);
+  const char* queues[] = {"x", "y", "z", "w"};
+  // Half the clusters put x and y under a parent p: a tree of two queues next to top-level ones.
+  const bool nested = pick(2) == 0;
+  if (nested) yaml += queue("p", std::to_string(2 + pick(2 * nodeCount + 1)));
+  for (const char* q : queues)
+    yaml += queue(q, std::to_string(1 + pick(3 * nodeCount / 2 + 1)), nested && q[0] < 'z' ? "p" : "");
+  int job = 0;
+  auto created = [&] { return "2026-01-01T" + std::to_string(10 + job / 60) + ":" + std::to_string(10 + job % 40) + ":00Z"; };
+  for (int n = 0; n < nodeCount; ++n)  // every node full: single pods, and gangs spilling onto the next nodes
+    while (free[static_cast<size_t>(n)] > 0) {
+      const std::string q = queues[pick(3)], name = "r" + std::to_string(job);
+      const int gpus = std::min(free[static_cast<size_t>(n)], 1 + pick(2));
+      const int pods = pick(4) == 0 ? 2 + pick(2) : 1;
+      std::string y = pods > 1 ? group(name, q, 1 + pick(pods)) : "";
+      int placed = 0;
+      for (int i = 0, at = n; i < pods && at < nodeCount; ++i) {
+        while (at < nodeCount && free[static_cast<size_t>(at)] < gpus) ++at;
+        if (at == nodeCount) break;
+        free[static_cast<size_t>(at)] -= gpus;
+        y += pod(name + "-" + std::to_string(i), q, gpus, "n" + std::to_string(at), "train", pods > 1 ? name : "", created());
+        ++placed;
+      }
+      if (pods > 1 && placed < 2) y = pod(name + "-0", q, gpus, "n" + std::to_string(n), "train", "", created());
+      yaml += y;
+      ++job;
+    }
+  const int claims = claimsFrom + pick(claimsSpread);
+  for (int i = 0; i < claims; ++i) {
+    const std::string q = pick(5) == 0 ? "z" : "w", name = "claim" + std::to_string(i);
+    const std::string at = "2026-01-02T00:" + std::to_string(10 + i) + ":00Z";
+    if (gangs && pick(3) == 0) {
+      const int pods = 2 + pick(2);
+      yaml += group(name, q, pods);
+      for (int k = 0; k < pods; ++k) yaml += pod(name + "-" + std::to_string(k), q, 1 + pick(2), "", "train", name, at);
+    } else {
+      yaml += pod(name, q, 1 + pick(2), "", "train", "", at);
+    }
+  }
+  return yaml;
+}
+
 TEST_CASE("reclaim: the victim order a claimant sees is the order as it stands, after other claimants' commits",
           "[actions][victims]") {
   // Random full clusters (2 to 12 nodes of 4 GPUs) of four queues, x and y under a parent in half
@@ -270,40 +322,9 @@ TEST_CASE("reclaim: the victim order a claimant sees is the order as it stands, 
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
   int severalClaimants = 0;
   for (int c = 0; c < 300; ++c) {
-    std::string nodes, yaml;
+    std::string nodes;
     const int nodeCount = 2 + pick(11);
-    std::vector<int> free;
-    for (int n = 0; n < nodeCount; ++n) nodes += node("n" + std::to_string(n), 4), free.push_back(4);
-    const char* queues[] = {"x", "y", "z", "w"};
-    // Half the clusters put x and y under a parent p: a tree of two queues next to top-level ones.
-    const bool nested = pick(2) == 0;
-    if (nested) yaml += queue("p", std::to_string(2 + pick(2 * nodeCount + 1)));
-    for (const char* q : queues)
-      yaml += queue(q, std::to_string(1 + pick(3 * nodeCount / 2 + 1)), nested && q[0] < 'z' ? "p" : "");
-    int job = 0;
-    auto created = [&] { return "2026-01-01T" + std::to_string(10 + job / 60) + ":" + std::to_string(10 + job % 40) + ":00Z"; };
-    for (int n = 0; n < nodeCount; ++n)  // every node full: single pods, and gangs spilling onto the next nodes
-      while (free[static_cast<size_t>(n)] > 0) {
-        const std::string q = queues[pick(3)], name = "r" + std::to_string(job);
-        const int gpus = std::min(free[static_cast<size_t>(n)], 1 + pick(2));
-        const int pods = pick(4) == 0 ? 2 + pick(2) : 1;
-        std::string y = pods > 1 ? group(name, q, 1 + pick(pods)) : "";
-        int placed = 0;
-        for (int i = 0, at = n; i < pods && at < nodeCount; ++i) {
-          while (at < nodeCount && free[static_cast<size_t>(at)] < gpus) ++at;
-          if (at == nodeCount) break;
-          free[static_cast<size_t>(at)] -= gpus;
-          y += pod(name + "-" + std::to_string(i), q, gpus, "n" + std::to_string(at), "train", pods > 1 ? name : "", created());
-          ++placed;
-        }
-        if (pods > 1 && placed < 2) y = pod(name + "-0", q, gpus, "n" + std::to_string(n), "train", "", created());
-        yaml += y;
-        ++job;
-      }
-    const int claims = 2 + pick(3 + nodeCount);
-    for (int i = 0; i < claims; ++i)
-      yaml += pod("claim" + std::to_string(i), pick(5) == 0 ? "z" : "w", 1 + pick(2), "", "train", "",
-                  "2026-01-02T00:" + std::to_string(10 + i) + ":00Z");
+    const std::string yaml = reclaimCluster(rng, nodeCount, 2, 3 + nodeCount, /*gangs=*/false, nodes);
     INFO("case " << c << "\n" << nodes << yaml);
     severalClaimants += placedSeveral(decisionsCheckedAlike("reclaim", nodes, yaml));  // aborts on an order out of date
   }
@@ -322,53 +343,60 @@ TEST_CASE("reclaim: on clusters of 30 to 60 nodes, walks that stop early and kep
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
   int severalClaimants = 0;
   for (int c = 0; c < 30; ++c) {
-    std::string nodes, yaml;
-    const int nodeCount = 30 + pick(31);
-    std::vector<int> free;
-    for (int n = 0; n < nodeCount; ++n) nodes += node("n" + std::to_string(n), 4), free.push_back(4);
-    const char* queues[] = {"x", "y", "z", "w"};
-    // Half the clusters put x and y under a parent p: a tree of two queues next to top-level ones.
-    const bool nested = pick(2) == 0;
-    if (nested) yaml += queue("p", std::to_string(2 + pick(2 * nodeCount + 1)));
-    for (const char* q : queues)
-      yaml += queue(q, std::to_string(1 + pick(3 * nodeCount / 2 + 1)), nested && q[0] < 'z' ? "p" : "");
-    int job = 0;
-    auto created = [&] { return "2026-01-01T" + std::to_string(10 + job / 60) + ":" + std::to_string(10 + job % 40) + ":00Z"; };
-    for (int n = 0; n < nodeCount; ++n)  // every node full: single pods, and gangs spilling onto the next nodes
-      while (free[static_cast<size_t>(n)] > 0) {
-        const std::string q = queues[pick(3)], name = "r" + std::to_string(job);
-        const int gpus = std::min(free[static_cast<size_t>(n)], 1 + pick(2));
-        const int pods = pick(4) == 0 ? 2 + pick(2) : 1;
-        std::string y = pods > 1 ? group(name, q, 1 + pick(pods)) : "";
-        int placed = 0;
-        for (int i = 0, at = n; i < pods && at < nodeCount; ++i) {
-          while (at < nodeCount && free[static_cast<size_t>(at)] < gpus) ++at;
-          if (at == nodeCount) break;
-          free[static_cast<size_t>(at)] -= gpus;
-          y += pod(name + "-" + std::to_string(i), q, gpus, "n" + std::to_string(at), "train", pods > 1 ? name : "", created());
-          ++placed;
-        }
-        if (pods > 1 && placed < 2) y = pod(name + "-0", q, gpus, "n" + std::to_string(n), "train", "", created());
-        yaml += y;
-        ++job;
-      }
-    const int claims = 10 + pick(20);
-    for (int i = 0; i < claims; ++i) {
-      const std::string q = pick(5) == 0 ? "z" : "w", name = "claim" + std::to_string(i);
-      const std::string created = "2026-01-02T00:" + std::to_string(10 + i) + ":00Z";
-      if (pick(3) == 0) {
-        const int pods = 2 + pick(2);
-        yaml += group(name, q, pods);
-        for (int k = 0; k < pods; ++k) yaml += pod(name + "-" + std::to_string(k), q, 1 + pick(2), "", "train", name, created);
-      } else {
-        yaml += pod(name, q, 1 + pick(2), "", "train", "", created);
-      }
-    }
+    std::string nodes;
+    const std::string yaml = reclaimCluster(rng, 30 + pick(31), 10, 20, /*gangs=*/true, nodes);
     INFO("case " << c << "\n" << nodes << yaml);
     severalClaimants += placedSeveral(decisionsCheckedAlike("reclaim", nodes, yaml));  // aborts on an order out of date
   }
   tessera::actions::setSelfChecks(checksWere);
   CHECK(severalClaimants > 10);  // many cases commit for more than one claimant
+}
+
+/// A full cluster of one queue q for the preempt tests below: `nodeCount` nodes of 4 GPUs running
+/// train pods and elastic gangs across nodes, and `claimsFrom` + pick(`claimsSpread`) build
+/// claimants of 1 and 2 GPUs. `varied`: victims created over three hours, one job in four of the
+/// lower class low, single victims of 1 or 2 GPUs, and a third of the claimants gangs of two or
+/// three. `head`: the priority classes and the queue. Returns the objects, `nodes` the nodes.
+std::string preemptCluster(std::mt19937& rng, const std::string& head, int nodeCount, int claimsFrom, int claimsSpread,
+                           bool varied, std::string& nodes) {
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  std::string yaml = head;
+  nodes.clear();
+  std::vector<int> free;
+  for (int n = 0; n < nodeCount; ++n) nodes += node("n" + std::to_string(n), 4), free.push_back(4);
+  int job = 0;
+  for (int n = 0; n < nodeCount; ++n)
+    while (free[static_cast<size_t>(n)] > 0) {
+      const std::string name = "r" + std::to_string(job);
+      const std::string hour = varied ? "1" + std::to_string(job % 3) : "10";
+      const std::string created = "2026-01-01T" + hour + ":" + std::to_string(10 + job % 40) + ":00Z";
+      const std::string cls = varied && pick(4) == 0 ? "low" : "train";
+      const int pods = pick(2) == 0 ? 2 + pick(3) : 1;
+      std::string y = pods > 1 ? group(name, "q", 1 + pick(pods - 1)) : "";
+      for (int i = 0, at = n; i < pods; ++i) {
+        while (at < nodeCount && free[static_cast<size_t>(at)] < 1) ++at;
+        if (at == nodeCount) break;
+        const int gpus = varied ? std::min(free[static_cast<size_t>(at)], pods > 1 ? 1 : 1 + pick(2)) : 1;
+        free[static_cast<size_t>(at)] -= gpus;
+        y += pod(name + "-" + std::to_string(i), "q", gpus, "n" + std::to_string(at), cls, pods > 1 ? name : "", created);
+        at += pick(2);
+      }
+      yaml += y;
+      ++job;
+    }
+  const int claims = claimsFrom + pick(claimsSpread);
+  for (int i = 0; i < claims; ++i) {
+    const std::string name = "claim" + std::to_string(i), created = "2026-01-02T00:" + std::to_string(10 + i) + ":00Z";
+    if (varied && pick(3) == 0) {  // a gang: its later pods search with its first pods' victims out
+      const int pods = 2 + pick(2);
+      yaml += "apiVersion: scheduling.tessera.dev/v1alpha1\nkind: PodGroup\nmetadata: {name: " + name +
+              ", namespace: t}\nspec: {minMember: " + std::to_string(pods) + ", queue: q, priorityClassName: build}\n---\n";
+      for (int k = 0; k < pods; ++k) yaml += pod(name + "-" + std::to_string(k), "q", 1 + pick(2), "", "build", name, created);
+    } else {
+      yaml += pod(name, "q", 1 + pick(2), "", "build", "", created);
+    }
+  }
+  return yaml;
 }
 
 TEST_CASE("preempt: a node ranking kept across claimants answers as a fresh one, after other claimants' commits",
@@ -385,30 +413,8 @@ TEST_CASE("preempt: a node ranking kept across claimants answers as a fresh one,
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
   int severalClaimants = 0;
   for (int c = 0; c < 200; ++c) {
-    std::string nodes, yaml = build + queue("q", "64");
-    const int nodeCount = 2 + pick(9);
-    std::vector<int> free;
-    for (int n = 0; n < nodeCount; ++n) nodes += node("n" + std::to_string(n), 4), free.push_back(4);
-    int job = 0;
-    for (int n = 0; n < nodeCount; ++n)
-      while (free[static_cast<size_t>(n)] > 0) {
-        const std::string name = "r" + std::to_string(job);
-        const std::string created = "2026-01-01T10:" + std::to_string(10 + job % 40) + ":00Z";
-        const int pods = pick(2) == 0 ? 2 + pick(3) : 1;
-        std::string y = pods > 1 ? group(name, "q", 1 + pick(pods - 1)) : "";
-        for (int i = 0, at = n; i < pods; ++i) {
-          while (at < nodeCount && free[static_cast<size_t>(at)] < 1) ++at;
-          if (at == nodeCount) break;
-          free[static_cast<size_t>(at)] -= 1;
-          y += pod(name + "-" + std::to_string(i), "q", 1, "n" + std::to_string(at), "train", pods > 1 ? name : "", created);
-          at += pick(2);
-        }
-        yaml += y;
-        ++job;
-      }
-    const int claims = 3 + pick(6);
-    for (int i = 0; i < claims; ++i)
-      yaml += pod("claim" + std::to_string(i), "q", 1 + pick(2), "", "build", "", "2026-01-02T00:" + std::to_string(10 + i) + ":00Z");
+    std::string nodes;
+    const std::string yaml = preemptCluster(rng, build + queue("q", "64"), 2 + pick(9), 3, 6, /*varied=*/false, nodes);
     INFO("case " << c << "\n" << nodes << yaml);
     severalClaimants += placedSeveral(decisionsCheckedAlike("preempt", nodes, yaml));  // aborts on a ranking out of date
   }
@@ -432,41 +438,8 @@ TEST_CASE("preempt: a ranking from a walk of the queue that stopped early answer
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
   int severalClaimants = 0;
   for (int c = 0; c < 30; ++c) {
-    std::string nodes, yaml = classes + queue("q", "512");
-    const int nodeCount = 40 + pick(31);
-    std::vector<int> free;
-    for (int n = 0; n < nodeCount; ++n) nodes += node("n" + std::to_string(n), 4), free.push_back(4);
-    int job = 0;
-    for (int n = 0; n < nodeCount; ++n)
-      while (free[static_cast<size_t>(n)] > 0) {
-        const std::string name = "r" + std::to_string(job);
-        const std::string created = "2026-01-01T1" + std::to_string(job % 3) + ":" + std::to_string(10 + job % 40) + ":00Z";
-        const std::string cls = pick(4) == 0 ? "low" : "train";
-        const int pods = pick(2) == 0 ? 2 + pick(3) : 1;
-        std::string y = pods > 1 ? group(name, "q", 1 + pick(pods - 1)) : "";
-        for (int i = 0, at = n; i < pods; ++i) {
-          while (at < nodeCount && free[static_cast<size_t>(at)] < 1) ++at;
-          if (at == nodeCount) break;
-          const int gpus = std::min(free[static_cast<size_t>(at)], pods > 1 ? 1 : 1 + pick(2));
-          free[static_cast<size_t>(at)] -= gpus;
-          y += pod(name + "-" + std::to_string(i), "q", gpus, "n" + std::to_string(at), cls, pods > 1 ? name : "", created);
-          at += pick(2);
-        }
-        yaml += y;
-        ++job;
-      }
-    const int claims = 10 + pick(25);
-    for (int i = 0; i < claims; ++i) {
-      const std::string name = "claim" + std::to_string(i), created = "2026-01-02T00:" + std::to_string(10 + i) + ":00Z";
-      if (pick(3) == 0) {  // a gang of two or three: its later pods search with its first pods' victims out
-        const int pods = 2 + pick(2);
-        yaml += "apiVersion: scheduling.tessera.dev/v1alpha1\nkind: PodGroup\nmetadata: {name: " + name +
-                ", namespace: t}\nspec: {minMember: " + std::to_string(pods) + ", queue: q, priorityClassName: build}\n---\n";
-        for (int k = 0; k < pods; ++k) yaml += pod(name + "-" + std::to_string(k), "q", 1 + pick(2), "", "build", name, created);
-      } else {
-        yaml += pod(name, "q", 1 + pick(2), "", "build", "", created);
-      }
-    }
+    std::string nodes;
+    const std::string yaml = preemptCluster(rng, classes + queue("q", "512"), 40 + pick(31), 10, 25, /*varied=*/true, nodes);
     INFO("case " << c << "\n" << nodes << yaml);
     severalClaimants += placedSeveral(decisionsCheckedAlike("preempt", nodes, yaml));  // aborts on a wrong answer
   }
