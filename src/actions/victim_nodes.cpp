@@ -443,20 +443,25 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
   } else {
     ranking.refresh(log, evaluateNode);
   }
+  std::optional<std::vector<Candidate>> top;  // the answer, once the check below has read it
   if (!fresh && kept.horizon) {
     // A walk's ranking answers while its best `max` sets end before the job it stopped at (and
     // that job is as it was); otherwise the walk goes on (or, when it cannot, every node is ranked).
-    const std::vector<Candidate> top = ranking.best(max, log);
-    const bool enough = top.size() == max && ssn_.jobs()[kept.horizon->job].version == kept.horizonVersion &&
-                        victimBefore(top.back().last, *kept.horizon);
-    if (!enough && (!mayWalk || !walkOwnQueue(job, task, max, kept, /*fresh=*/false))) rankEveryNode();
+    top = ranking.best(max, log);
+    const bool enough = top->size() == max && ssn_.jobs()[kept.horizon->job].version == kept.horizonVersion &&
+                        victimBefore(top->back().last, *kept.horizon);
+    if (!enough) {
+      top.reset();
+      if (!mayWalk || !walkOwnQueue(job, task, max, kept, /*fresh=*/false)) rankEveryNode();
+    }
   }
   kept.order = order;
   kept.moved = movedLog_.size();
   if (mode_ == VictimMode::Reclaim && !evictedNow_.empty()) kept.onlyFor = turnSeq_;
   // The best current nodes; they stay ranked, valid until a try changes them.
+  if (!top) top = ranking.best(max, log);
   std::vector<int> out;
-  for (const Candidate& c : ranking.best(max, log)) out.push_back(c.node);
+  for (const Candidate& c : *top) out.push_back(c.node);
   if (selfChecks()) checkCandidates(job, task, out, max);  // a kept ranking answers as a fresh one
   resetVerdicts();
   return out;

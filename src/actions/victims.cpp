@@ -65,7 +65,8 @@ std::span<const VictimSearch::Victim> VictimSearch::victimsOn(int node) {
   }
   std::stable_sort(list.begin(), list.end(), [&](const Victim& a, const Victim& b) { return nodeOrderLess(a, b); });
   // The sort read the order the search holds; pods of jobs the search already changed compare by
-  // what they are now (running, surplus), so such a sort is kept for this search only.
+  // what they are now (running, surplus), so such a sort is kept for this search only (and there
+  // only while no pod changes, above).
   stamp = {true, version == live, epoch, version, live};
   return list;
 }
