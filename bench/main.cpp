@@ -20,6 +20,7 @@
 
 #include "cluster_generator.h"
 #include "cycle_bench.h"
+#include "tessera/api/malloc_tuning.h"
 #include "e2e_bench.h"
 #include "topology_bench.h"
 #include "tessera/app/registry.h"
@@ -172,6 +173,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string cmd = argv[1];
+  // The cycle benches measure malloc as the daemon sets it (`--malloc keep`, their default): huge
+  // pages included (api::useHugePages re-executes the bench first, as the daemon does).
+  if (cmd == "cycle" || cmd == "suite") {
+    bool glibcDefaults = false;
+    for (int i = 2; i + 1 < argc; ++i)
+      if (std::strcmp(argv[i], "--malloc") == 0 && std::strcmp(argv[i + 1], "default") == 0) glibcDefaults = true;
+    if (!glibcDefaults) tessera::api::useHugePages(argv);
+  }
   if (cmd == "cycle") return tessera::bench::runCycleBench(argc - 1, argv + 1);
   if (cmd == "suite") return tessera::bench::runSuiteBench(argc - 1, argv + 1);
   if (cmd == "topology") return tessera::bench::runTopologyBench(argc - 1, argv + 1);

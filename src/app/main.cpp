@@ -43,8 +43,12 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 2, argv + argc);
   if (cmd == "simulate") return tessera::app::simulateCommand(args, std::cout);
   if (cmd == "check") return tessera::app::checkCommand(args, std::cout);
-  // The long-running schedulers keep the memory a cycle frees for the next one (malloc_tuning.h).
-  if (cmd == "run" || cmd == "serve-cluster") (void)tessera::api::tuneMalloc(tessera::api::MallocMode::Keep);
+  // The long-running schedulers keep the memory a cycle frees for the next one, in huge pages
+  // (malloc_tuning.h; useHugePages re-executes the process first, when it does).
+  if (cmd == "run" || cmd == "serve-cluster") {
+    tessera::api::useHugePages(argv);
+    (void)tessera::api::tuneMalloc(tessera::api::MallocMode::Keep);
+  }
   if (cmd == "run") return tessera::app::runCommand(args, std::cout, std::cerr);
   if (cmd == "snapshot") return tessera::app::snapshotCommand(args, std::cout, std::cerr);
   if (cmd == "serve-cluster") return tessera::app::serveClusterCommand(args, std::cout, std::cerr);

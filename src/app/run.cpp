@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "daemon_metrics.h"
+#include "tessera/api/malloc_tuning.h"
 #include "tessera/api/flags.h"
 #include "tessera/api/log.h"
 #include "tessera/api/signals.h"
@@ -340,7 +341,7 @@ class Daemon {
               flags_.qps > 0 ? std::to_string(static_cast<int64_t>(flags_.qps)) + ", burst " + std::to_string(flags_.burst)
                              : std::string("unlimited (API Priority and Fairness)"),
               ", bind workers ", flags_.bindWorkers,
-              ", isolation ", isolation, ", log verbosity ", log::verbosity());
+              ", isolation ", isolation, ", malloc ", api::mallocInEffect(), ", log verbosity ", log::verbosity());
   }
 
   int runLoop() {

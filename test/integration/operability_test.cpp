@@ -9,6 +9,7 @@
 #include <csignal>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 #include <regex>
@@ -75,8 +76,10 @@ struct Env {
     server = std::make_unique<cache::ApiServer>(cluster, so);
     REQUIRE(server->start().ok());
   }
-  testing::DaemonProcess daemon(const std::string& identity, std::vector<std::string> extra = {}) {
-    return testing::DaemonProcess(TESSERA_BINARY, dir, server->url(), identity, std::move(extra));
+  testing::DaemonProcess daemon(const std::string& identity, std::vector<std::string> extra = {},
+                                std::vector<std::string> env = {}) {
+    return testing::DaemonProcess(TESSERA_BINARY, dir, server->url(), identity, std::move(extra), "default",
+                                  std::move(env));
   }
 };
 
@@ -118,7 +121,65 @@ std::pair<size_t, std::string> idleLines(Env& env, const std::string& identity, 
   return {lines(after) - lines(before), after.substr(before.size())};
 }
 
+/// A process's environment variable as /proc/PID/environ holds it (what it was started, or last
+/// executed, with; glibc's tunables parser cuts GLIBC_TUNABLES there after its first tunable, so
+/// that one is read from the daemon's log instead); nullopt when it has none.
+std::optional<std::string> environOf(pid_t pid, const std::string& name) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  std::string entry;
+  while (std::getline(in, entry, '\0'))
+    if (entry.rfind(name + "=", 0) == 0) return entry.substr(name.size() + 1);
+  return std::nullopt;
+}
+
+/// The malloc setting the daemon's startup line names ("malloc keep freed memory, huge pages").
+std::string mallocLogged(const std::string& log) {
+  std::smatch m;
+  static const std::regex re(", malloc ([^,]+(, huge pages)?), log verbosity");
+  return std::regex_search(log, m, re) ? m[1].str() : "(no startup line)";
+}
+
+/// Whether the kernel hands out transparent huge pages to a region that asks.
+bool kernelHugePages() {
+  std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string line;
+  return std::getline(in, line) &&
+         (line.find("[always]") != std::string::npos || line.find("[madvise]") != std::string::npos);
+}
+
 }  // namespace
+
+TEST_CASE("operability: the daemon asks glibc for huge pages by re-executing itself once, unless told not to") {
+  Env env("hugepages");
+  // What the daemon says it runs with once it serves /metrics, and whether it was re-executed
+  // (exec keeps the pid: the process the test started is the daemon).
+  auto started = [&](const std::string& identity, std::vector<std::string> vars) {
+    auto d = env.daemon(identity, {}, std::move(vars));
+    REQUIRE(eventually([&] { return healthPort(d.log()) > 0; }));
+    std::pair<std::string, std::optional<std::string>> out{mallocLogged(d.log()),
+                                                           environOf(d.pid(), "TESSERA_MALLOC_REEXEC")};
+    INFO(d.log());
+    CHECK(d.kill(SIGTERM) == 0);
+    return out;
+  };
+  // An operator's own tunables stay; glibc >= 2.35 and a kernel giving huge pages on request only.
+  const bool glibcHas = __GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35);
+  const bool asks = kernelHugePages() && glibcHas;
+  const auto [asked, mark] = started("asks", {"GLIBC_TUNABLES=glibc.malloc.perturb=0", "TESSERA_MALLOC_HUGEPAGES=",
+                                              "TESSERA_MALLOC_REEXEC="});
+  CHECK(asked == (asks ? "keep freed memory, huge pages" : "keep freed memory"));
+  CHECK(mark == (asks ? "1" : ""));
+  // Told not to, either way: started as it was, and says so.
+  const auto [off, offMark] = started("off", {"GLIBC_TUNABLES=glibc.malloc.perturb=0", "TESSERA_MALLOC_HUGEPAGES=0",
+                                              "TESSERA_MALLOC_REEXEC="});
+  CHECK(off == "keep freed memory");
+  CHECK(offMark == "");
+  const auto [own, ownMark] = started("own", {"GLIBC_TUNABLES=glibc.malloc.hugetlb=0", "TESSERA_MALLOC_HUGEPAGES=",
+                                              "TESSERA_MALLOC_REEXEC="});
+  CHECK(own == "keep freed memory");
+  CHECK(ownMark == "");
+  env.server->stop();
+}
 
 TEST_CASE("operability: no log line at steady state (10 idle cycles at the default verbosity)") {
   Env env("idle");

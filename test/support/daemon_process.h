@@ -96,6 +96,7 @@ class ChildProcess {
     pid_ = -1;
     return status;
   }
+  pid_t pid() const { return pid_; }
   std::string log() const {
     std::ifstream in(log_);
     std::stringstream ss;
@@ -120,14 +121,14 @@ inline std::string writeKubeconfig(const std::filesystem::path& dir, const std::
 /// `tessera run` (the binary at `binary`) as a child process against the API server at `url`, with
 /// its kubeconfig, a config file (schedulePeriod 200ms), health on an ephemeral port, a short
 /// debounce and short leases in namespace `leaseNamespace`; `extra` flags come last (they win).
-/// Files go to `dir`, named after `identity`.
+/// Files go to `dir`, named after `identity`. `env`: as ChildProcess's (added to this process's).
 class DaemonProcess : public ChildProcess {
  public:
   DaemonProcess(const std::string& binary, const std::filesystem::path& dir, const std::string& url,
                 const std::string& identity, std::vector<std::string> extra = {},
-                const std::string& leaseNamespace = "default")
+                const std::string& leaseNamespace = "default", std::vector<std::string> env = {})
       : ChildProcess(args(binary, dir, url, identity, std::move(extra), leaseNamespace),
-                     (dir / ("daemon-" + identity + ".log")).string()) {}
+                     (dir / ("daemon-" + identity + ".log")).string(), std::move(env)) {}
 
  private:
   static std::vector<std::string> args(const std::string& binary, const std::filesystem::path& dir,
