@@ -20,9 +20,9 @@
 
 #include "cluster_generator.h"
 #include "cycle_bench.h"
-#include "tessera/api/malloc_tuning.h"
 #include "e2e_bench.h"
 #include "topology_bench.h"
+#include "tessera/api/malloc_tuning.h"
 #include "tessera/app/registry.h"
 #include "tessera/cache/cache.h"
 #include "tessera/cache/memory_cluster.h"
