@@ -138,6 +138,7 @@ VictimSearch::ClassRooms& VictimSearch::roomsFor(const SessionJob& job) {
   // and (reclaim) nothing was committed: a commit changes queue shares, and with them who may be a
   // reclaim victim; who may be preempted or moved does not depend on shares.
   if (mode_ == VictimMode::Reclaim && roomAt_ != commits_) {
+    for (auto& [key, rooms] : nodeRoom_) spareRooms_.push_back(std::move(rooms));
     nodeRoom_.clear();
     roomAt_ = commits_;
   }
@@ -146,9 +147,16 @@ VictimSearch::ClassRooms& VictimSearch::roomsFor(const SessionJob& job) {
   appendClaimantKey(job, key);
   ClassRooms& rooms = nodeRoom_[key];
   if (rooms.known.empty()) {
-    rooms.known.assign(ssn_.nodes().size(), 0);
-    rooms.room.resize(ssn_.nodes().size());
-    rooms.version.resize(ssn_.nodes().size());
+    const size_t n = ssn_.nodes().size();
+    if (!spareRooms_.empty()) {
+      rooms = std::move(spareRooms_.back());
+      spareRooms_.pop_back();
+      rooms.sums.clear();
+    } else {
+      rooms.room = std::make_unique_for_overwrite<Room[]>(n);
+      rooms.version = std::make_unique_for_overwrite<uint32_t[]>(n);
+    }
+    rooms.known.assign(n, 0);
     rooms.syncedAt = ssn_.nodeChanges().size();
   }
   return rooms;

@@ -116,9 +116,12 @@ class VictimSearch {
   /// hold (ClassRooms). A node changed since is evaluated again and the sums of the domains holding
   /// it move by the difference: a domain of thousands of nodes is not summed again per claimant.
   struct ClassRooms {
-    std::vector<uint8_t> known;               ///< per node: `room` evaluated
-    std::vector<victims_detail::Room> room;   ///< per node: what its eligible victims hold
-    std::vector<uint32_t> version;            ///< per node: its version when `room` was evaluated
+    std::vector<uint8_t> known;  ///< per node: `room` and `version` evaluated (else unset)
+    /// Per node, allocated without being set (most nodes of a preempt class are never asked: its
+    /// victims run on its queue's nodes only): what its eligible victims hold, and the node's
+    /// version when that was evaluated.
+    std::unique_ptr<victims_detail::Room[]> room;
+    std::unique_ptr<uint32_t[]> version;
     std::vector<std::optional<victims_detail::Room>> sums;  ///< per domain id (domainId())
     size_t syncedAt = 0;
   };
@@ -178,6 +181,7 @@ class VictimSearch {
   Victim latestOf(const std::vector<Victim>& set) const;
   Victim earliestOf(const std::vector<Victim>& set) const;
   std::map<std::string, ClassRooms> nodeRoom_;
+  std::vector<ClassRooms> spareRooms_;  ///< reclaim: storage of classes dropped at a commit, reused
   size_t roomAt_ = 0, commits_ = 0;
   /// Domains of one level searched (and compared) at most per claimant: the cost of a search grows
   /// with the domains, and past a few the gain in victim order is small.
