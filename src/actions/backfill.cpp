@@ -13,6 +13,13 @@ class Backfill final : public framework::Action {
  public:
   const std::string& name() const override { return name_; }
   void execute(framework::Session& ssn) override {
+    // Backfill places on idle resources only. When every pending pod asks its node for more whole
+    // GPUs than any node has idle (a full cluster, after allocate and the victim actions, whose
+    // victims release rather than free), none can be placed: no job is visited (every one would
+    // end with a failure of its own or its signature's, changing nothing). With the self-checks on
+    // (factories.h) the jobs are visited anyway and none may be placed.
+    const bool nothingFits = ssn.pendingGpuFloor() > ssn.maxIdleGpus();
+    if (nothingFits && !selfChecks()) return;
     ShapeFailures failures;  // jobs that did not fit, by signature: a job like one, nothing changed since, neither
     forEachPendingJob(
         ssn, [&](const framework::SessionJob& j) { return !ssn.jobReady(j); }, /*reportInvalid=*/false,
@@ -38,6 +45,7 @@ class Backfill final : public framework::Action {
           }
           if (!placed) failures.record(ssn, sig);
           if (placed) {
+            TESSERA_ASSERT(!nothingFits);
             stmt.commit();
             ssn.setUnschedulable(job, failed > 0 ? pods(failed) + " above minMember unschedulable: " + reason : "");
           }

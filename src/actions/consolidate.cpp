@@ -17,12 +17,18 @@ class Consolidate final : public framework::Action {
     // Spreading undoes what packing achieves: consolidation is off then, as in KAI.
     if (ssn.spreadPlacement()) return;
     VictimSearch search(ssn, VictimMode::Consolidate, maxPreemptees_);  // the limit counts per job
+    // A full cluster (every pending pod asks more GPUs than are free in all) has no room to move
+    // pods into: no job is visited (each would fail alike, changing nothing). With the self-checks
+    // on (factories.h) they are visited and none may succeed.
+    const bool tooFull = search.clusterTooFullToMove();
+    if (tooFull && !selfChecks()) return;
     std::string reason;
     forEachPendingJob(
         ssn, [&](const framework::SessionJob& j) { return !ssn.jobReady(j) && j.preemptible; },
         /*reportInvalid=*/false, [&](framework::SessionJob& job) {
           reason.clear();  // one string for every claimant: its buffer is reused (the words are not read)
-          search.run(job, reason);
+          const bool moved = search.run(job, reason);
+          TESSERA_ASSERT(!(moved && tooFull));
         });
   }
 

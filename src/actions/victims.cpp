@@ -544,19 +544,8 @@ bool VictimSearch::runTurn(SessionJob& job, std::string& reason) {
       return false;
     }
     // Moving pods around creates no room: the cluster's free resources must hold the job already.
-    if (freeAt_ != ssn_.nodeChanges().size() || !freeKnown_) {  // recounted only after changes
-      free_ = api::Resources();
-      for (const auto& n : ssn_.nodes()) {
-        free_ += n.futureIdle();
-        // Room left in shared GPUs counts too: packing fractional pods turns it into whole GPUs.
-        for (const framework::SessionGpuGroup& g : n.gpuGroups)
-          if (g.capacity > 0 && !g.vacating && g.futureFree() > 0) free_.milliGpu += g.futureFree() * 1000 / g.capacity;
-      }
-      freeAt_ = ssn_.nodeChanges().size();
-      freeKnown_ = true;
-    }
     // What the gang's minimum needs (pods above it are not consolidated for).
-    if (!turnNeeds(job).fitsIn(free_)) {
+    if (!turnNeeds(job).fitsIn(clusterFree())) {
       reason = "the cluster's free resources cannot hold the job, wherever its pods run";
       return false;
     }
@@ -586,6 +575,29 @@ bool VictimSearch::runTurn(SessionJob& job, std::string& reason) {
   }
   if (!ok) failed_.record(ssn_, sig);
   return ok;
+}
+
+const api::Resources& VictimSearch::clusterFree() {
+  if (freeAt_ != ssn_.nodeChanges().size() || !freeKnown_) {  // recounted only after changes
+    free_ = api::Resources();
+    for (const auto& n : ssn_.nodes()) {
+      free_ += n.futureIdle();
+      // Room left in shared GPUs counts too: packing fractional pods turns it into whole GPUs.
+      for (const framework::SessionGpuGroup& g : n.gpuGroups)
+        if (g.capacity > 0 && !g.vacating && g.futureFree() > 0) free_.milliGpu += g.futureFree() * 1000 / g.capacity;
+    }
+    freeAt_ = ssn_.nodeChanges().size();
+    freeKnown_ = true;
+  }
+  return free_;
+}
+
+bool VictimSearch::clusterTooFullToMove() {
+  // A turn needs at least one pod, and each pod at least its node request's GPUs (turnNeeds):
+  // every pending pod asking more whole GPUs than the cluster has free in all fails the check in
+  // runTurn. (floor > free / 1000 is floor * 1000 > free without overflow, for free >= 0.)
+  const int64_t floor = ssn_.pendingGpuFloor();
+  return floor == INT64_MAX || floor > clusterFree().milliGpu / 1000;
 }
 
 std::string VictimSearch::whyText(const SessionJob& job, bool queueLimit) const {

@@ -82,6 +82,10 @@ class VictimSearch {
   /// success the evictions and placements are committed and true is returned; otherwise nothing
   /// changes and `reason` says why.
   bool run(framework::SessionJob& job, std::string& reason);
+  /// Consolidation: whether no claimant's turn can fit in the cluster's free resources (releasing
+  /// ones counted, shared GPUs' room too) by GPUs alone, whatever pods move: every pending pod asks
+  /// more whole GPUs than are free in all (Session::pendingGpuFloor). Nothing is searched then.
+  bool clusterTooFullToMove();
   /// forEachJobTurn's QueueSpentFn for preempt: after a turn that found no eligible victim in the
   /// claimant's queue, whether every later job of the queue (`rest`, in job order) would end its
   /// turn the same way, so that the queue takes no more turns in this action (they would change
@@ -633,6 +637,8 @@ class VictimSearch {
   api::Resources turnNeeds(const framework::SessionJob& job) const;
   ShapeFailures failed_;  ///< jobs that found no solution, by signature (Session::jobSignature)
   const std::vector<int>& queueNodes(int queue) const { return index_->queueNodes[static_cast<size_t>(queue)]; }
+  /// The cluster's future idle and shared GPUs' room (consolidation's bound), recounted after changes.
+  const api::Resources& clusterFree();
   api::Resources free_;                       ///< the cluster's future idle, as of freeAt_ changes
   size_t freeAt_ = 0;
   bool freeKnown_ = false;

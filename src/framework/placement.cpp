@@ -109,6 +109,12 @@ int64_t Session::maxFreeGpus() const {
   return std::max<int64_t>(lvl, 0);
 }
 
+int64_t Session::maxIdleGpus() const {
+  int64_t most = 0;
+  for (const SessionNode& n : nodes_) most = std::max(most, n.idle.milliGpu);
+  return most / 1000;
+}
+
 // ---- ranked search ----
 
 const std::string& Session::podPlacementKey(const SessionTask& task) const {

@@ -611,6 +611,13 @@ class Session {
   int jobSignature(const SessionJob& job, int missing) const;
   /// Whole GPUs free on the best node, counting releasing resources (an upper bound for any task).
   int64_t maxFreeGpus() const;
+  /// Whole GPUs idle now on the best node (releasing ones not counted): no task asking more of
+  /// its node (nodeRequest) fits anywhere without pipelining. Counted over the nodes when asked.
+  int64_t maxIdleGpus() const;
+  /// The fewest whole GPUs any task pending at the session's start asks of its node (INT64_MAX:
+  /// none pending). Tasks only leave the pending state in a session (and come back to it only by a
+  /// rollback), so every task pending at any point of it asks at least this many.
+  int64_t pendingGpuFloor() const { return pendingGpuFloor_; }
   /// The reason given when no node has enough GPUs free: "insufficient nvidia.com/gpu (N nodes)".
   const std::string& gpuShortageReason() const { return gpuShortage_; }
 
@@ -891,6 +898,7 @@ class Session {
   std::vector<int> gpuLevelPos_;  ///< node index -> position in its level's vector
   std::vector<int> nodeLevel_;    ///< node index -> its level
   std::string gpuShortage_;       ///< "insufficient nvidia.com/gpu (N nodes)", N = all nodes
+  int64_t pendingGpuFloor_ = INT64_MAX;  ///< pendingGpuFloor()
 
   // ---- working-state changes, each with its undo (statement.cpp) ----
   void applyAllocate(SessionTask& task, int node);

@@ -59,4 +59,23 @@ TEST_CASE("backfill: idle resources only, never releasing ones", "[actions][back
   }
 }
 
+TEST_CASE("backfill: the fewest GPUs any pending pod asks decides whether jobs are searched", "[actions][backfill]") {
+  // Backfill visits no job when every pending pod asks more whole GPUs than any node has idle.
+  // Here big asks 2 and small 1; n1 has 1 idle GPU: small is bound there (the bound is the fewest
+  // any pod asks, not the first job's, nor the most).
+  Env e("backfill");
+  SECTION("one idle GPU, a 1-GPU pod among 2-GPU ones: bound") {
+    auto r = e.run(node("n1", 1), queue("q", "8") + pod("big", "q", 2, "", "train", "", "2025-12-31T00:00:00Z") +
+                                      pod("small", "q", 1, "", "train", "", "2025-12-31T00:00:01Z") +
+                                      pod("big2", "q", 2, "", "train", "", "2025-12-31T00:00:02Z"));
+    REQUIRE(r.binds.size() == 1);
+    CHECK(r.binds[0].podKey == "t/small");
+  }
+  SECTION("one idle GPU, only 2-GPU pods: nothing") {
+    auto r = e.run(node("n1", 1), queue("q", "8") + pod("big", "q", 2) + pod("big2", "q", 2));
+    CHECK(r.binds.empty());
+    CHECK(r.pipelined.empty());
+  }
+}
+
 }  // namespace

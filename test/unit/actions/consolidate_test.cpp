@@ -96,3 +96,30 @@ TEST_CASE("consolidate: never for a non-preemptible job", "[actions][consolidate
 }
 
 }  // namespace
+
+TEST_CASE("consolidate: releasing GPUs count as free room; a cluster with less free room than any pod asks moves none",
+          "[actions][consolidate]") {
+  // n1 (4 GPUs) runs mover (1 GPU) and leaving (1 GPU, terminating); n2 (2 GPUs) runs stayer. big
+  // (4 GPUs) fits on n1 once mover moves to n2 and leaving is gone: free room 2 idle + 1 releasing
+  // on n1, 1 on n2 (4 in all, as much as big asks: consolidation searches).
+  const std::string leaving =
+      "apiVersion: v1\nkind: Pod\nmetadata:\n  name: leaving\n  namespace: t\n  labels: {tessera.dev/queue: q}\n"
+      "  deletionTimestamp: \"2026-01-01T00:00:30Z\"\nspec:\n  schedulerName: tessera\n  priorityClassName: train\n"
+      "  nodeName: n1\n  containers: [{name: c, image: busybox, resources: {requests: {nvidia.com/gpu: \"1\"}, "
+      "limits: {nvidia.com/gpu: \"1\"}}}]\nstatus: {phase: Running}\n---\n";
+  SECTION("as much free room as the pod asks: moved") {
+    Env e("consolidate");
+    auto r = e.run(node("n1", 4) + node("n2", 2), queue("q", "8") + leaving + pod("mover", "q", 1, "n1") +
+                                                      pod("stayer", "q", 1, "n2") + pod("big", "q", 4));
+    CHECK(evicted(r) == std::vector<std::string>{"t/mover"});
+    CHECK(pipelinedTo(r, "t/big") == "n1");
+  }
+  SECTION("one GPU less (n2 full): nothing moves") {
+    Env e("consolidate");
+    auto r = e.run(node("n1", 4) + node("n2", 2), queue("q", "8") + leaving + pod("mover", "q", 1, "n1") +
+                                                      pod("s1", "q", 1, "n2") + pod("s2", "q", 1, "n2") +
+                                                      pod("big", "q", 4));
+    CHECK(r.evictions.empty());
+    CHECK(r.pipelined.empty());
+  }
+}
