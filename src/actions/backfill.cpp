@@ -14,11 +14,14 @@ class Backfill final : public framework::Action {
   const std::string& name() const override { return name_; }
   void execute(framework::Session& ssn) override {
     // Backfill places on idle resources only. When every pending pod asks its node for more whole
-    // GPUs than any node has idle (a full cluster, after allocate and the victim actions, whose
-    // victims release rather than free), none can be placed: no job is visited (every one would
-    // end with a failure of its own or its signature's, changing nothing). With the self-checks on
+    // GPUs than any node has idle, and (pods sharing a GPU pending) no node has a whole GPU idle nor
+    // any GPU group room now (a full cluster, after allocate and the victim actions, whose victims
+    // release rather than free), none can be placed: no job is visited (every one would end with
+    // a failure of its own or its signature's, changing nothing). With the self-checks on
     // (factories.h) the jobs are visited anyway and none may be placed.
-    const bool nothingFits = ssn.pendingGpuFloor() > ssn.maxIdleGpus();
+    const int64_t idle = ssn.maxIdleGpus();
+    const bool nothingFits =
+        ssn.pendingGpuFloor() > idle && (!ssn.pendingSharesGpu() || (idle == 0 && ssn.maxGroupRoom() <= 0));
     if (nothingFits && !selfChecks()) return;
     ShapeFailures failures;  // jobs that did not fit, by signature: a job like one, nothing changed since, neither
     forEachPendingJob(

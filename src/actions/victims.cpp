@@ -593,11 +593,9 @@ const api::Resources& VictimSearch::clusterFree() {
 }
 
 bool VictimSearch::clusterTooFullToMove() {
-  // A turn needs at least one pod, and each pod at least its node request's GPUs (turnNeeds):
-  // every pending pod asking more whole GPUs than the cluster has free in all fails the check in
-  // runTurn. (floor > free / 1000 is floor * 1000 > free without overflow, for free >= 0.)
-  const int64_t floor = ssn_.pendingGpuFloor();
-  return floor == INT64_MAX || floor > clusterFree().milliGpu / 1000;
+  // A turn needs at least one pod, and each pod at least its GPUs as turnNeeds counts them: every
+  // pending pod needing more than the cluster has free in all fails the check in runTurn.
+  return ssn_.pendingGpuMilliFloor() > clusterFree().milliGpu;
 }
 
 std::string VictimSearch::whyText(const SessionJob& job, bool queueLimit) const {

@@ -83,8 +83,8 @@ class VictimSearch {
   /// changes and `reason` says why.
   bool run(framework::SessionJob& job, std::string& reason);
   /// Consolidation: whether no claimant's turn can fit in the cluster's free resources (releasing
-  /// ones counted, shared GPUs' room too) by GPUs alone, whatever pods move: every pending pod asks
-  /// more whole GPUs than are free in all (Session::pendingGpuFloor). Nothing is searched then.
+  /// ones counted, shared GPUs' room too) by GPUs alone, whatever pods move: every pending pod needs
+  /// more GPU than is free in all (Session::pendingGpuMilliFloor). Nothing is searched then.
   bool clusterTooFullToMove();
   /// forEachJobTurn's QueueSpentFn for preempt: after a turn that found no eligible victim in the
   /// claimant's queue, whether every later job of the queue (`rest`, in job order) would end its

@@ -234,6 +234,9 @@ void ClusterState::deriveJob(JobInfo& job) const {
   job.queue = q ? *q : api::keys::kDefaultQueue;
   job.pendingPlacementKey = nullptr;
   job.pendingMinGpus = INT64_MAX;
+  job.pendingMinWholeGpus = INT64_MAX;
+  job.pendingSharesGpu = false;
+  job.pendingMinGpuMilli = INT64_MAX;
   job.tasksCreatedTogether = std::all_of(job.tasks.begin(), job.tasks.end(), [&](const TaskInfo& t) {
     return t.pod->meta.creationTimestamp == job.tasks.front().pod->meta.creationTimestamp;
   });
@@ -241,6 +244,10 @@ void ClusterState::deriveJob(JobInfo& job) const {
   for (const auto& t : job.tasks) {
     if (t.status != TaskStatus::Pending) continue;
     job.pendingMinGpus = std::min<int64_t>(job.pendingMinGpus, t.nodeRequest.milliGpu / 1000);
+    if (t.sharesGpu()) job.pendingSharesGpu = true;
+    else job.pendingMinWholeGpus = std::min<int64_t>(job.pendingMinWholeGpus, t.nodeRequest.milliGpu / 1000);
+    job.pendingMinGpuMilli = std::min<int64_t>(
+        job.pendingMinGpuMilli, t.nodeRequest.milliGpu + (t.sharesGpu() ? t.request.milliGpu : 0));
     if (!seen) job.pendingPlacementKey = t.placementKey.get(), seen = true;
     else if (job.pendingPlacementKey != t.placementKey.get()) job.pendingPlacementKey = nullptr;
   }

@@ -115,6 +115,13 @@ int64_t Session::maxIdleGpus() const {
   return most / 1000;
 }
 
+int64_t Session::maxGroupRoom() const {
+  int64_t most = 0;
+  for (const SessionNode& n : nodes_)
+    for (const SessionGpuGroup& g : n.gpuGroups) most = std::max(most, g.free());
+  return most;
+}
+
 // ---- ranked search ----
 
 const std::string& Session::podPlacementKey(const SessionTask& task) const {

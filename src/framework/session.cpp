@@ -250,6 +250,8 @@ void Session::buildState() {
   int32_t lastClassValue = 0;
   jobs_.resize(s.jobs.size());
   pendingGpuFloor_ = INT64_MAX;
+  pendingSharesGpu_ = false;
+  pendingGpuMilliFloor_ = INT64_MAX;
   // The jobs live apart from one another in the cache's heap: at 100,000 jobs this loop waits on
   // memory more than it computes. Each job is asked for ahead of its turn, and the fields read of
   // its tasks a little later (once the job itself has arrived to say where they are).
@@ -325,16 +327,21 @@ void Session::buildState() {
     j.allocated = info.allocated;
     j.minMember_ = info.minMember;
     if (j.pendingCount > 0) {
-      // The cache's figure when it counted these pending pods (on the line of the fields read
+      // The cache's figures when it counted these pending pods (on the line of the fields read
       // above); a job built otherwise (tests) reads its tasks.
-      int64_t minGpus = INT64_MAX;
       if (j.pendingCount == info.pendingCount) {
-        minGpus = info.pendingMinGpus;
+        pendingGpuFloor_ = std::min(pendingGpuFloor_, info.pendingMinWholeGpus);
+        pendingSharesGpu_ = pendingSharesGpu_ || info.pendingSharesGpu;
+        pendingGpuMilliFloor_ = std::min(pendingGpuMilliFloor_, info.pendingMinGpuMilli);
       } else {
-        for (const SessionTask& t : j.tasks)
-          if (t.state == TaskState::Pending) minGpus = std::min<int64_t>(minGpus, t.nodeRequest().milliGpu / 1000);
+        for (const SessionTask& t : j.tasks) {
+          if (t.state != TaskState::Pending) continue;
+          const int64_t milli = t.nodeRequest().milliGpu;
+          if (t.sharesGpu()) pendingSharesGpu_ = true;
+          else pendingGpuFloor_ = std::min<int64_t>(pendingGpuFloor_, milli / 1000);
+          pendingGpuMilliFloor_ = std::min(pendingGpuMilliFloor_, milli + (t.sharesGpu() ? t.request().milliGpu : 0));
+        }
       }
-      pendingGpuFloor_ = std::min(pendingGpuFloor_, minGpus);
     }
   }
 }

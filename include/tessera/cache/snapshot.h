@@ -88,6 +88,14 @@ struct JobInfo {
   /// is pending: a job whose every pending pod needs more than any node has free fits nowhere,
   /// known without reading its tasks (allocate, on every pending job of every cycle).
   int64_t pendingMinGpus = INT64_MAX;
+  /// The same over the pending tasks that share no GPU (a task sharing one may fit in a GPU
+  /// group's room without a whole GPU free; whether one is pending: pendingSharesGpu): backfill's
+  /// "nothing fits now" (Session::pendingGpuFloor).
+  int64_t pendingMinWholeGpus = INT64_MAX;
+  /// The fewest milli-GPUs a pending task needs as consolidation counts them (its node request's,
+  /// plus its share for a task sharing a GPU); INT64_MAX when none is pending.
+  int64_t pendingMinGpuMilli = INT64_MAX;
+  bool pendingSharesGpu = false;
   /// Every task's pod has one creationTimestamp (a gang created at once, or a job of one): the
   /// victim order's last word between two of its pods (the newest, then the pod key) is then the
   /// task order. False unless the cache found it so (a JobInfo built by hand is ranked pod by pod).

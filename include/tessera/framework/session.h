@@ -614,10 +614,17 @@ class Session {
   /// Whole GPUs idle now on the best node (releasing ones not counted): no task asking more of
   /// its node (nodeRequest) fits anywhere without pipelining. Counted over the nodes when asked.
   int64_t maxIdleGpus() const;
-  /// The fewest whole GPUs any task pending at the session's start asks of its node (INT64_MAX:
-  /// none pending). Tasks only leave the pending state in a session (and come back to it only by a
-  /// rollback), so every task pending at any point of it asks at least this many.
+  /// Over the tasks pending at the session's start (tasks only leave the pending state in a
+  /// session, and come back to it only by a rollback: every task pending at any point of it is one
+  /// of them): the fewest whole GPUs one that shares no GPU asks of its node (INT64_MAX: none)...
   int64_t pendingGpuFloor() const { return pendingGpuFloor_; }
+  /// ...whether one shares a GPU (it may fit in a GPU group's room, maxGroupRoom())...
+  bool pendingSharesGpu() const { return pendingSharesGpu_; }
+  /// ...and the fewest milli-GPUs one needs as consolidation counts them (its node request's, plus
+  /// its share when it shares a GPU; INT64_MAX: none pending).
+  int64_t pendingGpuMilliFloor() const { return pendingGpuMilliFloor_; }
+  /// The most units free now in any GPU group (releasing ones not counted; 0 when none is).
+  int64_t maxGroupRoom() const;
   /// The reason given when no node has enough GPUs free: "insufficient nvidia.com/gpu (N nodes)".
   const std::string& gpuShortageReason() const { return gpuShortage_; }
 
@@ -898,7 +905,9 @@ class Session {
   std::vector<int> gpuLevelPos_;  ///< node index -> position in its level's vector
   std::vector<int> nodeLevel_;    ///< node index -> its level
   std::string gpuShortage_;       ///< "insufficient nvidia.com/gpu (N nodes)", N = all nodes
-  int64_t pendingGpuFloor_ = INT64_MAX;  ///< pendingGpuFloor()
+  int64_t pendingGpuFloor_ = INT64_MAX;       ///< pendingGpuFloor()
+  bool pendingSharesGpu_ = false;             ///< pendingSharesGpu()
+  int64_t pendingGpuMilliFloor_ = INT64_MAX;  ///< pendingGpuMilliFloor()
 
   // ---- working-state changes, each with its undo (statement.cpp) ----
   void applyAllocate(SessionTask& task, int node);

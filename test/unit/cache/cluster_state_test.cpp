@@ -183,6 +183,33 @@ TEST_CASE("cluster state: a job's fewest whole GPUs of a pending pod follow its 
   CHECK(e.job("PodGroup/t/g").pendingMinGpus == INT64_MAX);
 }
 
+TEST_CASE("cluster state: a job's pending GPU bounds tell pods sharing a GPU apart", "[cluster_state]") {
+  // pendingMinWholeGpus leaves out pods sharing a GPU (pendingSharesGpu says one is pending);
+  // pendingMinGpuMilli counts a shared pod's fraction, a whole-GPU pod's GPUs (consolidation's needs).
+  Env e;
+  e.add(Kind::Node, node("n1"));
+  e.add(Kind::PodGroup, podGroup("g", 1, "default"));
+  e.add(Kind::Pod, pod("g-two", {{"nvidia.com/gpu", "2"}}, inGroup("g")));
+  const auto* j = &e.job("PodGroup/t/g");
+  CHECK(j->pendingMinWholeGpus == 2);
+  CHECK_FALSE(j->pendingSharesGpu);
+  CHECK(j->pendingMinGpuMilli == 2000);
+  e.add(Kind::Pod, merged(fracPod("g-half", "0.25"), inGroup("g")));
+  j = &e.job("PodGroup/t/g");
+  CHECK(j->pendingMinGpus == 0);  // (the shared pod asks its node for no whole GPU)
+  CHECK(j->pendingMinWholeGpus == 2);
+  CHECK(j->pendingSharesGpu);
+  CHECK(j->pendingMinGpuMilli == 250);
+  e.update(Kind::Pod, merged(fracPod("g-half", "0.25", "n1"), inGroup("g")));
+  j = &e.job("PodGroup/t/g");
+  CHECK_FALSE(j->pendingSharesGpu);  // running now
+  CHECK(j->pendingMinGpuMilli == 2000);
+  e.remove(Kind::Pod, pod("g-two", {{"nvidia.com/gpu", "2"}}, inGroup("g")));
+  j = &e.job("PodGroup/t/g");
+  CHECK(j->pendingMinWholeGpus == INT64_MAX);
+  CHECK(j->pendingMinGpuMilli == INT64_MAX);
+}
+
 TEST_CASE("cluster state: a pod's life moves its request between job, node and queue", "[cluster_state]") {
   Env e;
   e.add(Kind::Node, node("n1"));

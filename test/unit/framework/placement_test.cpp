@@ -298,21 +298,23 @@ TEST_CASE("jobSignature: jobs share one exactly when they place alike, kept only
   }
 }
 
-TEST_CASE("pendingGpuFloor and maxIdleGpus: when the floor is above the idle GPUs, no pending task fits now",
+TEST_CASE("the pending GPU floors: when backfill's bound holds, no pending task fits now",
           "[placement]") {
-  // Backfill and consolidation skip every job on this bound (backfill.cpp, consolidate.cpp). Over
-  // random clusters near full and random changes (placements, evictions, rollbacks): the floor is
-  // the fewest whole GPUs a task pending at the start asks, it never exceeds what a task pending
-  // now asks, maxIdleGpus is the best node's idle GPUs, and whenever floor > maxIdleGpus no pending
-  // task fits any node now (Session::fits, the test backfill's placements go through).
+  // Backfill and consolidation skip every job on these bounds (backfill.cpp, consolidate.cpp).
+  // Over random clusters near full (whole-GPU pods, pods sharing a GPU in GPU groups, some
+  // terminating) and random changes (placements, evictions, rollbacks): each floor is the least
+  // of the tasks pending at the start and never more than a task pending now asks; maxIdleGpus and
+  // maxGroupRoom are the best node's and group's; and whenever backfill's bound holds, no pending
+  // task fits any node now (Session::fits, which backfill's placements go through).
   int above = 0, within = 0;
-  for (unsigned seed = 1; seed <= 60; ++seed) {
+  for (unsigned seed = 1; seed <= 80; ++seed) {
     std::mt19937 rng(seed);
     auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
     std::string y = "---\napiVersion: scheduling.tessera.dev/v1alpha1\nkind: Queue\nmetadata: {name: q}\nspec: {}\n";
     auto podYaml = [&](const std::string& name, const std::string& node, bool terminating, const std::string& gpus,
-                       bool fractional) {
-      return "---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name + "\n  labels: {tessera.dev/queue: q}\n" +
+                       const std::string& group, bool fractional) {
+      return "---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name + "\n  labels: {tessera.dev/queue: q" +
+             (group.empty() ? "" : ", tessera.dev/gpu-group: " + group) + "}\n" +
              (fractional ? "  annotations: {gpu-fraction: \"0.5\"}\n" : "") +
              (terminating ? "  deletionTimestamp: \"2026-01-01T00:00:30Z\"\n" : "") +
              "spec:\n  schedulerName: tessera\n" + (node.empty() ? "" : "  nodeName: " + node + "\n") +
@@ -328,38 +330,65 @@ TEST_CASE("pendingGpuFloor and maxIdleGpus: when the floor is above the idle GPU
       y += "---\napiVersion: v1\nkind: Node\nmetadata:\n  name: " + name +
            "\nstatus:\n  allocatable: {cpu: \"64\", memory: 256Gi, pods: \"40\", nvidia.com/gpu: \"" +
            std::to_string(gpus) + "\"}\n  conditions: [{type: Ready, status: \"True\"}]\n";
-      // Most GPUs held, some by terminating pods (releasing: not idle).
+      // Most GPUs held, some by terminating pods (releasing: not idle), some by a GPU group of one
+      // or two half-GPU pods (room left in the first case).
       const int held = gpus - pick(3);
-      for (int g = 0; g < held; ++g)
-        y += podYaml("run-" + name + "-" + std::to_string(g), name, pick(4) == 0, "1", false);
+      for (int g = 0; g < held; ++g) {
+        const std::string pn = "run-" + name + "-" + std::to_string(g);
+        if (pick(4) == 0) {
+          const std::string group = "grp-" + pn;
+          y += podYaml(pn + "-a", name, pick(4) == 0, "", group, true);
+          if (pick(2)) y += podYaml(pn + "-b", name, false, "", group, true);
+        } else {
+          y += podYaml(pn, name, pick(4) == 0, "1", "", false);
+        }
+      }
     }
     const int pending = 4 + pick(10);
-    const bool anyFree = pick(3) == 0;  // sometimes a pod asking no GPU, or a share of one: floor 0
+    const int mix = pick(3);  // 0: whole GPUs only; 1: some pods sharing one; 2: some asking none
+    const int least = 1 + pick(2);  // the fewest whole GPUs a pending pod asks (2: above a node's 1 idle)
     for (int i = 0; i < pending; ++i) {
-      const int kind = anyFree ? pick(6) : 2 + pick(4);
-      if (kind == 0) y += podYaml("p" + std::to_string(i), "", false, "", false);
-      else if (kind == 1) y += podYaml("p" + std::to_string(i), "", false, "", true);
-      else y += podYaml("p" + std::to_string(i), "", false, std::to_string(kind - 1), false);
+      const std::string name = "p" + std::to_string(i);
+      const int kind = pick(5);
+      if (mix == 1 && kind == 0) y += podYaml(name, "", false, "", "", true);
+      else if (mix == 2 && kind == 0) y += podYaml(name, "", false, "", "", false);
+      else y += podYaml(name, "", false, std::to_string(least + pick(3)), "", false);
     }
     OpenSession open(y);
     Session& ssn = *open.session;
-    int64_t startMin = INT64_MAX;
-    for (const auto& j : ssn.jobs())
-      for (const auto& t : j.tasks)
-        if (t.state == TaskState::Pending) startMin = std::min<int64_t>(startMin, t.nodeRequest().milliGpu / 1000);
-    REQUIRE(ssn.pendingGpuFloor() == startMin);
+    // The floors over the pending tasks: whole GPUs of those sharing none, whether one shares, and
+    // milli-GPUs as consolidation counts them.
+    auto floors = [&] {
+      struct { int64_t whole = INT64_MAX, milli = INT64_MAX; bool shares = false; } f;
+      for (const auto& j : ssn.jobs())
+        for (const auto& t : j.tasks) {
+          if (t.state != TaskState::Pending) continue;
+          if (t.sharesGpu()) f.shares = true;
+          else f.whole = std::min<int64_t>(f.whole, t.nodeRequest().milliGpu / 1000);
+          f.milli = std::min<int64_t>(f.milli, t.nodeRequest().milliGpu + (t.sharesGpu() ? t.request().milliGpu : 0));
+        }
+      return f;
+    };
+    const auto start = floors();
+    REQUIRE(ssn.pendingGpuFloor() == start.whole);
+    REQUIRE(ssn.pendingSharesGpu() == start.shares);
+    REQUIRE(ssn.pendingGpuMilliFloor() == start.milli);
     Statement stmt(ssn);
     std::vector<Statement::Checkpoint> checkpoints;
     for (int step = 0; step < 60; ++step) {
       INFO("seed " << seed << " step " << step);
-      int64_t idle = 0, nowMin = INT64_MAX;
-      for (const auto& n : ssn.nodes()) idle = std::max(idle, n.idle.milliGpu / 1000);
+      int64_t idle = 0, room = 0;
+      for (const auto& n : ssn.nodes()) {
+        idle = std::max(idle, n.idle.milliGpu / 1000);
+        for (const auto& g : n.gpuGroups) room = std::max(room, g.free());
+      }
       REQUIRE(ssn.maxIdleGpus() == idle);
-      for (const auto& j : ssn.jobs())
-        for (const auto& t : j.tasks)
-          if (t.state == TaskState::Pending) nowMin = std::min<int64_t>(nowMin, t.nodeRequest().milliGpu / 1000);
-      REQUIRE(ssn.pendingGpuFloor() <= nowMin);
-      if (ssn.pendingGpuFloor() > ssn.maxIdleGpus()) {
+      REQUIRE(ssn.maxGroupRoom() == room);
+      const auto now = floors();
+      REQUIRE(ssn.pendingGpuFloor() <= now.whole);
+      REQUIRE(ssn.pendingGpuMilliFloor() <= now.milli);
+      REQUIRE((ssn.pendingSharesGpu() || !now.shares));
+      if (ssn.pendingGpuFloor() > idle && (!ssn.pendingSharesGpu() || (idle == 0 && ssn.maxGroupRoom() <= 0))) {
         ++above;
         for (const auto& j : ssn.jobs())
           for (const auto& t : j.tasks)
