@@ -35,12 +35,15 @@ class StaleGangEviction final : public framework::Action {
     for (framework::SessionJob& job : ssn.jobs()) {
       const api::PodGroup* pg = job.info->podGroup.get();
       const std::string* mark = pg ? pg->meta.annotation(key) : nullptr;
-      int runningNow = 0;
-      for (const auto& t : job.tasks)
-        runningNow += (t.state == TaskState::Running || t.state == TaskState::Bound) ? 1 : 0;
       // Stale: some pods run, fewer than the minimum, and this cycle placed none to complete it.
+      // (Running pods are ready ones: a job with none ready, most pending ones, has none running,
+      // and its pods are not read.)
+      int runningNow = 0;
+      if (job.readyCount > 0 && job.readyCount < job.minMember())
+        for (const auto& t : job.tasks)
+          runningNow += (t.state == TaskState::Running || t.state == TaskState::Bound) ? 1 : 0;
       const bool stale =
-          !job.info->isSingleton() && job.minMember() > 1 && runningNow > 0 && job.readyCount < job.minMember();
+          runningNow > 0 && job.minMember() > 1 && job.readyCount < job.minMember() && !job.info->isSingleton();
       if (!stale) {
         if (mark) ssn.annotate(job, key, std::nullopt);  // no longer stale: the timer goes
         continue;
