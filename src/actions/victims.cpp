@@ -479,7 +479,7 @@ bool VictimSearch::queueSpent(std::span<const int> rest) {
 api::Resources VictimSearch::turnNeeds(const SessionJob& job) const {
   auto needs = [](const SessionTask& t) {
     api::Resources r = t.nodeRequest();
-    if (t.sharesGpu()) r.milliGpu += t.request().milliGpu;  // a share of a GPU, as whole GPUs count
+    r.milliGpu = t.info->gpuNeedMilli();
     return r;
   };
   // When the turn takes every pending pod, or they all ask alike (gangs mostly do), no order is

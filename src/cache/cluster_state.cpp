@@ -246,8 +246,7 @@ void ClusterState::deriveJob(JobInfo& job) const {
     job.pendingMinGpus = std::min<int64_t>(job.pendingMinGpus, t.nodeRequest.milliGpu / 1000);
     if (t.sharesGpu()) job.pendingSharesGpu = true;
     else job.pendingMinWholeGpus = std::min<int64_t>(job.pendingMinWholeGpus, t.nodeRequest.milliGpu / 1000);
-    job.pendingMinGpuMilli = std::min<int64_t>(
-        job.pendingMinGpuMilli, t.nodeRequest.milliGpu + (t.sharesGpu() ? t.request.milliGpu : 0));
+    job.pendingMinGpuMilli = std::min(job.pendingMinGpuMilli, t.gpuNeedMilli());
     if (!seen) job.pendingPlacementKey = t.placementKey.get(), seen = true;
     else if (job.pendingPlacementKey != t.placementKey.get()) job.pendingPlacementKey = nullptr;
   }

@@ -336,10 +336,9 @@ void Session::buildState() {
       } else {
         for (const SessionTask& t : j.tasks) {
           if (t.state != TaskState::Pending) continue;
-          const int64_t milli = t.nodeRequest().milliGpu;
           if (t.sharesGpu()) pendingSharesGpu_ = true;
-          else pendingGpuFloor_ = std::min<int64_t>(pendingGpuFloor_, milli / 1000);
-          pendingGpuMilliFloor_ = std::min(pendingGpuMilliFloor_, milli + (t.sharesGpu() ? t.request().milliGpu : 0));
+          else pendingGpuFloor_ = std::min<int64_t>(pendingGpuFloor_, t.nodeRequest().milliGpu / 1000);
+          pendingGpuMilliFloor_ = std::min(pendingGpuMilliFloor_, t.info->gpuNeedMilli());
         }
       }
     }

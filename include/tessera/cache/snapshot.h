@@ -58,6 +58,9 @@ struct TaskInfo {
   /// Null where a TaskInfo was built by hand (the session builds the key then).
   std::shared_ptr<const std::string> placementKey;
   bool sharesGpu() const { return gpuSpec && gpuSpec->shared(); }
+  /// The GPU the pod needs as the victim search counts it (milli-GPUs): its node request's, plus
+  /// its share of a GPU when it shares one (a share counts toward whole GPUs).
+  int64_t gpuNeedMilli() const { return nodeRequest.milliGpu + (sharesGpu() ? request.milliGpu : 0); }
 };
 
 /// A PodGroup with its pods; a pod without a group is a job of one.
@@ -92,8 +95,8 @@ struct JobInfo {
   /// group's room without a whole GPU free; whether one is pending: pendingSharesGpu): backfill's
   /// "nothing fits now" (Session::pendingGpuFloor).
   int64_t pendingMinWholeGpus = INT64_MAX;
-  /// The fewest milli-GPUs a pending task needs as consolidation counts them (its node request's,
-  /// plus its share for a task sharing a GPU); INT64_MAX when none is pending.
+  /// The fewest milli-GPUs a pending task needs as consolidation counts them (TaskInfo::gpuNeedMilli);
+  /// INT64_MAX when none is pending.
   int64_t pendingMinGpuMilli = INT64_MAX;
   bool pendingSharesGpu = false;
   /// Every task's pod has one creationTimestamp (a gang created at once, or a job of one): the
