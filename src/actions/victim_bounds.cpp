@@ -135,29 +135,36 @@ bool VictimSearch::reclaimBoundsMayHold(const SessionJob& job, const api::Resour
 VictimSearch::ClassRooms& VictimSearch::roomsFor(const SessionJob& job) {
   // Per node, for claimants alike in what their victims depend on (appendClaimantKey: queue,
   // priority, preemptibility, and reclaiming, the turn's request), while the node is unchanged
-  // and (reclaim) nothing was committed: a commit changes queue shares, and with them who may be a
-  // reclaim victim; who may be preempted or moved does not depend on shares.
-  if (mode_ == VictimMode::Reclaim && roomAt_ != commits_) {
-    for (auto& [key, rooms] : nodeRoom_) spareRooms_.push_back(std::move(rooms));
-    nodeRoom_.clear();
-    roomAt_ = commits_;
-  }
+  // (syncRooms). Reclaiming, a commit changes queue shares, and with them who may be a victim: the
+  // rooms are kept while the queue rules the bound reads say the same for the class
+  // (Session::reclaimBoundKey), the nodes of the jobs the commit changed evaluated again.
   std::string& key = roomsKey_;
   key.clear();
   appendClaimantKey(job, key);
   ClassRooms& rooms = nodeRoom_[key];
-  if (rooms.known.empty()) {
+  const bool fresh = rooms.known.empty();
+  const bool check = mode_ == VictimMode::Reclaim && (fresh || rooms.checkedAt != commits_);
+  std::string& bound = boundKey_;
+  bool keyed = false;
+  if (check) {
+    bound.clear();
+    keyed = ssn_.reclaimBoundKey(job, bound);
+  }
+  if (fresh || (check && !(keyed && rooms.keyed && bound == rooms.boundKey))) {
     const size_t n = ssn_.nodes().size();
-    if (!spareRooms_.empty()) {
-      rooms = std::move(spareRooms_.back());
-      spareRooms_.pop_back();
-      rooms.sums.clear();
-    } else {
+    if (!rooms.room) {
       rooms.room = std::make_unique_for_overwrite<Room[]>(n);
       rooms.version = std::make_unique_for_overwrite<uint32_t[]>(n);
     }
     rooms.known.assign(n, 0);
+    rooms.sums.clear();
     rooms.syncedAt = ssn_.nodeChanges().size();
+    rooms.jobNodesAt = jobNodes_.size();
+  }
+  if (check) {
+    rooms.checkedAt = commits_;
+    rooms.keyed = keyed;
+    rooms.boundKey = bound;
   }
   return rooms;
 }
@@ -226,17 +233,19 @@ void VictimSearch::syncRooms(const SessionJob& job, ClassRooms& rooms) {
     });
     baseAt_ = log.size();
   }
+  auto evaluateAgain = [&](int n) {
+    const size_t ni = static_cast<size_t>(n);
+    if (!rooms.known[ni]) return;  // in no sum yet
+    const Room now = victimRoomOn(job, n);
+    move(rooms.sums, ni, rooms.room[ni], now);
+    rooms.room[ni] = now;
+    rooms.version[ni] = log.version(n);
+  };
   if (rooms.syncedAt != log.size()) {
-    log.forEachChangedSince(rooms.syncedAt, [&](int n) {
-      const size_t ni = static_cast<size_t>(n);
-      if (!rooms.known[ni]) return;  // in no sum yet
-      const Room now = victimRoomOn(job, n);
-      move(rooms.sums, ni, rooms.room[ni], now);
-      rooms.room[ni] = now;
-      rooms.version[ni] = log.version(n);
-    });
+    log.forEachChangedSince(rooms.syncedAt, evaluateAgain);
     rooms.syncedAt = log.size();
   }
+  for (; rooms.jobNodesAt < jobNodes_.size(); ++rooms.jobNodesAt) evaluateAgain(jobNodes_[rooms.jobNodesAt]);
 }
 
 bool VictimSearch::mayHold(const SessionJob& job, const framework::NodeDomain& domain, int domainIndex,
@@ -306,7 +315,7 @@ bool VictimSearch::mayHold(const SessionJob& job, const framework::NodeDomain& d
     rooms.sums[id] = sum;
   }
   resetVerdicts();
-  if (selfChecks()) checkRooms(domain, id, rooms);
+  if (selfChecks()) checkRooms(job, domain, id, rooms);
   const Room& base = *baseSums_[id];
   const Room& victims = *rooms.sums[id];
   return covers({base[0] + victims[0], base[1] + victims[1], base[2] + victims[2]}, want);
@@ -316,7 +325,8 @@ bool VictimSearch::freeRoomCovers(int domainIndex, const api::Resources& want) c
   return covers(*baseSums_[static_cast<size_t>(domainIndex)], want);  // (mayHold summed it)
 }
 
-void VictimSearch::checkRooms(const framework::NodeDomain& domain, size_t id, const ClassRooms& rooms) const {
+void VictimSearch::checkRooms(const SessionJob& job, const framework::NodeDomain& domain, size_t id,
+                              const ClassRooms& rooms) {
   Room base{0, 0, 0}, victims{0, 0, 0};
   for (int n : domain.nodes) {
     const size_t ni = static_cast<size_t>(n);
@@ -325,8 +335,10 @@ void VictimSearch::checkRooms(const framework::NodeDomain& domain, size_t id, co
     for (size_t i = 0; i < 3; ++i) base[i] += now[i];
     if (!rooms.known[ni]) continue;  // (preempt: a node of no pod of the claimant's queue)
     TESSERA_ASSERT(rooms.version[ni] == ssn_.nodeChanges().version(n));
+    TESSERA_ASSERT(rooms.room[ni] == victimRoomOn(job, n));  // (kept across commits too: roomsFor)
     for (size_t i = 0; i < 3; ++i) victims[i] += rooms.room[ni][i];
   }
+  resetVerdicts();
   TESSERA_ASSERT(base == *baseSums_[id]);
   TESSERA_ASSERT(victims == *rooms.sums[id]);
 }

@@ -1073,17 +1073,20 @@ bool VictimSearch::finishTurn(Statement& stmt, SessionJob& job, const framework:
 
 void VictimSearch::commitTurn(Statement& stmt, SessionJob& job, int evicted) {
   if (job.pipelinedCount > 0) stmt.pipelineAllocated(job.index);
-  if (mode_ == VictimMode::Preempt && !rankings_.empty()) {
-    // The jobs this commit changes (the claimant, its victims' jobs): their pods elsewhere move in
-    // the victim order (surplus or whole, placed this cycle), so kept rankings evaluate again the
-    // nodes running them (candidates()).
+  // The jobs this commit changes (the claimant, its victims' jobs): their pods elsewhere move in
+  // the victim order (surplus or whole, placed this cycle), so preempt's kept rankings evaluate
+  // again the nodes running them (candidates()), and so do reclaim's kept rooms (roomsFor()).
+  std::vector<int>* log = mode_ == VictimMode::Preempt && !rankings_.empty() ? &movedLog_
+                          : mode_ == VictimMode::Reclaim && !nodeRoom_.empty() ? &jobNodes_
+                                                                                 : nullptr;
+  if (log) {
     std::vector<int> jobs;
     for (const framework::Operation& op : stmt.operations()) jobs.push_back(op.job);
     std::sort(jobs.begin(), jobs.end());
     jobs.erase(std::unique(jobs.begin(), jobs.end()), jobs.end());
     for (int ji : jobs)
       for (const SessionTask& t : ssn_.jobs()[static_cast<size_t>(ji)].tasks)
-        if (const int n = nodeOf(t); n >= 0) movedLog_.push_back(n);
+        if (const int n = nodeOf(t); n >= 0) log->push_back(n);
   }
   stmt.commit();
   ++commits_;

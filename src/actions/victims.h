@@ -128,6 +128,12 @@ class VictimSearch {
     std::unique_ptr<uint32_t[]> version;
     std::vector<std::optional<victims_detail::Room>> sums;  ///< per domain id (domainId())
     size_t syncedAt = 0;
+    /// Reclaim: the commits (commits_) it was last checked at, how much of jobNodes_ it has seen,
+    /// and the claimant's bound key then (Session::reclaimBoundKey). After a commit the rooms hold
+    /// while that key stands, but on the nodes of the jobs the commits changed (jobNodes_).
+    size_t checkedAt = 0, jobNodesAt = 0;
+    bool keyed = false;  ///< every reclaimable filter gave a bound key
+    std::string boundKey;
   };
   std::vector<victims_detail::Room> baseRoom_;  ///< per node: futureRoom()
   std::vector<std::optional<victims_detail::Room>> baseSums_;  ///< per domain id
@@ -139,8 +145,10 @@ class VictimSearch {
   /// Brings the per-node rooms and the domain sums of `rooms` and of the base up to the log.
   void syncRooms(const framework::SessionJob& job, ClassRooms& rooms);
   /// With selfChecks() (factories.h): asserts that the kept sums of domain `id` are those of its
-  /// nodes' current rooms, every one evaluated at the node's current version.
-  void checkRooms(const framework::NodeDomain& domain, size_t id, const ClassRooms& rooms) const;
+  /// nodes' current rooms, every one evaluated at the node's current version and what `job`'s
+  /// victims there hold now.
+  void checkRooms(const framework::SessionJob& job, const framework::NodeDomain& domain, size_t id,
+                  const ClassRooms& rooms);
   /// A number for the domain's node set, the same for every domain over it in this action (the
   /// sets are the session's: NodeDomain::nodes); forEachDomainOf() lists the sets holding a node.
   int domainId(const framework::NodeDomain& domain);
@@ -185,8 +193,11 @@ class VictimSearch {
   Victim latestOf(const std::vector<Victim>& set) const;
   Victim earliestOf(const std::vector<Victim>& set) const;
   std::map<std::string, ClassRooms> nodeRoom_;
-  std::vector<ClassRooms> spareRooms_;  ///< reclaim: storage of classes dropped at a commit, reused
-  size_t roomAt_ = 0, commits_ = 0;
+  size_t commits_ = 0;
+  /// Reclaim: the nodes running pods of the jobs each commit changed (the claimant, its victims'
+  /// jobs), whose pods elsewhere may have become victims or stopped being ones (min runtime).
+  std::vector<int> jobNodes_;
+  std::string boundKey_;  ///< roomsFor()'s buffer
   /// Domains of one level searched (and compared) at most per claimant: the cost of a search grows
   /// with the domains, and past a few the gain in victim order is small.
   static constexpr int kDomainTrials = 8;

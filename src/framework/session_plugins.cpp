@@ -30,9 +30,11 @@ void Session::addPredicateFn(const std::string& p, PredicateFn fn) { predicate_.
 void Session::addNodeOrderFn(const std::string& p, NodeOrderFn fn) { nodeOrder_.push_back({p, std::move(fn)}); }
 void Session::addGpuOrderFn(const std::string& p, GpuOrderFn fn) { gpuOrder_.push_back({p, std::move(fn)}); }
 void Session::addPreemptableFn(const std::string& p, VictimFn fn) { preemptable_.push_back({p, std::move(fn)}); }
-void Session::addReclaimableFn(const std::string& p, VictimFn fn, ClaimantKeyFn key, VictimFn bound) {
+void Session::addReclaimableFn(const std::string& p, VictimFn fn, ClaimantKeyFn key, VictimFn bound,
+                               ClaimantKeyFn boundKey) {
   reclaimable_.push_back({p, std::move(fn)});
   reclaimableBounds_.push_back(std::move(bound));
+  reclaimBoundKeys_.push_back(std::move(boundKey));
   if (key) reclaimKeys_.push_back(std::move(key));
 }
 void Session::addReclaimTreeFn(const std::string& p, ReclaimTreeFn fn) { reclaimTrees_.push_back({p, std::move(fn)}); }
@@ -428,6 +430,14 @@ bool Session::reclaimableUnder(const SessionJob& claimant, int topQueue) const {
 
 void Session::reclaimClaimantKey(const SessionJob& claimant, std::string& key) const {
   for (const ClaimantKeyFn& f : reclaimKeys_) f(claimant, key);
+}
+
+bool Session::reclaimBoundKey(const SessionJob& claimant, std::string& key) const {
+  for (const ClaimantKeyFn& f : reclaimBoundKeys_) {
+    if (!f) return false;
+    f(claimant, key);
+  }
+  return true;
 }
 
 // ---- notifications ----

@@ -463,7 +463,13 @@ class Session {
   /// victims change (proportion: the claimant side's allocation, which victims under a shared
   /// ancestor lower): a pod `fn` refuses now but may accept once other victims are gone must pass
   /// it. The victim search sizes a topology domain by it before searching there. None: `fn`.
-  void addReclaimableFn(const std::string& plugin, VictimFn fn, ClaimantKeyFn key = nullptr, VictimFn bound = nullptr);
+  /// `boundKey`: what `bound` reads of the session besides the victim's own job (proportion: the
+  /// queue rules between the claimant's side and each victim side): for two claimants with one
+  /// claimant key, at two moments of a session, it appends the same only when `bound` gives the
+  /// same verdict for every pod whose job's version (SessionJob::version) stayed in between. The
+  /// victim search then keeps a claimant class's sized domains across commits. None: it does not.
+  void addReclaimableFn(const std::string& plugin, VictimFn fn, ClaimantKeyFn key = nullptr, VictimFn bound = nullptr,
+                        ClaimantKeyFn boundKey = nullptr);
   /// A reclaimable filter's word on whole top-level trees (reclaimableUnder()).
   void addReclaimTreeFn(const std::string& plugin, ReclaimTreeFn fn);
   void addCapacityFn(const std::string& plugin, CapacityFn fn);
@@ -513,6 +519,9 @@ class Session {
   bool reclaimableUnder(const SessionJob& claimant, int topQueue) const;
   /// Appends the reclaimable filters' ClaimantKeyFn parts for `claimant` to `key`.
   void reclaimClaimantKey(const SessionJob& claimant, std::string& key) const;
+  /// Appends every reclaimable filter's bound key (addReclaimableFn) for `claimant` to `key`;
+  /// false when a filter has none (reclaimableBound may then change with any commit).
+  bool reclaimBoundKey(const SessionJob& claimant, std::string& key) const;
   api::Status capacityCheck(const SessionJob& job, const api::Resources& request) const;
   /// Whether the job's queue may take resources back from other queues (a reason when not).
   /// Without a registered check, no job may reclaim.
@@ -719,6 +728,7 @@ class Session {
   std::vector<Named<VictimFn>> preemptable_;
   std::vector<Named<VictimFn>> reclaimable_;
   std::vector<VictimFn> reclaimableBounds_;  ///< per reclaimable_ filter: its bound (empty: the filter)
+  std::vector<ClaimantKeyFn> reclaimBoundKeys_;  ///< per reclaimable_ filter: its bound key (empty: none)
   std::vector<Named<ReclaimTreeFn>> reclaimTrees_;
   std::vector<ClaimantKeyFn> reclaimKeys_;  ///< the reclaimable filters' ClaimantKeyFn, those given
   std::vector<Named<CapacityFn>> capacity_;

@@ -267,11 +267,45 @@ class State {
   bool reclaimableBound(const SessionJob& claimant, const SessionTask& victim) {
     int a = -1, b = -1;
     if (!reclaimSides(claimant, victim, a, b)) return false;
-    const Amounts req = turnRequest(claimant);
+    return sidesBound(turnRequest(claimant), a, b, heldBound(a, claimant.queue));
+  }
+  /// What claimant side `a` holds for reclaimableBound() (claimant queue `cq`): all but what the
+  /// claimant's victims under it may free.
+  Amounts heldBound(int a, int cq) const {
     Amounts held = q_[a].allocated;
-    const Amounts gone = leavable(a, claimant.queue);
+    const Amounts gone = leavable(a, cq);
     for (int r = 0; r < kResources; ++r) held[r] -= gone[r];
+    return held;
+  }
+  /// reclaimableBound()'s queue rules between claimant side `a` (holding `held`, heldBound) and
+  /// victim side `b`, for a turn asking `req`.
+  bool sidesBound(const Amounts& req, int a, int b, const Amounts& held) const {
     return mayTake(a, b, req, held) && saturationOk(a, req, held);
+  }
+
+  /// reclaimableBound()'s bound key (addReclaimableFn): what the bound reads besides the victim's
+  /// job (reclaimSides: its queue, preemptibility, min runtime) is the queue rules between the
+  /// claimant's side and the victim's, two siblings: one bit per sibling of each queue on the
+  /// claimant's path (of a top-level queue: the other top-level queues), in that order.
+  void reclaimBoundKey(const SessionJob& claimant, std::string& key) {
+    ensureDivided();
+    if (claimant.queue < 0) return;
+    const int cq = claimant.queue;
+    const Amounts req = turnRequest(claimant);
+    uint8_t bits = 0;
+    int nbits = 0;
+    auto put = [&](bool bit) {
+      bits = static_cast<uint8_t>(bits | (bit ? 1u << nbits : 0u));
+      if (++nbits == 8) key.push_back(static_cast<char>(bits)), bits = 0, nbits = 0;
+    };
+    for (int a = cq; a >= 0; a = q_[a].parent) {
+      const int parent = q_[a].parent;
+      const std::vector<int>& siblings = parent >= 0 ? q_[parent].children : topQueues_;
+      const Amounts held = heldBound(a, cq);
+      for (int b : siblings)
+        if (b != a) put(sidesBound(req, a, b, held));
+    }
+    if (nbits > 0) key.push_back(static_cast<char>(bits));
   }
 
   /// What reclaimable() reads of the claimant besides its queue: its turn's request, which the
@@ -494,7 +528,7 @@ class State {
       bool more = false;
       if (h.seq) {
         const int slot = (*h.seq)[h.at].slot;
-        const auto job = std::upper_bound(taskSlot_.begin(), taskSlot_.end(), slot) - taskSlot_.begin() - 1;
+        const int job = slotJob_[static_cast<size_t>(slot)];
         const SessionJob& j = ssn_.jobs()[static_cast<size_t>(job)];
         if (!visit(j.tasks[static_cast<size_t>(slot - taskSlot_[static_cast<size_t>(job)])])) return;
         more = ++h.at < h.seq->size();
@@ -784,16 +818,10 @@ class State {
     return wasJob >= 0 && static_cast<size_t>(wasJob) < carriedJob_.size() ? carriedJob_[static_cast<size_t>(wasJob)] : -1;
   }
 
-  /// Numbers every task (taskSlot_ per job) and lists each queue's jobs.
+  /// Lists each queue's jobs and numbers every task (taskSlot_ per job, slotJob_ per slot).
   void indexSequence() {
     sequenceIndexed_ = true;
     const size_t nq = q_.size();
-    taskSlot_.assign(ssn_.jobs().size(), 0);
-    int slots = 0;
-    for (const SessionJob& j : ssn_.jobs()) {
-      taskSlot_[static_cast<size_t>(j.index)] = slots;
-      slots += static_cast<int>(j.tasks.size());
-    }
     // Only the jobs with pods in the sequence (running or leaving): no pod becomes one within a
     // session (a pod placed is allocated or pipelined; one evicted was running, and an undone
     // eviction runs again), so the jobs listed now are all a queue's order ever holds.
@@ -804,6 +832,29 @@ class State {
                       [](const SessionTask& t) { return running(t) || t.state == TaskState::Releasing; }))
         queueJobs_[static_cast<size_t>(j.queue)].push_back(j.index);
     }
+    // The slots of one queue's pods are adjacent, and those of one tree: a build walks a queue's
+    // pods and writes their shares by slot, so numbered by job (queues interleaved) the shares of
+    // a tree's 3,000 pods lie across every pod's slots, a cache miss each.
+    taskSlot_.assign(ssn_.jobs().size(), -1);
+    slotJob_.clear();
+    int slots = 0;
+    auto number = [&](const SessionJob& j) {
+      taskSlot_[static_cast<size_t>(j.index)] = slots;
+      slots += static_cast<int>(j.tasks.size());
+      slotJob_.insert(slotJob_.end(), j.tasks.size(), j.index);
+    };
+    std::vector<int> stack;  // the queues, depth first from each top-level one
+    for (size_t r = nq; r-- > 0;)
+      if (q_[r].parent < 0) stack.push_back(static_cast<int>(r));
+    while (!stack.empty()) {
+      const int q = stack.back();
+      stack.pop_back();
+      for (int ji : queueJobs_[static_cast<size_t>(q)]) number(ssn_.jobs()[static_cast<size_t>(ji)]);
+      const std::vector<int>& kids = q_[q].children;
+      stack.insert(stack.end(), kids.rbegin(), kids.rend());
+    }
+    for (const SessionJob& j : ssn_.jobs())
+      if (taskSlot_[static_cast<size_t>(j.index)] < 0) number(j);
     ownOrder_.resize(nq);
     for (auto& o : ownOrder_) o.clear();
     orderChangesAt_.assign(nq, 0);
@@ -925,7 +976,9 @@ class State {
       for (; q_[top].parent >= 0; top = q_[top].parent) ++q_[i].depth;
       q_[i].top = top;
     }
-    for (const QNode& q : q_) topLevel_ += q.parent < 0 ? 1 : 0;
+    for (size_t i = 0; i < q_.size(); ++i)
+      if (q_[i].parent < 0) topQueues_.push_back(static_cast<int>(i));
+    topLevel_ = static_cast<int>(topQueues_.size());
 
     // What each subtree holds and asks for.
     // At session open the working state is the cache's: its per-job totals answer without
@@ -1228,6 +1281,7 @@ class State {
   ProportionArgs args_;
   std::vector<QNode> q_;
   int topLevel_ = 0;  ///< queues without a parent (reclaimBounds: the only one is exempt)
+  std::vector<int> topQueues_;  ///< those queues
   bool divided_ = false;
   std::vector<TurnRequest> turnCache_;  ///< per job index (turnRequest)
   std::vector<QueueKey> queueKeys_;     ///< per queue (queueKey)
@@ -1239,6 +1293,7 @@ class State {
   proportion::VictimSequence sequence_;
   bool sequenceIndexed_ = false;
   std::vector<int> taskSlot_;                ///< per job: its first task's slot in the sequence
+  std::vector<int> slotJob_;                 ///< per slot: its job (indexSequence)
   std::vector<std::vector<int>> queueJobs_;  ///< per queue: its jobs with pods in the sequence
   struct TopBuild {
     bool built = false;
@@ -1284,7 +1339,8 @@ class ProportionPlugin final : public framework::Plugin {
     ssn.addReclaimableFn(
         name_, [st](const SessionJob& c, const SessionTask& v) { return st->reclaimable(c, v); },
         [st](const SessionJob& c, std::string& key) { st->reclaimKey(c, key); },
-        [st](const SessionJob& c, const SessionTask& v) { return st->reclaimableBound(c, v); });
+        [st](const SessionJob& c, const SessionTask& v) { return st->reclaimableBound(c, v); },
+        [st](const SessionJob& c, std::string& key) { st->reclaimBoundKey(c, key); });
     ssn.addPreemptableFn(name_, [st](const SessionJob& c, const SessionTask& v) { return st->preemptable(c, v); });
     ssn.addVictimOrderFn(
         name_, [st](const SessionTask& l, const SessionTask& r) { return st->compareVictims(l, r); },
