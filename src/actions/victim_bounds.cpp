@@ -133,24 +133,24 @@ bool VictimSearch::reclaimBoundsMayHold(const SessionJob& job, const api::Resour
 }
 
 VictimSearch::ClassRooms& VictimSearch::roomsFor(const SessionJob& job) {
-  // Per node, for claimants alike in what their victims depend on (appendClaimantKey: queue,
-  // priority, preemptibility, and reclaiming, the turn's request), while the node is unchanged
-  // (syncRooms). Reclaiming, a commit changes queue shares, and with them who may be a victim: the
-  // rooms are kept while the queue rules the bound reads say the same for the class
-  // (Session::reclaimBoundKey), the nodes of the jobs the commit changed evaluated again.
+  // Per node, for claimants alike in what their victims depend on, while the node is unchanged
+  // (syncRooms). Reclaiming, a commit moves queue shares, and with them who may be a victim: with
+  // the bound split by queue (Session::reclaimBoundQueues) the class is that verdict per queue,
+  // and its rooms hold across commits but on the nodes of the jobs commits changed (evaluated
+  // again, syncRooms); without, claimants alike (appendClaimantKey: queue, priority,
+  // preemptibility, the turn's request) share rooms until the next commit.
   std::string& key = roomsKey_;
   key.clear();
-  appendClaimantKey(job, key);
-  ClassRooms& rooms = nodeRoom_[key];
-  const bool fresh = rooms.known.empty();
-  const bool check = mode_ == VictimMode::Reclaim && (fresh || rooms.checkedAt != commits_);
-  std::string& bound = boundKey_;
-  bool keyed = false;
-  if (check) {
-    bound.clear();
-    keyed = ssn_.reclaimBoundKey(job, bound);
+  const bool byQueue = mode_ == VictimMode::Reclaim && ssn_.reclaimBoundQueues(job, queueBits_);
+  if (byQueue) {
+    key += "q|";
+    key.append(queueBits_.begin(), queueBits_.end());
+  } else {
+    appendClaimantKey(job, key);
   }
-  if (fresh || (check && !(keyed && rooms.keyed && bound == rooms.boundKey))) {
+  ClassRooms& rooms = nodeRoom_[key];
+  const bool stale = mode_ == VictimMode::Reclaim && !byQueue && rooms.madeAt != commits_;
+  if (rooms.known.empty() || stale) {
     const size_t n = ssn_.nodes().size();
     if (!rooms.room) {
       rooms.room = std::make_unique_for_overwrite<Room[]>(n);
@@ -160,11 +160,9 @@ VictimSearch::ClassRooms& VictimSearch::roomsFor(const SessionJob& job) {
     rooms.sums.clear();
     rooms.syncedAt = ssn_.nodeChanges().size();
     rooms.jobNodesAt = jobNodes_.size();
-  }
-  if (check) {
-    rooms.checkedAt = commits_;
-    rooms.keyed = keyed;
-    rooms.boundKey = bound;
+    rooms.madeAt = commits_;
+    rooms.byQueue = byQueue;
+    if (byQueue) rooms.queues = queueBits_;
   }
   return rooms;
 }
@@ -186,6 +184,49 @@ std::span<const VictimSearch::HeldPod> VictimSearch::heldOn(int node) {
     heldVersion_[ni] = version;
   }
   return {first, heldCount_[ni]};
+}
+
+std::span<const VictimSearch::QueueHeld> VictimSearch::queueHeldOn(int node) {
+  const size_t ni = static_cast<size_t>(node);
+  if (queueHeldVersion_.size() != ssn_.nodes().size()) {
+    queueHeldVersion_.assign(ssn_.nodes().size(), 0);
+    queueHeldCount_.assign(ssn_.nodes().size(), 0);
+    queueHeld_.resize(running_.size());
+  }
+  QueueHeld* first = queueHeld_.data() + index_->nodeStart[ni];
+  const uint32_t version = ssn_.nodeChanges().version(node) + 1;
+  if (queueHeldVersion_[ni] != version) {
+    if (boundJob_.size() != ssn_.jobs().size()) {
+      boundJob_.assign(ssn_.jobs().size(), -1);
+      boundJobVersion_.assign(ssn_.jobs().size(), 0);
+    }
+    uint32_t count = 0;
+    for (const HeldPod& p : heldOn(node)) {
+      const SessionJob& vj = ssn_.jobs()[static_cast<size_t>(p.pod.job)];
+      const size_t ji = static_cast<size_t>(vj.index);
+      if (boundJob_[ji] < 0 || boundJobVersion_[ji] != vj.version) {
+        boundJob_[ji] = vj.queue >= 0 && onSessionNodes(vj) && ssn_.reclaimBoundJob(vj) ? 1 : 0;
+        boundJobVersion_[ji] = vj.version;
+      }
+      if (!boundJob_[ji]) continue;
+      QueueHeld* q = std::find_if(first, first + count, [&](const QueueHeld& h) { return h.queue == vj.queue; });
+      if (q == first + count) first[count++] = {vj.queue, Room{0, 0, 0}};
+      for (size_t i = 0; i < 3; ++i) q->room[i] += p.room[i];
+    }
+    queueHeldCount_[ni] = count;
+    queueHeldVersion_[ni] = version;
+  }
+  return {first, queueHeldCount_[ni]};
+}
+
+victims_detail::Room VictimSearch::classRoomOn(const SessionJob& job, const ClassRooms& rooms, int node) {
+  if (!rooms.byQueue) return victimRoomOn(job, node);
+  Room r{0, 0, 0};
+  if (mayHaveVictims(job, node))
+    for (const QueueHeld& h : queueHeldOn(node))
+      if (rooms.queues[static_cast<size_t>(h.queue)])
+        for (size_t i = 0; i < 3; ++i) r[i] += h.room[i];
+  return r;
 }
 
 victims_detail::Room VictimSearch::victimRoomOn(const SessionJob& job, int node) {
@@ -236,7 +277,7 @@ void VictimSearch::syncRooms(const SessionJob& job, ClassRooms& rooms) {
   auto evaluateAgain = [&](int n) {
     const size_t ni = static_cast<size_t>(n);
     if (!rooms.known[ni]) return;  // in no sum yet
-    const Room now = victimRoomOn(job, n);
+    const Room now = classRoomOn(job, rooms, n);
     move(rooms.sums, ni, rooms.room[ni], now);
     rooms.room[ni] = now;
     rooms.version[ni] = log.version(n);
@@ -268,7 +309,7 @@ bool VictimSearch::mayHold(const SessionJob& job, const framework::NodeDomain& d
   auto victimRoom = [&](int n) -> const Room& {
     const size_t ni = static_cast<size_t>(n);
     if (!rooms.known[ni]) {
-      rooms.room[ni] = victimRoomOn(job, n);
+      rooms.room[ni] = classRoomOn(job, rooms, n);
       rooms.version[ni] = ssn_.nodeChanges().version(n);
       rooms.known[ni] = 1;
     }

@@ -1075,7 +1075,8 @@ void VictimSearch::commitTurn(Statement& stmt, SessionJob& job, int evicted) {
   if (job.pipelinedCount > 0) stmt.pipelineAllocated(job.index);
   // The jobs this commit changes (the claimant, its victims' jobs): their pods elsewhere move in
   // the victim order (surplus or whole, placed this cycle), so preempt's kept rankings evaluate
-  // again the nodes running them (candidates()), and so do reclaim's kept rooms (roomsFor()).
+  // again the nodes running them (candidates()); and may have become victims or stopped being
+  // ones (min runtime), so reclaim's kept rooms do too (roomsFor(), queueHeldOn()).
   std::vector<int>* log = mode_ == VictimMode::Preempt && !rankings_.empty() ? &movedLog_
                           : mode_ == VictimMode::Reclaim && !nodeRoom_.empty() ? &jobNodes_
                                                                                  : nullptr;
@@ -1086,7 +1087,10 @@ void VictimSearch::commitTurn(Statement& stmt, SessionJob& job, int evicted) {
     jobs.erase(std::unique(jobs.begin(), jobs.end()), jobs.end());
     for (int ji : jobs)
       for (const SessionTask& t : ssn_.jobs()[static_cast<size_t>(ji)].tasks)
-        if (const int n = nodeOf(t); n >= 0) log->push_back(n);
+        if (const int n = nodeOf(t); n >= 0) {
+          log->push_back(n);
+          if (static_cast<size_t>(n) < queueHeldVersion_.size()) queueHeldVersion_[static_cast<size_t>(n)] = 0;
+        }
   }
   stmt.commit();
   ++commits_;

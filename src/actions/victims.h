@@ -128,12 +128,13 @@ class VictimSearch {
     std::unique_ptr<uint32_t[]> version;
     std::vector<std::optional<victims_detail::Room>> sums;  ///< per domain id (domainId())
     size_t syncedAt = 0;
-    /// Reclaim: the commits (commits_) it was last checked at, how much of jobNodes_ it has seen,
-    /// and the claimant's bound key then (Session::reclaimBoundKey). After a commit the rooms hold
-    /// while that key stands, but on the nodes of the jobs the commits changed (jobNodes_).
-    size_t checkedAt = 0, jobNodesAt = 0;
-    bool keyed = false;  ///< every reclaimable filter gave a bound key
-    std::string boundKey;
+    /// Reclaim: the commits (commits_) when its rooms were first evaluated, and how much of
+    /// jobNodes_ they have seen (roomsFor()).
+    size_t madeAt = 0, jobNodesAt = 0;
+    /// Reclaim with the bound split by queue (Session::reclaimBoundQueues): the class is that
+    /// verdict per queue, and a node's room the sum of what its queues' pods hold (queueHeldOn).
+    bool byQueue = false;
+    std::vector<uint8_t> queues;
   };
   std::vector<victims_detail::Room> baseRoom_;  ///< per node: futureRoom()
   std::vector<std::optional<victims_detail::Room>> baseSums_;  ///< per domain id
@@ -142,6 +143,21 @@ class VictimSearch {
   ClassRooms& roomsFor(const framework::SessionJob& job);
   /// What the pods on `node` that `job` may take in its turn hold (ClassRooms::room; mayBecomeEligible).
   victims_detail::Room victimRoomOn(const framework::SessionJob& job, int node);
+  /// The same for a class of `rooms` (by queue when it is: ClassRooms::byQueue).
+  victims_detail::Room classRoomOn(const framework::SessionJob& job, const ClassRooms& rooms, int node);
+  /// What the running pods of `node` whose jobs the bound's job part lets go (Session::reclaimBoundJob,
+  /// on session nodes) hold, per queue; read once per change of the node (and of their jobs).
+  struct QueueHeld {
+    int queue;
+    victims_detail::Room room;
+  };
+  std::span<const QueueHeld> queueHeldOn(int node);
+  std::vector<QueueHeld> queueHeld_;          ///< laid out as held_
+  std::vector<uint32_t> queueHeldCount_;      ///< per node
+  std::vector<uint32_t> queueHeldVersion_;    ///< per node: its version when read, plus one (0: never, or stale)
+  std::vector<int8_t> boundJob_;              ///< per job: reclaimBoundJob (-1: not asked)
+  std::vector<uint64_t> boundJobVersion_;     ///< per job: its SessionJob::version then
+  std::vector<uint8_t> queueBits_;            ///< roomsFor()'s buffer
   /// Brings the per-node rooms and the domain sums of `rooms` and of the base up to the log.
   void syncRooms(const framework::SessionJob& job, ClassRooms& rooms);
   /// With selfChecks() (factories.h): asserts that the kept sums of domain `id` are those of its
@@ -197,7 +213,6 @@ class VictimSearch {
   /// Reclaim: the nodes running pods of the jobs each commit changed (the claimant, its victims'
   /// jobs), whose pods elsewhere may have become victims or stopped being ones (min runtime).
   std::vector<int> jobNodes_;
-  std::string boundKey_;  ///< roomsFor()'s buffer
   /// Domains of one level searched (and compared) at most per claimant: the cost of a search grows
   /// with the domains, and past a few the gain in victim order is small.
   static constexpr int kDomainTrials = 8;

@@ -30,12 +30,13 @@ void Session::addPredicateFn(const std::string& p, PredicateFn fn) { predicate_.
 void Session::addNodeOrderFn(const std::string& p, NodeOrderFn fn) { nodeOrder_.push_back({p, std::move(fn)}); }
 void Session::addGpuOrderFn(const std::string& p, GpuOrderFn fn) { gpuOrder_.push_back({p, std::move(fn)}); }
 void Session::addPreemptableFn(const std::string& p, VictimFn fn) { preemptable_.push_back({p, std::move(fn)}); }
-void Session::addReclaimableFn(const std::string& p, VictimFn fn, ClaimantKeyFn key, VictimFn bound,
-                               ClaimantKeyFn boundKey) {
+void Session::addReclaimableFn(const std::string& p, VictimFn fn, ClaimantKeyFn key, VictimFn bound) {
   reclaimable_.push_back({p, std::move(fn)});
   reclaimableBounds_.push_back(std::move(bound));
-  reclaimBoundKeys_.push_back(std::move(boundKey));
   if (key) reclaimKeys_.push_back(std::move(key));
+}
+void Session::addReclaimBoundSplitFn(const std::string& p, ReclaimQueuesFn queues, VictimJobFn job) {
+  reclaimSplits_.push_back({p, std::move(queues), std::move(job)});
 }
 void Session::addReclaimTreeFn(const std::string& p, ReclaimTreeFn fn) { reclaimTrees_.push_back({p, std::move(fn)}); }
 void Session::addCapacityFn(const std::string& p, CapacityFn fn) { capacity_.push_back({p, std::move(fn)}); }
@@ -432,11 +433,30 @@ void Session::reclaimClaimantKey(const SessionJob& claimant, std::string& key) c
   for (const ClaimantKeyFn& f : reclaimKeys_) f(claimant, key);
 }
 
-bool Session::reclaimBoundKey(const SessionJob& claimant, std::string& key) const {
-  for (const ClaimantKeyFn& f : reclaimBoundKeys_) {
-    if (!f) return false;
-    f(claimant, key);
+bool Session::reclaimBoundQueues(const SessionJob& claimant, std::vector<uint8_t>& perQueue) const {
+  auto splitOf = [&](const std::string& plugin) {
+    return std::any_of(reclaimSplits_.begin(), reclaimSplits_.end(),
+                       [&](const ReclaimBoundSplit& s) { return s.plugin == plugin; });
+  };
+  if (reclaimable_.empty() ||
+      !std::all_of(reclaimable_.begin(), reclaimable_.end(), [&](const auto& f) { return splitOf(f.plugin); }))
+    return false;
+  perQueue.assign(queues_.size(), 1);
+  for (const ReclaimBoundSplit& s : reclaimSplits_) {
+    if (std::none_of(reclaimable_.begin(), reclaimable_.end(), [&](const auto& f) { return f.plugin == s.plugin; }))
+      continue;  // (a split of no filter's)
+    splitScratch_.assign(queues_.size(), 0);
+    s.queues(claimant, splitScratch_);
+    for (size_t q = 0; q < perQueue.size(); ++q) perQueue[q] = perQueue[q] && splitScratch_[q];
   }
+  return true;
+}
+
+bool Session::reclaimBoundJob(const SessionJob& victimJob) const {
+  for (const ReclaimBoundSplit& s : reclaimSplits_)
+    if (std::any_of(reclaimable_.begin(), reclaimable_.end(), [&](const auto& f) { return f.plugin == s.plugin; }) &&
+        !s.job(victimJob))
+      return false;
   return true;
 }
 

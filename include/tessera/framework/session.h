@@ -329,6 +329,10 @@ using VictimFn = std::function<bool(const SessionJob& claimant, const SessionTas
 /// Appends to `key` what else of the claimant a plugin's VictimFn reads (proportion's reclaim: the
 /// request of the claimant's turn, which its saturation and quota checks add to its queue).
 using ClaimantKeyFn = std::function<void(const SessionJob& claimant, std::string& key)>;
+/// A reclaimable filter's bound per victim queue (addReclaimBoundSplitFn): one entry per queue.
+using ReclaimQueuesFn = std::function<void(const SessionJob& claimant, std::vector<uint8_t>& perQueue)>;
+/// A reclaimable filter's bound's victim-job part (addReclaimBoundSplitFn).
+using VictimJobFn = std::function<bool(const SessionJob& victimJob)>;
 /// Queue capacity check for placing `request` of `job`; fails with a reason (OverLimit...) when it may not.
 using CapacityFn = std::function<api::Status(const SessionJob& job, const api::Resources& request)>;
 /// Orders victims: <0 when `l` should be evicted before `r`.
@@ -463,13 +467,13 @@ class Session {
   /// victims change (proportion: the claimant side's allocation, which victims under a shared
   /// ancestor lower): a pod `fn` refuses now but may accept once other victims are gone must pass
   /// it. The victim search sizes a topology domain by it before searching there. None: `fn`.
-  /// `boundKey`: what `bound` reads of the session besides the victim's own job (proportion: the
-  /// queue rules between the claimant's side and each victim side): for two claimants with one
-  /// claimant key, at two moments of a session, it appends the same only when `bound` gives the
-  /// same verdict for every pod whose job's version (SessionJob::version) stayed in between. The
-  /// victim search then keeps a claimant class's sized domains across commits. None: it does not.
-  void addReclaimableFn(const std::string& plugin, VictimFn fn, ClaimantKeyFn key = nullptr, VictimFn bound = nullptr,
-                        ClaimantKeyFn boundKey = nullptr);
+  void addReclaimableFn(const std::string& plugin, VictimFn fn, ClaimantKeyFn key = nullptr, VictimFn bound = nullptr);
+  /// A reclaimable filter's bound (addReclaimableFn) in two parts: `queues` writes, per queue of
+  /// the session, whether the claimant's queue rules let a pod of that queue be taken; `job`,
+  /// whether a victim job's own state does. Its bound must be exactly `queues[victim job's queue]
+  /// && job(victim job)` for every pod of a job with a queue, and false for the others. The victim
+  /// search then sizes domains by queue, and keeps the sizes of one such verdict across commits.
+  void addReclaimBoundSplitFn(const std::string& plugin, ReclaimQueuesFn queues, VictimJobFn job);
   /// A reclaimable filter's word on whole top-level trees (reclaimableUnder()).
   void addReclaimTreeFn(const std::string& plugin, ReclaimTreeFn fn);
   void addCapacityFn(const std::string& plugin, CapacityFn fn);
@@ -519,9 +523,12 @@ class Session {
   bool reclaimableUnder(const SessionJob& claimant, int topQueue) const;
   /// Appends the reclaimable filters' ClaimantKeyFn parts for `claimant` to `key`.
   void reclaimClaimantKey(const SessionJob& claimant, std::string& key) const;
-  /// Appends every reclaimable filter's bound key (addReclaimableFn) for `claimant` to `key`;
-  /// false when a filter has none (reclaimableBound may then change with any commit).
-  bool reclaimBoundKey(const SessionJob& claimant, std::string& key) const;
+  /// reclaimableBound() for `claimant` per victim queue (every filter's split, addReclaimBoundSplitFn,
+  /// in `perQueue`, one entry per queue); false when a reclaimable filter has no split.
+  bool reclaimBoundQueues(const SessionJob& claimant, std::vector<uint8_t>& perQueue) const;
+  /// The victim job's part of reclaimableBound() (every split's); asked only where
+  /// reclaimBoundQueues() answered.
+  bool reclaimBoundJob(const SessionJob& victimJob) const;
   api::Status capacityCheck(const SessionJob& job, const api::Resources& request) const;
   /// Whether the job's queue may take resources back from other queues (a reason when not).
   /// Without a registered check, no job may reclaim.
@@ -728,7 +735,13 @@ class Session {
   std::vector<Named<VictimFn>> preemptable_;
   std::vector<Named<VictimFn>> reclaimable_;
   std::vector<VictimFn> reclaimableBounds_;  ///< per reclaimable_ filter: its bound (empty: the filter)
-  std::vector<ClaimantKeyFn> reclaimBoundKeys_;  ///< per reclaimable_ filter: its bound key (empty: none)
+  struct ReclaimBoundSplit {
+    std::string plugin;
+    ReclaimQueuesFn queues;
+    VictimJobFn job;
+  };
+  std::vector<ReclaimBoundSplit> reclaimSplits_;
+  mutable std::vector<uint8_t> splitScratch_;  ///< reclaimBoundQueues(): a further split's verdicts
   std::vector<Named<ReclaimTreeFn>> reclaimTrees_;
   std::vector<ClaimantKeyFn> reclaimKeys_;  ///< the reclaimable filters' ClaimantKeyFn, those given
   std::vector<Named<CapacityFn>> capacity_;

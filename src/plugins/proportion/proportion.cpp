@@ -2,6 +2,7 @@
 // division, DRF queue order, capacity checks (OverLimit, NonPreemptibleOverQuota), and the queue
 // rules of reclaim. Per-session state lives in State; the plugin object holds only its arguments.
 #include <algorithm>
+#include <optional>
 #include <iterator>
 #include <memory>
 #include <set>
@@ -283,29 +284,28 @@ class State {
     return mayTake(a, b, req, held) && saturationOk(a, req, held);
   }
 
-  /// reclaimableBound()'s bound key (addReclaimableFn): what the bound reads besides the victim's
-  /// job (reclaimSides: its queue, preemptibility, min runtime) is the queue rules between the
-  /// claimant's side and the victim's, two siblings: one bit per sibling of each queue on the
-  /// claimant's path (of a top-level queue: the other top-level queues), in that order.
-  void reclaimBoundKey(const SessionJob& claimant, std::string& key) {
+  /// reclaimableBound() split (addReclaimBoundSplitFn), its queue part: per victim queue, the queue
+  /// rules between the claimant's side and the victim's (reclaimSides' queue part, sidesBound).
+  void reclaimBoundQueues(const SessionJob& claimant, std::vector<uint8_t>& perQueue) {
     ensureDivided();
+    perQueue.assign(q_.size(), 0);
     if (claimant.queue < 0) return;
     const int cq = claimant.queue;
     const Amounts req = turnRequest(claimant);
-    uint8_t bits = 0;
-    int nbits = 0;
-    auto put = [&](bool bit) {
-      bits = static_cast<uint8_t>(bits | (bit ? 1u << nbits : 0u));
-      if (++nbits == 8) key.push_back(static_cast<char>(bits)), bits = 0, nbits = 0;
-    };
-    for (int a = cq; a >= 0; a = q_[a].parent) {
-      const int parent = q_[a].parent;
-      const std::vector<int>& siblings = parent >= 0 ? q_[parent].children : topQueues_;
-      const Amounts held = heldBound(a, cq);
-      for (int b : siblings)
-        if (b != a) put(sidesBound(req, a, b, held));
+    // The claimant's side is its queue or an ancestor: what each holds is summed once.
+    std::vector<std::optional<Amounts>>& held = boundHeld_;
+    held.assign(static_cast<size_t>(q_[cq].depth) + 1, std::nullopt);
+    for (size_t vq = 0; vq < q_.size(); ++vq) {
+      int a = -1, b = -1;
+      if (!queueSides(cq, static_cast<int>(vq), a, b)) continue;
+      std::optional<Amounts>& h = held[static_cast<size_t>(q_[a].depth)];
+      if (!h) h = heldBound(a, cq);
+      perQueue[vq] = sidesBound(req, a, b, *h) ? 1 : 0;
     }
-    if (nbits > 0) key.push_back(static_cast<char>(bits));
+  }
+  /// Its victim-job part: a preemptible job not protected by its min runtime.
+  bool reclaimBoundJob(const SessionJob& vj) const {
+    return vj.queue >= 0 && vj.preemptible && !protectedByMinRuntime(vj, &api::Queue::reclaimMinRuntime);
   }
 
   /// What reclaimable() reads of the claimant besides its queue: its turn's request, which the
@@ -976,9 +976,7 @@ class State {
       for (; q_[top].parent >= 0; top = q_[top].parent) ++q_[i].depth;
       q_[i].top = top;
     }
-    for (size_t i = 0; i < q_.size(); ++i)
-      if (q_[i].parent < 0) topQueues_.push_back(static_cast<int>(i));
-    topLevel_ = static_cast<int>(topQueues_.size());
+    for (const QNode& q : q_) topLevel_ += q.parent < 0 ? 1 : 0;
 
     // What each subtree holds and asks for.
     // At session open the working state is the cache's: its per-job totals answer without
@@ -1233,9 +1231,14 @@ class State {
   bool reclaimSides(const SessionJob& claimant, const SessionTask& victim, int& a, int& b) {
     ensureDivided();
     const SessionJob& vj = ssn_.jobs()[victim.job];
-    if (claimant.queue < 0 || vj.queue < 0 || claimant.queue == vj.queue || !vj.preemptible) return false;
+    if (claimant.queue < 0 || vj.queue < 0 || !vj.preemptible) return false;
     if (protectedByMinRuntime(vj, &api::Queue::reclaimMinRuntime)) return false;
-    a = claimant.queue, b = vj.queue;
+    return queueSides(claimant.queue, vj.queue, a, b);
+  }
+  /// reclaimSides()'s queue part: false for one queue, or one the other's ancestor.
+  bool queueSides(int cq, int vq, int& a, int& b) const {
+    if (cq == vq) return false;
+    a = cq, b = vq;
     for (int da = q_[a].depth, db = q_[b].depth; da != db;) {
       if (da > db) a = q_[a].parent, --da;
       else b = q_[b].parent, --db;
@@ -1281,7 +1284,7 @@ class State {
   ProportionArgs args_;
   std::vector<QNode> q_;
   int topLevel_ = 0;  ///< queues without a parent (reclaimBounds: the only one is exempt)
-  std::vector<int> topQueues_;  ///< those queues
+  std::vector<std::optional<Amounts>> boundHeld_;  ///< reclaimBoundQueues(): per claimant side's depth
   bool divided_ = false;
   std::vector<TurnRequest> turnCache_;  ///< per job index (turnRequest)
   std::vector<QueueKey> queueKeys_;     ///< per queue (queueKey)
@@ -1339,8 +1342,10 @@ class ProportionPlugin final : public framework::Plugin {
     ssn.addReclaimableFn(
         name_, [st](const SessionJob& c, const SessionTask& v) { return st->reclaimable(c, v); },
         [st](const SessionJob& c, std::string& key) { st->reclaimKey(c, key); },
-        [st](const SessionJob& c, const SessionTask& v) { return st->reclaimableBound(c, v); },
-        [st](const SessionJob& c, std::string& key) { st->reclaimBoundKey(c, key); });
+        [st](const SessionJob& c, const SessionTask& v) { return st->reclaimableBound(c, v); });
+    ssn.addReclaimBoundSplitFn(
+        name_, [st](const SessionJob& c, std::vector<uint8_t>& perQueue) { st->reclaimBoundQueues(c, perQueue); },
+        [st](const SessionJob& vj) { return st->reclaimBoundJob(vj); });
     ssn.addPreemptableFn(name_, [st](const SessionJob& c, const SessionTask& v) { return st->preemptable(c, v); });
     ssn.addVictimOrderFn(
         name_, [st](const SessionTask& l, const SessionTask& r) { return st->compareVictims(l, r); },

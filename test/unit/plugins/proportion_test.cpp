@@ -6,7 +6,9 @@
 #include <catch2/catch.hpp>
 
 #include <memory>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "tessera/framework/args.h"
 #include "tessera/framework/session.h"
@@ -469,6 +471,76 @@ TEST_CASE("reclaimableUnder: a tree is refused exactly when every pod in it is",
   for (int i = 0; i < 8; ++i) any = any || e.ssn->reclaimable(claimant, e.task("b" + std::to_string(i)));
   CHECK(any == !aHolds);
   CHECK(e.ssn->reclaimableUnder(claimant, e.ssn->findQueue("b")) == any);
+}
+
+TEST_CASE("reclaimBoundQueues and reclaimBoundJob: on random trees the bound is exactly their product",
+          "[proportion][reclaim]") {
+  // Random trees (two departments of two or three teams, a top-level queue with and without a min
+  // runtime), running pods of every queue (some non-preemptible, some young, some elastic gangs at,
+  // above or below their minimum) and a pending pod of every queue asking 1 to 4 GPUs. For every
+  // claimant and every running pod, reclaimableBound must be the split's verdict for the pod's
+  // queue and its job (Session::reclaimBoundQueues, reclaimBoundJob): the victim search sizes
+  // domains from the split alone.
+  std::mt19937 rng(43);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  int allowed = 0, refused = 0;
+  for (int c = 0; c < 60; ++c) {
+    Env e;
+    std::vector<std::string> leaves;
+    std::string yaml;
+    for (int d = 0; d < 2; ++d) {
+      const std::string dept = "d" + std::to_string(d);
+      yaml += queue(dept, {.gpuQuota = std::to_string(pick(12))});
+      for (int t = 0, teams = 2 + pick(2); t < teams; ++t) {
+        const std::string team = dept + "t" + std::to_string(t);
+        yaml += queue(team, {.gpuQuota = std::to_string(pick(6)), .parent = dept,
+                             .extra = pick(4) == 0 ? "reclaimMinRuntime: 2h" : ""});
+        leaves.push_back(team);
+      }
+    }
+    yaml += queue("solo", {.gpuQuota = std::to_string(pick(8)), .extra = pick(2) ? "reclaimMinRuntime: 2h" : ""});
+    leaves.push_back("solo");
+    std::vector<std::string> running;
+    for (int j = 0; j < 14; ++j) {
+      const std::string q = leaves[static_cast<size_t>(pick(static_cast<int>(leaves.size())))];
+      const std::string name = "r" + std::to_string(j), cls = pick(5) == 0 ? "build" : "train";
+      const std::string started = pick(3) == 0 ? "2025-12-31T23:30:00Z" : "2025-12-31T00:00:00Z";  // young or not
+      const int pods = pick(3) == 0 ? 2 + pick(2) : 1;
+      std::string y = pods > 1 ? "apiVersion: scheduling.tessera.dev/v1alpha1\nkind: PodGroup\nmetadata: {name: " +
+                                     name + ", namespace: t}\nspec: {minMember: " + std::to_string(1 + pick(pods + 1)) +
+                                     ", queue: " + q + "}\n---\n"
+                               : "";
+      for (int i = 0; i < pods; ++i) {
+        std::string p = pod(name + "-" + std::to_string(i), q, 1, "n" + std::to_string(1 + pick(4)), cls, started);
+        if (pods > 1) p.replace(p.find("  labels:"), 0, "  annotations: {pod-group-name: " + name + "}\n");
+        y += p;
+        running.push_back(name + "-" + std::to_string(i));
+      }
+      yaml += y;
+    }
+    for (const std::string& q : leaves) yaml += pod("claim-" + q, q, 1 + pick(4));
+    e.start(yaml, /*nodes=*/4);
+    for (const std::string& q : leaves) {
+      const SessionJob& claimant = e.job("claim-" + q);
+      std::vector<uint8_t> perQueue;
+      REQUIRE(e.ssn->reclaimBoundQueues(claimant, perQueue));
+      REQUIRE(perQueue.size() == e.ssn->queues().size());
+      for (const std::string& r : running) {
+        const SessionTask* victim = nullptr;
+        for (const SessionJob& j : e.ssn->jobs())
+          for (const SessionTask& t : j.tasks)
+            if (t.info->key == "t/" + r) victim = &t;
+        REQUIRE(victim);
+        const SessionJob& vj = e.ssn->jobs()[static_cast<size_t>(victim->job)];
+        const bool split = vj.queue >= 0 && perQueue[static_cast<size_t>(vj.queue)] && e.ssn->reclaimBoundJob(vj);
+        INFO("case " << c << ": claimant of " << q << ", victim " << r << "\n" << yaml);
+        REQUIRE(e.ssn->reclaimableBound(claimant, *victim) == split);
+        (split ? allowed : refused)++;
+      }
+    }
+  }
+  CHECK(allowed > 300);  // both verdicts met often
+  CHECK(refused > 300);
 }
 
 // ---------------------------------------------------------------- preempt rules
