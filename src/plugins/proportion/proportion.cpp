@@ -387,8 +387,8 @@ class State {
     while (q_[ca].parent != a) ca = q_[ca].parent;
     while (q_[cb].parent != a) cb = q_[cb].parent;
     const int level = q_[ca].depth;
-    const proportion::Share* sl = shareBy(l, level);
-    const proportion::Share* sr = shareBy(r, level);
+    const std::optional<proportion::Share> sl = shareBy(l, level);
+    const std::optional<proportion::Share> sr = shareBy(r, level);
     if (sl && sr) return compareGiving(ca, *sl, cb, *sr);
     // A pod in no sequence (placed in this session, not running): its own chunk, as things stand.
     auto after = [&](int q, const SessionJob& j, const SessionTask& t) {
@@ -436,15 +436,18 @@ class State {
   }
 
   /// The share of `t`'s ancestor at `level` once it has given its victim sequence up to `t`'s
-  /// chunk (null when `t` is in none: not running or leaving). Builds the sequence of `t`'s
+  /// chunk (none when `t` is in none: not running or leaving). Builds the sequence of `t`'s
   /// top-level queue when it is stale: its allocation moved since it was built (while the victim
   /// order is held: moved before the hold began, and not built since).
-  const proportion::Share* shareBy(const SessionTask& t, int level) {
+  std::optional<proportion::Share> shareBy(const SessionTask& t, int level) {
     const int q = ssn_.jobs()[t.job].queue;
     const int top = q_[q].top;
     ensureBuilt(top);
     const int slot = taskSlot_[static_cast<size_t>(t.job)] + t.index;
-    if (level > 0) return sequence_.share(slot, level);
+    if (level > 0) {
+      const proportion::Share* s = sequence_.share(slot, level);
+      return s ? std::optional<proportion::Share>(*s) : std::nullopt;
+    }
     // Shares at the top level (victims of two trees compared) need the tree's own merge, made on
     // the first such comparison since the build (the source reads what the build recorded).
     SequenceSource src(*this);
@@ -487,7 +490,9 @@ class State {
       const std::vector<Entry>* seq;  ///< a built sequence, or null: leafWalks_[leaf]
       size_t at;
       int leaf;
+      proportion::Share share{};  ///< a built sequence's, at `at` (VictimSequence::shareAtTop)
     };
+    auto atTop = [&](Head& h) { h.share = *sequence_.shareAtTop((*h.seq)[h.at].slot, h.top, src); };
     std::vector<Head> heads;
     if (leafWalks_.size() < q_.size()) leafWalks_.resize(q_.size());  // by queue; never resized during a walk
     struct Active {  // a build during the walk (a comparison in `visit`) leaves the walks' orders alone
@@ -508,13 +513,16 @@ class State {
       }
       ensureBuilt(top);
       const std::vector<Entry>& seq = sequence_.sequenceOf(top, src);
-      if (!seq.empty()) heads.push_back({top, &seq, 0, -1});
+      if (!seq.empty()) {
+        heads.push_back({top, &seq, 0, -1});
+        atTop(heads.back());
+      }
     }
     auto snapOf = [&](const Head& h) -> const Snapshot& {
       return h.seq ? sequenceSnap_[static_cast<size_t>(h.top)] : leafWalks_[static_cast<size_t>(h.leaf)].snap;
     };
     auto shareOf = [&](const Head& h) {
-      return h.seq ? *sequence_.share((*h.seq)[h.at].slot, 0) : leafWalks_[static_cast<size_t>(h.leaf)].share;
+      return h.seq ? h.share : leafWalks_[static_cast<size_t>(h.leaf)].share;
     };
     auto later = [&](const Head& a, const Head& b) {
       return compareGiving(snapOf(a), a.top, shareOf(a), snapOf(b), b.top, shareOf(b)) > 0;
@@ -532,6 +540,7 @@ class State {
         const SessionJob& j = ssn_.jobs()[static_cast<size_t>(job)];
         if (!visit(j.tasks[static_cast<size_t>(slot - taskSlot_[static_cast<size_t>(job)])])) return;
         more = ++h.at < h.seq->size();
+        if (more && (*h.seq)[h.at].chunk != (*h.seq)[h.at - 1].chunk) atTop(h);  // (a chunk's pods share one)
       } else {
         LeafWalk& w = leafWalks_[static_cast<size_t>(h.leaf)];
         if (!visit(*w.chunk[w.c])) return;

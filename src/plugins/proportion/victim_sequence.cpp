@@ -18,7 +18,9 @@ void VictimSequence::reset(size_t queues, size_t slots) {
   mergePending_.assign(queues, 0);
   // Only valid_ must start clean: a build writes share_ and amounts_ for every pod it places.
   for (auto& g : share_) g.resize(slots);
+  given_.resize(slots);
   amounts_.resize(slots);
+  kidAt_.assign(queues, -1);
   valid_.assign(slots, 0);
 }
 
@@ -72,14 +74,20 @@ void VictimSequence::merge(int q, size_t depth, Source& src) {
   rest_.clear();
   restFrom_.clear();
   // The first merge takes every child's sequence; later ones, the changed children's and the rest.
-  if (!merged_[qi]) std::fill(changed.begin(), changed.end(), 1);
-  else
+  if (!merged_[qi]) {
+    std::fill(changed.begin(), changed.end(), 1);
+  } else {
+    for (size_t k = 0; k < kids.size(); ++k) kidAt_[static_cast<size_t>(kids[k])] = static_cast<int>(k);
+    rest_.reserve(out.size());
+    restFrom_.reserve(out.size());
     for (size_t i = 0; i < out.size(); ++i) {
       const int c = from[i];
       if (c < 0) continue;  // the queue's own pods: taken from own_ below
-      const size_t k = static_cast<size_t>(std::find(kids.begin(), kids.end(), c) - kids.begin());
-      if (k < kids.size() && !changed[k]) rest_.push_back(out[i]), restFrom_.push_back(c);
+      const int k = kidAt_[static_cast<size_t>(c)];
+      if (k >= 0 && !changed[static_cast<size_t>(k)]) rest_.push_back(out[i]), restFrom_.push_back(c);
     }
+    for (int c : kids) kidAt_[static_cast<size_t>(c)] = -1;
+  }
   merged_[qi] = 1;
   out.assign(own_[qi].begin(), own_[qi].end());
   from.assign(out.size(), -1);
@@ -114,9 +122,19 @@ void VictimSequence::merge(int q, size_t depth, Source& src) {
     }
   }
   std::fill(changed.begin(), changed.end(), 0);
-  // The queue's share once it has given everything up to and including each chunk.
-  std::vector<Share>& share = shareAt(depth);
+  // The queue's share once it has given everything up to and including each chunk (at the top
+  // level what it has given, the share computed when asked: shareAtTop).
   Amounts sum{0, 0, 0};
+  if (depth == 0) {
+    for (size_t i = 0; i < out.size();) {
+      size_t end = i;
+      for (; end < out.size() && out[end].chunk == out[i].chunk; ++end)
+        for (int r = 0; r < kResources; ++r) sum[r] += amounts_[static_cast<size_t>(out[end].slot)][r];
+      for (; i < end; ++i) given_[static_cast<size_t>(out[i].slot)] = sum;
+    }
+    return;
+  }
+  std::vector<Share>& share = shareAt(depth);
   for (size_t i = 0; i < out.size();) {
     size_t end = i;
     for (; end < out.size() && out[end].chunk == out[i].chunk; ++end)

@@ -16,6 +16,7 @@
 // (Source::version) are built again, and a parent merges only its changed children's sequences
 // into its last merge of the others (their order among themselves stands).
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "tessera/plugins/proportion.h"
@@ -57,19 +58,24 @@ class VictimSequence {
   /// Builds the sequence of top-level queue `top`'s subtree (replacing its last one); the top
   /// queue's own merge waits for shareAtTop.
   void build(int top, Source& src);
-  /// The share of the ancestor at `depth` (0: top level) of `slot`'s queue once it has given
-  /// everything in its own sequence up to and including the slot's chunk; null when the slot is in
-  /// no built sequence. Depth 0 of a top-level queue `top`'s pods: shareAtTop.
+  /// The share of the ancestor at `depth` (1 or more: below the top level) of `slot`'s queue once
+  /// it has given everything in its own sequence up to and including the slot's chunk; null when
+  /// the slot is in no built sequence. At the top level: shareAtTop.
   const Share* share(int slot, int depth) const {
     const size_t s = static_cast<size_t>(slot);
-    if (s >= valid_.size() || !valid_[s] || static_cast<size_t>(depth) >= share_.size()) return nullptr;
+    if (depth < 1 || s >= valid_.size() || !valid_[s] || static_cast<size_t>(depth) >= share_.size()) return nullptr;
     return &share_[static_cast<size_t>(depth)][s];
   }
-  /// share(slot, 0) for a pod under top-level queue `top`, merging `top`'s sequence first if its
-  /// last build left that to now (`src` as that build's).
-  const Share* shareAtTop(int slot, int top, Source& src) {
+  /// The same at the top level, for a pod under top-level queue `top` (none when the slot is in no
+  /// built sequence), merging `top`'s sequence first if its last build left that to now (`src` as
+  /// that build's). Computed when asked from what the tree has given up to the slot's chunk: a
+  /// tree's merge is redone after each change below it, and most of its shares are never asked
+  /// (the top level compares the victims of two trees only).
+  std::optional<Share> shareAtTop(int slot, int top, Source& src) {
     if (mergePending_[static_cast<size_t>(top)]) merge(top, 0, src);
-    return share(slot, 0);
+    const size_t s = static_cast<size_t>(slot);
+    if (s >= valid_.size() || !valid_[s]) return std::nullopt;
+    return src.shareAfter(top, given_[s]);
   }
   /// One pod in a sequence: its slot and its chunk (pods of one chunk are adjacent).
   struct Entry {
@@ -103,7 +109,8 @@ class VictimSequence {
   std::vector<uint8_t> mergePending_;      ///< per queue: built since its last merge
   /// Per queue, per child (as children() lists them): the child was built again since the last merge.
   std::vector<std::vector<uint8_t>> kidChanged_;
-  std::vector<std::vector<Share>> share_;   ///< per depth, per slot (share())
+  std::vector<std::vector<Share>> share_;   ///< per depth (0 unused), per slot (share())
+  std::vector<Amounts> given_;             ///< per slot: what its top-level tree gives up to its chunk (shareAtTop)
   std::vector<Amounts> amounts_;           ///< per slot: what the pod gives back
   std::vector<uint8_t> valid_;             ///< per slot: in a built sequence
   std::vector<Pod> pods_;                  ///< ownPods() buffer
@@ -114,6 +121,7 @@ class VictimSequence {
   std::vector<Head> heads_;
   std::vector<Entry> rest_;       ///< buildQueue: the last merge's chunks of unchanged children
   std::vector<int> restFrom_;     ///< their children
+  std::vector<int> kidAt_;        ///< merge(): per queue, its place among the children merged (-1: none)
 };
 
 }  // namespace tessera::plugins::proportion

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -102,6 +103,13 @@ class Forest final : public VictimSequence::Source {
   }
 };
 
+/// The share of `slot` at depth `d` (at the top level: shareAtTop, which merges first).
+std::optional<Share> shareOf(VictimSequence& seq, int slot, int d, int top, VictimSequence::Source& src) {
+  if (d == 0) return seq.shareAtTop(slot, top, src);
+  const Share* sh = seq.share(slot, d);
+  return sh ? std::optional<Share>(*sh) : std::nullopt;
+}
+
 /// Every (slot, depth) share of `top`'s pods, as a build from scratch gives them now (null: none).
 std::map<std::pair<int, int>, std::pair<bool, std::pair<int64_t, int64_t>>> fresh(Forest& f, int top) {
   std::map<std::pair<int, int>, std::pair<bool, std::pair<int64_t, int64_t>>> out;
@@ -116,8 +124,8 @@ std::map<std::pair<int, int>, std::pair<bool, std::pair<int64_t, int64_t>>> fres
     for (int s = 0; s < kSlotsPerQueue; ++s) {
       const int slot = static_cast<int>(queue) * kSlotsPerQueue + s;
       for (int d = 0; d <= copy.depthOf(static_cast<int>(queue)); ++d) {
-        const Share* sh = d == 0 ? seq.shareAtTop(slot, top, copy) : seq.share(slot, d);
-        out[{slot, d}] = {sh != nullptr, sh ? std::make_pair(sh->num, sh->den) : std::make_pair(int64_t{0}, int64_t{0})};
+        const std::optional<Share> sh = shareOf(seq, slot, d, top, copy);
+        out[{slot, d}] = {sh.has_value(), sh ? std::make_pair(sh->num, sh->den) : std::make_pair(int64_t{0}, int64_t{0})};
       }
     }
   }
@@ -154,8 +162,8 @@ TEST_CASE("victim sequence: incremental builds and a deferred top-level merge gi
           const auto [slot, d] = key;
           if (what == 2 && d == 0) continue;  // depth 0 untouched: the merge stays pending
           ++compared;
-          const Share* sh = d == 0 ? seq.shareAtTop(slot, top, f) : seq.share(slot, d);
-          const bool same = (sh != nullptr) == want.first &&
+          const std::optional<Share> sh = shareOf(seq, slot, d, top, f);
+          const bool same = sh.has_value() == want.first &&
                             (!sh || (sh->num == want.second.first && sh->den == want.second.second));
           if (!same)
             FAIL("case " << c << " step " << step << " top " << top << " slot " << slot << " depth " << d << ": "
