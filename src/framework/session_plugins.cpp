@@ -433,18 +433,19 @@ void Session::reclaimClaimantKey(const SessionJob& claimant, std::string& key) c
   for (const ClaimantKeyFn& f : reclaimKeys_) f(claimant, key);
 }
 
+bool Session::reclaimFilterOf(const std::string& plugin) const {
+  return std::any_of(reclaimable_.begin(), reclaimable_.end(), [&](const auto& f) { return f.plugin == plugin; });
+}
+
 bool Session::reclaimBoundQueues(const SessionJob& claimant, std::vector<uint8_t>& perQueue) const {
-  auto splitOf = [&](const std::string& plugin) {
+  auto split = [&](const auto& f) {
     return std::any_of(reclaimSplits_.begin(), reclaimSplits_.end(),
-                       [&](const ReclaimBoundSplit& s) { return s.plugin == plugin; });
+                       [&](const ReclaimBoundSplit& s) { return s.plugin == f.plugin; });
   };
-  if (reclaimable_.empty() ||
-      !std::all_of(reclaimable_.begin(), reclaimable_.end(), [&](const auto& f) { return splitOf(f.plugin); }))
-    return false;
+  if (reclaimable_.empty() || !std::all_of(reclaimable_.begin(), reclaimable_.end(), split)) return false;
   perQueue.assign(queues_.size(), 1);
   for (const ReclaimBoundSplit& s : reclaimSplits_) {
-    if (std::none_of(reclaimable_.begin(), reclaimable_.end(), [&](const auto& f) { return f.plugin == s.plugin; }))
-      continue;  // (a split of no filter's)
+    if (!reclaimFilterOf(s.plugin)) continue;  // (a split of no filter's)
     splitScratch_.assign(queues_.size(), 0);
     s.queues(claimant, splitScratch_);
     for (size_t q = 0; q < perQueue.size(); ++q) perQueue[q] = perQueue[q] && splitScratch_[q];
@@ -454,9 +455,7 @@ bool Session::reclaimBoundQueues(const SessionJob& claimant, std::vector<uint8_t
 
 bool Session::reclaimBoundJob(const SessionJob& victimJob) const {
   for (const ReclaimBoundSplit& s : reclaimSplits_)
-    if (std::any_of(reclaimable_.begin(), reclaimable_.end(), [&](const auto& f) { return f.plugin == s.plugin; }) &&
-        !s.job(victimJob))
-      return false;
+    if (reclaimFilterOf(s.plugin) && !s.job(victimJob)) return false;
   return true;
 }
 

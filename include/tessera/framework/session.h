@@ -741,6 +741,8 @@ class Session {
     VictimJobFn job;
   };
   std::vector<ReclaimBoundSplit> reclaimSplits_;
+  /// Whether `plugin` registered a reclaimable filter (a split counts only for one).
+  bool reclaimFilterOf(const std::string& plugin) const;
   mutable std::vector<uint8_t> splitScratch_;  ///< reclaimBoundQueues(): a further split's verdicts
   std::vector<Named<ReclaimTreeFn>> reclaimTrees_;
   std::vector<ClaimantKeyFn> reclaimKeys_;  ///< the reclaimable filters' ClaimantKeyFn, those given

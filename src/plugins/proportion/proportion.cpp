@@ -2,9 +2,9 @@
 // division, DRF queue order, capacity checks (OverLimit, NonPreemptibleOverQuota), and the queue
 // rules of reclaim. Per-session state lives in State; the plugin object holds only its arguments.
 #include <algorithm>
-#include <optional>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -1240,7 +1240,7 @@ class State {
   bool reclaimSides(const SessionJob& claimant, const SessionTask& victim, int& a, int& b) {
     ensureDivided();
     const SessionJob& vj = ssn_.jobs()[victim.job];
-    if (claimant.queue < 0 || vj.queue < 0 || !vj.preemptible) return false;
+    if (claimant.queue < 0 || vj.queue < 0 || claimant.queue == vj.queue || !vj.preemptible) return false;
     if (protectedByMinRuntime(vj, &api::Queue::reclaimMinRuntime)) return false;
     return queueSides(claimant.queue, vj.queue, a, b);
   }

@@ -124,23 +124,18 @@ void VictimSequence::merge(int q, size_t depth, Source& src) {
   std::fill(changed.begin(), changed.end(), 0);
   // The queue's share once it has given everything up to and including each chunk (at the top
   // level what it has given, the share computed when asked: shareAtTop).
+  std::vector<Share>* share = depth > 0 ? &shareAt(depth) : nullptr;
   Amounts sum{0, 0, 0};
-  if (depth == 0) {
-    for (size_t i = 0; i < out.size();) {
-      size_t end = i;
-      for (; end < out.size() && out[end].chunk == out[i].chunk; ++end)
-        for (int r = 0; r < kResources; ++r) sum[r] += amounts_[static_cast<size_t>(out[end].slot)][r];
-      for (; i < end; ++i) given_[static_cast<size_t>(out[i].slot)] = sum;
-    }
-    return;
-  }
-  std::vector<Share>& share = shareAt(depth);
   for (size_t i = 0; i < out.size();) {
     size_t end = i;
     for (; end < out.size() && out[end].chunk == out[i].chunk; ++end)
       for (int r = 0; r < kResources; ++r) sum[r] += amounts_[static_cast<size_t>(out[end].slot)][r];
+    if (!share) {
+      for (; i < end; ++i) given_[static_cast<size_t>(out[i].slot)] = sum;
+      continue;
+    }
     const Share after = src.shareAfter(q, sum);
-    for (; i < end; ++i) share[static_cast<size_t>(out[i].slot)] = after;
+    for (; i < end; ++i) (*share)[static_cast<size_t>(out[i].slot)] = after;
   }
 }
 
