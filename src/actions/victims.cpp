@@ -522,8 +522,9 @@ bool VictimSearch::runTurn(SessionJob& job, std::string& reason) {
   ++turnSeq_;
   // The search says why in its own words: findPlacement's failure reasons are not built.
   framework::QuietPlacement quiet(ssn_);
-  // One victim order for the whole search, as KAI builds its victim queue once per claimant.
-  framework::HeldVictimOrder held(ssn_);
+  // One victim order for the whole search, as KAI builds its victim queue once per claimant
+  // (kept as it began whichever trial compares first; preempt's compares pods of one queue).
+  framework::HeldVictimOrder held(ssn_, /*keep=*/mode_ != VictimMode::Preempt);
   turnTarget_ = ssn_.jobReady(job) ? job.readyCount + 1 : 0;
   noVictimsTurn_ = false;
   if (mode_ == VictimMode::Reclaim)

@@ -48,6 +48,9 @@ void Session::addPlacementKeyFn(const std::string& p, PlacementKeyFn fn, KeyPart
 void Session::addJobDomainsFn(const std::string& p, JobDomainsFn fn) { jobDomains_.push_back({p, std::move(fn)}); }
 void Session::addCanReclaimFn(const std::string& p, JobCheckFn fn) { canReclaim_.push_back({p, std::move(fn)}); }
 void Session::addReclaimBoundsFn(const std::string& p, CapacityFn fn) { reclaimBounds_.push_back({p, std::move(fn)}); }
+void Session::addVictimOrderKeepFn(const std::string& p, TaskEventFn beforeChange) {
+  victimOrderKeep_.push_back({p, std::move(beforeChange)});
+}
 void Session::addVictimOrderFn(const std::string& p, VictimOrderFn fn, VictimOrderVersionFn version) {
   victimOrder_.push_back({p, std::move(fn)});
   if (version) victimOrderVersion_.push_back({p, std::move(version)});

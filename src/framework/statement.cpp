@@ -71,6 +71,7 @@ void Session::takeChangedQueues(std::vector<int>& out) {
 
 void Statement::allocate(SessionTask& task, int node) {
   Operation op{Operation::Type::Allocate, task.job, task.index, node, task.state, task.node, {}};
+  session_.beforeTaskChange(task);
   session_.applyAllocate(task, node);
   ops_.push_back(std::move(op));
 }
@@ -116,6 +117,7 @@ void Session::undoAllocate(const Operation& op) {
 
 void Statement::pipeline(SessionTask& task, int node) {
   Operation op{Operation::Type::Pipeline, task.job, task.index, node, task.state, task.node, {}};
+  session_.beforeTaskChange(task);
   session_.applyPipeline(task, node);
   ops_.push_back(std::move(op));
 }
@@ -162,6 +164,7 @@ void Session::undoPipeline(const Operation& op) {
 void Statement::evict(SessionTask& task, std::shared_ptr<const std::string> reason) {
   const TaskState prev = task.state;
   const int prevNode = task.node;
+  session_.beforeTaskChange(task);
   session_.applyEvict(task);  // resolves task.node
   ops_.push_back(Operation{Operation::Type::Evict, task.job, task.index, task.node, prev, prevNode, std::move(reason)});
 }
@@ -205,6 +208,7 @@ void Session::undoEvict(const Operation& op) {
 // ---- reserve: future room held for an evicted pod that comes back on `node` ----
 
 void Statement::reserve(const SessionTask& evicted, int node) {
+  session_.beforeTaskChange(evicted);
   session_.applyReserve(evicted, node);
   ops_.push_back(Operation{Operation::Type::Reserve, evicted.job, evicted.index, node, evicted.state, evicted.node, {}});
 }
@@ -288,6 +292,7 @@ void Session::undoRepipeline(const Operation& op) {
 // ---- rollback and commit ----
 
 void Statement::undo(const Operation& op) {
+  session_.beforeTaskChange(session_.jobs()[op.job].tasks[op.task]);
   switch (op.type) {
     case Operation::Type::Allocate: session_.undoAllocate(op); return;
     case Operation::Type::Pipeline: session_.undoPipeline(op); return;

@@ -485,6 +485,11 @@ class Session {
   void addReclaimBoundsFn(const std::string& plugin, CapacityFn fn);
   /// `version`: for an order that reads session state (what queues hold), its fingerprint.
   void addVictimOrderFn(const std::string& plugin, VictimOrderFn fn, VictimOrderVersionFn version = nullptr);
+  /// For an order built lazily while held: told before a pod's state changes in a hold that keeps
+  /// its order (HeldVictimOrder with `keep`), while what it would build is still as the hold took
+  /// it (the plugin builds there what the change moves, rather than at its first comparison,
+  /// which may come inside a trial).
+  void addVictimOrderKeepFn(const std::string& plugin, TaskEventFn beforeChange);
   /// The plugin's victim order as one walk (its VictimOrderFn's order, ties and all).
   /// `queueWalk`: the same order over one queue's own pods.
   void addVictimWalkFn(const std::string& plugin, VictimWalkFn fn, QueueVictimWalkFn queueWalk = nullptr);
@@ -543,11 +548,17 @@ class Session {
   /// what queues hold keeps the order it had when the hold began, as KAI builds its victim queue
   /// once per claimant: that order already counts each victim as gone once the ones before it
   /// are, so the search's own evictions do not change it. Each hold is a new epoch.
-  void holdVictimOrder(bool on) {
+  /// `keep`: the plugins that build the held order lazily are told before each change of a pod
+  /// in the hold (addVictimOrderKeepFn): comparisons across queues (reclaim, consolidation) then
+  /// read the order as the hold began whichever trial makes the first. Preempt compares pods of
+  /// one queue, by their jobs as they stand: nothing to keep.
+  void holdVictimOrder(bool on, bool keep = false) {
     if (on && !victimOrderHeld_) ++victimOrderEpoch_;
     victimOrderHeld_ = on;
+    victimOrderKept_ = on && keep;
   }
   bool victimOrderHeld() const { return victimOrderHeld_; }
+  bool victimOrderKept() const { return victimOrderKept_; }
   uint64_t victimOrderEpoch() const { return victimOrderEpoch_; }
   /// The plugins' victim order fingerprints (VictimOrderVersionFn) combined: equal values at two
   /// moments, one victim order (a list sorted at the one is sorted at the other). `live` false:
@@ -713,6 +724,11 @@ class Session {
   std::string scratch_;
 
   // ---- plugin hooks: registration and dispatch (session_plugins.cpp) ----
+  /// Before a Statement changes `task` (or undoes a change): addVictimOrderKeepFn's plugins.
+  void beforeTaskChange(const SessionTask& task) const {
+    if (victimOrderKept_)
+      for (const auto& f : victimOrderKeep_) f.fn(task);
+  }
   void notifyAllocate(const SessionTask& task) const;
   void notifyDeallocate(const SessionTask& task) const;
 
@@ -757,6 +773,7 @@ class Session {
   std::vector<Named<CapacityFn>> reclaimBounds_;
   std::vector<Named<VictimOrderFn>> victimOrder_;
   std::vector<Named<VictimOrderVersionFn>> victimOrderVersion_;
+  std::vector<Named<TaskEventFn>> victimOrderKeep_;
   std::vector<Named<VictimWalkFn>> victimWalk_;
   std::vector<Named<QueueVictimWalkFn>> queueVictimWalk_;  ///< one per victimWalk_ (may be empty)
 
@@ -832,6 +849,7 @@ class Session {
   uint32_t changedGen_ = 0;
   bool explain_ = true;  ///< explainFailures()
   bool victimOrderHeld_ = false;     ///< holdVictimOrder()
+  bool victimOrderKept_ = false;     ///< holdVictimOrder(): held, and `keep`
   uint64_t victimOrderEpoch_ = 0;    ///< counts holds
 
   const NodeDomain* domain_ = nullptr;
@@ -990,14 +1008,19 @@ class QuietPlacement {
 /// Holds the session's victim order for a scope (Session::holdVictimOrder).
 class HeldVictimOrder {
  public:
-  explicit HeldVictimOrder(Session& ssn) : ssn_(ssn), was_(ssn.victimOrderHeld()) { ssn_.holdVictimOrder(true); }
-  ~HeldVictimOrder() { ssn_.holdVictimOrder(was_); }
+  /// `keep`: Session::holdVictimOrder's.
+  explicit HeldVictimOrder(Session& ssn, bool keep = false)
+      : ssn_(ssn), was_(ssn.victimOrderHeld()), wasKept_(ssn.victimOrderKept()) {
+    ssn_.holdVictimOrder(true, keep || wasKept_);
+  }
+  ~HeldVictimOrder() { ssn_.holdVictimOrder(was_, wasKept_); }
   HeldVictimOrder(const HeldVictimOrder&) = delete;
   HeldVictimOrder& operator=(const HeldVictimOrder&) = delete;
 
  private:
   Session& ssn_;
   bool was_;
+  bool wasKept_;
 };
 
 }  // namespace tessera::framework

@@ -79,7 +79,8 @@ class State {
     Amounts request{0, 0, 0};
   };
   struct Surplus {
-    int32_t ready = -1, releasing = -1;
+    bool known = false;
+    uint64_t version = 0;  ///< the job's (SessionJob::version: which of its pods run, not only how many)
     std::vector<uint8_t> pods;
   };
   /// A queue's own pods in victim order as the last session left them (ownOrder): (index of the
@@ -349,9 +350,9 @@ class State {
     if (extra <= 0) return false;
     if (surplus_.size() < ssn_.jobs().size()) surplus_.resize(ssn_.jobs().size());
     Surplus& s = surplus_[static_cast<size_t>(t.job)];
-    if (s.ready != j.readyCount || s.releasing != j.releasingCount) {  // a pod placed or evicted since
-      s.ready = j.readyCount;
-      s.releasing = j.releasingCount;
+    if (!s.known || s.version != j.version) {  // a pod placed or evicted since
+      s.known = true;
+      s.version = j.version;
       std::vector<const SessionTask*> running;
       for (const SessionTask& x : j.tasks)
         if (x.state == framework::TaskState::Running || x.state == framework::TaskState::Bound) running.push_back(&x);
@@ -688,6 +689,21 @@ class State {
       }
     w.share = shareAfter(w.snap, w.q, w.given);
     return true;
+  }
+
+  /// Before pod `t` changes in a hold that keeps its order (Session::addVictimOrderKeepFn): its
+  /// top-level tree, when the hold would build it (moved since its last build) and nothing in it
+  /// moved yet in the hold, is built now, at the hold's state. Else its first comparison would
+  /// build it at whatever state the search is in then (a trial's), and later trials would read
+  /// that build.
+  void keepHeld(const SessionTask& t) {
+    const int q = ssn_.jobs()[t.job].queue;
+    if (q < 0) return;
+    ensureDivided();
+    if (!sequenceIndexed_) indexSequence();
+    takeHold();
+    const int top = q_[q].top;
+    if (q_[top].allocatedVersion == heldVersion_[static_cast<size_t>(top)]) ensureBuilt(top);
   }
 
   /// The first comparison of a hold (or the first ask of its fingerprint): where each tree stood.
@@ -1359,6 +1375,7 @@ class ProportionPlugin final : public framework::Plugin {
     ssn.addVictimOrderFn(
         name_, [st](const SessionTask& l, const SessionTask& r) { return st->compareVictims(l, r); },
         [st](bool live) { return st->victimOrderVersion(live); });
+    ssn.addVictimOrderKeepFn(name_, [st](const SessionTask& t) { st->keepHeld(t); });
     ssn.addReclaimTreeFn(name_, [st](const SessionJob& c, int top) { return st->reclaimableUnder(c, top); });
     ssn.addVictimWalkFn(
         name_,

@@ -352,78 +352,106 @@ TEST_CASE("reclaim: on clusters of 30 to 60 nodes, walks that stop early and kep
   CHECK(severalClaimants > 10);  // many cases commit for more than one claimant
 }
 
+/// A random full cluster of 6 to 20 nodes of 4 GPUs in 2 to 4 racks: x and y under a parent p, z
+/// (whose jobs are protected by reclaimMinRuntime while at their minimum) and w; pending gangs of
+/// w (and of x) preferring one rack. The nodes go to `nodes`; the rest is returned.
+std::string rackReclaimCluster(std::mt19937& rng, std::string& nodes) {
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  const int nodeCount = 6 + pick(15), racks = 2 + pick(3);
+  nodes.clear();
+  std::vector<int> free;
+  for (int n = 0; n < nodeCount; ++n) {
+    const std::string name = "n" + std::to_string(n);
+    nodes += tessera::testing::nodeYaml(name, "64", "4",
+                                        "  labels: {kubernetes.io/hostname: " + name + ", topology.example.com/rack: rack-" +
+                                            std::to_string(n % racks) + "}\n") +
+             "---\n";
+    free.push_back(4);
+  }
+  std::string yaml =
+      "apiVersion: scheduling.tessera.dev/v1alpha1\nkind: Topology\nmetadata: {name: dc}\nspec: {levels: "
+      "[{nodeLabel: topology.example.com/rack}, {nodeLabel: kubernetes.io/hostname}]}\n---\n";
+  yaml += queue("p", std::to_string(2 + pick(2 * nodeCount + 1))) + queue("x", std::to_string(1 + pick(nodeCount)), "p") +
+          queue("y", std::to_string(1 + pick(nodeCount)), "p");
+  std::string z = queue("z", std::to_string(1 + pick(nodeCount)));
+  z.replace(z.find("spec:\n"), 6, "spec:\n  reclaimMinRuntime: 48h\n");
+  yaml += z + queue("w", std::to_string(2 + pick(2 * nodeCount)));
+  const char* holders[] = {"x", "y", "z", "z"};
+  int job = 0;
+  for (int n = 0; n < nodeCount; ++n)  // every node full: single pods, and elastic gangs across nodes
+    while (free[static_cast<size_t>(n)] > 0) {
+      const std::string q = holders[pick(4)], name = "r" + std::to_string(job);
+      const std::string created = "2025-12-30T" + std::to_string(10 + job / 50) + ":" + std::to_string(10 + job % 40) + ":00Z";
+      const int pods = pick(2) == 0 ? 2 + pick(3) : 1;
+      std::string y = pods > 1 ? group(name, q, 1 + pick(pods - 1)) : "";
+      int placed = 0;
+      for (int i = 0, at = n; i < pods; ++i) {
+        while (at < nodeCount && free[static_cast<size_t>(at)] < 1) ++at;
+        if (at >= nodeCount) break;
+        free[static_cast<size_t>(at)] -= 1;
+        y += pod(name + "-" + std::to_string(i), q, 1, "n" + std::to_string(at), "train", pods > 1 ? name : "", created);
+        at += pick(3);
+        ++placed;
+      }
+      if (pods > 1 && placed < 2) y = pod(name + "-0", q, 1, "n" + std::to_string(n), "train", "", created);
+      yaml += y;
+      ++job;
+    }
+  const int claims = 2 + pick(5);
+  for (int i = 0; i < claims; ++i) {
+    const std::string name = "claim" + std::to_string(i), at = "2026-01-01T00:0" + std::to_string(i % 10) + ":00Z";
+    const std::string q = pick(3) == 0 ? "x" : "w";  // (x: its side is x below p, then p at the top)
+    const int pods = 1 + pick(3);
+    yaml += "apiVersion: scheduling.tessera.dev/v1alpha1\nkind: PodGroup\nmetadata: {name: " + name +
+            ", namespace: t}\nspec: {minMember: " + std::to_string(pods) + ", queue: " + q +
+            ", priorityClassName: train, topologyConstraint: {topology: dc, preferredTopologyLevel: "
+            "topology.example.com/rack}}\n---\n";
+    for (int k = 0; k < pods; ++k) yaml += pod(name + "-" + std::to_string(k), q, 1, "", "train", name, at);
+  }
+  return yaml;
+}
+
 TEST_CASE("reclaim: a claimant class's sized rack domains kept across commits hold what its victims hold now",
           "[actions][victims]") {
-  // Random full clusters of 6 to 20 nodes of 4 GPUs in 2 to 4 racks: x and y under a parent p, z
-  // (whose jobs are protected by reclaimMinRuntime while at their minimum) and w, pending gangs of
-  // w (and of x) preferring one rack. Before searching a rack the search sizes it (VictimSearch::mayHold) by
-  // what a claimant class's victims hold there; those per-node rooms are kept across commits while
-  // the class's bound key (Session::reclaimBoundKey: the queue rules between the claimant's side
-  // and each victim side) stands, the nodes of the jobs a commit changed evaluated again (an
-  // elastic job of z that gave its surplus pods is protected from then on, on every node). With
-  // the self-checks on, every kept room is asserted equal to what the class's victims hold now;
-  // the decisions must be the same with them off.
+  // Random rack clusters (rackReclaimCluster). Before searching a rack the search sizes it
+  // (VictimSearch::mayHold) by what a claimant class's victims hold there; those per-node rooms
+  // are kept across commits while the class's bound key (Session::reclaimBoundKey: the queue rules
+  // between the claimant's side and each victim side) stands, the nodes of the jobs a commit
+  // changed evaluated again (an elastic job of z that gave its surplus pods is protected from then
+  // on, on every node). With the self-checks on, every kept room is asserted equal to what the
+  // class's victims hold now; the decisions must be the same with them off.
   const bool checksWere = tessera::actions::selfChecks();
   std::mt19937 rng(37);
-  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
   int severalClaimants = 0;
   for (int c = 0; c < 120; ++c) {
-    const int nodeCount = 6 + pick(15), racks = 2 + pick(3);
     std::string nodes;
-    std::vector<int> free;
-    for (int n = 0; n < nodeCount; ++n) {
-      const std::string name = "n" + std::to_string(n);
-      nodes += tessera::testing::nodeYaml(name, "64", "4",
-                                          "  labels: {kubernetes.io/hostname: " + name + ", topology.example.com/rack: rack-" +
-                                              std::to_string(n % racks) + "}\n") +
-               "---\n";
-      free.push_back(4);
-    }
-    std::string yaml =
-        "apiVersion: scheduling.tessera.dev/v1alpha1\nkind: Topology\nmetadata: {name: dc}\nspec: {levels: "
-        "[{nodeLabel: topology.example.com/rack}, {nodeLabel: kubernetes.io/hostname}]}\n---\n";
-    yaml += queue("p", std::to_string(2 + pick(2 * nodeCount + 1))) + queue("x", std::to_string(1 + pick(nodeCount)), "p") +
-            queue("y", std::to_string(1 + pick(nodeCount)), "p");
-    std::string z = queue("z", std::to_string(1 + pick(nodeCount)));
-    z.replace(z.find("spec:\n"), 6, "spec:\n  reclaimMinRuntime: 48h\n");
-    yaml += z + queue("w", std::to_string(2 + pick(2 * nodeCount)));
-    const char* holders[] = {"x", "y", "z", "z"};
-    int job = 0;
-    for (int n = 0; n < nodeCount; ++n)  // every node full: single pods, and elastic gangs across nodes
-      while (free[static_cast<size_t>(n)] > 0) {
-        const std::string q = holders[pick(4)], name = "r" + std::to_string(job);
-        const std::string created = "2025-12-30T" + std::to_string(10 + job / 50) + ":" + std::to_string(10 + job % 40) + ":00Z";
-        const int pods = pick(2) == 0 ? 2 + pick(3) : 1;
-        std::string y = pods > 1 ? group(name, q, 1 + pick(pods - 1)) : "";
-        int placed = 0;
-        for (int i = 0, at = n; i < pods; ++i) {
-          while (at < nodeCount && free[static_cast<size_t>(at)] < 1) ++at;
-          if (at >= nodeCount) break;
-          free[static_cast<size_t>(at)] -= 1;
-          y += pod(name + "-" + std::to_string(i), q, 1, "n" + std::to_string(at), "train", pods > 1 ? name : "", created);
-          at += pick(3);
-          ++placed;
-        }
-        if (pods > 1 && placed < 2) y = pod(name + "-0", q, 1, "n" + std::to_string(n), "train", "", created);
-        yaml += y;
-        ++job;
-      }
-    const int claims = 2 + pick(5);
-    for (int i = 0; i < claims; ++i) {
-      const std::string name = "claim" + std::to_string(i), at = "2026-01-01T00:0" + std::to_string(i % 10) + ":00Z";
-      const std::string q = pick(3) == 0 ? "x" : "w";  // (x: its side is x below p, then p at the top)
-      const int pods = 1 + pick(3);
-      yaml += "apiVersion: scheduling.tessera.dev/v1alpha1\nkind: PodGroup\nmetadata: {name: " + name +
-              ", namespace: t}\nspec: {minMember: " + std::to_string(pods) + ", queue: " + q +
-              ", priorityClassName: train, topologyConstraint: {topology: dc, preferredTopologyLevel: "
-              "topology.example.com/rack}}\n---\n";
-      for (int k = 0; k < pods; ++k) yaml += pod(name + "-" + std::to_string(k), q, 1, "", "train", name, at);
-    }
+    const std::string yaml = rackReclaimCluster(rng, nodes);
     INFO("case " << c << "\n" << nodes << yaml);
     severalClaimants += placedSeveral(decisionsCheckedAlike("reclaim", nodes, yaml));  // aborts on a room out of date
   }
   tessera::actions::setSelfChecks(checksWere);
   CHECK(severalClaimants > 40);  // many cases commit for more than one claimant
+}
+
+TEST_CASE("reclaim: the victim order a search holds is the one it began with whichever trial compares first",
+          "[actions][victims]") {
+  // Three rack clusters (of 1,000 drawn with seed 41) on which the replayed trial's self-check
+  // failed, or the decisions moved with the self-checks: a top-level tree stale when the hold
+  // began was built at its first comparison, inside a trial (cases 100, 141: the trial run again
+  // found other victims; Session::addVictimOrderKeepFn); a job's surplus pods were kept by how
+  // many of its pods ran, not which (case 557: a trial that took one pod, then one that took
+  // another). Self-checks on and off alike.
+  const bool checksWere = tessera::actions::selfChecks();
+  std::mt19937 rng(41);
+  const std::vector<int> found{100, 141, 557};
+  for (int c = 0; c <= found.back(); ++c) {
+    std::string nodes;
+    const std::string yaml = rackReclaimCluster(rng, nodes);
+    if (std::find(found.begin(), found.end(), c) == found.end()) continue;
+    INFO("case " << c << "\n" << nodes << yaml);
+    decisionsCheckedAlike("reclaim", nodes, yaml);  // aborts on a replay that finds other operations
+  }
+  tessera::actions::setSelfChecks(checksWere);
 }
 
 /// A full cluster of one queue q for the preempt tests below: `nodeCount` nodes of 4 GPUs running
