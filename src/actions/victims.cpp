@@ -1086,12 +1086,16 @@ void VictimSearch::commitTurn(Statement& stmt, SessionJob& job, int evicted) {
     for (const framework::Operation& op : stmt.operations()) jobs.push_back(op.job);
     std::sort(jobs.begin(), jobs.end());
     jobs.erase(std::unique(jobs.begin(), jobs.end()), jobs.end());
+    const size_t from = log->size();
     for (int ji : jobs)
       for (const SessionTask& t : ssn_.jobs()[static_cast<size_t>(ji)].tasks)
-        if (const int n = nodeOf(t); n >= 0) {
-          log->push_back(n);
-          if (static_cast<size_t>(n) < queueHeldVersion_.size()) queueHeldVersion_[static_cast<size_t>(n)] = 0;
-        }
+        if (const int n = nodeOf(t); n >= 0) log->push_back(n);
+    // Each node once per commit (a gang's pods share nodes): every reader evaluates a node again
+    // once however often it is named.
+    std::sort(log->begin() + static_cast<std::ptrdiff_t>(from), log->end());
+    log->erase(std::unique(log->begin() + static_cast<std::ptrdiff_t>(from), log->end()), log->end());
+    for (size_t i = from; i < log->size(); ++i)
+      if (const size_t n = static_cast<size_t>((*log)[i]); n < queueHeldVersion_.size()) queueHeldVersion_[n] = 0;
   }
   stmt.commit();
   ++commits_;
