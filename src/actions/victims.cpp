@@ -1112,13 +1112,17 @@ bool VictimSearch::replayIn(SessionJob& job, const framework::NodeDomain* domain
     lastTrial_.reset();
     std::string why;
     const bool again = runIn(job, domain, why, /*trial=*/true);
-    TESSERA_ASSERT(again && lastTrial_);
+    TESSERA_ASSERT(again);
     std::optional<TrialSolution> found = std::move(lastTrial_);
-    if (s.pruned && !pruning_) {  // a domain's set, pruned before the domains were compared
-      std::vector<Victim> set = found->evicted;
+    if (s.pruned && !pruning_) {
+      // A domain's set, pruned before the domains were compared (runInDomains): pruned again from
+      // the set the search evicted, as there. (A search that ended in its retry without its first
+      // victim keeps no operations, only that set.)
+      std::vector<Victim> set = evictedNow_;
       if (std::optional<TrialSolution> kept = pruneWalk(job, domain, set)) found = std::move(kept);
       endPrune();
     }
+    TESSERA_ASSERT(found);
     TESSERA_ASSERT(found->ops.size() == s.ops.size() && found->evictedCount == s.evictedCount &&
                    found->queueFreed == s.queueFreed);
     for (size_t i = 0; i < s.ops.size(); ++i) {
