@@ -149,6 +149,7 @@ VictimSearch::ClassRooms& VictimSearch::roomsFor(const SessionJob& job) {
     appendClaimantKey(job, key);
   }
   ClassRooms& rooms = nodeRoom_[key];
+  const bool byLevel = mode_ == VictimMode::Preempt && ssn_.preemptableSplit();
   const bool stale = mode_ == VictimMode::Reclaim && !byQueue && rooms.madeAt != commits_;
   if (rooms.known.empty() || stale) {
     const size_t n = ssn_.nodes().size();
@@ -162,6 +163,7 @@ VictimSearch::ClassRooms& VictimSearch::roomsFor(const SessionJob& job) {
     rooms.jobNodesAt = jobNodes_.size();
     rooms.madeAt = commits_;
     rooms.byQueue = byQueue;
+    rooms.byLevel = byLevel;
     if (byQueue) rooms.queues = queueBits_;
   }
   return rooms;
@@ -186,46 +188,59 @@ std::span<const VictimSearch::HeldPod> VictimSearch::heldOn(int node) {
   return {first, heldCount_[ni]};
 }
 
-std::span<const VictimSearch::QueueHeld> VictimSearch::queueHeldOn(int node) {
+std::span<const VictimSearch::PartHeld> VictimSearch::partHeldOn(int node) {
   const size_t ni = static_cast<size_t>(node);
-  if (queueHeldVersion_.size() != ssn_.nodes().size()) {
-    queueHeldVersion_.assign(ssn_.nodes().size(), 0);
-    queueHeldCount_.assign(ssn_.nodes().size(), 0);
-    queueHeld_.resize(running_.size());
+  if (partHeldVersion_.size() != ssn_.nodes().size()) {
+    partHeldVersion_.assign(ssn_.nodes().size(), 0);
+    partHeldCount_.assign(ssn_.nodes().size(), 0);
+    partHeld_.resize(running_.size());
   }
-  QueueHeld* first = queueHeld_.data() + index_->nodeStart[ni];
+  PartHeld* first = partHeld_.data() + index_->nodeStart[ni];
   const uint32_t version = ssn_.nodeChanges().version(node) + 1;
-  if (queueHeldVersion_[ni] != version) {
-    if (boundJob_.size() != ssn_.jobs().size()) {
-      boundJob_.assign(ssn_.jobs().size(), -1);
-      boundJobVersion_.assign(ssn_.jobs().size(), 0);
+  if (partHeldVersion_[ni] != version) {
+    if (partJob_.size() != ssn_.jobs().size()) {
+      partJob_.assign(ssn_.jobs().size(), -1);
+      partJobVersion_.assign(ssn_.jobs().size(), 0);
     }
+    const bool preempt = mode_ == VictimMode::Preempt;
     uint32_t count = 0;
     for (const HeldPod& p : heldOn(node)) {
       const SessionJob& vj = ssn_.jobs()[static_cast<size_t>(p.pod.job)];
       const size_t ji = static_cast<size_t>(vj.index);
-      if (boundJob_[ji] < 0 || boundJobVersion_[ji] != vj.version) {
-        boundJob_[ji] = vj.queue >= 0 && onSessionNodes(vj) && ssn_.reclaimBoundJob(vj) ? 1 : 0;
-        boundJobVersion_[ji] = vj.version;
+      if (partJob_[ji] < 0 || partJobVersion_[ji] != vj.version) {
+        // (eligible()'s own part too: a preemptible job, every pod on session nodes)
+        const bool lets = preempt ? vj.preemptible && onSessionNodes(vj) && ssn_.preemptableJob(vj)
+                                  : vj.queue >= 0 && onSessionNodes(vj) && ssn_.reclaimBoundJob(vj);
+        partJob_[ji] = lets ? 1 : 0;
+        partJobVersion_[ji] = vj.version;
       }
-      if (!boundJob_[ji]) continue;
-      QueueHeld* q = std::find_if(first, first + count, [&](const QueueHeld& h) { return h.queue == vj.queue; });
-      if (q == first + count) first[count++] = {vj.queue, Room{0, 0, 0}};
-      for (size_t i = 0; i < 3; ++i) q->room[i] += p.room[i];
+      if (!partJob_[ji]) continue;
+      const int32_t priority = preempt ? vj.priority : 0;
+      PartHeld* h = std::find_if(first, first + count,
+                                 [&](const PartHeld& x) { return x.queue == vj.queue && x.priority == priority; });
+      if (h == first + count) first[count++] = {vj.queue, priority, vj.index, Room{0, 0, 0}};
+      for (size_t i = 0; i < 3; ++i) h->room[i] += p.room[i];
     }
-    queueHeldCount_[ni] = count;
-    queueHeldVersion_[ni] = version;
+    partHeldCount_[ni] = count;
+    partHeldVersion_[ni] = version;
   }
-  return {first, queueHeldCount_[ni]};
+  return {first, partHeldCount_[ni]};
 }
 
 victims_detail::Room VictimSearch::classRoomOn(const SessionJob& job, const ClassRooms& rooms, int node) {
-  if (!rooms.byQueue) return victimRoomOn(job, node);
+  if (!rooms.byQueue && !rooms.byLevel) return victimRoomOn(job, node);
   Room r{0, 0, 0};
-  if (mayHaveVictims(job, node))
-    for (const QueueHeld& h : queueHeldOn(node))
-      if (rooms.queues[static_cast<size_t>(h.queue)])
-        for (size_t i = 0; i < 3; ++i) r[i] += h.room[i];
+  if (!mayHaveVictims(job, node)) return r;
+  for (const PartHeld& h : partHeldOn(node)) {
+    if (rooms.byQueue) {
+      if (!rooms.queues[static_cast<size_t>(h.queue)]) continue;
+    } else {
+      if (!ssn_.preemptablePair(job, ssn_.jobs()[static_cast<size_t>(h.job)])) continue;
+      // The claimant's own pods are never its victims: where they may be among them, pod by pod.
+      if (h.queue == job.queue && h.priority == job.priority) return victimRoomOn(job, node);
+    }
+    for (size_t i = 0; i < 3; ++i) r[i] += h.room[i];
+  }
   return r;
 }
 

@@ -1077,25 +1077,26 @@ void VictimSearch::commitTurn(Statement& stmt, SessionJob& job, int evicted) {
   // The jobs this commit changes (the claimant, its victims' jobs): their pods elsewhere move in
   // the victim order (surplus or whole, placed this cycle), so preempt's kept rankings evaluate
   // again the nodes running them (candidates()); and may have become victims or stopped being
-  // ones (min runtime), so reclaim's kept rooms do too (roomsFor(), queueHeldOn()).
-  std::vector<int>* log = mode_ == VictimMode::Preempt && !rankings_.empty() ? &movedLog_
-                          : mode_ == VictimMode::Reclaim && !nodeRoom_.empty() ? &jobNodes_
-                                                                                 : nullptr;
-  if (log) {
-    std::vector<int> jobs;
+  // ones (min runtime), so reclaim's kept rooms do too (roomsFor()), and what their nodes' pods
+  // hold per split part is read again (partHeldOn()).
+  const bool ranked = mode_ == VictimMode::Preempt && !rankings_.empty();
+  const bool roomed = mode_ != VictimMode::Consolidate && !nodeRoom_.empty();
+  if (ranked || roomed) {
+    std::vector<int> jobs, nodes;
     for (const framework::Operation& op : stmt.operations()) jobs.push_back(op.job);
     std::sort(jobs.begin(), jobs.end());
     jobs.erase(std::unique(jobs.begin(), jobs.end()), jobs.end());
-    const size_t from = log->size();
     for (int ji : jobs)
       for (const SessionTask& t : ssn_.jobs()[static_cast<size_t>(ji)].tasks)
-        if (const int n = nodeOf(t); n >= 0) log->push_back(n);
+        if (const int n = nodeOf(t); n >= 0) nodes.push_back(n);
     // Each node once per commit (a gang's pods share nodes): every reader evaluates a node again
     // once however often it is named.
-    std::sort(log->begin() + static_cast<std::ptrdiff_t>(from), log->end());
-    log->erase(std::unique(log->begin() + static_cast<std::ptrdiff_t>(from), log->end()), log->end());
-    for (size_t i = from; i < log->size(); ++i)
-      if (const size_t n = static_cast<size_t>((*log)[i]); n < queueHeldVersion_.size()) queueHeldVersion_[n] = 0;
+    std::sort(nodes.begin(), nodes.end());
+    nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+    if (ranked) movedLog_.insert(movedLog_.end(), nodes.begin(), nodes.end());
+    if (roomed && mode_ == VictimMode::Reclaim) jobNodes_.insert(jobNodes_.end(), nodes.begin(), nodes.end());
+    for (int n : nodes)
+      if (static_cast<size_t>(n) < partHeldVersion_.size()) partHeldVersion_[static_cast<size_t>(n)] = 0;
   }
   stmt.commit();
   ++commits_;

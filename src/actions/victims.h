@@ -132,8 +132,11 @@ class VictimSearch {
     /// jobNodes_ they have seen (roomsFor()).
     size_t madeAt = 0, jobNodesAt = 0;
     /// Reclaim with the bound split by queue (Session::reclaimBoundQueues): the class is that
-    /// verdict per queue, and a node's room the sum of what its queues' pods hold (queueHeldOn).
+    /// verdict per queue, and a node's room the sum of what its queues' pods hold (partHeldOn).
     bool byQueue = false;
+    /// Preempt with every filter split (Session::preemptableSplit): a node's room is the sum of
+    /// what its pods hold per queue and priority, where the claimant's pair part lets them go.
+    bool byLevel = false;
     std::vector<uint8_t> queues;
   };
   std::vector<victims_detail::Room> baseRoom_;  ///< per node: futureRoom()
@@ -143,20 +146,24 @@ class VictimSearch {
   ClassRooms& roomsFor(const framework::SessionJob& job);
   /// What the pods on `node` that `job` may take in its turn hold (ClassRooms::room; mayBecomeEligible).
   victims_detail::Room victimRoomOn(const framework::SessionJob& job, int node);
-  /// The same for a class of `rooms` (by queue when it is: ClassRooms::byQueue).
+  /// The same for a class of `rooms` (by queue or by level when it is: ClassRooms::byQueue, byLevel).
   victims_detail::Room classRoomOn(const framework::SessionJob& job, const ClassRooms& rooms, int node);
-  /// What the running pods of `node` whose jobs the bound's job part lets go (Session::reclaimBoundJob,
-  /// on session nodes) hold, per queue; read once per change of the node (and of their jobs).
-  struct QueueHeld {
+  /// What the running pods of `node` whose jobs the victim-job part of a split lets go (reclaim:
+  /// Session::reclaimBoundJob; preempt: preemptableJob) hold, per queue (reclaim) or per queue and
+  /// priority (preempt), with a job of each (`job`); read once per change of the node (and of
+  /// their jobs: commitTurn).
+  struct PartHeld {
     int queue;
+    int32_t priority;  ///< (reclaim: 0)
+    int job;
     victims_detail::Room room;
   };
-  std::span<const QueueHeld> queueHeldOn(int node);
-  std::vector<QueueHeld> queueHeld_;          ///< laid out as held_
-  std::vector<uint32_t> queueHeldCount_;      ///< per node
-  std::vector<uint32_t> queueHeldVersion_;    ///< per node: its version when read, plus one (0: never, or stale)
-  std::vector<int8_t> boundJob_;              ///< per job: reclaimBoundJob (-1: not asked)
-  std::vector<uint64_t> boundJobVersion_;     ///< per job: its SessionJob::version then
+  std::span<const PartHeld> partHeldOn(int node);
+  std::vector<PartHeld> partHeld_;          ///< laid out as held_
+  std::vector<uint32_t> partHeldCount_;     ///< per node
+  std::vector<uint32_t> partHeldVersion_;   ///< per node: its version when read, plus one (0: never, or stale)
+  std::vector<int8_t> partJob_;             ///< per job: the split's victim-job part (-1: not asked)
+  std::vector<uint64_t> partJobVersion_;    ///< per job: its SessionJob::version then
   std::vector<uint8_t> queueBits_;            ///< roomsFor()'s buffer
   /// Brings the per-node rooms and the domain sums of `rooms` and of the base up to the log.
   void syncRooms(const framework::SessionJob& job, ClassRooms& rooms);

@@ -38,6 +38,9 @@ void Session::addReclaimableFn(const std::string& p, VictimFn fn, ClaimantKeyFn 
 void Session::addReclaimBoundSplitFn(const std::string& p, ReclaimQueuesFn queues, VictimJobFn job) {
   reclaimSplits_.push_back({p, std::move(queues), std::move(job)});
 }
+void Session::addPreemptableSplitFn(const std::string& p, VictimJobFn job, VictimPairFn pair) {
+  preemptSplits_.push_back({p, std::move(job), std::move(pair)});
+}
 void Session::addReclaimTreeFn(const std::string& p, ReclaimTreeFn fn) { reclaimTrees_.push_back({p, std::move(fn)}); }
 void Session::addCapacityFn(const std::string& p, CapacityFn fn) { capacity_.push_back({p, std::move(fn)}); }
 void Session::addPlacementKeyFn(const std::string& p, PlacementKeyFn fn, KeyPart part, PlacementKeyJobFn keysJob) {
@@ -414,6 +417,32 @@ bool Session::preemptable(const SessionJob& claimant, const SessionTask& victim)
   return !preemptable_.empty();
 }
 
+namespace {
+/// Whether `plugin` registered one of `filters` (a split counts only for a filter of its plugin's).
+template <class Filters>
+bool filterOf(const Filters& filters, const std::string& plugin) {
+  return std::any_of(filters.begin(), filters.end(), [&](const auto& f) { return f.plugin == plugin; });
+}
+}  // namespace
+
+bool Session::preemptableSplit() const {
+  return !preemptable_.empty() && std::all_of(preemptable_.begin(), preemptable_.end(), [&](const auto& f) {
+    return filterOf(preemptSplits_, f.plugin);
+  });
+}
+
+bool Session::preemptableJob(const SessionJob& victimJob) const {
+  for (const PreemptableSplit& s : preemptSplits_)
+    if (filterOf(preemptable_, s.plugin) && !s.job(victimJob)) return false;
+  return true;
+}
+
+bool Session::preemptablePair(const SessionJob& claimant, const SessionJob& victimJob) const {
+  for (const PreemptableSplit& s : preemptSplits_)
+    if (filterOf(preemptable_, s.plugin) && !s.pair(claimant, victimJob)) return false;
+  return true;
+}
+
 bool Session::reclaimable(const SessionJob& claimant, const SessionTask& victim) const {
   for (const auto& f : reclaimable_)
     if (!f.fn(claimant, victim)) return false;
@@ -436,9 +465,7 @@ void Session::reclaimClaimantKey(const SessionJob& claimant, std::string& key) c
   for (const ClaimantKeyFn& f : reclaimKeys_) f(claimant, key);
 }
 
-bool Session::reclaimFilterOf(const std::string& plugin) const {
-  return std::any_of(reclaimable_.begin(), reclaimable_.end(), [&](const auto& f) { return f.plugin == plugin; });
-}
+bool Session::reclaimFilterOf(const std::string& plugin) const { return filterOf(reclaimable_, plugin); }
 
 bool Session::reclaimBoundQueues(const SessionJob& claimant, std::vector<uint8_t>& perQueue) const {
   auto split = [&](const auto& f) {

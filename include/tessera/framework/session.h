@@ -331,8 +331,12 @@ using VictimFn = std::function<bool(const SessionJob& claimant, const SessionTas
 using ClaimantKeyFn = std::function<void(const SessionJob& claimant, std::string& key)>;
 /// A reclaimable filter's bound per victim queue (addReclaimBoundSplitFn): one entry per queue.
 using ReclaimQueuesFn = std::function<void(const SessionJob& claimant, std::vector<uint8_t>& perQueue)>;
-/// A reclaimable filter's bound's victim-job part (addReclaimBoundSplitFn).
+/// A reclaimable filter's bound's victim-job part (addReclaimBoundSplitFn), a preemptable filter's
+/// too (addPreemptableSplitFn).
 using VictimJobFn = std::function<bool(const SessionJob& victimJob)>;
+/// A preemptable filter's part that reads, of the claimant and of the victim's job, only their
+/// queues and priorities (addPreemptableSplitFn).
+using VictimPairFn = std::function<bool(const SessionJob& claimant, const SessionJob& victimJob)>;
 /// Queue capacity check for placing `request` of `job`; fails with a reason (OverLimit...) when it may not.
 using CapacityFn = std::function<api::Status(const SessionJob& job, const api::Resources& request)>;
 /// Orders victims: <0 when `l` should be evicted before `r`.
@@ -474,6 +478,12 @@ class Session {
   /// && job(victim job)` for every pod of a job with a queue, and false for the others. The victim
   /// search then sizes domains by queue, and keeps the sizes of one such verdict across commits.
   void addReclaimBoundSplitFn(const std::string& plugin, ReclaimQueuesFn queues, VictimJobFn job);
+  /// A preemptable filter (addPreemptableFn) in two parts: `job`, whether a victim job's own state
+  /// lets its pods go; `pair`, whether the claimant lets a pod of that job go, reading of the two
+  /// jobs only their queues and priorities. The filter must be exactly `job(victim job) &&
+  /// pair(claimant, victim job)`. With every preemptable filter split, the victim search sizes
+  /// preempt's domains by what each node's pods hold per queue and priority, read once per node.
+  void addPreemptableSplitFn(const std::string& plugin, VictimJobFn job, VictimPairFn pair);
   /// A reclaimable filter's word on whole top-level trees (reclaimableUnder()).
   void addReclaimTreeFn(const std::string& plugin, ReclaimTreeFn fn);
   void addCapacityFn(const std::string& plugin, CapacityFn fn);
@@ -521,6 +531,13 @@ class Session {
   int64_t gpuScore(const SessionTask& task, const SessionNode& node, int gpuGroup) const;
   bool preemptable(const SessionJob& claimant, const SessionTask& victim) const;
   bool reclaimable(const SessionJob& claimant, const SessionTask& victim) const;
+  /// Whether every preemptable filter is split (addPreemptableSplitFn); then preemptable() is
+  /// exactly preemptableJob(victim's job) && preemptablePair(claimant, victim's job).
+  bool preemptableSplit() const;
+  /// The victim job's part of preemptable() (every split's).
+  bool preemptableJob(const SessionJob& victimJob) const;
+  /// The queue-and-priority part of preemptable() (every split's).
+  bool preemptablePair(const SessionJob& claimant, const SessionJob& victimJob) const;
   /// Whether `victim` may become reclaimable for `claimant` in its turn (each filter's bound).
   bool reclaimableBound(const SessionJob& claimant, const SessionTask& victim) const;
   /// False when no pod under top-level queue `topQueue` is reclaimable() for `claimant` as things
@@ -757,6 +774,12 @@ class Session {
     VictimJobFn job;
   };
   std::vector<ReclaimBoundSplit> reclaimSplits_;
+  struct PreemptableSplit {
+    std::string plugin;
+    VictimJobFn job;
+    VictimPairFn pair;
+  };
+  std::vector<PreemptableSplit> preemptSplits_;  ///< (those of plugins with a preemptable filter count)
   /// Whether `plugin` registered a reclaimable filter (a split counts only for one).
   bool reclaimFilterOf(const std::string& plugin) const;
   mutable std::vector<uint8_t> splitScratch_;  ///< reclaimBoundQueues(): a further split's verdicts

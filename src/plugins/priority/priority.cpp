@@ -17,11 +17,17 @@ class PriorityPlugin final : public framework::Plugin {
       if (l.priority != r.priority) return l.priority > r.priority ? -1 : 1;
       return 0;
     });
-    // Preempt (within a queue) takes only from preemptible jobs of strictly lower priority.
-    ssn.addPreemptableFn(name_, [&ssn](const framework::SessionJob& claimant, const framework::SessionTask& victim) {
+    // Preempt (within a queue) takes only from preemptible jobs of strictly lower priority: the
+    // victim job's part and the priorities' (split for the victim search's bounds).
+    auto job = [](const framework::SessionJob& v) { return v.preemptible; };
+    auto pair = [](const framework::SessionJob& claimant, const framework::SessionJob& v) {
+      return v.priority < claimant.priority;
+    };
+    ssn.addPreemptableFn(name_, [&ssn, job, pair](const framework::SessionJob& claimant, const framework::SessionTask& victim) {
       const framework::SessionJob& v = ssn.jobs()[victim.job];
-      return v.preemptible && v.priority < claimant.priority;
+      return job(v) && pair(claimant, v);
     });
+    ssn.addPreemptableSplitFn(name_, job, pair);
     ssn.addTaskOrderFn(name_, [](const framework::SessionTask& l, const framework::SessionTask& r) {
       if (l.taskPriority != r.taskPriority) return l.taskPriority > r.taskPriority ? -1 : 1;
       return 0;

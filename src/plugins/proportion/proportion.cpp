@@ -893,11 +893,16 @@ class State {
     sequence_.reset(nq, static_cast<size_t>(slots));
   }
 
+  /// Preempt stays inside the claimant's queue and spares a job its queue's preemptMinRuntime
+  /// protects: the queues' part and the victim job's (Session::addPreemptableSplitFn).
   bool preemptable(const SessionJob& claimant, const SessionTask& victim) const {
     const SessionJob& vj = ssn_.jobs()[victim.job];
-    return claimant.queue >= 0 && claimant.queue == vj.queue &&
-           !protectedByMinRuntime(vj, &api::Queue::preemptMinRuntime);
+    return preemptablePair(claimant, vj) && preemptableJob(vj);
   }
+  static bool preemptablePair(const SessionJob& claimant, const SessionJob& vj) {
+    return claimant.queue >= 0 && claimant.queue == vj.queue;
+  }
+  bool preemptableJob(const SessionJob& vj) const { return !protectedByMinRuntime(vj, &api::Queue::preemptMinRuntime); }
 
   /// What an allocation event toggles for a task: placed (allocate / pipeline and their undo),
   /// evicted (evict and its undo) or reserved to come back (consolidation's reserve and its undo).
@@ -1372,6 +1377,9 @@ class ProportionPlugin final : public framework::Plugin {
         name_, [st](const SessionJob& c, std::vector<uint8_t>& perQueue) { st->reclaimBoundQueues(c, perQueue); },
         [st](const SessionJob& vj) { return st->reclaimBoundJob(vj); });
     ssn.addPreemptableFn(name_, [st](const SessionJob& c, const SessionTask& v) { return st->preemptable(c, v); });
+    ssn.addPreemptableSplitFn(
+        name_, [st](const SessionJob& vj) { return st->preemptableJob(vj); },
+        [](const SessionJob& c, const SessionJob& vj) { return State::preemptablePair(c, vj); });
     ssn.addVictimOrderFn(
         name_, [st](const SessionTask& l, const SessionTask& r) { return st->compareVictims(l, r); },
         [st](bool live) { return st->victimOrderVersion(live); });

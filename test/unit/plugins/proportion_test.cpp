@@ -5,6 +5,7 @@
 // unlimited (quota -1), so their fair share of cpu and memory is whatever they ask for.
 #include <catch2/catch.hpp>
 
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -544,6 +545,75 @@ TEST_CASE("reclaimBoundQueues and reclaimBoundJob: on random trees the bound is 
 }
 
 // ---------------------------------------------------------------- preempt rules
+
+TEST_CASE("preemptableJob and preemptablePair: on random clusters preemptable is exactly their product",
+          "[proportion][preempt]") {
+  // Queues with and without a preemptMinRuntime; running jobs of both priorities, young or not,
+  // single pods and gangs at or above their minimum, preemptibility from the class or set on the
+  // PodGroup either way; claimants of both priorities in every queue. The victim search sizes
+  // preempt's domains from the split alone (Session::preemptableSplit): for every claimant and
+  // every running pod, preemptable must be the split's verdict, and the pair part must give one
+  // verdict for every job of one queue and priority (it reads nothing else of the victim's job).
+  std::mt19937 rng(47);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  int allowed = 0, refused = 0;
+  for (int c = 0; c < 40; ++c) {
+    Env e;
+    const std::vector<std::string> queues = {"a", "b", "c"};
+    std::string yaml;
+    for (const std::string& q : queues)
+      yaml += queue(q, {.gpuQuota = "8", .extra = pick(2) ? "preemptMinRuntime: 2h" : ""});
+    std::vector<std::string> running;
+    for (int j = 0; j < 12; ++j) {
+      const std::string q = queues[static_cast<size_t>(pick(3))];
+      const std::string name = "r" + std::to_string(j), cls = pick(2) ? "build" : "train";
+      const std::string started = pick(3) == 0 ? "2025-12-31T23:30:00Z" : "2025-12-31T00:00:00Z";  // young or not
+      const int pods = pick(2) ? 2 + pick(2) : 1;
+      const char* const pre[] = {"", "preemptible", "non-preemptible"};
+      const std::string preemptibility = pre[pick(3)];
+      const bool group = pods > 1 || !preemptibility.empty();
+      std::string y = group ? "apiVersion: scheduling.tessera.dev/v1alpha1\nkind: PodGroup\nmetadata: {name: " + name +
+                                  ", namespace: t}\nspec: {minMember: " + std::to_string(1 + pick(pods)) +
+                                  ", queue: " + q + ", priorityClassName: " + cls +
+                                  (preemptibility.empty() ? "" : ", preemptibility: " + preemptibility) + "}\n---\n"
+                            : "";
+      for (int i = 0; i < pods; ++i) {
+        std::string p = pod(name + "-" + std::to_string(i), q, 1, "n" + std::to_string(1 + pick(3)), cls, started);
+        if (group) p.replace(p.find("  labels:"), 0, "  annotations: {pod-group-name: " + name + "}\n");
+        y += p;
+        running.push_back(name + "-" + std::to_string(i));
+      }
+      yaml += y;
+    }
+    for (const std::string& q : queues)
+      for (const std::string cls : {"train", "build"}) yaml += pod("claim-" + q + "-" + cls, q, 1, "", cls);
+    e.start(yaml, /*nodes=*/3);
+    REQUIRE(e.ssn->preemptableSplit());
+    for (const std::string& q : queues)
+      for (const std::string cls : {"train", "build"}) {
+        const SessionJob& claimant = e.job("claim-" + q + "-" + cls);
+        std::map<std::pair<int, int32_t>, bool> pairOf;  // per victim job's queue and priority
+        for (const std::string& r : running) {
+          const SessionTask* found = nullptr;
+          for (const SessionJob& j : e.ssn->jobs())
+            for (const SessionTask& t : j.tasks)
+              if (t.info->key == "t/" + r) found = &t;
+          REQUIRE(found);
+          const SessionTask& victim = *found;
+          const SessionJob& vj = e.ssn->jobs()[static_cast<size_t>(victim.job)];
+          const bool pairs = e.ssn->preemptablePair(claimant, vj);
+          const bool split = e.ssn->preemptableJob(vj) && pairs;
+          INFO("case " << c << ": claimant " << q << "/" << cls << ", victim " << r << "\n" << yaml);
+          REQUIRE(e.ssn->preemptable(claimant, victim) == split);
+          const auto [it, fresh] = pairOf.try_emplace({vj.queue, vj.priority}, pairs);
+          REQUIRE(it->second == pairs);
+          (split ? allowed : refused)++;
+        }
+      }
+  }
+  CHECK(allowed > 150);  // both verdicts met often
+  CHECK(refused > 150);
+}
 
 TEST_CASE("preemptable: same queue, strictly lower priority, preemptMinRuntime", "[proportion][preempt]") {
   // q's preemptMinRuntime is 30m. young started 10 minutes ago, old a day ago; other is in
