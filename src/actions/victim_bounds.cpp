@@ -138,18 +138,27 @@ VictimSearch::ClassRooms& VictimSearch::roomsFor(const SessionJob& job) {
   // the bound split by queue (Session::reclaimBoundQueues) the class is that verdict per queue,
   // and its rooms hold across commits but on the nodes of the jobs commits changed (evaluated
   // again, syncRooms); without, claimants alike (appendClaimantKey: queue, priority,
-  // preemptibility, the turn's request) share rooms until the next commit.
+  // preemptibility, the turn's request) share rooms until the next commit. Preempting, a class's
+  // rooms hold across commits too, but on the nodes of the jobs commits changed (a job that gave
+  // its surplus pods may be protected by its min runtime from then on).
   std::string& key = roomsKey_;
   key.clear();
   const bool byQueue = mode_ == VictimMode::Reclaim && ssn_.reclaimBoundQueues(job, queueBits_);
+  const bool byLevel = mode_ == VictimMode::Preempt && ssn_.preemptableSplit();
   if (byQueue) {
     key += "q|";
     key.append(queueBits_.begin(), queueBits_.end());
   } else {
     appendClaimantKey(job, key);
+    // A claimant is never its own victim: where jobs like it may be victims (the priority plugin
+    // off), one with pods running has rooms of its own.
+    if (mode_ == VictimMode::Preempt && job.readyCount > 0 &&
+        (!byLevel || ssn_.preemptablePair(job, job))) {
+      key += "|j";
+      key += std::to_string(job.index);
+    }
   }
   ClassRooms& rooms = nodeRoom_[key];
-  const bool byLevel = mode_ == VictimMode::Preempt && ssn_.preemptableSplit();
   const bool stale = mode_ == VictimMode::Reclaim && !byQueue && rooms.madeAt != commits_;
   if (rooms.known.empty() || stale) {
     const size_t n = ssn_.nodes().size();

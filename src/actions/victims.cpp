@@ -1077,8 +1077,8 @@ void VictimSearch::commitTurn(Statement& stmt, SessionJob& job, int evicted) {
   // The jobs this commit changes (the claimant, its victims' jobs): their pods elsewhere move in
   // the victim order (surplus or whole, placed this cycle), so preempt's kept rankings evaluate
   // again the nodes running them (candidates()); and may have become victims or stopped being
-  // ones (min runtime), so reclaim's kept rooms do too (roomsFor()), and what their nodes' pods
-  // hold per split part is read again (partHeldOn()).
+  // ones (min runtime), so the kept rooms do too (roomsFor()), and what their nodes' pods hold
+  // per split part is read again (partHeldOn()).
   const bool ranked = mode_ == VictimMode::Preempt && !rankings_.empty();
   const bool roomed = mode_ != VictimMode::Consolidate && !nodeRoom_.empty();
   if (ranked || roomed) {
@@ -1094,7 +1094,7 @@ void VictimSearch::commitTurn(Statement& stmt, SessionJob& job, int evicted) {
     std::sort(nodes.begin(), nodes.end());
     nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
     if (ranked) movedLog_.insert(movedLog_.end(), nodes.begin(), nodes.end());
-    if (roomed && mode_ == VictimMode::Reclaim) jobNodes_.insert(jobNodes_.end(), nodes.begin(), nodes.end());
+    if (roomed) jobNodes_.insert(jobNodes_.end(), nodes.begin(), nodes.end());
     for (int n : nodes)
       if (static_cast<size_t>(n) < partHeldVersion_.size()) partHeldVersion_[static_cast<size_t>(n)] = 0;
   }

@@ -128,7 +128,7 @@ class VictimSearch {
     std::unique_ptr<uint32_t[]> version;
     std::vector<std::optional<victims_detail::Room>> sums;  ///< per domain id (domainId())
     size_t syncedAt = 0;
-    /// Reclaim: the commits (commits_) when its rooms were first evaluated, and how much of
+    /// The commits (commits_) when its rooms were first evaluated (reclaim), and how much of
     /// jobNodes_ they have seen (roomsFor()).
     size_t madeAt = 0, jobNodesAt = 0;
     /// Reclaim with the bound split by queue (Session::reclaimBoundQueues): the class is that
@@ -217,8 +217,8 @@ class VictimSearch {
   Victim earliestOf(const std::vector<Victim>& set) const;
   std::map<std::string, ClassRooms> nodeRoom_;
   size_t commits_ = 0;
-  /// Reclaim: the nodes running pods of the jobs each commit changed (the claimant, its victims'
-  /// jobs), whose pods elsewhere may have become victims or stopped being ones (min runtime).
+  /// The nodes running pods of the jobs each commit changed (the claimant, its victims' jobs),
+  /// whose pods elsewhere may have become victims or stopped being ones (min runtime).
   std::vector<int> jobNodes_;
   /// Domains of one level searched (and compared) at most per claimant: the cost of a search grows
   /// with the domains, and past a few the gain in victim order is small.

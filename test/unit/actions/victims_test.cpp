@@ -433,6 +433,113 @@ TEST_CASE("reclaim: a claimant class's sized rack domains kept across commits ho
   CHECK(severalClaimants > 40);  // many cases commit for more than one claimant
 }
 
+/// A random full cluster of 6 to 16 nodes of 4 GPUs in 2 to 4 racks for preempt: queues a (in
+/// half the cases with a preemptMinRuntime that protects its jobs at their minimum) and b, running
+/// single pods and elastic gangs at priorities 50 and 75 (some with pods still pending: claimants
+/// whose own pods run in the racks), and pending gangs of both queues at 75 and 100 preferring one
+/// rack. The nodes go to `nodes`.
+std::string rackPreemptCluster(std::mt19937& rng, std::string& nodes) {
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  const int nodeCount = 6 + pick(11), racks = 2 + pick(3);
+  nodes.clear();
+  std::vector<int> free;
+  for (int n = 0; n < nodeCount; ++n) {
+    const std::string name = "n" + std::to_string(n);
+    nodes += tessera::testing::nodeYaml(name, "64", "4",
+                                        "  labels: {kubernetes.io/hostname: " + name + ", topology.example.com/rack: rack-" +
+                                            std::to_string(n % racks) + "}\n") +
+             "---\n";
+    free.push_back(4);
+  }
+  std::string yaml =
+      "apiVersion: scheduling.tessera.dev/v1alpha1\nkind: Topology\nmetadata: {name: dc}\nspec: {levels: "
+      "[{nodeLabel: topology.example.com/rack}, {nodeLabel: kubernetes.io/hostname}]}\n---\n"
+      "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: build}\nvalue: 100\n---\n";
+  std::string a = queue("a", std::to_string(nodeCount * 2));
+  if (pick(2)) a.replace(a.find("spec:\n"), 6, "spec:\n  preemptMinRuntime: 48h\n");  // (a job at its minimum stays)
+  yaml += a + queue("b", std::to_string(nodeCount * 2));
+  const char* classes[] = {"train", "build-preemptible"};
+  int job = 0;
+  for (int n = 0; n < nodeCount; ++n)
+    while (free[static_cast<size_t>(n)] > 0) {
+      const std::string q = pick(2) ? "a" : "b", name = "r" + std::to_string(job), cls = classes[pick(2)];
+      const std::string created = "2025-12-30T" + std::to_string(10 + job / 50) + ":" + std::to_string(10 + job % 40) + ":00Z";
+      const int pods = pick(2) == 0 ? 2 + pick(3) : 1;
+      const bool pendingToo = pods > 1 && pick(3) == 0;  // elastic, asking for more
+      std::string y;
+      if (pods > 1)
+        y = "apiVersion: scheduling.tessera.dev/v1alpha1\nkind: PodGroup\nmetadata: {name: " + name +
+            ", namespace: t}\nspec: {minMember: 1, queue: " + q + ", priorityClassName: " + cls +
+            ", topologyConstraint: {topology: dc, preferredTopologyLevel: topology.example.com/rack}}\n---\n";
+      int placed = 0;
+      for (int i = 0, at = n; i < pods; ++i) {
+        while (at < nodeCount && free[static_cast<size_t>(at)] < 1) ++at;
+        if (at >= nodeCount) break;
+        free[static_cast<size_t>(at)] -= 1;
+        y += pod(name + "-" + std::to_string(i), q, 1, "n" + std::to_string(at), cls, pods > 1 ? name : "", created);
+        at += pick(3);
+        ++placed;
+      }
+      if (pods > 1 && placed < 1) y.clear();
+      if (pods > 1 && pendingToo)
+        for (int i = 0; i < 1 + pick(2); ++i) y += pod(name + "-p" + std::to_string(i), q, 1, "", cls, name, created);
+      yaml += y;
+      ++job;
+    }
+  const int claims = 2 + pick(4);
+  for (int i = 0; i < claims; ++i) {
+    const std::string name = "claim" + std::to_string(i), at = "2026-01-01T00:0" + std::to_string(i % 10) + ":00Z";
+    const std::string q = pick(2) ? "a" : "b", cls = pick(2) ? "build" : "build-preemptible";
+    const int pods = 1 + pick(3);
+    yaml += "apiVersion: scheduling.tessera.dev/v1alpha1\nkind: PodGroup\nmetadata: {name: " + name +
+            ", namespace: t}\nspec: {minMember: " + std::to_string(pods) + ", queue: " + q + ", priorityClassName: " + cls +
+            ", topologyConstraint: {topology: dc, preferredTopologyLevel: topology.example.com/rack}}\n---\n";
+    for (int k = 0; k < pods; ++k) yaml += pod(name + "-" + std::to_string(k), q, 1, "", cls, name, at);
+  }
+  return yaml;
+}
+
+TEST_CASE("preempt: rack domains sized per queue and priority hold what each claimant may take and never its own pods",
+          "[actions][victims]") {
+  // Random rack clusters (rackPreemptCluster). Preempt sizes a rack (VictimSearch::mayHold) by what
+  // each node's pods hold per queue and priority where the claimant's pair part lets them go
+  // (Session::preemptablePair), read once per node. With the self-checks on, every node's room is
+  // asserted equal to what the claimant's victims hold there pod by pod; the decisions must be the
+  // same with them off (the rooms are kept across commits, the nodes of the jobs a commit changed
+  // evaluated again: an elastic job of a that gave its surplus pods is protected from then on).
+  // Also with the priority plugin off: then the claimant's own queue and priority are victims too,
+  // but never its own pods (elastic claimants run some in the racks).
+  const bool checksWere = tessera::actions::selfChecks();
+  for (const std::string plugins : {"", "plugins: {priority: {enabled: false}}\n"}) {
+    std::mt19937 rng(53);
+    int evictingCases = 0;
+    for (int c = 0; c < 80; ++c) {
+      std::string nodes;
+      const std::string yaml = rackPreemptCluster(rng, nodes);
+      INFO("case " << c << (plugins.empty() ? "" : ", priority off") << "\n" << nodes << yaml);
+      auto decisions = [&](bool checks) {
+        tessera::actions::setSelfChecks(checks);
+        TestCluster cluster;
+        const Config cfg = config("actions: [preempt]\n" + plugins);
+        cluster.create(nodes + kClasses + yaml);
+        cluster.start();
+        Session ssn(cluster.snapshot(), cfg, cluster.clock);
+        ssn.open();
+        ssn.runActions();
+        const SessionResult r = ssn.close();
+        std::vector<std::string> out = evicted(r);
+        for (const auto& p : r.pipelined) out.push_back(p.podKey + "->" + p.node);
+        return out;
+      };
+      const std::vector<std::string> checked = decisions(true);  // aborts on a room not the claimant's
+      REQUIRE(decisions(false) == checked);
+      evictingCases += checked.empty() ? 0 : 1;
+    }
+    CHECK(evictingCases > 20);
+  }
+  tessera::actions::setSelfChecks(checksWere);
+}
+
 TEST_CASE("reclaim: the victim order a search holds is the one it began with whichever trial compares first",
           "[actions][victims]") {
   // Rack clusters (rackReclaimCluster) on which the self-checks failed or the decisions moved
