@@ -352,25 +352,30 @@ TEST_CASE("reclaim: on clusters of 30 to 60 nodes, walks that stop early and kep
   CHECK(severalClaimants > 10);  // many cases commit for more than one claimant
 }
 
+/// `count` nodes n0, n1... of 4 GPUs, node i in rack i % `racks`, into `nodes` (replaced), each
+/// with its 4 GPUs in `free`; returns the Topology over racks and hosts.
+std::string rackNodes(int count, int racks, std::string& nodes, std::vector<int>& free) {
+  nodes.clear();
+  free.assign(static_cast<size_t>(count), 4);
+  for (int n = 0; n < count; ++n) {
+    const std::string name = "n" + std::to_string(n);
+    nodes += tessera::testing::nodeYaml(name, "64", "4",
+                                        "  labels: {kubernetes.io/hostname: " + name + ", topology.example.com/rack: rack-" +
+                                            std::to_string(n % racks) + "}\n") +
+             "---\n";
+  }
+  return "apiVersion: scheduling.tessera.dev/v1alpha1\nkind: Topology\nmetadata: {name: dc}\nspec: {levels: "
+         "[{nodeLabel: topology.example.com/rack}, {nodeLabel: kubernetes.io/hostname}]}\n---\n";
+}
+
 /// A random full cluster of 6 to 20 nodes of 4 GPUs in 2 to 4 racks: x and y under a parent p, z
 /// (whose jobs are protected by reclaimMinRuntime while at their minimum) and w; pending gangs of
 /// w (and of x) preferring one rack. The nodes go to `nodes`; the rest is returned.
 std::string rackReclaimCluster(std::mt19937& rng, std::string& nodes) {
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
   const int nodeCount = 6 + pick(15), racks = 2 + pick(3);
-  nodes.clear();
   std::vector<int> free;
-  for (int n = 0; n < nodeCount; ++n) {
-    const std::string name = "n" + std::to_string(n);
-    nodes += tessera::testing::nodeYaml(name, "64", "4",
-                                        "  labels: {kubernetes.io/hostname: " + name + ", topology.example.com/rack: rack-" +
-                                            std::to_string(n % racks) + "}\n") +
-             "---\n";
-    free.push_back(4);
-  }
-  std::string yaml =
-      "apiVersion: scheduling.tessera.dev/v1alpha1\nkind: Topology\nmetadata: {name: dc}\nspec: {levels: "
-      "[{nodeLabel: topology.example.com/rack}, {nodeLabel: kubernetes.io/hostname}]}\n---\n";
+  std::string yaml = rackNodes(nodeCount, racks, nodes, free);
   yaml += queue("p", std::to_string(2 + pick(2 * nodeCount + 1))) + queue("x", std::to_string(1 + pick(nodeCount)), "p") +
           queue("y", std::to_string(1 + pick(nodeCount)), "p");
   std::string z = queue("z", std::to_string(1 + pick(nodeCount)));
@@ -441,20 +446,9 @@ TEST_CASE("reclaim: a claimant class's sized rack domains kept across commits ho
 std::string rackPreemptCluster(std::mt19937& rng, std::string& nodes) {
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
   const int nodeCount = 6 + pick(11), racks = 2 + pick(3);
-  nodes.clear();
   std::vector<int> free;
-  for (int n = 0; n < nodeCount; ++n) {
-    const std::string name = "n" + std::to_string(n);
-    nodes += tessera::testing::nodeYaml(name, "64", "4",
-                                        "  labels: {kubernetes.io/hostname: " + name + ", topology.example.com/rack: rack-" +
-                                            std::to_string(n % racks) + "}\n") +
-             "---\n";
-    free.push_back(4);
-  }
-  std::string yaml =
-      "apiVersion: scheduling.tessera.dev/v1alpha1\nkind: Topology\nmetadata: {name: dc}\nspec: {levels: "
-      "[{nodeLabel: topology.example.com/rack}, {nodeLabel: kubernetes.io/hostname}]}\n---\n"
-      "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: build}\nvalue: 100\n---\n";
+  std::string yaml = rackNodes(nodeCount, racks, nodes, free) +
+                     "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: build}\nvalue: 100\n---\n";
   std::string a = queue("a", std::to_string(nodeCount * 2));
   if (pick(2)) a.replace(a.find("spec:\n"), 6, "spec:\n  preemptMinRuntime: 48h\n");  // (a job at its minimum stays)
   yaml += a + queue("b", std::to_string(nodeCount * 2));
