@@ -152,8 +152,7 @@ VictimSearch::ClassRooms& VictimSearch::roomsFor(const SessionJob& job) {
     appendClaimantKey(job, key);
     // A claimant is never its own victim: where jobs like it may be victims (the priority plugin
     // off), one with pods running has rooms of its own.
-    if (mode_ == VictimMode::Preempt && job.readyCount > 0 &&
-        (!byLevel || ssn_.preemptablePair(job, job))) {
+    if (mode_ == VictimMode::Preempt && job.readyCount > 0 && (!byLevel || ssn_.preemptablePair(job, job))) {
       key += "|j";
       key += std::to_string(job.index);
     }

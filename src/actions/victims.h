@@ -139,7 +139,7 @@ class VictimSearch {
     bool byLevel = false;
     std::vector<uint8_t> queues;
   };
-  std::vector<victims_detail::Room> baseRoom_;  ///< per node: futureRoom()
+  std::vector<victims_detail::Room> baseRoom_;                 ///< per node: futureRoom()
   std::vector<std::optional<victims_detail::Room>> baseSums_;  ///< per domain id
   size_t baseAt_ = 0;
   /// The victim room kept for claimants like `job` (appendClaimantKey).
@@ -159,12 +159,12 @@ class VictimSearch {
     victims_detail::Room room;
   };
   std::span<const PartHeld> partHeldOn(int node);
-  std::vector<PartHeld> partHeld_;          ///< laid out as held_
-  std::vector<uint32_t> partHeldCount_;     ///< per node
-  std::vector<uint32_t> partHeldVersion_;   ///< per node: its version when read, plus one (0: never, or stale)
-  std::vector<int8_t> partJob_;             ///< per job: the split's victim-job part (-1: not asked)
-  std::vector<uint64_t> partJobVersion_;    ///< per job: its SessionJob::version then
-  std::vector<uint8_t> queueBits_;            ///< roomsFor()'s buffer
+  std::vector<PartHeld> partHeld_;         ///< laid out as held_
+  std::vector<uint32_t> partHeldCount_;    ///< per node
+  std::vector<uint32_t> partHeldVersion_;  ///< per node: its version when read, plus one (0: never, or stale)
+  std::vector<int8_t> partJob_;            ///< per job: the split's victim-job part (-1: not asked)
+  std::vector<uint64_t> partJobVersion_;   ///< per job: its SessionJob::version then
+  std::vector<uint8_t> queueBits_;         ///< roomsFor()'s buffer
   /// Brings the per-node rooms and the domain sums of `rooms` and of the base up to the log.
   void syncRooms(const framework::SessionJob& job, ClassRooms& rooms);
   /// With selfChecks() (factories.h): asserts that the kept sums of domain `id` are those of its

@@ -426,9 +426,8 @@ bool filterOf(const Filters& filters, const std::string& plugin) {
 }  // namespace
 
 bool Session::preemptableSplit() const {
-  return !preemptable_.empty() && std::all_of(preemptable_.begin(), preemptable_.end(), [&](const auto& f) {
-    return filterOf(preemptSplits_, f.plugin);
-  });
+  return !preemptable_.empty() && std::all_of(preemptable_.begin(), preemptable_.end(),
+                                              [&](const auto& f) { return filterOf(preemptSplits_, f.plugin); });
 }
 
 bool Session::preemptableJob(const SessionJob& victimJob) const {

@@ -23,10 +23,11 @@ class PriorityPlugin final : public framework::Plugin {
     auto pair = [](const framework::SessionJob& claimant, const framework::SessionJob& v) {
       return v.priority < claimant.priority;
     };
-    ssn.addPreemptableFn(name_, [&ssn, job, pair](const framework::SessionJob& claimant, const framework::SessionTask& victim) {
-      const framework::SessionJob& v = ssn.jobs()[victim.job];
-      return job(v) && pair(claimant, v);
-    });
+    ssn.addPreemptableFn(
+        name_, [&ssn, job, pair](const framework::SessionJob& claimant, const framework::SessionTask& victim) {
+          const framework::SessionJob& v = ssn.jobs()[victim.job];
+          return job(v) && pair(claimant, v);
+        });
     ssn.addPreemptableSplitFn(name_, job, pair);
     ssn.addTaskOrderFn(name_, [](const framework::SessionTask& l, const framework::SessionTask& r) {
       if (l.taskPriority != r.taskPriority) return l.taskPriority > r.taskPriority ? -1 : 1;
