@@ -426,19 +426,22 @@ bool filterOf(const Filters& filters, const std::string& plugin) {
 }  // namespace
 
 bool Session::preemptableSplit() const {
-  return !preemptable_.empty() && std::all_of(preemptable_.begin(), preemptable_.end(),
-                                              [&](const auto& f) { return filterOf(preemptSplits_, f.plugin); });
+  // Every filter split, and every split a filter's: the parts then need not ask which count.
+  auto split = [&](const auto& f) { return filterOf(preemptSplits_, f.plugin); };
+  auto filter = [&](const PreemptableSplit& s) { return filterOf(preemptable_, s.plugin); };
+  return !preemptable_.empty() && std::all_of(preemptable_.begin(), preemptable_.end(), split) &&
+         std::all_of(preemptSplits_.begin(), preemptSplits_.end(), filter);
 }
 
 bool Session::preemptableJob(const SessionJob& victimJob) const {
   for (const PreemptableSplit& s : preemptSplits_)
-    if (filterOf(preemptable_, s.plugin) && !s.job(victimJob)) return false;
+    if (!s.job(victimJob)) return false;
   return true;
 }
 
 bool Session::preemptablePair(const SessionJob& claimant, const SessionJob& victimJob) const {
   for (const PreemptableSplit& s : preemptSplits_)
-    if (filterOf(preemptable_, s.plugin) && !s.pair(claimant, victimJob)) return false;
+    if (!s.pair(claimant, victimJob)) return false;
   return true;
 }
 

@@ -531,8 +531,9 @@ class Session {
   int64_t gpuScore(const SessionTask& task, const SessionNode& node, int gpuGroup) const;
   bool preemptable(const SessionJob& claimant, const SessionTask& victim) const;
   bool reclaimable(const SessionJob& claimant, const SessionTask& victim) const;
-  /// Whether every preemptable filter is split (addPreemptableSplitFn); then preemptable() is
-  /// exactly preemptableJob(victim's job) && preemptablePair(claimant, victim's job).
+  /// Whether every preemptable filter is split (addPreemptableSplitFn), and every split is a
+  /// filter's; then preemptable() is exactly preemptableJob(victim's job) &&
+  /// preemptablePair(claimant, victim's job). The two parts are asked only where this holds.
   bool preemptableSplit() const;
   /// The victim job's part of preemptable() (every split's).
   bool preemptableJob(const SessionJob& victimJob) const;
@@ -779,7 +780,7 @@ class Session {
     VictimJobFn job;
     VictimPairFn pair;
   };
-  std::vector<PreemptableSplit> preemptSplits_;  ///< (those of plugins with a preemptable filter count)
+  std::vector<PreemptableSplit> preemptSplits_;  ///< (used only where every one is a filter's: preemptableSplit)
   /// Whether `plugin` registered a reclaimable filter (a split counts only for one).
   bool reclaimFilterOf(const std::string& plugin) const;
   mutable std::vector<uint8_t> splitScratch_;  ///< reclaimBoundQueues(): a further split's verdicts
