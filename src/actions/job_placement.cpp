@@ -12,8 +12,17 @@ using framework::SessionTask;
 using framework::Statement;
 using framework::TaskState;
 
+void appendJob(std::string& out, const SessionJob& job) {
+  out += job.info->isSingleton() ? "pod " : "PodGroup ";
+  out += job.info->namespace_;
+  out += '/';
+  out += job.info->name;
+}
+
 std::string describeJob(const SessionJob& job) {
-  return (job.info->isSingleton() ? "pod " : "PodGroup ") + job.info->namespace_ + "/" + job.info->name;
+  std::string text;
+  appendJob(text, job);
+  return text;
 }
 
 std::string pods(int n) { return std::to_string(n) + (n == 1 ? " pod" : " pods"); }

@@ -13,6 +13,8 @@ namespace tessera::actions {
 
 /// "pod ns/name" or "PodGroup ns/name", for messages.
 std::string describeJob(const framework::SessionJob& job);
+/// The same, appended to `out`.
+void appendJob(std::string& out, const framework::SessionJob& job);
 
 /// "1 pod" / "3 pods".
 std::string pods(int n);

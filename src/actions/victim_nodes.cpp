@@ -461,6 +461,7 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
   // The best current nodes; they stay ranked, valid until a try changes them.
   if (!top) top = ranking.best(max, log);
   std::vector<int> out;
+  out.reserve(top->size());
   for (const Candidate& c : *top) out.push_back(c.node);
   if (selfChecks()) checkCandidates(job, task, out, max);  // a kept ranking answers as a fresh one
   resetVerdicts();
@@ -524,6 +525,7 @@ std::vector<int> VictimSearch::bestOf(std::vector<Candidate> all, size_t max) co
   const size_t keep = std::min(all.size(), max);
   std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(keep), all.end(), Better{this});
   std::vector<int> nodes;
+  nodes.reserve(keep);
   for (size_t i = 0; i < keep; ++i) nodes.push_back(all[i].node);
   return nodes;
 }

@@ -63,7 +63,21 @@ std::span<const VictimSearch::Victim> VictimSearch::victimsOn(int node) {
     if (held) stamp.epoch = epoch;
     return list;
   }
-  std::stable_sort(list.begin(), list.end(), [&](const Victim& a, const Victim& b) { return nodeOrderLess(a, b); });
+  auto less = [&](const Victim& a, const Victim& b) { return nodeOrderLess(a, b); };
+  // A node runs a few pods: they are sorted in place by insertion (stable, as std::stable_sort,
+  // which would allocate a buffer per call; a list sorted in an earlier order is mostly in order
+  // still, a pass of one comparison per pod).
+  constexpr size_t kInsertionMax = 24;
+  if (list.size() <= kInsertionMax) {
+    for (size_t i = 1; i < list.size(); ++i) {
+      const Victim v = list[i];
+      size_t j = i;
+      for (; j > 0 && less(v, list[j - 1]); --j) list[j] = list[j - 1];
+      list[j] = v;
+    }
+  } else {
+    std::stable_sort(list.begin(), list.end(), less);
+  }
   // The sort read the order the search holds; pods of jobs the search already changed compare by
   // what they are now (running, surplus), so such a sort is kept for this search only (and there
   // only while no pod changes, above).
@@ -600,15 +614,31 @@ bool VictimSearch::clusterTooFullToMove() {
 }
 
 std::string VictimSearch::whyText(const SessionJob& job, bool queueLimit) const {
-  const std::string who = describeJob(job);
+  // Built in one buffer (one allocation per claimant, not one per piece).
+  const cache::JobInfo& info = *job.info;
+  std::string text;
+  text.reserve(64 + info.queue.size() + info.namespace_.size() + info.name.size());
+  auto who = [&] { appendJob(text, job); };
   switch (mode_) {
     case VictimMode::Reclaim:
-      return "reclaimed by queue " + job.info->queue + " for " + who + (queueLimit ? " (queue limit)" : "");
+      text += "reclaimed by queue ";
+      text += info.queue;
+      text += " for ";
+      who();
+      if (queueLimit) text += " (queue limit)";
+      return text;
     case VictimMode::Preempt:
-      return "preempted by " + who + " (priority " + std::to_string(job.priority) + (queueLimit ? ", queue limit)" : ")");
+      text += "preempted by ";
+      who();
+      text += " (priority ";
+      text += std::to_string(job.priority);
+      text += queueLimit ? ", queue limit)" : ")";
+      return text;
     case VictimMode::Consolidate: break;
   }
-  return "moved to make room for " + who;
+  text += "moved to make room for ";
+  who();
+  return text;
 }
 
 const VictimSearch::Reason& VictimSearch::claimantWhy(const SessionJob& job) {
@@ -775,8 +805,10 @@ bool VictimSearch::leftOutAlone(const std::vector<Victim>& set, const Victim& v)
 std::vector<VictimSearch::Victim> VictimSearch::neededOf(const SessionJob& job, const framework::NodeDomain* domain,
                                                          const std::vector<Victim>& best) {
   // Each victim's part as the walk leaves it out (leftOutAlone).
-  std::vector<Victim> needed, without;
-  std::vector<int> triedJobs;
+  std::vector<Victim> needed;
+  std::vector<Victim>& without = neededWithout_;
+  std::vector<int>& triedJobs = neededJobs_;
+  triedJobs.clear();
   for (const Victim& v : best) {
     const bool alone = leftOutAlone(best, v);
     if (!alone) {
@@ -1082,7 +1114,10 @@ void VictimSearch::commitTurn(Statement& stmt, SessionJob& job, int evicted) {
   const bool ranked = mode_ == VictimMode::Preempt && !rankings_.empty();
   const bool roomed = mode_ != VictimMode::Consolidate && !nodeRoom_.empty();
   if (ranked || roomed) {
-    std::vector<int> jobs, nodes;
+    std::vector<int>& jobs = commitJobs_;
+    std::vector<int>& nodes = commitNodes_;
+    jobs.clear();
+    nodes.clear();
     for (const framework::Operation& op : stmt.operations()) jobs.push_back(op.job);
     std::sort(jobs.begin(), jobs.end());
     jobs.erase(std::unique(jobs.begin(), jobs.end()), jobs.end());
@@ -1102,9 +1137,16 @@ void VictimSearch::commitTurn(Statement& stmt, SessionJob& job, int evicted) {
   ++commits_;
   // Placed: what the pods now wait for replaces allocate's fit reason.
   const char* what = mode_ == VictimMode::Reclaim ? "reclaim" : mode_ == VictimMode::Preempt ? "preempt" : "consolidation";
-  ssn_.setUnschedulable(job, job.pipelinedCount > 0 ? "pipelined by " + std::string(what) + ": waiting for " +
-                                                          pods(evicted) + " to leave"
-                                                    : "");
+  std::string& message = commitMessage_;  // (its buffer is kept: the words are interned)
+  message.clear();
+  if (job.pipelinedCount > 0) {
+    message += "pipelined by ";
+    message += what;
+    message += ": waiting for ";
+    message += std::to_string(evicted);
+    message += evicted == 1 ? " pod to leave" : " pods to leave";
+  }
+  ssn_.setUnschedulable(job, message);
 }
 
 bool VictimSearch::replayIn(SessionJob& job, const framework::NodeDomain* domain, const TrialSolution& s,

@@ -220,6 +220,9 @@ class VictimSearch {
   /// The nodes running pods of the jobs each commit changed (the claimant, its victims' jobs),
   /// whose pods elsewhere may have become victims or stopped being ones (min runtime).
   std::vector<int> jobNodes_;
+  /// commitTurn()'s scratch: the jobs and nodes a commit changed, and the claimant's message.
+  std::vector<int> commitJobs_, commitNodes_;
+  std::string commitMessage_;
   /// Domains of one level searched (and compared) at most per claimant: the cost of a search grows
   /// with the domains, and past a few the gain in victim order is small.
   static constexpr int kDomainTrials = 8;
@@ -321,6 +324,8 @@ class VictimSearch {
   /// subset a search can succeed with holds them all. Empty where mayFitWith gives no bound.
   std::vector<Victim> neededOf(const framework::SessionJob& job, const framework::NodeDomain* domain,
                                const std::vector<Victim>& best);
+  std::vector<Victim> neededWithout_;  ///< neededOf()'s scratch
+  std::vector<int> neededJobs_;
   /// Whether a prune could find a smaller set than `set`, the turn's victims (finishTurn's rule):
   /// several pods were placed one after another (or queue room and node room were made), and the
   /// set holds several victim jobs, or several pods of one job of which one could stay.

@@ -26,7 +26,10 @@ void addPorts(std::vector<api::HostPort>& to, const std::vector<api::HostPort>& 
 
 }  // namespace
 
-Statement::~Statement() { discard(); }
+Statement::~Statement() {
+  discard();
+  session_.returnOpLog(std::move(ops_));
+}
 
 void Session::finishUndo(const Operation& op, SessionTask& task, SessionNode& n, SessionJob& j) {
   n.idle.normalize();
@@ -309,13 +312,11 @@ void Statement::rollback(Checkpoint cp) {
   }
 }
 
-void Statement::commit() {
-  session_.commitOperations(std::move(ops_));
-  ops_.clear();
-}
+void Statement::commit() { session_.commitOperations(ops_); }
 
-void Session::commitOperations(std::vector<Operation> ops) {
+void Session::commitOperations(std::vector<Operation>& ops) {
   committed_.insert(committed_.end(), std::make_move_iterator(ops.begin()), std::make_move_iterator(ops.end()));
+  ops.clear();
 }
 
 }  // namespace tessera::framework

@@ -42,7 +42,8 @@ class [[nodiscard]] Result {
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
-  const Error& error() const { TESSERA_ASSERT(!ok()); return std::get<1>(v_); }
+  const Error& error() const& { TESSERA_ASSERT(!ok()); return std::get<1>(v_); }
+  Error&& error() && { TESSERA_ASSERT(!ok()); return std::get<1>(std::move(v_)); }
 
  private:
   std::variant<T, Error> v_;
@@ -56,7 +57,8 @@ class [[nodiscard]] Status {
   static Status success() { return Status(); }
   bool ok() const { return ok_; }
   explicit operator bool() const { return ok_; }
-  const Error& error() const { TESSERA_ASSERT(!ok_); return error_; }
+  const Error& error() const& { TESSERA_ASSERT(!ok_); return error_; }
+  Error&& error() && { TESSERA_ASSERT(!ok_); return std::move(error_); }
 
  private:
   Error error_;
@@ -66,11 +68,13 @@ class [[nodiscard]] Status {
 }  // namespace tessera::api
 
 /// `TESSERA_TRY(expr);` returns expr's error from the enclosing function when expr (a Result or a
-/// Status) failed; the enclosing function returns a Result or a Status.
-#define TESSERA_TRY(expr)                                    \
-  do {                                                       \
-    auto&& tessera_try_result_ = (expr);                     \
-    if (!tessera_try_result_.ok()) return tessera_try_result_.error(); \
+/// Status) failed; the enclosing function returns a Result or a Status. The error of a temporary
+/// is moved out (its message is not copied); that of a named one is copied.
+#define TESSERA_TRY(expr)                                                                       \
+  do {                                                                                          \
+    auto&& tessera_try_result_ = (expr);                                                        \
+    if (!tessera_try_result_.ok())                                                              \
+      return std::forward<decltype(tessera_try_result_)>(tessera_try_result_).error();          \
   } while (0)
 
 #define TESSERA_CONCAT_INNER_(a, b) a##b
@@ -80,5 +84,7 @@ class [[nodiscard]] Status {
 #define TESSERA_ASSIGN_OR_RETURN(lhs, expr)                                              \
   auto&& TESSERA_CONCAT_(tessera_try_value_, __LINE__) = (expr);                        \
   if (!TESSERA_CONCAT_(tessera_try_value_, __LINE__).ok())                              \
-    return TESSERA_CONCAT_(tessera_try_value_, __LINE__).error();                       \
+    return std::forward<decltype(TESSERA_CONCAT_(tessera_try_value_, __LINE__))>(      \
+               TESSERA_CONCAT_(tessera_try_value_, __LINE__))                           \
+        .error();                                                                       \
   lhs = std::move(TESSERA_CONCAT_(tessera_try_value_, __LINE__)).value()

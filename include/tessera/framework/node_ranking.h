@@ -123,6 +123,7 @@ class NodeRanking {
   /// way). They stay in the ranking: they remain valid until their nodes change.
   std::vector<Entry> best(size_t max, const NodeChangeLog& log) {
     std::vector<Entry> out;
+    out.reserve(std::min(max, heap_.size()));
     while (!heap_.empty() && out.size() < max) {
       const Entry e = pop();
       if (stale(e, log)) continue;

@@ -998,7 +998,23 @@ class Session {
   /// The job's queue gets (+1) or gives back (-1) the task's request; the queue is listed as
   /// changed (takeChangedQueues).
   void chargeQueue(const SessionJob& job, const SessionTask& task, int sign);
-  void commitOperations(std::vector<Operation> ops);
+  /// Moves `ops` to the committed list, leaving it empty (its storage kept for the next statement).
+  void commitOperations(std::vector<Operation>& ops);
+  /// Operation logs of finished statements, emptied, lent to the next ones (Statement): a victim
+  /// search opens thousands of statements a cycle, each of which would grow a log of its own.
+  std::vector<std::vector<Operation>> opLogs_;
+  std::vector<Operation> borrowOpLog() {
+    if (opLogs_.empty()) return {};
+    std::vector<Operation> log = std::move(opLogs_.back());
+    opLogs_.pop_back();
+    return log;
+  }
+  void returnOpLog(std::vector<Operation>&& log) {
+    constexpr size_t kKeptLogs = 16;  // (statements open at once: a search nests a few)
+    if (log.capacity() == 0 || opLogs_.size() >= kKeptLogs) return;
+    log.clear();
+    opLogs_.push_back(std::move(log));
+  }
 
   // ---- GPU sharing (session_gpu.cpp) ----
   size_t slotOf(const SessionTask& task) const { return static_cast<size_t>(&task - tasks_.data()); }

@@ -13,7 +13,7 @@ namespace tessera::framework {
 
 class Statement {
  public:
-  explicit Statement(Session& session) : session_(session) {}
+  explicit Statement(Session& session) : session_(session), ops_(session.borrowOpLog()) {}
   ~Statement();
   Statement(const Statement&) = delete;
   Statement& operator=(const Statement&) = delete;
