@@ -79,6 +79,9 @@ struct Options {
   /// > 0: publish each cycle to the web UI's publisher (as `tessera run --ui-port` does) while a
   /// thread builds its state JSON every this many ms (a page polling): the cycle time must not move.
   int uiPollMs = 0;
+  /// > 0: sample one allocation in this many in the timed parts of the cycles after the first, and
+  /// print the call sites (stderr) at the end.
+  uint32_t allocSites = 0;
 };
 
 double msSince(SteadyClock::time_point t) { return std::chrono::duration<double, std::milli>(SteadyClock::now() - t).count(); }
@@ -199,6 +202,7 @@ std::string checkShape(const Options& o, const GeneratedCluster& gen, const std:
 
 /// Runs one shape; prints per-cycle lines (unless quiet) and the JSON line. Returns the exit code.
 int runShape(const Options& o) {
+  setAllocationSampling(o.allocSites);
   const std::string mallocMode =
       api::tuneMalloc(o.malloc == "default" ? api::MallocMode::Default : api::MallocMode::Keep);
   ClusterSpec spec;
@@ -302,6 +306,7 @@ int runShape(const Options& o) {
 
     // ---- the cycle (timed) ----
     const long f0 = minorFaults();
+    sampleAllocations(c > 0);
     const AllocCount a0 = allocated();
     const double cpu0 = threadCpuMs();
     auto c0 = SteadyClock::now();
@@ -325,6 +330,7 @@ int runShape(const Options& o) {
       closeMs.push_back(msSince(c3));
     }
     snap.reset();
+    sampleAllocations(false);
     wallMs.push_back(msSince(c0));
     cpuMs.push_back(threadCpuMs() - cpu0);
     const long cycleFaults = minorFaults() - f0;
@@ -453,6 +459,7 @@ int runShape(const Options& o) {
   std::fflush(stdout);
   // Skip tearing down the cache: not what the benchmark measures.
   (void)cachePtr.release();
+  printAllocationSites(stderr, 40, o.cycles - 1);
   std::_Exit(rc);
 }
 
@@ -475,6 +482,7 @@ bool parseOptions(int argc, char** argv, Options& o, bool suite) {
     else if (suite && flag(i, argc, argv, "--shape-timeout", v)) o.shapeTimeoutS = std::max(1, std::stoi(v));
     else if (flag(i, argc, argv, "--malloc", v) && (v == "keep" || v == "default")) o.malloc = v;
     else if (flag(i, argc, argv, "--ui-poll", v)) o.uiPollMs = std::max(0, std::stoi(v));
+    else if (!suite && flag(i, argc, argv, "--alloc-sites", v)) o.allocSites = static_cast<uint32_t>(std::max(0, std::stoi(v)));
     else {
       std::fprintf(stderr, "tessera-bench %s: unknown argument %s\n", argv[0], argv[i]);
       return false;

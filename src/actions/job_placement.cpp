@@ -256,7 +256,7 @@ bool placeInDomains(Session& ssn, Statement& stmt, SessionJob& job, bool allowPi
   auto domains = ssn.jobDomains(job, allowPipeline ? framework::DomainRoom::Free : framework::DomainRoom::Now);
   if (!domains) return placePending(ssn, stmt, job, nullptr, allowPipeline, turn, skip, reason, ready, failed);
   if (domains->domains.empty()) {  // constrained, and no domain can hold it: the plugin said why
-    reason = std::move(domains->reason);
+    reason = domains->reason;
     failed = ssn.jobReady(job) ? 1 : 0;
     return false;
   }

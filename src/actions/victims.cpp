@@ -585,7 +585,7 @@ bool VictimSearch::runTurn(SessionJob& job, std::string& reason) {
   if (!domains) {
     ok = searchIn(job, nullptr, reason, /*trial=*/false);
   } else {
-    reason = std::move(domains->reason);  // the plugin's word, when it has one, goes before a domain's
+    reason = domains->reason;  // the plugin's word, when it has one, goes before a domain's
     ok = runInDomains(job, domains->domains, reason);
   }
   if (!ok) failed_.record(ssn_, sig);
@@ -806,6 +806,7 @@ std::vector<VictimSearch::Victim> VictimSearch::neededOf(const SessionJob& job, 
                                                          const std::vector<Victim>& best) {
   // Each victim's part as the walk leaves it out (leftOutAlone).
   std::vector<Victim> needed;
+  needed.reserve(best.size());
   std::vector<Victim>& without = neededWithout_;
   std::vector<int>& triedJobs = neededJobs_;
   triedJobs.clear();
@@ -889,6 +890,7 @@ bool VictimSearch::runInDomains(SessionJob& job, const std::vector<framework::No
     std::optional<Victim> head;  ///< earliestVictimIn
   };
   std::vector<Trial> trials;
+  trials.reserve(kDomainTrials);
   for (size_t first = 0; first < domains.size();) {
     size_t end = first;
     while (end < domains.size() && domains[end].rank == domains[first].rank) ++end;
@@ -976,7 +978,16 @@ bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, s
                          bool victimsFirst) {
   evictedNow_.clear();
   orderChanged_ = false;
-  const std::vector<int> pending = pendingTasks(ssn_, job);
+  // The pending pods in the order they are tried, in a buffer of this call's depth (runIn nests:
+  // the retry without a first victim, a prune's trials).
+  if (pendingAt_.size() <= runInDepth_) pendingAt_.emplace_back();
+  std::vector<int>& pending = pendingAt_[runInDepth_];
+  ssn_.pendingTaskOrder(job, pending);
+  ++runInDepth_;
+  struct Leave {
+    size_t& depth;
+    ~Leave() { --depth; }
+  } leave{runInDepth_};
   // A job that needs one more pod, which fits as things are, needs no victim: asked before any
   // operation, so that no statement is opened and discarded for it.
   const size_t needed = static_cast<size_t>(turnMissing(job));

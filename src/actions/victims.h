@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -324,6 +325,10 @@ class VictimSearch {
   /// subset a search can succeed with holds them all. Empty where mayFitWith gives no bound.
   std::vector<Victim> neededOf(const framework::SessionJob& job, const framework::NodeDomain* domain,
                                const std::vector<Victim>& best);
+  /// runIn()'s pending pods, per depth of nested runIn() calls (a deque: a buffer stays put while
+  /// a deeper call adds one).
+  std::deque<std::vector<int>> pendingAt_;
+  size_t runInDepth_ = 0;
   std::vector<Victim> neededWithout_;  ///< neededOf()'s scratch
   std::vector<int> neededJobs_;
   /// Whether a prune could find a smaller set than `set`, the turn's victims (finishTurn's rule):

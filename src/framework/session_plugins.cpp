@@ -336,10 +336,10 @@ api::Status Session::reclaimBounds(const SessionJob& job, const api::Resources& 
   return api::Status::success();
 }
 
-std::optional<JobDomains> Session::jobDomains(const SessionJob& job, DomainRoom room) const {
+JobDomainsPtr Session::jobDomains(const SessionJob& job, DomainRoom room) const {
   for (const auto& f : jobDomains_)
-    if (auto d = f.fn(job, room)) return d;
-  return std::nullopt;
+    if (JobDomainsPtr d = f.fn(job, room)) return d;
+  return nullptr;
 }
 
 // ---- the hot path: per task and node ----
@@ -351,6 +351,12 @@ bool Session::jobReady(const SessionJob& job) const {
 }
 
 std::vector<int> Session::pendingTaskOrder(const SessionJob& job, int* minimum) const {
+  std::vector<int> order;
+  pendingTaskOrder(job, order, minimum);
+  return order;
+}
+
+void Session::pendingTaskOrder(const SessionJob& job, std::vector<int>& order, int* minimum) const {
   // Task order depends on the pods only: sorted once per job and session, then filtered.
   if (taskOrderCache_.size() != jobs_.size()) taskOrderCache_.resize(jobs_.size());
   std::vector<int>& all = taskOrderCache_[static_cast<size_t>(job.index)];
@@ -359,17 +365,17 @@ std::vector<int> Session::pendingTaskOrder(const SessionJob& job, int* minimum) 
     for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
     std::sort(all.begin(), all.end(), [&](int a, int b) { return taskLess(job.tasks[a], job.tasks[b]); });
   }
-  std::vector<int> order;
+  order.clear();
   order.reserve(static_cast<size_t>(job.pendingCount));
   for (int ti : all)
     if (job.tasks[ti].state == TaskState::Pending) order.push_back(ti);
   const bool ready = jobReady(job);
   if (minimum) *minimum = 0;
-  if (ready || order.empty()) return order;
+  if (ready || order.empty()) return;
   const int gangMissing = std::max(1, job.minMember() - job.readyCount);
   if (job.subGroupReady.empty()) {
     if (minimum) *minimum = std::min(gangMissing, static_cast<int>(order.size()));
-    return order;
+    return;
   }
   // Each subgroup's missing minimum first, then the rest in task order; the first of the rest
   // complete the PodGroup's minMember.
@@ -390,7 +396,7 @@ std::vector<int> Session::pendingTaskOrder(const SessionJob& job, int* minimum) 
   for (size_t i = 0; i < order.size(); ++i)
     if (!taken[i]) out.push_back(order[i]);
   if (minimum) *minimum = std::min(std::max(picked, gangMissing), static_cast<int>(out.size()));
-  return out;
+  order.swap(out);
 }
 
 bool Session::predicate(const SessionTask& task, const SessionNode& node, std::string& reason) const {

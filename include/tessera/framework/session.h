@@ -387,7 +387,9 @@ struct JobDomains {
 /// have once running pods are evicted (the victim actions: the search decides what to evict).
 enum class DomainRoom { Free, Now, WithVictims };
 /// The domains a job must be placed in; nullopt when the plugin does not constrain this job.
-using JobDomainsFn = std::function<std::optional<JobDomains>(const SessionJob& job, DomainRoom room)>;
+/// A plugin's answer, shared: one kept for jobs alike is handed out again without a copy.
+using JobDomainsPtr = std::shared_ptr<const JobDomains>;
+using JobDomainsFn = std::function<JobDomainsPtr(const SessionJob& job, DomainRoom room)>;
 /// Appends to the task's placement key whatever, besides the pod's own scheduling fields (requests,
 /// selectors, affinity, tolerations, host ports, Tessera's placement annotations) and the node's
 /// state, this plugin's predicates and scores depend on (e.g. the job, for constraints
@@ -525,6 +527,8 @@ class Session {
   /// set to how many of the first ones make up the missing gang minimum (each subgroup's, then the
   /// PodGroup's minMember); 0 when the job is ready.
   std::vector<int> pendingTaskOrder(const SessionJob& job, int* minimum = nullptr) const;
+  /// The same into `order` (its storage reused).
+  void pendingTaskOrder(const SessionJob& job, std::vector<int>& order, int* minimum = nullptr) const;
   api::Status prePredicate(const SessionJob& job, const SessionTask& task) const;
   bool predicate(const SessionTask& task, const SessionNode& node, std::string& reason) const;
   int64_t nodeScore(const SessionTask& task, const SessionNode& node) const;
@@ -590,7 +594,7 @@ class Session {
   /// false, visiting none, when no walk gives that order now.
   bool walkQueueVictims(int queue, const VictimVisitFn& visit) const;
   /// The domains a job must be placed in (first plugin that constrains it wins); nullopt = anywhere.
-  std::optional<JobDomains> jobDomains(const SessionJob& job, DomainRoom room = DomainRoom::Free) const;
+  JobDomainsPtr jobDomains(const SessionJob& job, DomainRoom room = DomainRoom::Free) const;
 
   // ---- data plugins share within a session ----
   /// Time-aware fairness: each queue's recent usage per resource (gpu, cpu, memory) as a fraction

@@ -207,8 +207,9 @@ class State {
     for (int r = 0; r < kResources; ++r)
       if (req[r] > 0 && q.allocated[r] + req[r] > q.fairShare[r]) {
         // Asked by the victim search, which does not show it (Session::explainFailures off):
-        // the amounts are not formatted.
-        if (!ssn_.explainsFailures()) return api::makeError("queue would exceed its fair share");
+        // the amounts are not formatted, and the words fit a string's own buffer (no allocation
+        // for each of the thousands of turns refused here a cycle).
+        if (!ssn_.explainsFailures()) return api::makeError("over fair share");
         return api::makeError("queue " + ssn_.queues()[job.queue].name +
                               " would exceed its fair share: " + kResourceNames[r] + " " + fmt(r, q.allocated[r]) +
                               " + " + fmt(r, req[r]) + " > " + fmt(r, q.fairShare[r]));

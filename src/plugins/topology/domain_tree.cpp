@@ -46,9 +46,26 @@ void subtractTimes(api::Resources& r, const api::Resources& request, int64_t k) 
 }
 
 std::string requestKey(const api::Resources& r, const api::PodGpuSpec* share) {
-  std::string key = std::to_string(r.milliCpu) + "/" + std::to_string(r.memory) + "/" + std::to_string(r.milliGpu);
-  for (const auto& [n, v] : r.scalars) key += "/" + n + "=" + std::to_string(v);
-  if (share) key += "/share=" + std::to_string(share->fractionMilli) + "," + std::to_string(share->memoryMiB);
+  // Appended piece by piece into one buffer (no temporary per piece).
+  std::string key;
+  key.reserve(48);
+  key += std::to_string(r.milliCpu);
+  key += '/';
+  key += std::to_string(r.memory);
+  key += '/';
+  key += std::to_string(r.milliGpu);
+  for (const auto& [n, v] : r.scalars) {
+    key += '/';
+    key += n;
+    key += '=';
+    key += std::to_string(v);
+  }
+  if (share) {
+    key += "/share=";
+    key += std::to_string(share->fractionMilli);
+    key += ',';
+    key += std::to_string(share->memoryMiB);
+  }
   return key;
 }
 

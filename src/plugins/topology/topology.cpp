@@ -344,22 +344,24 @@ class TopologyPlugin final : public framework::Plugin {
     return true;
   }
 
-  std::optional<framework::JobDomains> domains(Session& ssn, const SessionJob& job, framework::DomainRoom room) {
+  framework::JobDomainsPtr domains(Session& ssn, const SessionJob& job, framework::DomainRoom room) {
     plan_ = Plan{};
     basis_ = room == framework::DomainRoom::Free  ? topology::Basis::Free
              : room == framework::DomainRoom::Now ? topology::Basis::Now
                                                   : topology::Basis::Capacity;
     const api::PodGroup* pg = job.info->podGroup.get();
-    if (!pg || !constrained(*pg)) return std::nullopt;
+    if (!pg || !constrained(*pg)) return nullptr;
     framework::JobDomains out;
+    auto answer = [&out] { return std::make_shared<const framework::JobDomains>(std::move(out)); };
     if (auto valid = validate(ssn, job); !valid.ok()) {  // asked by an action that did not check validity
       out.reason = valid.error().message;
-      return out;
+      return answer();
     }
     const api::TopologyConstraint& gc = pg->topologyConstraint;
-    std::string topologyName = gc.topology;
+    const std::string* topologyOf = &gc.topology;
     for (const auto& sg : pg->subGroups)
-      if (topologyName.empty() && hasLevels(sg.topologyConstraint)) topologyName = sg.topologyConstraint.topology;
+      if (topologyOf->empty() && hasLevels(sg.topologyConstraint)) topologyOf = &sg.topologyConstraint.topology;
+    const std::string& topologyName = *topologyOf;
     DomainTree* tree = treeFor(ssn, topologyName);
     TESSERA_ASSERT(tree);  // checked by validate()
     const Levels glv = levelsOf(*tree, gc);
@@ -379,10 +381,17 @@ class TopologyPlugin final : public framework::Plugin {
                                    });
       if (alikeByCapacity) {
         memoKey = &capacityKey_;
-        capacityKey_ = topologyName;
-        for (int64_t v : {int64_t{glv.required}, int64_t{glv.preferred}, dem.needed, dem.pending})
-          capacityKey_ += '|' + std::to_string(v);
-        for (const PodClass& c : dem.classes) capacityKey_ += '|' + c.key + '#' + std::to_string(c.count);
+        capacityKey_ = topologyName;  // (its buffer is kept: appended to, no temporary per piece)
+        for (int64_t v : {int64_t{glv.required}, int64_t{glv.preferred}, dem.needed, dem.pending}) {
+          capacityKey_ += '|';
+          capacityKey_ += std::to_string(v);
+        }
+        for (const PodClass& c : dem.classes) {
+          capacityKey_ += '|';
+          capacityKey_ += c.key;
+          capacityKey_ += '#';
+          capacityKey_ += std::to_string(c.count);
+        }
         if (auto it = byCapacity_.find(capacityKey_); it != byCapacity_.end()) {
           const CapacityAnswer& kept = it->second;
           if (kept.planned) {
@@ -396,8 +405,9 @@ class TopologyPlugin final : public framework::Plugin {
         }
       }
       if (!candidatesFor(ssn, *tree, glv, dem, -1, -1, nullptr, cands, out.reason)) {
-        if (memoKey) byCapacity_.emplace(*memoKey, CapacityAnswer{out, false, -1, {}});
-        return out;
+        framework::JobDomainsPtr none = answer();
+        if (memoKey) byCapacity_.emplace(*memoKey, CapacityAnswer{none, false, -1, {}});
+        return none;
       }
     }
     if (glv.required < 0) {  // soft only: in the end, anywhere
@@ -412,14 +422,15 @@ class TopologyPlugin final : public framework::Plugin {
     planSubgroups(ssn, job, *pg, *tree, cands, out.reason);
     if (cands.empty()) {
       plan_ = Plan{};
-      return out;
+      return answer();
     }
     if (glv.preferred >= 0) planBonus(ssn, job, *tree, glv, cands);
 
     out.domains.reserve(cands.size());
     for (const Candidate& c : cands) out.domains.push_back(toNodeDomain(ssn, *tree, c));
-    if (memoKey) byCapacity_.emplace(*memoKey, CapacityAnswer{out, true, plan_.bonusLevel, plan_.bonus});
-    return out;
+    framework::JobDomainsPtr found = answer();
+    if (memoKey) byCapacity_.emplace(*memoKey, CapacityAnswer{found, true, plan_.bonusLevel, plan_.bonus});
+    return found;
   }
 
   static NodeDomain toNodeDomain(const Session& ssn, const DomainTree& tree, const Candidate& c) {
@@ -555,7 +566,7 @@ class TopologyPlugin final : public framework::Plugin {
   uint64_t plans_ = 0;  ///< plans made (Plan::seq)
   /// domains() by capacity for jobs alike (see there), by demand, this session.
   struct CapacityAnswer {
-    framework::JobDomains domains;
+    framework::JobDomainsPtr domains;  ///< shared with every job given it
     bool planned = false;  ///< a plan was made (else none: the job has no domain)
     int bonusLevel = -1;
     std::vector<int64_t> bonus;

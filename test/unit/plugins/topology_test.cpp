@@ -107,7 +107,7 @@ struct Env {
     if (j < 0) FAIL("no job " << name);
     return ssn->jobs()[j];
   }
-  std::optional<JobDomains> domains(const std::string& name) { return ssn->jobDomains(job(name)); }
+  tessera::framework::JobDomainsPtr domains(const std::string& name) { return ssn->jobDomains(job(name)); }
   /// Domain names, or "nullopt", or "none: <reason>".
   std::vector<std::string> names(const std::string& name) {
     auto d = domains(name);
