@@ -354,7 +354,8 @@ Session::NodeFit Session::judgeNode(const SessionTask& task, const SessionNode& 
   const bool fitsFuture = fits(task, n, /*future=*/true);
   if (fitsFuture && fits(task, n, /*future=*/false)) return NodeFit::Now;
   if (fitsFuture && allowPipeline) return NodeFit::Later;
-  std::vector<std::string> short_;
+  std::vector<std::string>& short_ = judgeShort_;  // (a kept buffer: thousands of nodes are judged)
+  short_.clear();
   task.nodeRequest().insufficient(allowPipeline ? n.futureIdle() : n.idle, short_);
   if (short_.empty() && task.sharesGpu() && !gpuShareFits(task, n, allowPipeline)) {
     std::string what = task.info->gpuSpec->numDevices > 1 ? "GPUs with room for the pod's GPU share"

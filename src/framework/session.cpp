@@ -72,7 +72,8 @@ struct SessionStorage {
   std::vector<SessionTask> tasks;
   std::vector<std::string> keys;
   std::vector<int> classes;
-  std::vector<std::vector<int>> taskOrders;
+  std::vector<int> taskOrders;
+  std::vector<uint8_t> taskOrderKnown;
   std::vector<int> jobOrder;
   /// The last session's job order and its snapshot (Session::jobsInOrder starts from them).
   std::vector<int> lastJobOrder;
@@ -132,6 +133,7 @@ struct SessionStorage {
     f(keys, s.keyCache_);
     f(classes, s.classCache_);
     f(taskOrders, s.taskOrderCache_);
+    f(taskOrderKnown, s.taskOrderKnown_);
     f(jobOrder, s.jobOrderCache_);
     f(valid, s.validCache_);
     f(signatures, s.signatureCache_);

@@ -358,10 +358,14 @@ std::vector<int> Session::pendingTaskOrder(const SessionJob& job, int* minimum) 
 
 void Session::pendingTaskOrder(const SessionJob& job, std::vector<int>& order, int* minimum) const {
   // Task order depends on the pods only: sorted once per job and session, then filtered.
-  if (taskOrderCache_.size() != jobs_.size()) taskOrderCache_.resize(jobs_.size());
-  std::vector<int>& all = taskOrderCache_[static_cast<size_t>(job.index)];
-  if (all.size() != job.tasks.size()) {
-    all.resize(job.tasks.size());
+  if (taskOrderKnown_.size() != jobs_.size()) {
+    taskOrderKnown_.assign(jobs_.size(), 0);
+    taskOrderCache_.resize(tasks_.size());
+  }
+  const std::span<int> all =
+      job.tasks.empty() ? std::span<int>() : std::span<int>(taskOrderCache_).subspan(slotOf(job.tasks.front()), job.tasks.size());
+  if (!taskOrderKnown_[static_cast<size_t>(job.index)]) {
+    taskOrderKnown_[static_cast<size_t>(job.index)] = 1;
     for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
     std::sort(all.begin(), all.end(), [&](int a, int b) { return taskLess(job.tasks[a], job.tasks[b]); });
   }

@@ -923,8 +923,12 @@ class Session {
   /// of `job` (PlacementKeyJobFn).
   bool keysJob(const SessionJob& job, size_t count = SIZE_MAX) const;
   const std::string& podPlacementKey(const SessionTask& task) const;
-  /// Per job: all its tasks in task order (taskLess: static within a session), built lazily.
-  mutable std::vector<std::vector<int>> taskOrderCache_;
+  /// Per task slot: its job's task indices in task order (taskLess: static within a session), each
+  /// job's in its own tasks' slots, built lazily (taskOrderKnown_ per job). One array, not one per
+  /// job: kept between sessions, it is not allocated again job by job.
+  mutable std::vector<int> taskOrderCache_;
+  mutable std::vector<uint8_t> taskOrderKnown_;
+  mutable std::vector<std::string> judgeShort_;  ///< judgeNode()'s scratch: the resources a node lacks
   /// victimLess()'s last word between two pods of one job (the newest pod, then the pod key) as a
   /// rank: the task index for a job whose pods were created together (JobInfo::tasksCreatedTogether),
   /// else a rank per task slot, computed for the job the first time two of its pods get there
