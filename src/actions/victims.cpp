@@ -66,7 +66,8 @@ std::span<const VictimSearch::Victim> VictimSearch::victimsOn(int node) {
   auto less = [&](const Victim& a, const Victim& b) { return nodeOrderLess(a, b); };
   // A node runs a few pods: they are sorted in place by insertion (stable, as std::stable_sort,
   // which would allocate a buffer per call; a list sorted in an earlier order is mostly in order
-  // still, a pass of one comparison per pod).
+  // still, a pass of one comparison per pod). Past a few dozen, insertion's quadratic worst case
+  // would cost more than the buffer.
   constexpr size_t kInsertionMax = 24;
   if (list.size() <= kInsertionMax) {
     for (size_t i = 1; i < list.size(); ++i) {
@@ -618,18 +619,17 @@ std::string VictimSearch::whyText(const SessionJob& job, bool queueLimit) const 
   const cache::JobInfo& info = *job.info;
   std::string text;
   text.reserve(64 + info.queue.size() + info.namespace_.size() + info.name.size());
-  auto who = [&] { appendJob(text, job); };
   switch (mode_) {
     case VictimMode::Reclaim:
       text += "reclaimed by queue ";
       text += info.queue;
       text += " for ";
-      who();
+      appendJob(text, job);
       if (queueLimit) text += " (queue limit)";
       return text;
     case VictimMode::Preempt:
       text += "preempted by ";
-      who();
+      appendJob(text, job);
       text += " (priority ";
       text += std::to_string(job.priority);
       text += queueLimit ? ", queue limit)" : ")";
@@ -637,7 +637,7 @@ std::string VictimSearch::whyText(const SessionJob& job, bool queueLimit) const 
     case VictimMode::Consolidate: break;
   }
   text += "moved to make room for ";
-  who();
+  appendJob(text, job);
   return text;
 }
 
@@ -1154,8 +1154,8 @@ void VictimSearch::commitTurn(Statement& stmt, SessionJob& job, int evicted) {
     message += "pipelined by ";
     message += what;
     message += ": waiting for ";
-    message += std::to_string(evicted);
-    message += evicted == 1 ? " pod to leave" : " pods to leave";
+    message += pods(evicted);
+    message += " to leave";
   }
   ssn_.setUnschedulable(job, message);
 }

@@ -25,6 +25,15 @@ api::Result<int> doubled(int n) {
   TESSERA_ASSIGN_OR_RETURN(const int v, parsePositive(n));
   return 2 * v;
 }
+// A named (non-const) Status or Result: its error is copied, never moved out of it.
+api::Status passOn(api::Status& named) {
+  TESSERA_TRY(named);
+  return api::Status::success();
+}
+api::Result<int> passOnResult(api::Result<int>& named) {
+  TESSERA_ASSIGN_OR_RETURN(const int v, named);
+  return v;
+}
 
 }  // namespace
 
@@ -60,6 +69,24 @@ TEST_CASE("TESSERA_TRY and TESSERA_ASSIGN_OR_RETURN pass the first error up") {
   CHECK(*doubled(4) == 8);
   REQUIRE_FALSE(doubled(0).ok());
   CHECK(doubled(0).error().message == "not positive: 0");
+}
+
+TEST_CASE("TESSERA_TRY moves the error of a temporary and copies that of a named status") {
+  const std::string long_ = "not positive, and a message longer than a string's own buffer";
+  api::Status named = api::makeError(long_, 422);
+  const api::Status passed = passOn(named);
+  REQUIRE_FALSE(passed.ok());
+  CHECK(passed.error().message == long_);
+  CHECK(passed.error().code == 422);
+  CHECK(named.error().message == long_);  // still there: copied
+  api::Result<int> namedResult = api::makeError(long_);
+  const api::Result<int> passedResult = passOnResult(namedResult);
+  REQUIRE_FALSE(passedResult.ok());
+  CHECK(passedResult.error().message == long_);
+  CHECK(namedResult.error().message == long_);
+  // A temporary's error is moved: the message arrives whole.
+  api::Status moved = std::move(named).error();
+  CHECK(moved.error().message == long_);
 }
 
 }  // namespace tessera

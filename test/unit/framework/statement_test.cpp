@@ -436,6 +436,36 @@ TEST_CASE("two statements on one node: discarding the older keeps the newer one'
   CHECK(differences(before, capture(*f.ssn)) == kNone);
 }
 
+TEST_CASE("statements borrow emptied operation logs from the session: never another's operations",
+          "[statement]") {
+  // (Session::borrowOpLog: a finished statement's log is lent to the next one.)
+  Fixture f;
+  const State before = capture(*f.ssn);
+  {
+    Statement a(*f.ssn);
+    a.allocate(f.task("solo"), f.node("n3"));
+    a.evict(f.task("run-0"), "make room");
+    {
+      Statement nested(*f.ssn);  // opened while `a` holds its log
+      CHECK(nested.operations().empty());
+      nested.allocate(f.task("g-0"), f.node("n1"));
+      CHECK(nested.operations().size() == 1);
+      CHECK(a.operations().size() == 2);
+    }  // discarded: its log goes back, emptied
+    CHECK(a.operations().size() == 2);
+  }  // discarded too
+  CHECK(differences(before, capture(*f.ssn)) == kNone);
+  for (int i = 0; i < 3; ++i) {
+    Statement next(*f.ssn);  // a lent log starts empty
+    CHECK(next.operations().empty());
+    next.allocate(f.task("solo"), f.node("n3"));
+    REQUIRE(next.operations().size() == 1);
+    CHECK(next.operations()[0].type == Operation::Type::Allocate);
+  }
+  CHECK(differences(before, capture(*f.ssn)) == kNone);
+  CHECK(f.ssn->committed().empty());
+}
+
 TEST_CASE("commit moves the operations, in order, to the session; close reports them", "[statement]") {
   Fixture f;
   {
