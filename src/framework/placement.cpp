@@ -317,6 +317,9 @@ Placement Session::findPlacement(const SessionTask& task, bool allowPipeline) {
   if (fresh) {
     std::vector<RankedNode> ranked;
     if (domain_) {
+      // (A rack's few dozen grown once, not doubling; a domain of the whole cluster is not
+      // reserved for: most of its nodes may not fit.)
+      if (domain_->nodes.size() <= 128) ranked.reserve(domain_->nodes.size());
       for (int ni : domain_->nodes)
         if (nodeLevel_[ni] >= need)
           if (auto r = rank(task, nodes_[ni])) ranked.push_back(*r);
