@@ -26,8 +26,8 @@ namespace {
 std::atomic<uint64_t> bytes{0};
 std::atomic<uint64_t> calls{0};
 
-constexpr int kFrames = 8;          // operator new, counted, then the callers kept
-constexpr int kSkipped = 2;         // (counted and operator new)
+constexpr int kFrames = 8;   // operator new, counted, then the callers kept
+constexpr int kSkipped = 2;  // (counted and operator new)
 constexpr size_t kMaxSamples = 1 << 18;
 struct Stack {
   std::array<void*, kFrames> frames{};
@@ -137,9 +137,11 @@ void printAllocationSites(std::FILE* out, int top, int cycles) {
   size_t k = 0;
   for (const auto& [text, count] : merged) rows[k++] = {count, text};
   std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  std::fprintf(out, "allocation sites: %zu samples, one allocation in %u, per cycle over %d cycles\n", n, every, cycles);
+  std::fprintf(out, "allocation sites: %zu samples, one allocation in %u, per cycle over %d cycles\n", n, every,
+               cycles);
   for (size_t i = 0; i < rows.size() && static_cast<int>(i) < top; ++i)
-    std::fprintf(out, "%9.0f  %s\n", static_cast<double>(rows[i].first) * every / std::max(1, cycles), rows[i].second.c_str());
+    std::fprintf(out, "%9.0f  %s\n", static_cast<double>(rows[i].first) * every / std::max(1, cycles),
+                 rows[i].second.c_str());
 }
 
 }  // namespace tessera::bench

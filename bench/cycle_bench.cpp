@@ -482,7 +482,8 @@ bool parseOptions(int argc, char** argv, Options& o, bool suite) {
     else if (suite && flag(i, argc, argv, "--shape-timeout", v)) o.shapeTimeoutS = std::max(1, std::stoi(v));
     else if (flag(i, argc, argv, "--malloc", v) && (v == "keep" || v == "default")) o.malloc = v;
     else if (flag(i, argc, argv, "--ui-poll", v)) o.uiPollMs = std::max(0, std::stoi(v));
-    else if (!suite && flag(i, argc, argv, "--alloc-sites", v)) o.allocSites = static_cast<uint32_t>(std::max(0, std::stoi(v)));
+    else if (!suite && flag(i, argc, argv, "--alloc-sites", v))
+      o.allocSites = static_cast<uint32_t>(std::max(0, std::stoi(v)));
     else {
       std::fprintf(stderr, "tessera-bench %s: unknown argument %s\n", argv[0], argv[i]);
       return false;

@@ -362,8 +362,9 @@ void Session::pendingTaskOrder(const SessionJob& job, std::vector<int>& order, i
     taskOrderKnown_.assign(jobs_.size(), 0);
     taskOrderCache_.resize(tasks_.size());
   }
-  const std::span<int> all =
-      job.tasks.empty() ? std::span<int>() : std::span<int>(taskOrderCache_).subspan(slotOf(job.tasks.front()), job.tasks.size());
+  const std::span<int> all = job.tasks.empty()
+                                 ? std::span<int>()
+                                 : std::span<int>(taskOrderCache_).subspan(slotOf(job.tasks.front()), job.tasks.size());
   if (!taskOrderKnown_[static_cast<size_t>(job.index)]) {
     taskOrderKnown_[static_cast<size_t>(job.index)] = 1;
     for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);

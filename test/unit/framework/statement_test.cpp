@@ -436,8 +436,7 @@ TEST_CASE("two statements on one node: discarding the older keeps the newer one'
   CHECK(differences(before, capture(*f.ssn)) == kNone);
 }
 
-TEST_CASE("statements borrow emptied operation logs from the session: never another's operations",
-          "[statement]") {
+TEST_CASE("statements borrow emptied operation logs from the session: never another's operations", "[statement]") {
   // (Session::borrowOpLog: a finished statement's log is lent to the next one.)
   Fixture f;
   const State before = capture(*f.ssn);
