@@ -386,8 +386,8 @@ struct JobDomains {
 /// without what is releasing (placements that may not be pipelined: backfill), or what it could
 /// have once running pods are evicted (the victim actions: the search decides what to evict).
 enum class DomainRoom { Free, Now, WithVictims };
-/// The domains a job must be placed in; nullopt when the plugin does not constrain this job.
-/// A plugin's answer, shared: one kept for jobs alike is handed out again without a copy.
+/// The domains a job must be placed in; null when the plugin does not constrain this job. The
+/// answer is shared: one a plugin keeps for jobs alike is handed out again without a copy.
 using JobDomainsPtr = std::shared_ptr<const JobDomains>;
 using JobDomainsFn = std::function<JobDomainsPtr(const SessionJob& job, DomainRoom room)>;
 /// Appends to the task's placement key whatever, besides the pod's own scheduling fields (requests,
@@ -593,7 +593,7 @@ class Session {
   /// The same for the running pods of queue `queue` itself (its jobs' pods, not its children's);
   /// false, visiting none, when no walk gives that order now.
   bool walkQueueVictims(int queue, const VictimVisitFn& visit) const;
-  /// The domains a job must be placed in (first plugin that constrains it wins); nullopt = anywhere.
+  /// The domains a job must be placed in (first plugin that constrains it wins); null = anywhere.
   JobDomainsPtr jobDomains(const SessionJob& job, DomainRoom room = DomainRoom::Free) const;
 
   // ---- data plugins share within a session ----

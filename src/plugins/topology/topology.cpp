@@ -19,7 +19,7 @@
 //    preferred-level sub-domain with the most room;
 //  - subgroups with their own constraint get one domain of their level each, inside the group's
 //    domain (assigned greedily, largest subgroup first), enforced by a predicate.
-// Jobs without a constraint are left alone (nullopt), and a session without constrained jobs
+// Jobs without a constraint are left alone (no domains: null), and a session without constrained jobs
 // registers nothing but the validity check.
 //
 // The plan for a job (its subgroup domains, the node bonus) is made when allocate asks for the
