@@ -121,21 +121,18 @@ void printAllocationSites(std::FILE* out, int top, int cycles) {
   std::sort(all.begin(), all.end());
   all.erase(std::unique(all.begin(), all.end()), all.end());
   const std::map<void*, std::string> names = nameAll(all);
-  std::vector<std::pair<uint64_t, std::string>> rows;
+  // Named; stacks that differ only in frames whose names are alike count as one site.
+  std::map<std::string, uint64_t> merged;
   for (const auto& [site, count] : bySite) {
     std::string text;
     for (void* f : site) {
       auto it = names.find(f);
       text += (text.empty() ? "" : " <- ") + (it == names.end() ? std::string("?") : it->second);
     }
-    rows.emplace_back(count, text);
+    merged[text] += count;
   }
-  // (Stacks that differ below the frames kept count as one site.)
-  std::map<std::string, uint64_t> merged;
-  for (const auto& [count, text] : rows) merged[text] += count;
-  rows.assign(merged.size(), {});
-  size_t k = 0;
-  for (const auto& [text, count] : merged) rows[k++] = {count, text};
+  std::vector<std::pair<uint64_t, std::string>> rows;
+  for (const auto& [text, count] : merged) rows.emplace_back(count, text);
   std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   std::fprintf(out, "allocation sites: %zu samples, one allocation in %u, per cycle over %d cycles\n", n, every,
                cycles);
