@@ -4,7 +4,8 @@
 #   - configures build-fuzz/ with clang, ASan+UBSan and coverage instrumentation on every library,
 #     and builds only the fuzz targets (and the libraries they need)
 #   - runs each target on a fresh copy of test/fuzz/corpus/<target>/ (the repo's corpus is not
-#     modified) with -max_total_time=SECONDS and -timeout=TIMEOUT per input (a hang is a finding)
+#     modified) with -max_total_time=SECONDS and -timeout=TIMEOUT per input (a hang is a finding),
+#     one target per core at a time
 # Prints one line per target (executions, result) and exits non-zero on any crash, hang, leak or
 # sanitizer report; the reproducer and the log stay in build-fuzz/findings/<target>/.
 # Usage: bash scripts/fuzz.sh [SECONDS]     (env: FUZZ_BUILD_DIR, FUZZ_TIMEOUT, FUZZ_TARGETS="a b")
@@ -69,14 +70,13 @@ if [[ ${#TARGETS[@]} -eq 0 ]]; then
 fi
 export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-STATUS=0
-LINES=()
-for t in "${TARGETS[@]}"; do
-  work="$BUILD/fuzz-run/$t" findings="$BUILD/findings/$t"
+# fuzz_one TARGET: one target on a fresh copy of its corpus; its summary line goes to
+# $BUILD/findings/TARGET/result (the log stays beside it when it failed).
+fuzz_one() {
+  local t=$1 work="$BUILD/fuzz-run/$1" findings="$BUILD/findings/$1" start end rc runs artifact
   rm -rf "$work" "$findings"
   mkdir -p "$work/corpus" "$findings"
   if [[ -d test/fuzz/corpus/$t ]]; then cp -r "test/fuzz/corpus/$t/." "$work/corpus/"; fi
-  echo "==== fuzz_$t: ${SECONDS_EACH} s"
   start=$(date +%s)
   "$BUILD/test/fuzz/fuzz_$t" "$work/corpus" -max_total_time="$SECONDS_EACH" -timeout="$TIMEOUT" \
     -rss_limit_mb=2048 -max_len=8192 -print_final_stats=1 -artifact_prefix="$findings/" </dev/null \
@@ -85,13 +85,34 @@ for t in "${TARGETS[@]}"; do
   end=$(date +%s)
   runs=$(grep -aE '^stat::number_of_executed_units:' "$findings/log" | awk '{print $2}')
   if [[ $rc -eq 0 ]]; then
-    LINES+=("fuzz_$t: ok: ${runs:-?} executions in $((end - start)) s")
+    echo "fuzz_$t: ok: ${runs:-?} executions in $((end - start)) s" >"$findings/result"
     rm -f "$findings/log"
   else
-    STATUS=1
     artifact=$(ls "$findings" | grep -E "^(crash|timeout|leak|oom|slow-unit)-" | sed -n 1p)
-    LINES+=("fuzz_$t: FAILED (exit $rc) after ${runs:-?} executions: $findings/${artifact:-log}")
-    grep -aE 'ERROR: (libFuzzer|AddressSanitizer|LeakSanitizer)|runtime error|SUMMARY' "$findings/log" | head -5
+    echo "fuzz_$t: FAILED (exit $rc) after ${runs:-?} executions: $findings/${artifact:-log}" >"$findings/result"
+  fi
+}
+# One target per core at a time (each is one process and still runs SECONDS_EACH of its own).
+running=0
+for t in "${TARGETS[@]}"; do
+  echo "==== fuzz_$t: ${SECONDS_EACH} s"
+  fuzz_one "$t" &
+  running=$((running + 1))
+  if ((running >= JOBS)); then
+    wait -n
+    running=$((running - 1))
+  fi
+done
+wait
+STATUS=0
+LINES=()
+for t in "${TARGETS[@]}"; do
+  findings="$BUILD/findings/$t"
+  line=$(cat "$findings/result" 2>/dev/null || echo "fuzz_$t: FAILED (no result): $findings")
+  LINES+=("$line")
+  if [[ $line != "fuzz_$t: ok:"* ]]; then
+    STATUS=1
+    grep -aE 'ERROR: (libFuzzer|AddressSanitizer|LeakSanitizer)|runtime error|SUMMARY' "$findings/log" 2>/dev/null | head -5
   fi
 done
 T2=$(date +%s)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every test, twice, then the fuzzers: installs what is missing, then
-#   1. build/       Release, everything (tessera, unit tests, scenarios, tessera-bench); ctest
+#   1. build/       Release, everything (tessera, unit tests, scenarios, tessera-bench); ctest, one test
+#                   per core (most of the long tests wait on child processes and servers)
 #   2. build-asan/  AddressSanitizer + UndefinedBehaviorSanitizer (-O1 -g1 for the code under test, test bodies -O0; assertions on), no bench; ctest
 #   3. build-fuzz/  clang + libFuzzer: every target in test/fuzz for FUZZ_SECONDS (default 60) each
 #                   (scripts/fuzz.sh; any crash, hang or sanitizer report fails)
@@ -52,7 +53,7 @@ run_build() {
   echo
   echo "==== $name: ctest"
   start=$(date +%s)
-  (cd "$dir" && ctest --output-on-failure --timeout 900) 2>&1 | tee "$log"
+  (cd "$dir" && ctest -j "$JOBS" --output-on-failure --timeout 900) 2>&1 | tee "$log"
   local rc=${PIPESTATUS[0]}
   end=$(date +%s)
   test_s=$((end - start))
