@@ -907,6 +907,14 @@ bool VictimSearch::runInDomains(SessionJob& job, const std::vector<framework::No
         fail(d, std::nullopt);
         continue;
       }
+      // A turn that fits in a domain of the level as things stand takes no victim in any: placing
+      // it is allocate's job, as for a claimant without domains (finishTurn). Asked before any
+      // trial: a trial elsewhere could find victims, and one here would end "fits without
+      // victims" only after the others, or never be run (the bound below).
+      if (mode_ != VictimMode::Consolidate && freeRoomCovers(ids[d], want) && fitsAsIs(job, domains[d])) {
+        reason = domains[d].name + ": fits without victims";
+        return false;
+      }
       if (end - first == 1) {
         std::string why;
         if (searchIn(job, &domains[d], why, /*trial=*/false)) return true;
@@ -1075,6 +1083,32 @@ bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, s
       }))
     lastTrial_ = TrialSolution{stmt.operations(), evictedNow_, evicted, queueFreed, orderChanged_};
   return finishTurn(stmt, job, domain, needed, evicted, queueFreed, trial, reason);
+}
+
+bool VictimSearch::fitsAsIs(SessionJob& job, const framework::NodeDomain& domain) {
+  if (pendingAt_.size() <= runInDepth_) pendingAt_.emplace_back();
+  std::vector<int>& pending = pendingAt_[runInDepth_];
+  ssn_.pendingTaskOrder(job, pending);
+  ++runInDepth_;  // (the buffer is this call's while it runs)
+  struct Leave {
+    size_t& depth;
+    ~Leave() { --depth; }
+  } leave{runInDepth_};
+  Statement stmt(ssn_);
+  ssn_.restrictTo(&domain);
+  for (int ti : pending) {
+    if (turnDone(job)) break;
+    SessionTask& task = job.tasks[ti];
+    if (!queueRoom(job, task).ok()) break;
+    const framework::Placement p = ssn_.findPlacement(task, /*allowPipeline=*/true);
+    if (p.node < 0) break;
+    if (p.pipelined) stmt.pipeline(task, p.node);
+    else stmt.allocate(task, p.node);
+  }
+  ssn_.restrictTo(nullptr);
+  const bool fits = turnDone(job);
+  stmt.discard();
+  return fits;
 }
 
 bool VictimSearch::finishTurn(Statement& stmt, SessionJob& job, const framework::NodeDomain* domain, size_t needed,

@@ -213,6 +213,9 @@ class VictimSearch {
   /// Whether what is free or releasing in the domain (numbered `domainIndex`, summed by mayHold)
   /// covers `want` by resources: only then may its turn need no victim on its nodes.
   bool freeRoomCovers(int domainIndex, const api::Resources& want) const;
+  /// Whether the turn's pods fit in `domain` as things stand, no victim taken (the queue rules
+  /// letting each in): what runIn() would place before making any room, tried and undone.
+  bool fitsAsIs(framework::SessionJob& job, const framework::NodeDomain& domain);
   /// The latest (earliest) of a non-empty set in victim order.
   Victim latestOf(const std::vector<Victim>& set) const;
   Victim earliestOf(const std::vector<Victim>& set) const;
