@@ -988,14 +988,8 @@ bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, s
   orderChanged_ = false;
   // The pending pods in the order they are tried, in a buffer of this call's depth (runIn nests:
   // the retry without a first victim, a prune's trials).
-  if (pendingAt_.size() <= runInDepth_) pendingAt_.emplace_back();
-  std::vector<int>& pending = pendingAt_[runInDepth_];
-  ssn_.pendingTaskOrder(job, pending);
-  ++runInDepth_;
-  struct Leave {
-    size_t& depth;
-    ~Leave() { --depth; }
-  } leave{runInDepth_};
+  const PendingScope scope(*this, job);
+  const std::vector<int>& pending = scope.pending;
   // A job that needs one more pod, which fits as things are, needs no victim: asked before any
   // operation, so that no statement is opened and discarded for it.
   const size_t needed = static_cast<size_t>(turnMissing(job));
@@ -1085,18 +1079,18 @@ bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, s
   return finishTurn(stmt, job, domain, needed, evicted, queueFreed, trial, reason);
 }
 
+VictimSearch::PendingScope::PendingScope(VictimSearch& search, const SessionJob& job)
+    : depth(search.runInDepth_),
+      pending(search.pendingAt_.size() <= depth ? search.pendingAt_.emplace_back() : search.pendingAt_[depth]) {
+  search.ssn_.pendingTaskOrder(job, pending);
+  ++depth;
+}
+
 bool VictimSearch::fitsAsIs(SessionJob& job, const framework::NodeDomain& domain) {
-  if (pendingAt_.size() <= runInDepth_) pendingAt_.emplace_back();
-  std::vector<int>& pending = pendingAt_[runInDepth_];
-  ssn_.pendingTaskOrder(job, pending);
-  ++runInDepth_;  // (the buffer is this call's while it runs)
-  struct Leave {
-    size_t& depth;
-    ~Leave() { --depth; }
-  } leave{runInDepth_};
+  const PendingScope scope(*this, job);
   Statement stmt(ssn_);
   ssn_.restrictTo(&domain);
-  for (int ti : pending) {
+  for (int ti : scope.pending) {
     if (turnDone(job)) break;
     SessionTask& task = job.tasks[ti];
     if (!queueRoom(job, task).ok()) break;

@@ -332,6 +332,16 @@ class VictimSearch {
   /// a deeper call adds one).
   std::deque<std::vector<int>> pendingAt_;
   size_t runInDepth_ = 0;
+  /// The claimant's pending pods in the order they are tried (Session::pendingTaskOrder), in the
+  /// buffer of the caller's depth, which is entered while the scope lives (runIn, fitsAsIs).
+  struct PendingScope {
+    PendingScope(VictimSearch& search, const framework::SessionJob& job);
+    ~PendingScope() { --depth; }
+    PendingScope(const PendingScope&) = delete;
+    PendingScope& operator=(const PendingScope&) = delete;
+    size_t& depth;
+    std::vector<int>& pending;
+  };
   std::vector<Victim> neededWithout_;  ///< neededOf()'s scratch
   std::vector<int> neededJobs_;
   /// Whether a prune could find a smaller set than `set`, the turn's victims (finishTurn's rule):
