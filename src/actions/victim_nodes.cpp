@@ -385,17 +385,17 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
   // Reclaim without a ranking made in the order as it stands walks the order: the first claimant
   // of a shape evaluates the nodes of the first victims only, not every node. A walk that had to
   // go through every victim has evaluated every node that could be a candidate: its findings are
-  // kept as the shape's ranking, refreshed for the next claimants like any other. Not once the
-  // claimant's own search changed pods (its order is then the held one, which the walk is not).
-  if (it == rankings_.end() && mode_ == VictimMode::Reclaim && excludedPods_.empty() &&
-      order == ssn_.victimOrderVersion(/*live=*/true))
+  // kept as the shape's ranking, refreshed for the next claimants like any other. Once the
+  // claimant's own search changed pods the walk is in the held order (a top-level tree changed in
+  // the hold is walked as the hold built it: Session::walkVictims), as every comparison here is.
+  if (it == rankings_.end() && mode_ == VictimMode::Reclaim && excludedPods_.empty())
     if (std::optional<Walked> walked = walkCandidates(job, task, max)) {
       if (walked->whole) {
         if (selfChecks()) checkWalkedAll(job, task, walked->all);
         KeptRanking& kept = rankings_.try_emplace(key, Better{this}).first->second;
         kept.ranking.assign(std::move(walked->all), log);
         kept.order = order;
-        kept.moved = movedLog_.size();
+        if (!evictedNow_.empty()) kept.onlyFor = turnSeq_;  // (as a ranking made below)
       }
       return std::move(walked->nodes);
     }
@@ -430,10 +430,12 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
       if (n >= 0) out.push_back(n);
     }
   };
-  const bool movedSince = !fresh && it->second.moved < movedLog_.size();  // preempt: commits since
+  const std::vector<int>& movedLog = movedLogOf(job.queue);
+  const bool movedSince = !fresh && it->second.moved < movedLog.size();  // preempt: commits since
   if ((reorder || movedSince || !again.empty()) && !fresh) {
-    // Nodes running pods of the jobs commits changed since, and of those this claimant took from.
-    std::vector<int> moved(movedLog_.begin() + static_cast<std::ptrdiff_t>(it->second.moved), movedLog_.end());
+    // Nodes running pods of the jobs commits in its queue changed since, and of those this
+    // claimant took from.
+    std::vector<int> moved(movedLog.begin() + static_cast<std::ptrdiff_t>(it->second.moved), movedLog.end());
     moved.insert(moved.end(), again.begin(), again.end());
     if (reorder)
       for (const Victim& v : evictedNow_) nodesOf(v.job, moved);
@@ -456,7 +458,7 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
     }
   }
   kept.order = order;
-  kept.moved = movedLog_.size();
+  kept.moved = movedLog.size();
   if (mode_ == VictimMode::Reclaim && !evictedNow_.empty()) kept.onlyFor = turnSeq_;
   // The best current nodes; they stay ranked, valid until a try changes them.
   if (!top) top = ranking.best(max, log);
@@ -536,9 +538,10 @@ void VictimSearch::checkCandidates(const SessionJob& job, const SessionTask& tas
 }
 
 bool VictimSearch::walkStep(const SessionJob& job, const SessionTask& task, const SessionTask& t, WalkState& w) {
+  if (!running(t)) return true;
   if (selfChecks()) TESSERA_ASSERT(!w.prev || !ssn_.victimLess(t, *w.prev));  // the walk is in victim order
   w.prev = &t;
-  if (!running(t) || walkJob_[static_cast<size_t>(t.job)]) return true;
+  if (walkJob_[static_cast<size_t>(t.job)]) return true;
   // The job's first pod: every node running one of its pods may end its set with this job (a
   // whole job's place in victim order is its first pod's), none earlier than here.
   if (w.best.size() == w.keep && victimBefore(w.best.back().last, Victim{t.job, t.index})) {

@@ -1143,6 +1143,11 @@ bool VictimSearch::finishTurn(Statement& stmt, SessionJob& job, const framework:
   return true;
 }
 
+const std::vector<int>& VictimSearch::movedLogOf(int queue) const {
+  static const std::vector<int> none;
+  return queue >= 0 && static_cast<size_t>(queue) < movedLog_.size() ? movedLog_[static_cast<size_t>(queue)] : none;
+}
+
 void VictimSearch::commitTurn(Statement& stmt, SessionJob& job, int evicted) {
   if (job.pipelinedCount > 0) stmt.pipelineAllocated(job.index);
   // The jobs this commit changes (the claimant, its victims' jobs): their pods elsewhere move in
@@ -1167,7 +1172,13 @@ void VictimSearch::commitTurn(Statement& stmt, SessionJob& job, int evicted) {
     // once however often it is named.
     std::sort(nodes.begin(), nodes.end());
     nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
-    if (ranked) movedLog_.insert(movedLog_.end(), nodes.begin(), nodes.end());
+    if (ranked && job.queue >= 0) {  // (a claimant without a queue takes no victim)
+      if (movedLog_.size() != ssn_.queues().size()) movedLog_.resize(ssn_.queues().size());
+      std::vector<int>& log = movedLog_[static_cast<size_t>(job.queue)];
+      log.insert(log.end(), nodes.begin(), nodes.end());
+      if (selfChecks())  // preempt's victims are of the claimant's queue: its log names them all
+        for (int ji : jobs) TESSERA_ASSERT(ssn_.jobs()[static_cast<size_t>(ji)].queue == job.queue);
+    }
     if (roomed) jobNodes_.insert(jobNodes_.end(), nodes.begin(), nodes.end());
     for (int n : nodes)
       if (static_cast<size_t>(n) < partHeldVersion_.size()) partHeldVersion_[static_cast<size_t>(n)] = 0;

@@ -593,7 +593,7 @@ class VictimSearch {
   /// Per claimant shape: nodes by victim order of their sets (better()), best score, lowest index.
   using Ranking = framework::NodeRanking<Candidate, Better>;
   /// A ranking and the victim order it was ranked in: the order's fingerprint
-  /// (Session::victimOrderVersion) and, for preempt, how much of movedLog_ it has seen.
+  /// (Session::victimOrderVersion) and, for preempt, how much of its queue's movedLog_ it has seen.
   struct KeptRanking {
     explicit KeptRanking(Better b) : ranking(b) {}
     Ranking ranking;
@@ -614,10 +614,14 @@ class VictimSearch {
   };
   uint64_t turnSeq_ = 0;  ///< counts runTurn() calls
   std::map<std::string, KeptRanking, std::less<>> rankings_;
-  /// Preempt: nodes running pods of the jobs each commit changed (its claimant and its victims'
-  /// jobs), in commit order. Inside one queue two pods compare by their jobs alone, so only on
-  /// those nodes may a kept ranking's evaluation or order have moved.
-  std::vector<int> movedLog_;
+  /// Preempt, per queue: nodes running pods of the jobs each commit in the queue changed (its
+  /// claimant and its victims' jobs, all of the claimant's queue), in commit order. Inside one
+  /// queue two pods compare by their jobs alone, so only on those nodes may a kept ranking of the
+  /// queue's claimants have moved in evaluation or order (another queue's commits change the
+  /// nodes they touch, which the node change log names).
+  std::vector<std::vector<int>> movedLog_;
+  /// movedLog_'s entry for `queue` (an empty one when none was made).
+  const std::vector<int>& movedLogOf(int queue) const;
   /// Reclaim without a ranking made in the victim order as it stands: the best `max` nodes,
   /// exactly as a fresh ranking gives them, found by walking the victim order
   /// (Session::walkVictims, without the top-level trees none of whose pods the claimant may take)

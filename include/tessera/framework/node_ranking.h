@@ -104,11 +104,13 @@ class NodeRanking {
   }
 
   /// Evaluates `nodes` again although they did not change (what the caller's order depends on
-  /// moved there), and rebuilds the heap from the current entries: the old entries of those nodes
-  /// and every stale entry are dropped, so no entry evaluated under the old order stays in it.
+  /// moved there), with the nodes changed since the last assign / refresh (each node once), and
+  /// rebuilds the heap from the current entries: the old entries of those nodes and every stale
+  /// entry are dropped, so no entry evaluated under the old order stays in it.
   template <class Evaluate>
   void reevaluate(std::vector<int> nodes, const NodeChangeLog& log, Evaluate&& evaluate) {
-    refresh(log, evaluate);
+    log.forEachChangedSince(seen_, [&](int node) { nodes.push_back(node); });
+    seen_ = log.size();
     std::sort(nodes.begin(), nodes.end());
     nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
     std::erase_if(heap_, [&](const Entry& e) {
