@@ -240,6 +240,13 @@ void ClusterState::deriveJob(JobInfo& job) const {
   job.tasksCreatedTogether = std::all_of(job.tasks.begin(), job.tasks.end(), [&](const TaskInfo& t) {
     return t.pod->meta.creationTimestamp == job.tasks.front().pod->meta.creationTimestamp;
   });
+  job.tieOrder.resize(job.tasks.size());
+  for (size_t i = 0; i < job.tasks.size(); ++i) job.tieOrder[i] = static_cast<int32_t>(i);
+  std::sort(job.tieOrder.begin(), job.tieOrder.end(), [&](int32_t a, int32_t b) {
+    const TaskInfo& l = job.tasks[static_cast<size_t>(a)];
+    const TaskInfo& r = job.tasks[static_cast<size_t>(b)];
+    return taskTieLess(l, r);
+  });
   bool seen = false;
   for (const auto& t : job.tasks) {
     if (t.status != TaskStatus::Pending) continue;

@@ -18,6 +18,14 @@ const char* toString(TaskStatus s) {
   return "Unknown";
 }
 
+bool taskTieLess(const TaskInfo& l, const TaskInfo& r) {
+  const api::ObjectMeta& lp = l.pod->meta;
+  const api::ObjectMeta& rp = r.pod->meta;
+  if (lp.creationTimestamp != rp.creationTimestamp) return lp.creationTimestamp < rp.creationTimestamp;
+  if (lp.uid != rp.uid) return lp.uid < rp.uid;
+  return l.key < r.key;
+}
+
 const NodeInfo* Snapshot::findNode(const std::string& name) const {
   auto it =
       std::lower_bound(nodes.begin(), nodes.end(), name,

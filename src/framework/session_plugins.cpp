@@ -113,13 +113,14 @@ const std::vector<int>& Session::jobsInOrder() const {
 }
 
 bool Session::taskLess(const SessionTask& l, const SessionTask& r) const {
+  if (int c = pluginTaskOrder(l, r)) return c < 0;
+  return cache::taskTieLess(*l.info, *r.info);
+}
+
+int Session::pluginTaskOrder(const SessionTask& l, const SessionTask& r) const {
   for (const auto& f : taskOrder_)
-    if (int c = f.fn(l, r)) return c < 0;
-  const auto& lp = l.pod().meta;
-  const auto& rp = r.pod().meta;
-  if (lp.creationTimestamp != rp.creationTimestamp) return lp.creationTimestamp < rp.creationTimestamp;
-  if (lp.uid != rp.uid) return lp.uid < rp.uid;
-  return l.info->key < r.info->key;
+    if (int c = f.fn(l, r)) return c;
+  return 0;
 }
 
 bool Session::queueLess(const SessionQueue& l, const SessionQueue& r, const SessionJob* lJob,
@@ -367,8 +368,19 @@ void Session::pendingTaskOrder(const SessionJob& job, std::vector<int>& order, i
                                  : std::span<int>(taskOrderCache_).subspan(slotOf(job.tasks.front()), job.tasks.size());
   if (!taskOrderKnown_[static_cast<size_t>(job.index)]) {
     taskOrderKnown_[static_cast<size_t>(job.index)] = 1;
-    for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
-    std::sort(all.begin(), all.end(), [&](int a, int b) { return taskLess(job.tasks[a], job.tasks[b]); });
+    const std::vector<int32_t>& tie = job.info->tieOrder;
+    if (tie.size() == all.size()) {
+      // The cache keeps the tasks in the order of taskLess's last words (its pods are read there,
+      // not here, where each is a memory miss): sorted stably by the plugins' orders, that is
+      // taskLess's order. By insertion: a job's tasks mostly tie in every plugin order.
+      std::copy(tie.begin(), tie.end(), all.begin());
+      for (size_t i = 1; i < all.size(); ++i)
+        for (size_t k = i; k > 0 && pluginTaskOrder(job.tasks[all[k]], job.tasks[all[k - 1]]) < 0; --k)
+          std::swap(all[k], all[k - 1]);
+    } else {
+      for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
+      std::sort(all.begin(), all.end(), [&](int a, int b) { return taskLess(job.tasks[a], job.tasks[b]); });
+    }
   }
   order.clear();
   order.reserve(static_cast<size_t>(job.pendingCount));

@@ -63,6 +63,10 @@ struct TaskInfo {
   int64_t gpuNeedMilli() const { return nodeRequest.milliGpu + (sharesGpu() ? request.milliGpu : 0); }
 };
 
+/// The task order's last words between two pods (Session::taskLess once every plugin's order
+/// ties): the older pod first, then the lower uid, then the key. Strict and total.
+bool taskTieLess(const TaskInfo& l, const TaskInfo& r);
+
 /// A PodGroup with its pods; a pod without a group is a job of one.
 struct JobInfo {
   std::string key;        ///< "PodGroup/ns/name" or "Pod/ns/name" (a group of one)
@@ -103,6 +107,11 @@ struct JobInfo {
   /// victim order's last word between two of its pods (the newest, then the pod key) is then the
   /// task order. False unless the cache found it so (a JobInfo built by hand is ranked pod by pod).
   bool tasksCreatedTogether = false;
+  /// Task indices in the order of the task order's last words (oldest pod, then uid, then key:
+  /// Session::taskLess once every plugin's order ties), kept by the cache as the pods change, so
+  /// that a session sorts a job's tasks by the plugins' orders alone. Empty unless the cache made
+  /// it (a JobInfo built by hand is sorted in full).
+  std::vector<int32_t> tieOrder;
 
   bool isSingleton() const { return key.rfind("Pod/", 0) == 0; }
 };

@@ -512,6 +512,8 @@ class Session {
   /// Every job's index in jobLess order, sorted once per session (JobOrderFn's contract).
   const std::vector<int>& jobsInOrder() const;
   bool taskLess(const SessionTask& l, const SessionTask& r) const;
+  /// The plugins' task orders alone (the first that does not tie; 0 when all do).
+  int pluginTaskOrder(const SessionTask& l, const SessionTask& r) const;
   bool queueLess(const SessionQueue& l, const SessionQueue& r, const SessionJob* lJob, const SessionJob* rJob) const;
   /// Whether `q` compares with every other queue under queueLess exactly as before when its next
   /// job changes from `a` to `b`: every plugin with a QueueOrderFn has a QueueHeadSameFn and says so.

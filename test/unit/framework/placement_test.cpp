@@ -239,6 +239,50 @@ TEST_CASE("findPlacement agrees with a full scan while topology plans rank and r
   REQUIRE(constrainedTries > 100);  // the plugin did plan jobs
 }
 
+// A job's task order (Session::pendingTaskOrder) starts from the order the cache keeps of the
+// task order's last words (oldest pod, uid, key: JobInfo::tieOrder) and sorts it by the plugins'
+// orders alone: over random gangs whose pods tie often (a few creation times, task priorities
+// from the tessera.dev/task-priority label, uids unrelated to the names), it must be exactly the
+// order of sorting by Session::taskLess.
+TEST_CASE("pendingTaskOrder: the cache's tie order sorted by the plugins' task orders is taskLess's order",
+          "[placement][taskorder]") {
+  int ordersNotByName = 0;
+  for (unsigned seed = 1; seed <= 40; ++seed) {
+    std::mt19937 rng(seed);
+    auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+    std::string y = "apiVersion: scheduling.tessera.dev/v1alpha1\nkind: Queue\nmetadata: {name: q}\nspec: {}\n";
+    y += "---\napiVersion: v1\nkind: Node\nmetadata: {name: n0}\nstatus:\n  allocatable: {cpu: \"8\", memory: 64Gi, "
+         "pods: \"110\"}\n  conditions: [{type: Ready, status: \"True\"}]\n";
+    const int gangs = 2 + pick(4);
+    for (int g = 0; g < gangs; ++g) {
+      const std::string name = "g" + std::to_string(g), pods = std::to_string(2 + pick(8));
+      y += "---\napiVersion: scheduling.tessera.dev/v1alpha1\nkind: PodGroup\nmetadata: {name: " + name +
+           ", namespace: default}\nspec:\n  minMember: " + pods + "\n  queue: q\n";
+      for (int i = 0; i < std::stoi(pods); ++i) {
+        std::string labels = "tessera.dev/queue: q";
+        if (pick(2)) labels += ", tessera.dev/task-priority: \"" + std::to_string(5 * pick(3)) + "\"";
+        y += "---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name + "-" + std::to_string(i) +
+             "\n  namespace: default\n  uid: u" + std::to_string(rng() % 100000) + "-" + std::to_string(i) +
+             "\n  creationTimestamp: \"2026-01-01T00:00:0" + std::to_string(pick(3)) + "Z\"\n  labels: {" + labels +
+             "}\n  annotations: {pod-group-name: " + name +
+             "}\nspec:\n  schedulerName: tessera\n  containers: [{name: c, resources: {requests: {cpu: \"1\"}}}]\n";
+      }
+    }
+    OpenSession open(y);
+    Session& ssn = *open.session;
+    for (const auto& j : ssn.jobs()) {
+      std::vector<int> expected(j.tasks.size());
+      for (size_t i = 0; i < expected.size(); ++i) expected[i] = static_cast<int>(i);
+      std::sort(expected.begin(), expected.end(), [&](int a, int b) { return ssn.taskLess(j.tasks[a], j.tasks[b]); });
+      INFO("seed " << seed << " job " << j.info->key);
+      REQUIRE(j.info->tieOrder.size() == j.tasks.size());  // (the cache made it: the fast path runs)
+      REQUIRE(ssn.pendingTaskOrder(j) == expected);
+      ordersNotByName += std::is_sorted(expected.begin(), expected.end()) ? 0 : 1;
+    }
+  }
+  REQUIRE(ordersNotByName > 20);  // the cases order pods otherwise than by name, often
+}
+
 // Session::jobSignature against its definition, computed from scratch: two jobs share a signature
 // exactly when their topology constraints, queues, priorities, preemptibility, missing pods,
 // subgroups' names and missing minimums and pending pods' placement classes (each with its subgroup, in
