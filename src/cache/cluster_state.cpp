@@ -240,13 +240,7 @@ void ClusterState::deriveJob(JobInfo& job) const {
   job.tasksCreatedTogether = std::all_of(job.tasks.begin(), job.tasks.end(), [&](const TaskInfo& t) {
     return t.pod->meta.creationTimestamp == job.tasks.front().pod->meta.creationTimestamp;
   });
-  job.tieOrder.resize(job.tasks.size());
-  for (size_t i = 0; i < job.tasks.size(); ++i) job.tieOrder[i] = static_cast<int32_t>(i);
-  std::sort(job.tieOrder.begin(), job.tieOrder.end(), [&](int32_t a, int32_t b) {
-    const TaskInfo& l = job.tasks[static_cast<size_t>(a)];
-    const TaskInfo& r = job.tasks[static_cast<size_t>(b)];
-    return taskTieLess(l, r);
-  });
+  job.tieOrder.clear();  // made again once per snapshot (orderDirtyJobs), not at every pod event
   bool seen = false;
   for (const auto& t : job.tasks) {
     if (t.status != TaskStatus::Pending) continue;
@@ -257,6 +251,24 @@ void ClusterState::deriveJob(JobInfo& job) const {
     if (!seen) job.pendingPlacementKey = t.placementKey.get(), seen = true;
     else if (job.pendingPlacementKey != t.placementKey.get()) job.pendingPlacementKey = nullptr;
   }
+}
+
+void ClusterState::orderDirtyJobs(bool all) {
+  auto order = [](JobInfo& job) {
+    job.tieOrder.resize(job.tasks.size());
+    for (size_t i = 0; i < job.tasks.size(); ++i) job.tieOrder[i] = static_cast<int32_t>(i);
+    std::sort(job.tieOrder.begin(), job.tieOrder.end(), [&](int32_t a, int32_t b) {
+      return taskTieLess(job.tasks[static_cast<size_t>(a)], job.tasks[static_cast<size_t>(b)]);
+    });
+  };
+  if (all) {
+    for (auto& [key, p] : jobs_)
+      if (p->tieOrder.size() != p->tasks.size()) order(mutableEntry(p));
+    return;
+  }
+  for (const std::string& key : dirtyJobs_)
+    if (auto it = jobs_.find(key); it != jobs_.end() && it->second->tieOrder.size() != it->second->tasks.size())
+      order(mutableEntry(it->second));
 }
 
 /// Runs `fn` on a mutable copy of the job, keeping queue totals and derived fields exact.

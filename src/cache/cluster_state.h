@@ -112,6 +112,10 @@ class ClusterState {
     dirtyNodes_.clear();
     dirtyJobs_.clear();
   }
+  /// Makes JobInfo::tieOrder of the jobs changed since clearDirty() (every job's, with `all`)
+  /// whose tasks changed since it was made (each change clears it): once per snapshot, not at each
+  /// pod event (a job of thousands of pods would sort them at every one).
+  void orderDirtyJobs(bool all);
 
   /// Our unbound, not-terminating pods that name no PodGroup and were added or changed since the
   /// last call (what the pod grouper must look at), plus those of `alsoKeys` that still qualify.

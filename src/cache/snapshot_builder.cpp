@@ -42,6 +42,7 @@ std::shared_ptr<const Snapshot> SnapshotBuilder::build(ClusterState& state, api:
   auto jobKey = [](const JobInfo& j) -> const std::string& { return j.key; };
   auto hasNode = [](const NodeInfo& n) { return n.node != nullptr; };
   auto any = [](const JobInfo&) { return true; };
+  state.orderDirtyJobs(/*all=*/!last_);
   if (last_) {
     mergeInto(last_->nodes, state.dirtyNodes(), state.nodes(), nodeName, hasNode, s->nodes);
     mergeInto(last_->jobs, state.dirtyJobs(), state.jobs(), jobKey, any, s->jobs);

@@ -372,11 +372,15 @@ void Session::pendingTaskOrder(const SessionJob& job, std::vector<int>& order, i
     if (tie.size() == all.size()) {
       // The cache keeps the tasks in the order of taskLess's last words (its pods are read there,
       // not here, where each is a memory miss): sorted stably by the plugins' orders, that is
-      // taskLess's order. By insertion: a job's tasks mostly tie in every plugin order.
+      // taskLess's order. A small job by insertion (its tasks mostly tie in every plugin order).
       std::copy(tie.begin(), tie.end(), all.begin());
-      for (size_t i = 1; i < all.size(); ++i)
-        for (size_t k = i; k > 0 && pluginTaskOrder(job.tasks[all[k]], job.tasks[all[k - 1]]) < 0; --k)
-          std::swap(all[k], all[k - 1]);
+      auto before = [&](int a, int b) { return pluginTaskOrder(job.tasks[a], job.tasks[b]) < 0; };
+      if (all.size() > 32) {
+        std::stable_sort(all.begin(), all.end(), before);
+      } else {
+        for (size_t i = 1; i < all.size(); ++i)
+          for (size_t k = i; k > 0 && before(all[k], all[k - 1]); --k) std::swap(all[k], all[k - 1]);
+      }
     } else {
       for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
       std::sort(all.begin(), all.end(), [&](int a, int b) { return taskLess(job.tasks[a], job.tasks[b]); });

@@ -108,9 +108,9 @@ struct JobInfo {
   /// task order. False unless the cache found it so (a JobInfo built by hand is ranked pod by pod).
   bool tasksCreatedTogether = false;
   /// Task indices in the order of the task order's last words (oldest pod, then uid, then key:
-  /// Session::taskLess once every plugin's order ties), kept by the cache as the pods change, so
-  /// that a session sorts a job's tasks by the plugins' orders alone. Empty unless the cache made
-  /// it (a JobInfo built by hand is sorted in full).
+  /// Session::taskLess once every plugin's order ties), made by the cache for each snapshot the
+  /// job changed in, so that a session sorts a job's tasks by the plugins' orders alone. Of
+  /// another size than `tasks` unless the cache made it (a JobInfo built by hand: sorted in full).
   std::vector<int32_t> tieOrder;
 
   bool isSingleton() const { return key.rfind("Pod/", 0) == 0; }

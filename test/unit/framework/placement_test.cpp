@@ -246,41 +246,60 @@ TEST_CASE("findPlacement agrees with a full scan while topology plans rank and r
 // order of sorting by Session::taskLess.
 TEST_CASE("pendingTaskOrder: the cache's tie order sorted by the plugins' task orders is taskLess's order",
           "[placement][taskorder]") {
-  int ordersNotByName = 0;
+  // Half the pods before the cache starts (its first snapshot orders every job), half after (the
+  // second orders the jobs they changed); gangs of 2-9 pods (sorted by insertion), and sometimes
+  // of 33-48 (a stable sort).
+  int ordersNotByName = 0, bigJobs = 0, grownJobs = 0;
   for (unsigned seed = 1; seed <= 40; ++seed) {
     std::mt19937 rng(seed);
     auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
     std::string y = "apiVersion: scheduling.tessera.dev/v1alpha1\nkind: Queue\nmetadata: {name: q}\nspec: {}\n";
     y += "---\napiVersion: v1\nkind: Node\nmetadata: {name: n0}\nstatus:\n  allocatable: {cpu: \"8\", memory: 64Gi, "
          "pods: \"110\"}\n  conditions: [{type: Ready, status: \"True\"}]\n";
+    std::string later;
     const int gangs = 2 + pick(4);
     for (int g = 0; g < gangs; ++g) {
-      const std::string name = "g" + std::to_string(g), pods = std::to_string(2 + pick(8));
+      const std::string name = "g" + std::to_string(g);
+      const int pods = pick(6) == 0 ? 33 + pick(16) : 2 + pick(8);
+      bigJobs += pods > 32 ? 1 : 0;
       y += "---\napiVersion: scheduling.tessera.dev/v1alpha1\nkind: PodGroup\nmetadata: {name: " + name +
-           ", namespace: default}\nspec:\n  minMember: " + pods + "\n  queue: q\n";
-      for (int i = 0; i < std::stoi(pods); ++i) {
+           ", namespace: default}\nspec:\n  minMember: " + std::to_string(pods) + "\n  queue: q\n";
+      for (int i = 0; i < pods; ++i) {
         std::string labels = "tessera.dev/queue: q";
         if (pick(2)) labels += ", tessera.dev/task-priority: \"" + std::to_string(5 * pick(3)) + "\"";
-        y += "---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name + "-" + std::to_string(i) +
-             "\n  namespace: default\n  uid: u" + std::to_string(rng() % 100000) + "-" + std::to_string(i) +
-             "\n  creationTimestamp: \"2026-01-01T00:00:0" + std::to_string(pick(3)) + "Z\"\n  labels: {" + labels +
-             "}\n  annotations: {pod-group-name: " + name +
-             "}\nspec:\n  schedulerName: tessera\n  containers: [{name: c, resources: {requests: {cpu: \"1\"}}}]\n";
+        (i % 2 ? later : y) += "---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name + "-" + std::to_string(i) +
+                              "\n  namespace: default\n  uid: u" + std::to_string(rng() % 100000) + "-" +
+                              std::to_string(i) + "\n  creationTimestamp: \"2026-01-01T00:00:0" + std::to_string(pick(3)) +
+                              "Z\"\n  labels: {" + labels + "}\n  annotations: {pod-group-name: " + name +
+                              "}\nspec:\n  schedulerName: tessera\n  containers: [{name: c, resources: {requests: {cpu: "
+                              "\"1\"}}}]\n";
       }
     }
     OpenSession open(y);
-    Session& ssn = *open.session;
-    for (const auto& j : ssn.jobs()) {
-      std::vector<int> expected(j.tasks.size());
-      for (size_t i = 0; i < expected.size(); ++i) expected[i] = static_cast<int>(i);
-      std::sort(expected.begin(), expected.end(), [&](int a, int b) { return ssn.taskLess(j.tasks[a], j.tasks[b]); });
-      INFO("seed " << seed << " job " << j.info->key);
-      REQUIRE(j.info->tieOrder.size() == j.tasks.size());  // (the cache made it: the fast path runs)
-      REQUIRE(ssn.pendingTaskOrder(j) == expected);
-      ordersNotByName += std::is_sorted(expected.begin(), expected.end()) ? 0 : 1;
-    }
+    auto check = [&](Session& ssn, size_t round) {
+      for (const auto& j : ssn.jobs()) {
+        std::vector<int> expected(j.tasks.size());
+        for (size_t i = 0; i < expected.size(); ++i) expected[i] = static_cast<int>(i);
+        std::sort(expected.begin(), expected.end(), [&](int a, int b) { return ssn.taskLess(j.tasks[a], j.tasks[b]); });
+        INFO("seed " << seed << " round " << round << " job " << j.info->key);
+        REQUIRE(j.info->tieOrder.size() == j.tasks.size());  // (the cache made it: the fast path runs)
+        REQUIRE(ssn.pendingTaskOrder(j) == expected);
+        ordersNotByName += std::is_sorted(expected.begin(), expected.end()) ? 0 : 1;
+      }
+    };
+    check(*open.session, 1);
+    const size_t before = open.session->jobs().size() > 0 ? open.session->jobs()[0].tasks.size() : 0;
+    open.session->close();
+    open.cluster.create(later);
+    Session second(open.cluster.snapshot(), open.config, open.cluster.clock);
+    second.open();
+    check(second, 2);
+    grownJobs += !second.jobs().empty() && second.jobs()[0].tasks.size() > before ? 1 : 0;
+    second.close();
   }
   REQUIRE(ordersNotByName > 20);  // the cases order pods otherwise than by name, often
+  REQUIRE(bigJobs > 5);
+  REQUIRE(grownJobs > 20);  // the second snapshot did see the jobs grow
 }
 
 // Session::jobSignature against its definition, computed from scratch: two jobs share a signature
