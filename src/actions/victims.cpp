@@ -907,11 +907,11 @@ bool VictimSearch::runInDomains(SessionJob& job, const std::vector<framework::No
         fail(d, std::nullopt);
         continue;
       }
-      // A turn that fits in a domain of the level as things stand takes no victim in any: placing
-      // it is allocate's job, as for a claimant without domains (finishTurn). Asked before any
-      // trial: a trial elsewhere could find victims, and one here would end "fits without
-      // victims" only after the others, or never be run (the bound below).
-      if (mode_ != VictimMode::Consolidate && freeRoomCovers(ids[d], want) && fitsAsIs(job, domains[d])) {
+      // A turn that fits in a domain of the level as things stand takes no victim in any, nor
+      // moves a pod: placing it is allocate's job, as for a claimant without domains (finishTurn).
+      // Asked before any trial: a trial elsewhere could find victims, and one here would end
+      // "fits without victims" only after the others, or never be run (the bound below).
+      if (freeRoomCovers(ids[d], want) && fitsAsIs(job, domains[d])) {
         reason = domains[d].name + ": fits without victims";
         return false;
       }

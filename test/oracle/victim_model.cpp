@@ -607,13 +607,16 @@ Verdict judge(const Case& c, const Expected& e, const std::vector<int>& evicted,
   };
   const std::string expect = "expected " + names(e.victims) + ", evicted " + names(a);
   if (a == e.victims) {
-    const bool shouldPlace = e.fitsWithoutVictims || e.solvable;
+    // Alone, a claimant that fits as things are is left to allocate (the victim action places
+    // only what its victims make room for).
+    const bool shouldPlace = (e.fitsWithoutVictims && !c.actionAlone) || (!e.fitsWithoutVictims && e.solvable);
     if (shouldPlace != placed) {
       v.ok = false;
       v.rule = "placement";
       v.detail = shouldPlace ? "the claimant was not placed although " +
                                    std::string(e.solvable ? "its victims were evicted" : "it fits as things are")
-                             : "the claimant was placed although no allowed victim set lets it fit";
+                 : e.fitsWithoutVictims ? "the victim action placed a claimant that fits as things are (allocate's job)"
+                                        : "the claimant was placed although no allowed victim set lets it fit";
     }
     return v;
   }

@@ -141,6 +141,9 @@ struct Case {
   int decoy = -1;     ///< job index of the decoy (above), or -1
   int64_t saturationMilli = 1000;  ///< proportion.reclaimerSaturationMultiplier x 1000
   bool oneNodeRacks = false;       ///< withOneNodeRacks(): each node a rack of its own
+  /// The victim action runs alone (no allocate before it): a claimant that fits without victims
+  /// takes none and stays pending (placing it is allocate's job, docs/fairness.md).
+  bool actionAlone = false;
 };
 
 /// One step of the victim sequence.

@@ -81,7 +81,8 @@ Run runOne(const Case& c, const std::filesystem::path& dir) {
   }
   r.kind = e.fitsWithoutVictims ? "fits as is" : (e.solvable ? "needs victims" : "no allowed set fits");
   r.scenario = renderScenario(c, &e);
-  r.file = (dir / ("victim-oracle-seed-" + std::to_string(seed) + (c.oneNodeRacks ? "-one-node-racks" : "") + ".yaml"))
+  r.file = (dir / ("victim-oracle-seed-" + std::to_string(seed) + (c.oneNodeRacks ? "-one-node-racks" : "") +
+                    (c.actionAlone ? "-alone" : "") + ".yaml"))
                .string();
   {
     std::ofstream out(r.file);
@@ -178,6 +179,19 @@ TEST_CASE("victim oracle: preempt, reclaim and consolidate evict the first minim
     variants.push_back(generate(seed));  // (a decoy costs the brute force a few runs: generated once)
     if (variants.front().topology && variants.front().nodes.size() >= 3)
       variants.push_back(withOneNodeRacks(variants.front()));
+    // A claimant that fits as things are, with the victim action alone (no allocate before it to
+    // place it): it must take no victim, in a domain or across them, and stay pending.
+    for (size_t i = 0, n = variants.size(); i < n; ++i) {
+      bool fits = false;
+      try {
+        fits = expectedOutcome(variants[i]).fitsWithoutVictims;
+      } catch (const std::exception&) {
+      }
+      if (!fits) continue;
+      Case alone = variants[i];
+      alone.actionAlone = true;
+      variants.push_back(std::move(alone));
+    }
     for (const Case& c : variants) {
       ++runs;
       const Run r = runOne(c, dir);
@@ -188,7 +202,8 @@ TEST_CASE("victim oracle: preempt, reclaim and consolidate evict the first minim
       // How often the rarer parts of a case come up (a part never drawn would test nothing).
       for (const std::string& part : {c.decoy >= 0 ? mode + " with a decoy" : std::string(),
                                       c.saturationMilli != 1000 ? mode + " with saturation below 1" : std::string(),
-                                      c.oneNodeRacks ? mode + " with racks of one node" : std::string()})
+                                      c.oneNodeRacks ? mode + " with racks of one node" : std::string(),
+                                      c.actionAlone ? mode + " alone, fits as is" : std::string()})
         if (!part.empty()) ++perPart[part], perPartFailed[part] += r.failed ? 1 : 0;
       if (r.rule == "skipped") {
         ++skipped;
@@ -200,7 +215,8 @@ TEST_CASE("victim oracle: preempt, reclaim and consolidate evict the first minim
       }
       ++failed;
       ++perModeFailed[mode];
-      const std::string name = std::to_string(seed) + (c.oneNodeRacks ? " (racks of one node)" : "");
+      const std::string name = std::to_string(seed) + (c.oneNodeRacks ? " (racks of one node)" : "") +
+                               (c.actionAlone ? " (the action alone)" : "");
       failures[mode + ": " + r.rule].push_back(name);  // allowances may name the mode
       if (shown++ < show)
         std::cout << "---- victim oracle: seed " << name << " (" << mode << ") breaks " << r.rule << ": " << r.detail
