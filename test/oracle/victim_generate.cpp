@@ -378,8 +378,8 @@ std::string renderScenario(const Case& c, const Expected* e) {
     << "): the evictions must be the first minimal allowed set in victim order\n"
        "  (test/oracle/victim_model.h states the rules).\n";
   y << "source: test/oracle (issue 15), generated from seed " << c.seed
-    << (c.oneNodeRacks ? ", every node a rack of its own" : "")
-    << (c.actionAlone ? ", the victim action alone" : "") << ".\n";
+    << (c.oneNodeRacks ? ", every node a rack of its own" : "") << (c.actionAlone ? ", the victim action alone" : "")
+    << ".\n";
   y << "config: {actions: [" << (c.actionAlone ? "" : "allocate, ") << modeName(c.mode) << "]";
   if (c.saturationMilli != 1000)
     y << ", plugins: {proportion: {reclaimerSaturationMultiplier: " << decimalOfMilli(c.saturationMilli) << "}}";

@@ -82,7 +82,7 @@ Run runOne(const Case& c, const std::filesystem::path& dir) {
   r.kind = e.fitsWithoutVictims ? "fits as is" : (e.solvable ? "needs victims" : "no allowed set fits");
   r.scenario = renderScenario(c, &e);
   r.file = (dir / ("victim-oracle-seed-" + std::to_string(seed) + (c.oneNodeRacks ? "-one-node-racks" : "") +
-                    (c.actionAlone ? "-alone" : "") + ".yaml"))
+                   (c.actionAlone ? "-alone" : "") + ".yaml"))
                .string();
   {
     std::ofstream out(r.file);
@@ -185,8 +185,7 @@ TEST_CASE("victim oracle: preempt, reclaim and consolidate evict the first minim
       bool fits = false;
       try {
         fits = expectedOutcome(variants[i]).fitsWithoutVictims;
-      } catch (const std::exception&) {
-      }
+      } catch (const std::exception&) {}
       if (!fits) continue;
       Case alone = variants[i];
       alone.actionAlone = true;

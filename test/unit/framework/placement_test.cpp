@@ -267,12 +267,13 @@ TEST_CASE("pendingTaskOrder: the cache's tie order sorted by the plugins' task o
       for (int i = 0; i < pods; ++i) {
         std::string labels = "tessera.dev/queue: q";
         if (pick(2)) labels += ", tessera.dev/task-priority: \"" + std::to_string(5 * pick(3)) + "\"";
-        (i % 2 ? later : y) += "---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name + "-" + std::to_string(i) +
-                              "\n  namespace: default\n  uid: u" + std::to_string(rng() % 100000) + "-" +
-                              std::to_string(i) + "\n  creationTimestamp: \"2026-01-01T00:00:0" + std::to_string(pick(3)) +
-                              "Z\"\n  labels: {" + labels + "}\n  annotations: {pod-group-name: " + name +
-                              "}\nspec:\n  schedulerName: tessera\n  containers: [{name: c, resources: {requests: {cpu: "
-                              "\"1\"}}}]\n";
+        (i % 2 ? later : y) +=
+            "---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name + "-" + std::to_string(i) +
+            "\n  namespace: default\n  uid: u" + std::to_string(rng() % 100000) + "-" + std::to_string(i) +
+            "\n  creationTimestamp: \"2026-01-01T00:00:0" + std::to_string(pick(3)) + "Z\"\n  labels: {" + labels +
+            "}\n  annotations: {pod-group-name: " + name +
+            "}\nspec:\n  schedulerName: tessera\n  containers: [{name: c, resources: {requests: {cpu: "
+            "\"1\"}}}]\n";
       }
     }
     OpenSession open(y);
