@@ -377,32 +377,66 @@ bool VictimSearch::freeQueueRoom(Statement& stmt, SessionJob& job, SessionTask& 
   // path's top-level queue.
   const size_t top = static_cast<size_t>(queueTop_[static_cast<size_t>(job.queue)]);
   const std::vector<Victim>& pool = topRunning_[top];
-  std::vector<Victim>& cands = queueCands_;
-  cands.clear();
+  // Grouped by queue (each group in the order its jobs come), for the choice below.
+  std::vector<std::vector<Victim>>& byQueue = queueGroupPods_;
+  queueGroupOf_.resize(ssn_.queues().size(), -1);
+  std::vector<QueueCands>& groups = queueGroups_;
+  groups.clear();
   for (const TopJob& r : topJobs_[top]) {  // job by job: a job that gives none is passed whole
     const SessionJob& vj = ssn_.jobs()[static_cast<size_t>(r.job)];
     if (vj.index == job.index || vj.readyCount == 0 || !vj.preemptible) continue;
     int8_t ok = -1;  // whether the job may give victims: asked once, of its first running pod
+    int& slot = queueGroupOf_[static_cast<size_t>(vj.queue)];
     for (uint32_t i = r.from; i < r.to && ok != 0; ++i) {
       const SessionTask& t = vj.tasks[static_cast<size_t>(pool[i].task)];
       if (!running(t) || !shares(t.request())) continue;
       if (ok < 0) ok = eligible(job, t) ? 1 : 0;
-      if (ok == 1) cands.push_back(pool[i]);
+      if (ok != 1) continue;
+      if (slot < 0) {
+        slot = static_cast<int>(groups.size());
+        groups.push_back({vj.queue, 0, 0});
+        if (byQueue.size() < groups.size()) byQueue.resize(groups.size());
+        byQueue[static_cast<size_t>(slot)].clear();
+      }
+      byQueue[static_cast<size_t>(slot)].push_back(pool[i]);
     }
+  }
+  std::vector<Victim>& cands = queueCands_;
+  cands.clear();
+  for (size_t g = 0; g < groups.size(); ++g) {
+    groups[g].from = static_cast<uint32_t>(cands.size());
+    cands.insert(cands.end(), byQueue[g].begin(), byQueue[g].end());
+    groups[g].to = static_cast<uint32_t>(cands.size());
+    queueGroupOf_[static_cast<size_t>(groups[g].queue)] = -1;
   }
   // Taken in victim order, the order as it stands after the victims taken so far (KAI's victim
   // queue: an elastic job that reached its minimum now goes whole, behind newer jobs; the queues'
   // shares moved): each next one is the first of the rest. Victim order is one strict total order,
-  // so this is what sorting them all would give, for the few a claimant usually needs.
+  // so this is what sorting them all would give, for the few a claimant usually needs. The first
+  // of the rest is the first among each queue's first: two pods of one queue compare by their own
+  // jobs (cheap), two of different queues through the queues' victim sequences (not cheap), so
+  // the pods of different queues are compared once per queue rather than once per candidate.
   auto less = [&](const Victim& a, const Victim& b) { return victimBefore(a, b); };
   const auto cp = stmt.checkpoint();
   const size_t record = evictedNow_.size();
   const int before = evicted;
   Reason why;  // made at the first eviction: most calls evict none
-  for (size_t i = 0; i < cands.size(); ++i) {
+  for (;;) {
     if (queueRoom(job, task).ok()) break;
-    std::iter_swap(cands.begin() + i, std::min_element(cands.begin() + i, cands.end(), less));
-    const Victim v = cands[i];
+    QueueCands* in = nullptr;
+    std::vector<Victim>::iterator first;
+    for (QueueCands& g : groups) {
+      if (g.from == g.to) continue;
+      const auto m = std::min_element(cands.begin() + g.from, cands.begin() + g.to, less);
+      if (!in || less(*m, *first)) in = &g, first = m;
+    }
+    if (!in) break;  // every candidate taken or passed over
+    std::iter_swap(cands.begin() + in->from, first);
+    const Victim v = cands[in->from++];
+    if (selfChecks())  // self-check: no candidate left goes before it
+      TESSERA_ASSERT(std::none_of(groups.begin(), groups.end(), [&](const QueueCands& g) {
+        return std::any_of(cands.begin() + g.from, cands.begin() + g.to, [&](const Victim& c) { return less(c, v); });
+      }));
     SessionTask& vt = ssn_.task(v.job, v.task);
     if (!running(vt) || !eligible(job, vt)) continue;
     const std::vector<Victim> chunk = chunkOf(v);

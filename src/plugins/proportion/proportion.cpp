@@ -13,6 +13,7 @@
 
 #include "tessera/api/gpu_request.h"
 #include "tessera/api/quantity.h"
+#include "tessera/framework/carried_order.h"
 #include "tessera/framework/session.h"
 #include "tessera/plugins/factories.h"
 #include "tessera/plugins/proportion.h"
@@ -808,7 +809,8 @@ class State {
   /// last session's order for it whose job is the same cache object (unchanged since), in that
   /// order, each kept when it still comes after the pod kept before it and before the next one
   /// (as Session::jobsInOrder carries the job order): orderKept_ is sorted whatever was carried;
-  /// the others go to orderMoved_ and are sorted in. Two comparisons per pod instead of a sort.
+  /// the others go to orderMoved_ and are sorted in. One or two comparisons per pod instead of a
+  /// sort.
   template <typename Less>
   void carriedOrder(int q, const Less& less) {
     const auto it = carriedOf_ ? carried_.find(ssn_.queues()[static_cast<size_t>(q)].name) : carried_.end();
@@ -826,11 +828,7 @@ class State {
       orderSeen_[slot] = orderStamp_;
       pods.push_back(&t);
     }
-    for (size_t i = 0; i < pods.size(); ++i) {
-      const bool afterKept = orderKept_.empty() || less(orderKept_.back(), pods[i]);
-      const bool beforeNext = i + 1 == pods.size() || less(pods[i], pods[i + 1]);
-      (afterKept && beforeNext ? orderKept_ : orderMoved_).push_back(pods[i]);
-    }
+    framework::splitCarried(pods, less, orderKept_, orderMoved_, [](size_t) {});
   }
 
   /// The index now of the carried snapshot's job `wasJob` (-1: gone, or changed since: the cache
