@@ -13,6 +13,7 @@ class Consolidate final : public framework::Action {
  public:
   explicit Consolidate(int maxPreemptees) : maxPreemptees_(maxPreemptees) {}
   const std::string& name() const override { return name_; }
+  bool indexesRunningPods() const override { return true; }
   void execute(framework::Session& ssn) override {
     // Spreading undoes what packing achieves: consolidation is off then, as in KAI.
     if (ssn.spreadPlacement()) return;

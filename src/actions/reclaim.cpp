@@ -12,6 +12,7 @@ namespace {
 class Reclaim final : public framework::Action {
  public:
   const std::string& name() const override { return name_; }
+  bool indexesRunningPods() const override { return true; }
   void execute(framework::Session& ssn) override {
     VictimSearch search(ssn, VictimMode::Reclaim);
     // Every job with pending pods, in queue order: its gang minimum in one turn, then one pod per

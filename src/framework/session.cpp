@@ -243,6 +243,8 @@ void Session::buildState() {
 
   size_t taskCount = 0;
   for (const auto& j : s.jobs) taskCount += j->tasks.size();
+  const bool indexRunning = std::any_of(config_.actions.begin(), config_.actions.end(),
+                                        [](const auto& a) { return a->indexesRunningPods(); });
   tasks_.resize(taskCount);
   size_t taskOffset = 0;
   // Many jobs share a queue and a priority class: remember the last lookups.
@@ -319,6 +321,11 @@ void Session::buildState() {
       st.index = static_cast<int>(t);
       st.state = fromCache(st.info->status);
       st.taskPriority = st.info->taskPriority;
+      // A running pod's node, while its cache entry is at hand (its name lies beside the status),
+      // when an action will index every running pod by node (runningIndex): it would read each
+      // entry again for it.
+      if (indexRunning && (st.state == TaskState::Running || st.state == TaskState::Bound))
+        st.node = findNode(st.info->nodeName);
       if (!subGroups.empty() && !st.info->subGroup.empty())
         for (size_t g = 0; g < subGroups.size(); ++g)
           if (subGroups[g].name == st.info->subGroup) st.subGroup = static_cast<int32_t>(g);
@@ -419,13 +426,9 @@ const RunningIndex& Session::runningIndex() {
   // read): count per node, then place each task at its node's next slot.
   std::vector<uint32_t>& start = running_.nodeStart;
   start.assign(nodes_.size() + 1, 0);
-  // A task's node is looked up by the name in its cache entry, one miss each: the entries of the
-  // job a few ahead are asked for first.
-  constexpr size_t kAhead = 4;
+  // Running pods' nodes were looked up when the session was built if an action said it would ask
+  // (Action::indexesRunningPods); else (a search run on its own, as in tests) here.
   for (size_t ji = 0; ji < jobs_.size(); ++ji) {
-    if (ji + kAhead < jobs_.size() && jobs_[ji + kAhead].readyCount > 0)
-      for (const SessionTask& t : jobs_[ji + kAhead].tasks)
-        if (t.node < 0) __builtin_prefetch(&t.info->nodeName);
     SessionJob& j = jobs_[ji];
     if (j.readyCount == 0) continue;
     for (SessionTask& t : j.tasks) {

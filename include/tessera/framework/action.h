@@ -11,6 +11,9 @@ class Action {
   virtual ~Action() = default;
   virtual const std::string& name() const = 0;
   virtual void execute(Session& session) = 0;
+  /// Whether it reads the running pods by node (Session::runningIndex), as the victim actions do:
+  /// the session then looks up each running pod's node while it is built, its cache entry at hand.
+  virtual bool indexesRunningPods() const { return false; }
 };
 
 }  // namespace tessera::framework
