@@ -219,7 +219,7 @@ int Session::jobSignature(const SessionJob& job, int missing) const {
 bool Session::buildSignature(const SessionJob& job, int missing, std::string& sig) const {
   // Numbers go in as raw bytes (a key compared for equality only).
   auto put = [&sig](int64_t v) { sig.append(reinterpret_cast<const char*>(&v), sizeof v); };
-  if (const api::PodGroup* pg = job.info->podGroup.get()) {
+  if (const api::PodGroup* pg = job.topologyConstrained ? job.info->podGroup.get() : nullptr) {
     const api::TopologyConstraint& tc = pg->topologyConstraint;
     if (!tc.empty()) {
       if (job.readyCount > 0 || job.pendingCount < static_cast<int32_t>(job.tasks.size())) return false;
@@ -241,7 +241,7 @@ bool Session::buildSignature(const SessionJob& job, int missing, std::string& si
   // to keys), that key's class is theirs: no pod is read.
   if (job.subGroupReady.empty() && job.pendingAlike() && !keysJob(job)) {
     put(-1);
-    put(classOfKey(job.info->pendingPlacementKey));
+    put(classOfKey(job.infoPendingKey));
     put(job.pendingCount);
     return true;
   }

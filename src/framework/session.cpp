@@ -335,6 +335,12 @@ void Session::buildState() {
     }
     j.allocated = info.allocated;
     j.minMember_ = info.minMember;
+    j.infoPendingKey = info.pendingPlacementKey;
+    j.infoPendingCount = info.pendingCount;
+    const api::PodGroup* pg = info.podGroup.get();
+    j.topologyConstrained = pg && (!pg->topologyConstraint.empty() ||
+                                   std::any_of(pg->subGroups.begin(), pg->subGroups.end(),
+                                               [](const api::SubGroup& sg) { return !sg.topologyConstraint.empty(); }));
     if (j.pendingCount > 0) {
       // The cache's figures when it counted these pending pods (on the line of the fields read
       // above); a job built otherwise (tests) reads its tasks.

@@ -165,17 +165,25 @@ struct alignas(64) SessionJob {
   /// Per subgroup of the PodGroup (spec.subGroups order): tasks in a ready state; empty when the
   /// PodGroup declares no subgroups.
   std::vector<int32_t> subGroupReady;
+  /// Copied from info when the session is built, beside subGroupReady (every job signature reads
+  /// them; the cache entry's lines are cold by then): the placement key its pending pods all
+  /// share (JobInfo::pendingPlacementKey), how many pods were pending, and whether its PodGroup
+  /// or one of its subgroups sets a topology constraint.
+  const std::string* infoPendingKey = nullptr;
+  int32_t infoPendingCount = 0;
+  bool topologyConstrained = false;
   const std::string& key() const { return info->key; }
   int32_t minMember() const { return minMember_; }
   /// Its pending pods are the snapshot's and all share one placement key
   /// (cache::JobInfo::pendingPlacementKey): they ask alike, and one of them says it for all.
-  bool pendingAlike() const { return info->pendingPlacementKey && pendingCount == info->pendingCount; }
+  bool pendingAlike() const { return infoPendingKey && pendingCount == infoPendingCount; }
   /// The PodGroup's subgroups (empty for none), indexed like subGroupReady.
   const std::vector<api::SubGroup>& subGroups() const;
   /// The first subgroup below its own minMember, or -1.
   int shortSubGroup() const;
 };
 static_assert(offsetof(SessionJob, version) == 64, "SessionJob: the turn's fields fill the first cache line");
+static_assert(sizeof(SessionJob) == 192, "SessionJob: three cache lines");
 
 /// A task by its indices: Session::jobs() and the job's tasks.
 struct TaskRef {
