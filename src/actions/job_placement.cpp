@@ -13,7 +13,7 @@ using framework::Statement;
 using framework::TaskState;
 
 void appendJob(std::string& out, const SessionJob& job) {
-  out += job.info->isSingleton() ? "pod " : "PodGroup ";
+  out += job.singleton ? "pod " : "PodGroup ";
   out += job.info->namespace_;
   out += '/';
   out += job.info->name;
@@ -299,7 +299,7 @@ void ShapeFailures::record(const Session& ssn, int signature, int progress, std:
 
 void failJob(Session& ssn, SessionJob& job, int ready, const std::string& reason) {
   std::string& msg = ssn.scratch();
-  if (job.info->isSingleton() && job.minMember() <= 1) {
+  if (job.singleton && job.minMember() <= 1) {
     msg += "pod unschedulable: ";
   } else {
     const int missing = std::max(1, job.minMember() - ready);

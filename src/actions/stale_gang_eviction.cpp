@@ -43,7 +43,7 @@ class StaleGangEviction final : public framework::Action {
         for (const auto& t : job.tasks)
           runningNow += (t.state == TaskState::Running || t.state == TaskState::Bound) ? 1 : 0;
       const bool stale =
-          runningNow > 0 && job.minMember() > 1 && job.readyCount < job.minMember() && !job.info->isSingleton();
+          runningNow > 0 && job.minMember() > 1 && job.readyCount < job.minMember() && !job.singleton;
       if (!stale) {
         if (mark) ssn.annotate(job, key, std::nullopt);  // no longer stale: the timer goes
         continue;

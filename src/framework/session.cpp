@@ -260,11 +260,13 @@ void Session::buildState() {
   // memory more than it computes. Each job is asked for ahead of its turn, and the fields read of
   // its tasks a little later (once the job itself has arrived to say where they are).
   // (The lines asked for are those holding the fields read below: a job's creation time, group,
-  // queue, priority class, minimum, tasks and allocation span three lines past its strings.)
+  // queue, priority class, minimum, tasks and allocation span three lines past its strings; its
+  // key's line, then the key's characters, for isSingleton.)
   constexpr size_t kJobAhead = 8, kTasksAhead = 4;
   for (size_t i = 0; i < s.jobs.size(); ++i) {
     if (i + kJobAhead < s.jobs.size()) {
       const cache::JobInfo& ahead = *s.jobs[i + kJobAhead];
+      __builtin_prefetch(&ahead.key);
       __builtin_prefetch(&ahead.creationTime);
       __builtin_prefetch(&ahead.priorityClassName);
       __builtin_prefetch(&ahead.allocated);
@@ -272,6 +274,7 @@ void Session::buildState() {
     if (i + kTasksAhead < s.jobs.size()) {
       const cache::JobInfo& ahead = *s.jobs[i + kTasksAhead];
       if (ahead.podGroup) __builtin_prefetch(ahead.podGroup.get());
+      __builtin_prefetch(ahead.key.data());  // (isSingleton reads its first characters)
       for (const cache::TaskInfo& t : ahead.tasks) {
         __builtin_prefetch(&t.status);
         __builtin_prefetch(&t.taskPriority);
@@ -310,6 +313,7 @@ void Session::buildState() {
     }
     j.created = info.creationTime;
     j.tasksCreatedTogether = info.tasksCreatedTogether;
+    j.singleton = info.isSingleton();
     j.tasks = std::span<SessionTask>(tasks_.data() + taskOffset, info.tasks.size());
     taskOffset += info.tasks.size();
     const std::vector<api::SubGroup>& subGroups = j.subGroups();

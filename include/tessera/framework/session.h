@@ -144,6 +144,9 @@ struct alignas(64) SessionJob {
   int32_t minMember_ = 1;      ///< copied from info: read on every readiness check
   bool preemptible = true;
   bool tasksCreatedTogether = false;  ///< copied from info: read by victim comparisons (victimTieRank)
+  /// info->isSingleton(), copied: the failure message of every job allocate turns away reads it,
+  /// and it is a look at the key's characters, far from the cache entry.
+  bool singleton = false;
   /// Why the job (or some of its pods) could not be placed this cycle: an index into the
   /// session's interned messages (Session::reasonOf); -1 when placed or not tried.
   int32_t reason = -1;

@@ -19,7 +19,7 @@ class GangPlugin final : public framework::Plugin {
       auto pg = [&] { return "PodGroup " + info.namespace_ + "/" + info.name; };
       // An invalid PodGroup (api/validation.h: minMember, queue, priority class, topology; or its
       // latest version failed conversion) is skipped whole; the job's key is its Problem::ref().
-      if (!info.isSingleton())
+      if (!job.singleton)
         if (const api::Problem* p = ssn.snapshot().findInvalid(info.key)) return api::makeError(p->text());
       if (info.podGroupMissing) return api::makeError(pg() + " not found (named by its pods' pod-group-name)");
       // Pods that could still run: everything but failed and releasing ones (counted by the cache
