@@ -270,6 +270,7 @@ void Session::buildState() {
       __builtin_prefetch(&ahead.creationTime);
       __builtin_prefetch(&ahead.priorityClassName);
       __builtin_prefetch(&ahead.allocated);
+      __builtin_prefetch(&ahead.pendingRequest);
     }
     if (i + kTasksAhead < s.jobs.size()) {
       const cache::JobInfo& ahead = *s.jobs[i + kTasksAhead];
@@ -341,6 +342,9 @@ void Session::buildState() {
     j.minMember_ = info.minMember;
     j.infoPendingKey = info.pendingPlacementKey;
     j.infoPendingCount = info.pendingCount;
+    j.infoPendingMilliCpu = info.pendingRequest.milliCpu;
+    j.infoPendingMemory = info.pendingRequest.memory;
+    j.infoPendingMilliGpu = info.pendingRequest.milliGpu;
     const api::PodGroup* pg = info.podGroup.get();
     j.topologyConstrained = pg && (!pg->topologyConstraint.empty() ||
                                    std::any_of(pg->subGroups.begin(), pg->subGroups.end(),

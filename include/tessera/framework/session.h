@@ -175,6 +175,9 @@ struct alignas(64) SessionJob {
   const std::string* infoPendingKey = nullptr;
   int32_t infoPendingCount = 0;
   bool topologyConstrained = false;
+  /// info->pendingRequest's cpu, memory and GPUs (its scalars are read from info), copied there
+  /// too: the queue order and the victim actions ask every job what its next turn needs.
+  int64_t infoPendingMilliCpu = 0, infoPendingMemory = 0, infoPendingMilliGpu = 0;
   const std::string& key() const { return info->key; }
   int32_t minMember() const { return minMember_; }
   /// Its pending pods are the snapshot's and all share one placement key

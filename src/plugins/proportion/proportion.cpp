@@ -1103,6 +1103,7 @@ class State {
   /// job while its ready and pending counts stay as they were (allocate's queue order asks for it
   /// on every comparison).
   Amounts turnRequest(const SessionJob& job) {
+    if (const std::optional<Amounts> all = allPendingRequest(job)) return *all;  // (no cache needed)
     if (turnCache_.empty()) turnCache_.resize(ssn_.jobs().size());
     TurnRequest& c = turnCache_[static_cast<size_t>(job.index)];
     if (c.ready != job.readyCount || c.pending != job.pendingCount) {
@@ -1116,13 +1117,22 @@ class State {
   /// What the job needs for its next step: its first pending pods up to the gang minimum, each
   /// subgroup's first (Session::pendingTaskOrder); one pod once the job is ready. Reclaim and
   /// preempt make room for that, not for every pod above minMember.
+  /// minimumRequest() where the turn needs every pending pod and they are the snapshot's: their
+  /// sum as the cache counted it (copied into the session's job); none otherwise.
+  std::optional<Amounts> allPendingRequest(const SessionJob& job) const {
+    if (!job.subGroupReady.empty() || job.pendingCount <= 0 || job.pendingCount != job.infoPendingCount)
+      return std::nullopt;
+    const int need = ssn_.jobReady(job) ? 1 : std::max(1, job.minMember() - job.readyCount);
+    if (need < job.pendingCount) return std::nullopt;
+    return Amounts{job.infoPendingMilliGpu, job.infoPendingMilliCpu, job.infoPendingMemory};  // (amountsOf's order)
+  }
+
   Amounts minimumRequest(const SessionJob& job) const {
+    if (const std::optional<Amounts> all = allPendingRequest(job)) return *all;  // the same pods as the snapshot's
     if (job.subGroupReady.empty() && job.pendingCount > 0) {
       // Without subgroups the pods needed are the first `need` in task order. When that is all of
       // them, or they all ask alike (gangs mostly do), no order is needed: a sum does.
       const int need = ssn_.jobReady(job) ? 1 : std::max(1, job.minMember() - job.readyCount);
-      if (need >= job.pendingCount && job.pendingCount == job.info->pendingCount)
-        return amountsOf(job.info->pendingRequest);  // the same pending pods as the snapshot's
       const api::Resources* first = nullptr;
       bool alike = true;
       api::Resources all;
