@@ -483,15 +483,14 @@ class VictimSearch {
   /// freeQueueRoom() failures by claimant key, with the node change count at that moment.
   std::map<std::string, size_t> queueRoomFailedAt_;
   std::vector<Victim> queueCands_;  ///< freeQueueRoom()'s candidates (a buffer), grouped by queue
-  /// freeQueueRoom()'s groups: each queue's candidates, [from, to) of queueCands_ (the untaken
-  /// ones), and per queue its group's slot (-1: none yet).
+  /// freeQueueRoom()'s groups: a queue's candidates not taken yet, [from, to) of queueCands_.
   struct QueueCands {
     int queue = -1;
     uint32_t from = 0, to = 0;
   };
   std::vector<QueueCands> queueGroups_;
-  std::vector<int> queueGroupOf_;
-  std::vector<std::vector<Victim>> queueGroupPods_;
+  std::vector<int> queueGroupOf_;  ///< per queue: its group while freeQueueRoom() builds them, else -1
+  std::vector<std::vector<Victim>> queueGroupPods_;  ///< freeQueueRoom()'s buffers, one per group
   /// Places the evicted pods of a consolidation again, anywhere (after the claimant took its
   /// room), moving other pods for one that finds no room (moveFor) up to kMaxChain deep. Returns
   /// -1, or the job of the first pod that finds no place.
