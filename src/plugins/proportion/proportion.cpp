@@ -1114,9 +1114,6 @@ class State {
     return c.request;
   }
 
-  /// What the job needs for its next step: its first pending pods up to the gang minimum, each
-  /// subgroup's first (Session::pendingTaskOrder); one pod once the job is ready. Reclaim and
-  /// preempt make room for that, not for every pod above minMember.
   /// minimumRequest() where the turn needs every pending pod and they are the snapshot's: their
   /// sum as the cache counted it (copied into the session's job); none otherwise.
   std::optional<Amounts> allPendingRequest(const SessionJob& job) const {
@@ -1127,6 +1124,9 @@ class State {
     return Amounts{job.infoPendingMilliGpu, job.infoPendingMilliCpu, job.infoPendingMemory};  // (amountsOf's order)
   }
 
+  /// What the job needs for its next step: its first pending pods up to the gang minimum, each
+  /// subgroup's first (Session::pendingTaskOrder); one pod once the job is ready. Reclaim and
+  /// preempt make room for that, not for every pod above minMember.
   Amounts minimumRequest(const SessionJob& job) const {
     if (const std::optional<Amounts> all = allPendingRequest(job)) return *all;  // the same pods as the snapshot's
     if (job.subGroupReady.empty() && job.pendingCount > 0) {
