@@ -378,7 +378,7 @@ bool VictimSearch::freeQueueRoom(Statement& stmt, SessionJob& job, SessionTask& 
   const size_t top = static_cast<size_t>(queueTop_[static_cast<size_t>(job.queue)]);
   const std::vector<Victim>& pool = topRunning_[top];
   // Grouped by queue (each group in the order its jobs come), for the choice below.
-  std::vector<std::vector<Victim>>& byQueue = queueGroupPods_;
+  std::vector<std::vector<Victim>>& byQueue = queueGroupPods_;  // per group, its candidates
   queueGroupOf_.resize(ssn_.queues().size(), -1);
   std::vector<QueueCands>& groups = queueGroups_;
   groups.clear();
@@ -394,21 +394,19 @@ bool VictimSearch::freeQueueRoom(Statement& stmt, SessionJob& job, SessionTask& 
       if (ok != 1) continue;
       if (slot < 0) {
         slot = static_cast<int>(groups.size());
-        groups.push_back({vj.queue, 0, 0});
+        groups.push_back({vj.queue, 0});
         if (byQueue.size() < groups.size()) byQueue.resize(groups.size());
         byQueue[static_cast<size_t>(slot)].clear();
       }
       byQueue[static_cast<size_t>(slot)].push_back(pool[i]);
     }
   }
-  std::vector<Victim>& cands = queueCands_;
-  cands.clear();
-  for (size_t g = 0; g < groups.size(); ++g) {
-    groups[g].from = static_cast<uint32_t>(cands.size());
-    cands.insert(cands.end(), byQueue[g].begin(), byQueue[g].end());
-    groups[g].to = static_cast<uint32_t>(cands.size());
-    queueGroupOf_[static_cast<size_t>(groups[g].queue)] = -1;
-  }
+  for (const QueueCands& g : groups) queueGroupOf_[static_cast<size_t>(g.queue)] = -1;
+  // A group's candidates not taken yet: those from its `next` on.
+  auto rest = [&](size_t g) {
+    std::vector<Victim>& pods = byQueue[g];
+    return std::span<Victim>(pods).subspan(groups[g].next);
+  };
   // Taken in victim order, the order as it stands after the victims taken so far (KAI's victim
   // queue: an elastic job that reached its minimum now goes whole, behind newer jobs; the queues'
   // shares moved): each next one is the first of the rest. Victim order is one strict total order,
@@ -423,20 +421,20 @@ bool VictimSearch::freeQueueRoom(Statement& stmt, SessionJob& job, SessionTask& 
   Reason why;  // made at the first eviction: most calls evict none
   for (;;) {
     if (queueRoom(job, task).ok()) break;
-    QueueCands* in = nullptr;
-    std::vector<Victim>::iterator first;
-    for (QueueCands& g : groups) {
-      if (g.from == g.to) continue;
-      const auto m = std::min_element(cands.begin() + g.from, cands.begin() + g.to, less);
-      if (!in || less(*m, *first)) in = &g, first = m;
+    size_t in = groups.size();  // the group of the first of the rest
+    Victim* first = nullptr;
+    for (size_t g = 0; g < groups.size(); ++g) {
+      const std::span<Victim> left = rest(g);
+      if (left.empty()) continue;
+      Victim* m = &*std::min_element(left.begin(), left.end(), less);
+      if (!first || less(*m, *first)) in = g, first = m;
     }
-    if (!in) break;  // every candidate taken or passed over
-    std::iter_swap(cands.begin() + in->from, first);
-    const Victim v = cands[in->from++];
+    if (!first) break;  // every candidate taken or passed over
+    std::swap(rest(in).front(), *first);
+    const Victim v = byQueue[in][groups[in].next++];
     if (selfChecks())  // self-check: no candidate left goes before it
-      TESSERA_ASSERT(std::none_of(groups.begin(), groups.end(), [&](const QueueCands& g) {
-        return std::any_of(cands.begin() + g.from, cands.begin() + g.to, [&](const Victim& c) { return less(c, v); });
-      }));
+      for (size_t g = 0; g < groups.size(); ++g)
+        TESSERA_ASSERT(std::none_of(rest(g).begin(), rest(g).end(), [&](const Victim& c) { return less(c, v); }));
     SessionTask& vt = ssn_.task(v.job, v.task);
     if (!running(vt) || !eligible(job, vt)) continue;
     const std::vector<Victim> chunk = chunkOf(v);

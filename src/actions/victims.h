@@ -482,11 +482,11 @@ class VictimSearch {
   bool queueRoomKnownFailed(const framework::SessionJob& job, const framework::SessionTask& task);
   /// freeQueueRoom() failures by claimant key, with the node change count at that moment.
   std::map<std::string, size_t> queueRoomFailedAt_;
-  std::vector<Victim> queueCands_;  ///< freeQueueRoom()'s candidates (a buffer), grouped by queue
-  /// freeQueueRoom()'s groups: a queue's candidates not taken yet, [from, to) of queueCands_.
+  /// freeQueueRoom()'s candidates, one group per queue: queueGroupPods_[g] holds group g's, the
+  /// ones from its `next` on not taken yet.
   struct QueueCands {
     int queue = -1;
-    uint32_t from = 0, to = 0;
+    size_t next = 0;
   };
   std::vector<QueueCands> queueGroups_;
   std::vector<int> queueGroupOf_;  ///< per queue: its group while freeQueueRoom() builds them, else -1

@@ -370,9 +370,13 @@ Case generate(uint64_t seed) {
   }
 }
 
+std::string variantSuffix(const Case& c) {
+  return std::string(c.oneNodeRacks ? "-one-node-racks" : "") + (c.actionAlone ? "-alone" : "");
+}
+
 std::string renderScenario(const Case& c, const Expected* e) {
   std::ostringstream y;
-  const std::string variant = std::string(c.oneNodeRacks ? "-one-node-racks" : "") + (c.actionAlone ? "-alone" : "");
+  const std::string variant = variantSuffix(c);
   y << "name: victim-oracle-seed-" << c.seed << variant << "\n";
   y << "description: >-\n  Victim oracle case " << c.seed << variant << " (" << modeName(c.mode)
     << "): the evictions must be the first minimal allowed set in victim order\n"

@@ -21,8 +21,13 @@ Case generate(uint64_t seed);
 /// job, so a decoy or a hopeless job stays what it was.
 Case withOneNodeRacks(Case c);
 
-/// The scenario file: the objects, one cycle with `actions: [allocate, <mode>]`, and, when `e` is
-/// given, the expected evictions and the claimant's expected state as expectations.
+/// What names a case's variant after its seed ("-one-node-racks", "-alone"; "" for the case as
+/// generated): the scenario's name and its file's.
+std::string variantSuffix(const Case& c);
+
+/// The scenario file: the objects, one cycle with `actions: [allocate, <mode>]` (the victim action
+/// alone for an `actionAlone` case), and, when `e` is given, the expected evictions and the
+/// claimant's expected state as expectations.
 std::string renderScenario(const Case& c, const Expected* e);
 
 /// Seconds after 2025-12-31T00:00:00Z as RFC 3339.

@@ -81,9 +81,7 @@ Run runOne(const Case& c, const std::filesystem::path& dir) {
   }
   r.kind = e.fitsWithoutVictims ? "fits as is" : (e.solvable ? "needs victims" : "no allowed set fits");
   r.scenario = renderScenario(c, &e);
-  r.file = (dir / ("victim-oracle-seed-" + std::to_string(seed) + (c.oneNodeRacks ? "-one-node-racks" : "") +
-                   (c.actionAlone ? "-alone" : "") + ".yaml"))
-               .string();
+  r.file = (dir / ("victim-oracle-seed-" + std::to_string(seed) + variantSuffix(c) + ".yaml")).string();
   {
     std::ofstream out(r.file);
     out << r.scenario;
