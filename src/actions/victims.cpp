@@ -97,11 +97,14 @@ bool VictimSearch::onSessionNodes(const SessionJob& job) const {
   return known == 1;
 }
 
-bool VictimSearch::eligible(const SessionJob& claimant, const SessionTask& victim, bool bound) const {
-  const SessionJob& vj = ssn_.jobs()[victim.job];
-  if (vj.index == claimant.index || !vj.preemptible || !running(victim) || !onSessionNodes(vj)) return false;
+bool VictimSearch::jobMayGive(const SessionJob& claimant, const SessionJob& vj) const {
+  if (vj.index == claimant.index || !vj.preemptible || !onSessionNodes(vj)) return false;
   if (pruning_ && !std::binary_search(pruneJobs_.begin(), pruneJobs_.end(), vj.index)) return false;
-  if (!excluded_.empty() && std::find(excluded_.begin(), excluded_.end(), vj.index) != excluded_.end()) return false;
+  return excluded_.empty() || std::find(excluded_.begin(), excluded_.end(), vj.index) == excluded_.end();
+}
+
+bool VictimSearch::eligible(const SessionJob& claimant, const SessionTask& victim, bool bound) const {
+  if (!running(victim) || !jobMayGive(claimant, ssn_.jobs()[victim.job])) return false;
   switch (mode_) {
     case VictimMode::Reclaim: return bound ? ssn_.reclaimableBound(claimant, victim) : ssn_.reclaimable(claimant, victim);
     case VictimMode::Preempt: return ssn_.preemptable(claimant, victim);
@@ -307,6 +310,8 @@ void VictimSearch::indexQueues() {
   }
   topRunning_.assign(nq, {});
   topJobs_.assign(nq, {});
+  queueJobs_.assign(nq, {});
+  topQueues_.assign(nq, {});
   for (const SessionJob& j : ssn_.jobs()) {
     if (j.queue < 0 || j.readyCount == 0) continue;  // a job with no pod in a ready state runs none
     const size_t top = static_cast<size_t>(queueTop_[static_cast<size_t>(j.queue)]);
@@ -314,8 +319,18 @@ void VictimSearch::indexQueues() {
     const uint32_t from = static_cast<uint32_t>(pods.size());
     for (const SessionTask& t : j.tasks)
       if (running(t)) pods.push_back({j.index, t.index});
-    if (pods.size() > from) topJobs_[top].push_back({j.index, from, static_cast<uint32_t>(pods.size())});
+    if (pods.size() == from) continue;
+    topJobs_[top].push_back({j.index, from, static_cast<uint32_t>(pods.size())});
+    if (j.preemptible) queueJobs_[static_cast<size_t>(j.queue)].push_back(topJobs_[top].back());
   }
+  for (size_t q = 0; q < nq; ++q)
+    if (!queueJobs_[q].empty()) topQueues_[static_cast<size_t>(queueTop_[q])].push_back(static_cast<int>(q));
+  topAsked_.resize(nq);
+  for (size_t top = 0; top < nq; ++top) topAsked_[top].assign(topRunning_[top].size(), 0);
+}
+
+uint8_t VictimSearch::askedMask(const api::Resources& r) {
+  return static_cast<uint8_t>(kAskedKnown | (r.milliGpu > 0 ? 1 : 0) | (r.milliCpu > 0 ? 2 : 0) | (r.memory > 0 ? 4 : 0));
 }
 
 api::Status VictimSearch::queueRoom(const SessionJob& job, const SessionTask& task) const {
@@ -368,28 +383,29 @@ bool VictimSearch::freeQueueRoom(Statement& stmt, SessionJob& job, SessionTask& 
   // nothing changed on any node since, finds none again: the scan below is not repeated.
   if (queueRoomKnownFailed(job, task)) return false;
   indexQueues();
-  const api::Resources& want = task.request();
-  auto shares = [&](const api::Resources& r) {
-    return (want.milliGpu > 0 && r.milliGpu > 0) || (want.milliCpu > 0 && r.milliCpu > 0) ||
-           (want.memory > 0 && r.memory > 0);
-  };
+  // Victims that give back some of what the claimant asks for (the pods' masks are read once).
+  const uint8_t wants = askedMask(task.request());
   // Victims whose queue counts against a limit on the claimant's path: every queue under the
   // path's top-level queue.
   const size_t top = static_cast<size_t>(queueTop_[static_cast<size_t>(job.queue)]);
   const std::vector<Victim>& pool = topRunning_[top];
-  // Grouped by queue (each group in the order its jobs come), for the choice below.
+  std::vector<uint8_t>& asked = topAsked_[top];
+  // Grouped by queue, for the choice below (which takes the first in victim order: the order of
+  // the groups and of the pods in each does not matter).
   std::vector<std::vector<Victim>>& byQueue = queueGroupPods_;  // per group, its candidates
   queueGroupOf_.resize(ssn_.queues().size(), -1);
   std::vector<QueueCands>& groups = queueGroups_;
   groups.clear();
-  for (const TopJob& r : topJobs_[top]) {  // job by job: a job that gives none is passed whole
+  // The job's running pods that ask for what the claimant lacks; `ok`: whether the job may give
+  // victims, or -1: asked of its first such pod.
+  auto addPods = [&](const TopJob& r, int8_t ok) {
     const SessionJob& vj = ssn_.jobs()[static_cast<size_t>(r.job)];
-    if (vj.index == job.index || vj.readyCount == 0 || !vj.preemptible) continue;
-    int8_t ok = -1;  // whether the job may give victims: asked once, of its first running pod
     int& slot = queueGroupOf_[static_cast<size_t>(vj.queue)];
     for (uint32_t i = r.from; i < r.to && ok != 0; ++i) {
       const SessionTask& t = vj.tasks[static_cast<size_t>(pool[i].task)];
-      if (!running(t) || !shares(t.request())) continue;
+      if (!running(t)) continue;
+      if (!asked[i]) asked[i] = askedMask(t.request());
+      if (!(asked[i] & wants)) continue;
       if (ok < 0) ok = eligible(job, t) ? 1 : 0;
       if (ok != 1) continue;
       if (slot < 0) {
@@ -399,6 +415,24 @@ bool VictimSearch::freeQueueRoom(Statement& stmt, SessionJob& job, SessionTask& 
         byQueue[static_cast<size_t>(slot)].clear();
       }
       byQueue[static_cast<size_t>(slot)].push_back(pool[i]);
+    }
+  };
+  // Reclaiming, where every filter splits its verdict by queue (Session::reclaimQueuesNow), the
+  // queues that may give none are passed whole and each job's own part is asked once; otherwise
+  // job by job, of its first pod.
+  if (mode_ == VictimMode::Reclaim && ssn_.reclaimQueuesNow(job, queueNow_)) {
+    for (int q : topQueues_[top]) {
+      if (!queueNow_[static_cast<size_t>(q)]) continue;
+      for (const TopJob& r : queueJobs_[static_cast<size_t>(q)]) {
+        const SessionJob& vj = ssn_.jobs()[static_cast<size_t>(r.job)];
+        if (vj.readyCount > 0 && jobMayGive(job, vj) && ssn_.reclaimBoundJob(vj)) addPods(r, 1);
+      }
+    }
+    if (selfChecks()) checkQueueVerdicts(job, top);
+  } else {
+    for (const TopJob& r : topJobs_[top]) {  // job by job: a job that gives none is passed whole
+      const SessionJob& vj = ssn_.jobs()[static_cast<size_t>(r.job)];
+      if (vj.index != job.index && vj.readyCount > 0 && vj.preemptible) addPods(r, -1);
     }
   }
   for (const QueueCands& g : groups) queueGroupOf_[static_cast<size_t>(g.queue)] = -1;
@@ -453,6 +487,19 @@ bool VictimSearch::freeQueueRoom(Statement& stmt, SessionJob& job, SessionTask& 
   evicted = before;
   queueRoomFailedAt_[queueRoomKey(job, task)] = ssn_.nodeChanges().size();
   return false;
+}
+
+void VictimSearch::checkQueueVerdicts(const SessionJob& job, size_t top) const {
+  // Every running pod's verdict as eligible() gives it, pod by pod.
+  const std::vector<Victim>& pool = topRunning_[top];
+  for (const TopJob& r : topJobs_[top]) {
+    const SessionJob& vj = ssn_.jobs()[static_cast<size_t>(r.job)];
+    const bool split = queueNow_[static_cast<size_t>(vj.queue)] && jobMayGive(job, vj) && ssn_.reclaimBoundJob(vj);
+    for (uint32_t i = r.from; i < r.to; ++i) {
+      const SessionTask& t = vj.tasks[static_cast<size_t>(pool[i].task)];
+      if (running(t)) TESSERA_ASSERT(split == eligible(job, t));
+    }
+  }
 }
 
 bool VictimSearch::turnDone(const SessionJob& job) const {

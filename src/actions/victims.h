@@ -425,6 +425,9 @@ class VictimSearch {
   /// (Session::reclaimableBound; preempt's and consolidation's verdicts read nothing a victim
   /// changes on the claimant's side).
   bool eligible(const framework::SessionJob& claimant, const framework::SessionTask& victim, bool bound = false) const;
+  /// eligible()'s part that no filter decides: the victim job is not the claimant's, preemptible,
+  /// on the session's nodes, and not left out by a prune.
+  bool jobMayGive(const framework::SessionJob& claimant, const framework::SessionJob& vj) const;
   /// False when no pod on `node` can be a victim of `job` in this mode (cheap: no pod is asked).
   bool mayHaveVictims(const framework::SessionJob& job, int node) const;
   /// The tasks evicted together with `v`: its whole gang when the gang is at its minimum; none
@@ -466,6 +469,16 @@ class VictimSearch {
     uint32_t from = 0, to = 0;
   };
   std::vector<std::vector<TopJob>> topJobs_;
+  std::vector<std::vector<TopJob>> queueJobs_;  ///< per queue: its own entries of topJobs_
+  std::vector<std::vector<int>> topQueues_;     ///< per top-level queue: the queues under it with such jobs
+  std::vector<uint8_t> queueNow_;  ///< freeQueueRoom(): Session::reclaimQueuesNow's verdicts
+  /// Which of GPUs, cpu and memory (bits 0-2) `r` asks for, with kAskedKnown set.
+  static uint8_t askedMask(const api::Resources& r);
+  static constexpr uint8_t kAskedKnown = 0x80;
+  /// Per top-level queue, per pod of topRunning_: its askedMask(), or 0 until freeQueueRoom() reads it.
+  std::vector<std::vector<uint8_t>> topAsked_;
+  /// Self-check of freeQueueRoom()'s verdicts by queue (queueNow_) against eligible().
+  void checkQueueVerdicts(const framework::SessionJob& job, size_t top) const;
   /// Whether the queue rules let `task` be placed as things stand: its queue path's limits (and
   /// non-preemptible quota); reclaiming, its ancestors' fair shares too (Session::reclaimBounds).
   api::Status queueRoom(const framework::SessionJob& job, const framework::SessionTask& task) const;

@@ -493,7 +493,11 @@ class Session {
   /// whether a victim job's own state does. Its bound must be exactly `queues[victim job's queue]
   /// && job(victim job)` for every pod of a job with a queue, and false for the others. The victim
   /// search then sizes domains by queue, and keeps the sizes of one such verdict across commits.
-  void addReclaimBoundSplitFn(const std::string& plugin, ReclaimQueuesFn queues, VictimJobFn job);
+  /// `queuesNow` (optional): the same split of the filter itself, as things stand: the filter must
+  /// be exactly `queuesNow[victim job's queue] && job(victim job)` for every pod of a running job
+  /// with a queue. The victim search then asks it once per queue rather than once per victim job.
+  void addReclaimBoundSplitFn(const std::string& plugin, ReclaimQueuesFn queues, VictimJobFn job,
+                              ReclaimQueuesFn queuesNow = nullptr);
   /// A preemptable filter (addPreemptableFn) in two parts: `job`, whether a victim job's own state
   /// lets its pods go; `pair`, whether the claimant lets a pod of that job go, reading of the two
   /// jobs only their queues and priorities. The filter must be exactly `job(victim job) &&
@@ -569,9 +573,12 @@ class Session {
   /// reclaimableBound() for `claimant` per victim queue (every filter's split, addReclaimBoundSplitFn,
   /// in `perQueue`, one entry per queue); false when a reclaimable filter has no split.
   bool reclaimBoundQueues(const SessionJob& claimant, std::vector<uint8_t>& perQueue) const;
-  /// The victim job's part of reclaimableBound() (every split's); asked only where
-  /// reclaimBoundQueues() answered.
+  /// The victim job's part of reclaimableBound() and reclaimable() (every split's); asked only
+  /// where reclaimBoundQueues() or reclaimQueuesNow() answered.
   bool reclaimBoundJob(const SessionJob& victimJob) const;
+  /// reclaimable() for `claimant` per victim queue as things stand (every filter's `queuesNow`,
+  /// addReclaimBoundSplitFn, in `perQueue`); false when a reclaimable filter has none.
+  bool reclaimQueuesNow(const SessionJob& claimant, std::vector<uint8_t>& perQueue) const;
   api::Status capacityCheck(const SessionJob& job, const api::Resources& request) const;
   /// Whether the job's queue may take resources back from other queues (a reason when not).
   /// Without a registered check, no job may reclaim.
@@ -793,8 +800,12 @@ class Session {
     std::string plugin;
     ReclaimQueuesFn queues;
     VictimJobFn job;
+    ReclaimQueuesFn queuesNow;  ///< may be empty
   };
   std::vector<ReclaimBoundSplit> reclaimSplits_;
+  /// reclaimBoundQueues() and reclaimQueuesNow(): every filter's `part` of its split, combined.
+  bool reclaimSplitQueues(const SessionJob& claimant, std::vector<uint8_t>& perQueue,
+                          ReclaimQueuesFn ReclaimBoundSplit::*part) const;
   struct PreemptableSplit {
     std::string plugin;
     VictimJobFn job;
@@ -803,7 +814,7 @@ class Session {
   std::vector<PreemptableSplit> preemptSplits_;  ///< (used only where every one is a filter's: preemptableSplit)
   /// Whether `plugin` registered a reclaimable filter (a split counts only for one).
   bool reclaimFilterOf(const std::string& plugin) const;
-  mutable std::vector<uint8_t> splitScratch_;  ///< reclaimBoundQueues(): a further split's verdicts
+  mutable std::vector<uint8_t> splitScratch_;  ///< reclaimSplitQueues(): a further split's verdicts
   std::vector<Named<ReclaimTreeFn>> reclaimTrees_;
   std::vector<ClaimantKeyFn> reclaimKeys_;  ///< the reclaimable filters' ClaimantKeyFn, those given
   std::vector<Named<CapacityFn>> capacity_;

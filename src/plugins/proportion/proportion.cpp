@@ -306,7 +306,18 @@ class State {
       perQueue[vq] = sidesBound(req, a, b, *h) ? 1 : 0;
     }
   }
-  /// Its victim-job part: a preemptible job not protected by its min runtime.
+  /// reclaimable() split the same way, as things stand (addReclaimBoundSplitFn's `queuesNow`):
+  /// per victim queue, reclaimSides' queue part and sidesAllow(); the job part is reclaimBoundJob().
+  void reclaimQueuesNow(const SessionJob& claimant, std::vector<uint8_t>& perQueue) {
+    ensureDivided();
+    perQueue.assign(q_.size(), 0);
+    if (claimant.queue < 0) return;
+    for (size_t vq = 0; vq < q_.size(); ++vq) {
+      int a = -1, b = -1;
+      if (queueSides(claimant.queue, static_cast<int>(vq), a, b)) perQueue[vq] = sidesAllow(claimant, a, b) ? 1 : 0;
+    }
+  }
+  /// Its victim-job part (of reclaimable() too): a preemptible job not protected by its min runtime.
   bool reclaimBoundJob(const SessionJob& vj) const {
     return vj.queue >= 0 && vj.preemptible && !protectedByMinRuntime(vj, &api::Queue::reclaimMinRuntime);
   }
@@ -1384,7 +1395,8 @@ class ProportionPlugin final : public framework::Plugin {
         [st](const SessionJob& c, const SessionTask& v) { return st->reclaimableBound(c, v); });
     ssn.addReclaimBoundSplitFn(
         name_, [st](const SessionJob& c, std::vector<uint8_t>& perQueue) { st->reclaimBoundQueues(c, perQueue); },
-        [st](const SessionJob& vj) { return st->reclaimBoundJob(vj); });
+        [st](const SessionJob& vj) { return st->reclaimBoundJob(vj); },
+        [st](const SessionJob& c, std::vector<uint8_t>& perQueue) { st->reclaimQueuesNow(c, perQueue); });
     ssn.addPreemptableFn(name_, [st](const SessionJob& c, const SessionTask& v) { return st->preemptable(c, v); });
     ssn.addPreemptableSplitFn(
         name_, [st](const SessionJob& vj) { return st->preemptableJob(vj); },
