@@ -53,7 +53,7 @@ class Allocate final : public framework::Action {
     // The snapshot's pending pods (none of them placed yet: pods leave the pending state only so)
     // are summed up in the cache entry; otherwise the pending ones are read.
     int64_t minGpus = INT64_MAX;
-    if (job.pendingCount == job.info->pendingCount) {
+    if (job.pendingCount == job.infoPendingCount) {
       minGpus = job.info->pendingMinGpus;
     } else {
       for (const SessionTask& t : job.tasks)

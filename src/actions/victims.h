@@ -439,7 +439,7 @@ class VictimSearch {
   Take takeOf(const Victim& v, const std::vector<Victim>& taken) const;
   /// Whether an earlier action of this cycle placed pods of the job (bound or pipelined): such a
   /// job gives surplus pods only, never its whole gang (the new pods would start without it).
-  static bool placedThisCycle(const framework::SessionJob& j) { return j.pendingCount < j.info->pendingCount; }
+  static bool placedThisCycle(const framework::SessionJob& j) { return j.pendingCount < j.infoPendingCount; }
   /// The node `t` runs or is placed on (a running pod of the snapshot by its node's name); -1: none.
   int nodeOf(const framework::SessionTask& t) const { return t.node >= 0 ? t.node : ssn_.findNode(t.info->nodeName); }
   void indexNodes();

@@ -474,17 +474,19 @@ TEST_CASE("reclaimableUnder: a tree is refused exactly when every pod in it is",
   CHECK(e.ssn->reclaimableUnder(claimant, e.ssn->findQueue("b")) == any);
 }
 
-TEST_CASE("reclaimBoundQueues and reclaimBoundJob: on random trees the bound is exactly their product",
+TEST_CASE("reclaimBoundQueues, reclaimQueuesNow and reclaimBoundJob: on random trees the bound and the filter "
+          "are exactly their products",
           "[proportion][reclaim]") {
   // Random trees (two departments of two or three teams, a top-level queue with and without a min
   // runtime), running pods of every queue (some non-preemptible, some young, some elastic gangs at,
   // above or below their minimum) and a pending pod of every queue asking 1 to 4 GPUs. For every
   // claimant and every running pod, reclaimableBound must be the split's verdict for the pod's
   // queue and its job (Session::reclaimBoundQueues, reclaimBoundJob): the victim search sizes
-  // domains from the split alone.
+  // domains from the split alone. And reclaimable must be the exact split's (reclaimQueuesNow, the
+  // same job part): the queue-limit scan asks it per queue.
   std::mt19937 rng(43);
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
-  int allowed = 0, refused = 0;
+  int allowed = 0, refused = 0, allowedNow = 0, refusedNow = 0;
   for (int c = 0; c < 60; ++c) {
     Env e;
     std::vector<std::string> leaves;
@@ -523,9 +525,11 @@ TEST_CASE("reclaimBoundQueues and reclaimBoundJob: on random trees the bound is 
     e.start(yaml, /*nodes=*/4);
     for (const std::string& q : leaves) {
       const SessionJob& claimant = e.job("claim-" + q);
-      std::vector<uint8_t> perQueue;
+      std::vector<uint8_t> perQueue, perQueueNow;
       REQUIRE(e.ssn->reclaimBoundQueues(claimant, perQueue));
       REQUIRE(perQueue.size() == e.ssn->queues().size());
+      REQUIRE(e.ssn->reclaimQueuesNow(claimant, perQueueNow));
+      REQUIRE(perQueueNow.size() == e.ssn->queues().size());
       for (const std::string& r : running) {
         const SessionTask* victim = nullptr;
         for (const SessionJob& j : e.ssn->jobs())
@@ -537,11 +541,16 @@ TEST_CASE("reclaimBoundQueues and reclaimBoundJob: on random trees the bound is 
         INFO("case " << c << ": claimant of " << q << ", victim " << r << "\n" << yaml);
         REQUIRE(e.ssn->reclaimableBound(claimant, *victim) == split);
         (split ? allowed : refused)++;
+        const bool now = vj.queue >= 0 && perQueueNow[static_cast<size_t>(vj.queue)] && e.ssn->reclaimBoundJob(vj);
+        REQUIRE(e.ssn->reclaimable(claimant, *victim) == now);
+        (now ? allowedNow : refusedNow)++;
       }
     }
   }
   CHECK(allowed > 300);  // both verdicts met often
   CHECK(refused > 300);
+  CHECK(allowedNow > 100);
+  CHECK(refusedNow > 300);
 }
 
 // ---------------------------------------------------------------- preempt rules
