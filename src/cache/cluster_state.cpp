@@ -340,6 +340,7 @@ void ClusterState::addTask(const std::string& jobKey, const std::string& podKey,
     t.nodeRequest = pod->requests;
     t.gpuSpec = e.gpuSpec;
     t.gpuSpecError = e.gpuSpecError;
+    t.gpuSpecInvalid = !t.gpuSpecError.empty();
     // Queues are charged a share of a GPU: the fraction (milli-GPU), the memory as a portion of the
     // GPUs of the node the pod is on, MIG instances as the part of a GPU each is (pending: on the
     // largest GPUs seen). The node is still asked for what the pod requests (nodeRequest).

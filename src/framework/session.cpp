@@ -328,6 +328,7 @@ void Session::buildState() {
       st.index = static_cast<int>(t);
       st.state = fromCache(st.info->status);
       st.taskPriority = st.info->taskPriority;
+      st.gpuSpecInvalid = st.info->gpuSpecInvalid;
       // A running pod's node, while its cache entry is at hand (its name lies beside the status),
       // when an action will index every running pod by node (runningIndex): it would read each
       // entry again for it.

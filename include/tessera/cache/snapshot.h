@@ -42,6 +42,7 @@ struct TaskInfo {
   std::string nodeName;   ///< where it is bound (or assumed)
   api::Resources request;
   int32_t taskPriority = 0;  ///< label tessera.dev/task-priority
+  bool gpuSpecInvalid = false;  ///< !gpuSpecError.empty(), beside taskPriority (the session copies both)
   std::string subGroup;      ///< label tessera.dev/subgroup
   bool assumed = false;      ///< bound by us, not yet confirmed by the watch
   /// What the pod takes from its node's idle resources: `request` without nvidia.com/gpu for pods

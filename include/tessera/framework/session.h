@@ -27,7 +27,7 @@
 namespace tessera::framework {
 
 /// A task's state within a session: the cache's status plus what this cycle planned.
-enum class TaskState {
+enum class TaskState : uint8_t {
   Pending,
   Allocated,  ///< placed this cycle on idle resources: will be bound
   Pipelined,  ///< placed this cycle on releasing resources: remembered, not bound
@@ -48,6 +48,8 @@ struct SessionTask {
   int job = -1;    ///< index in Session::jobs()
   int index = -1;  ///< index in the job's tasks
   TaskState state = TaskState::Pending;
+  /// info->gpuSpecInvalid, copied: the GPU-sharing pre-predicate asks it of every pod tried.
+  bool gpuSpecInvalid = false;
   int node = -1;   ///< index in Session::nodes() while on a node (or planned there)
   /// Index of the task's subgroup in its PodGroup's spec.subGroups; -1 when it has none (or names
   /// one the PodGroup does not declare).
@@ -63,6 +65,7 @@ struct SessionTask {
   bool sharesGpu() const { return info->sharesGpu(); }
   const api::Pod& pod() const { return *info->pod; }
 };
+static_assert(sizeof(SessionTask) == 32, "two tasks to a cache line: a field added goes where the padding is");
 
 /// A GPU group within a session: the cache's, or one opened this cycle (a whole idle GPU that a
 /// fractional pod starts sharing). Amounts are in the node's group units (cache::GpuGroupInfo).

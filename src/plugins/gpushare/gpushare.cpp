@@ -22,7 +22,7 @@ class GpuSharePlugin final : public framework::Plugin {
 
   void onSessionOpen(framework::Session& ssn) override {
     ssn.addPrePredicateFn(name_, [](const framework::SessionJob&, const framework::SessionTask& task) -> api::Status {
-      if (!task.info->gpuSpecError.empty()) return api::makeError(task.info->gpuSpecError);
+      if (task.gpuSpecInvalid) return api::makeError(task.info->gpuSpecError);
       return api::Status::success();
     });
     ssn.addPredicateFn(name_, [this](const framework::SessionTask& task, const framework::SessionNode& node,
