@@ -70,7 +70,10 @@ void forEachJobTurn(Session& ssn, const std::function<bool(const SessionJob&)>& 
   for (size_t i = 0; i < inOrder.size(); ++i) {  // each queue's jobs come out in job order
     // Jobs in job order are far apart in memory (and their cache entries further): asked for
     // ahead, as Session::buildState does.
-    if (i + 8 < inOrder.size()) __builtin_prefetch(&ssn.jobs()[static_cast<size_t>(inOrder[i + 8])]);
+    if (i + 8 < inOrder.size()) {
+      __builtin_prefetch(&ssn.jobs()[static_cast<size_t>(inOrder[i + 8])]);
+      ssn.prefetchJobMemos(inOrder[i + 8]);
+    }
     if (i + 4 < inOrder.size()) __builtin_prefetch(ssn.jobs()[static_cast<size_t>(inOrder[i + 4])].info);
     SessionJob& job = ssn.jobs()[static_cast<size_t>(inOrder[i])];
     if (job.pendingCount == 0 || !filter(job)) continue;
@@ -98,8 +101,11 @@ void forEachJobTurn(Session& ssn, const std::function<bool(const SessionJob&)>& 
     QueueJobs& q = perQueue[static_cast<size_t>(leaf)];
     SessionJob& job = ssn.jobs()[q.jobs[q.next]];
     // A queue usually serves several turns in a row (a job that fails leaves it where it ranks):
-    // its next jobs, their cache entries and tasks are asked for ahead.
-    if (q.next + 2 < q.jobs.size()) __builtin_prefetch(&ssn.jobs()[q.jobs[q.next + 2]]);
+    // its next jobs (and their entries of the session's memos), their cache entries and tasks are asked for ahead.
+    if (q.next + 2 < q.jobs.size()) {
+      __builtin_prefetch(&ssn.jobs()[q.jobs[q.next + 2]]);
+      ssn.prefetchJobMemos(q.jobs[q.next + 2]);
+    }
     if (q.next + 1 < q.jobs.size()) {
       const SessionJob& after = ssn.jobs()[q.jobs[q.next + 1]];
       __builtin_prefetch(after.info);

@@ -170,13 +170,9 @@ std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, 
   const SessionNode& n = ssn_.nodes()[node];
   if (onNode(node).empty()) return std::nullopt;  // (unsorted: only its size is read)
   const api::Resources& req = task.nodeRequest();
-  const api::Resources& alloc = n.info->allocatable;
-  const api::Resources& foreign = n.info->foreignUsed;
   // cpu, memory and GPUs in plain integers (no Resources temporaries: this runs for every node).
-  if (req.milliCpu > alloc.milliCpu - foreign.milliCpu || req.memory > alloc.memory - foreign.memory ||
-      req.milliGpu > alloc.milliGpu - foreign.milliGpu)
-    return std::nullopt;
-  if (!req.scalars.empty() && !req.fitsIn(alloc - foreign)) return std::nullopt;
+  if (req.milliCpu > n.ownMilliCpu || req.memory > n.ownMemory || req.milliGpu > n.ownMilliGpu) return std::nullopt;
+  if (!req.scalars.empty() && !req.fitsIn(n.info->allocatable - n.info->foreignUsed)) return std::nullopt;
   const int64_t roomGpu = n.idle.milliGpu + n.releasing.milliGpu - n.pipelined.milliGpu;
   Lack lack;
   lack.cpu = req.milliCpu - (n.idle.milliCpu + n.releasing.milliCpu - n.pipelined.milliCpu);
@@ -187,7 +183,7 @@ std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, 
     for (const auto& [name, amount] : req.scalars) lack.scalars.emplace_back(name, amount - room.get(name));
   }
   // Pod slots once the pods leaving are gone and the pipelined ones are bound.
-  lack.slots = n.futurePods() + 1 - n.node().allocatablePods;
+  lack.slots = n.futurePods() + 1 - n.allocatablePods;
   if (task.sharesGpu()) {
     if (task.info->gpuSpec->numDevices != 1) {  // several devices: only a fit without GPU victims
       if (!ssn_.gpuShareFits(task, n, /*future=*/true)) return std::nullopt;

@@ -215,6 +215,10 @@ void Session::buildState() {
     n.releasing = info.releasing;
     n.podCount = info.podCount;
     n.releasingPods = info.releasingPods;
+    n.allocatablePods = info.node->allocatablePods;
+    n.ownMilliCpu = info.allocatable.milliCpu - info.foreignUsed.milliCpu;
+    n.ownMemory = info.allocatable.memory - info.foreignUsed.memory;
+    n.ownMilliGpu = info.allocatable.milliGpu - info.foreignUsed.milliGpu;
     const GpuSharingConfig& gs = config_.gpuSharing;
     const int64_t scaling = info.gpuMemoryScalingMilli > 0 ? info.gpuMemoryScalingMilli : gs.memoryScalingMilli;
     n.gpuCapacity = info.gpuUnits() * scaling / 1000;

@@ -108,6 +108,10 @@ struct SessionNode {
   int32_t podCount = 0;       ///< pods holding a slot now (releasing ones too; not pipelined ones)
   int32_t releasingPods = 0;  ///< of podCount, pods leaving: their slots are free once they are gone
   int32_t pipelinedPods = 0;  ///< pods promised a slot once releasing ones are gone (and reserved moves)
+  int64_t allocatablePods = 0;  ///< node().allocatablePods, copied (the victim search reads it per node)
+  /// info->allocatable less info->foreignUsed (what other schedulers' pods hold): cpu, memory and
+  /// GPUs, copied: the victim search asks every node it evaluates whether a pod could fit at all.
+  int64_t ownMilliCpu = 0, ownMemory = 0, ownMilliGpu = 0;
   std::vector<api::HostPort> addedPorts;  ///< host ports of tasks placed this cycle
   std::vector<SessionGpuGroup> gpuGroups; ///< the cache's groups (same order), then opened ones
   /// One GPU's capacity in group units: cache::NodeInfo::gpuUnits() times the memory scaling (the
@@ -684,6 +688,12 @@ class Session {
   /// no other: constrained by topology with pods placed (its domains depend on where they are), or
   /// with constrained subgroups. Kept per job while its tasks stay as they are.
   int jobSignature(const SessionJob& job, int missing) const;
+  /// Asks for job `job`'s (an index) entries of the per-job memos every turn reads (jobSignature,
+  /// jobValid), ahead of its turn: jobs take turns far apart in memory.
+  void prefetchJobMemos(int job) const {
+    if (static_cast<size_t>(job) < signatureCache_.size()) __builtin_prefetch(&signatureCache_[static_cast<size_t>(job)]);
+    if (static_cast<size_t>(job) < validCache_.size()) __builtin_prefetch(&validCache_[static_cast<size_t>(job)]);
+  }
   /// Whole GPUs free on the best node, counting releasing resources (an upper bound for any task).
   int64_t maxFreeGpus() const;
   /// Whole GPUs idle now on the best node (releasing ones not counted): no task asking more of
