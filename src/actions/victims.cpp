@@ -330,7 +330,8 @@ void VictimSearch::indexQueues() {
 }
 
 uint8_t VictimSearch::askedMask(const api::Resources& r) {
-  return static_cast<uint8_t>(kAskedKnown | (r.milliGpu > 0 ? 1 : 0) | (r.milliCpu > 0 ? 2 : 0) | (r.memory > 0 ? 4 : 0));
+  return static_cast<uint8_t>(kAskedKnown | (r.milliGpu > 0 ? 1 : 0) | (r.milliCpu > 0 ? 2 : 0) |
+                              (r.memory > 0 ? 4 : 0));
 }
 
 api::Status VictimSearch::queueRoom(const SessionJob& job, const SessionTask& task) const {

@@ -471,7 +471,7 @@ class VictimSearch {
   std::vector<std::vector<TopJob>> topJobs_;
   std::vector<std::vector<TopJob>> queueJobs_;  ///< per queue: its own entries of topJobs_
   std::vector<std::vector<int>> topQueues_;     ///< per top-level queue: the queues under it with such jobs
-  std::vector<uint8_t> queueNow_;  ///< freeQueueRoom(): Session::reclaimQueuesNow's verdicts
+  std::vector<uint8_t> queueNow_;               ///< freeQueueRoom(): Session::reclaimQueuesNow's verdicts
   /// Which of GPUs, cpu and memory (bits 0-2) `r` asks for, with kAskedKnown set.
   static uint8_t askedMask(const api::Resources& r);
   static constexpr uint8_t kAskedKnown = 0x80;

@@ -691,8 +691,9 @@ class Session {
   /// Asks for job `job`'s (an index) entries of the per-job memos every turn reads (jobSignature,
   /// jobValid), ahead of its turn: jobs take turns far apart in memory.
   void prefetchJobMemos(int job) const {
-    if (static_cast<size_t>(job) < signatureCache_.size()) __builtin_prefetch(&signatureCache_[static_cast<size_t>(job)]);
-    if (static_cast<size_t>(job) < validCache_.size()) __builtin_prefetch(&validCache_[static_cast<size_t>(job)]);
+    const auto j = static_cast<size_t>(job);
+    if (j < signatureCache_.size()) __builtin_prefetch(&signatureCache_[j]);
+    if (j < validCache_.size()) __builtin_prefetch(&validCache_[j]);
   }
   /// Whole GPUs free on the best node, counting releasing resources (an upper bound for any task).
   int64_t maxFreeGpus() const;
