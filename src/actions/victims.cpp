@@ -421,7 +421,7 @@ bool VictimSearch::freeQueueRoom(Statement& stmt, SessionJob& job, SessionTask& 
   // Reclaiming, where every filter splits its verdict by queue (Session::reclaimQueuesNow), the
   // queues that may give none are passed whole and each job's own part is asked once; otherwise
   // job by job, of its first pod.
-  if (mode_ == VictimMode::Reclaim && ssn_.reclaimQueuesNow(job, queueNow_)) {
+  if (mode_ == VictimMode::Reclaim && ssn_.reclaimQueuesNow(job, topQueues_[top], queueNow_)) {
     for (int q : topQueues_[top]) {
       if (!queueNow_[static_cast<size_t>(q)]) continue;
       for (const TopJob& r : queueJobs_[static_cast<size_t>(q)]) {

@@ -37,7 +37,7 @@ void Session::addReclaimableFn(const std::string& p, VictimFn fn, ClaimantKeyFn 
   if (key) reclaimKeys_.push_back(std::move(key));
 }
 void Session::addReclaimBoundSplitFn(const std::string& p, ReclaimQueuesFn queues, VictimJobFn job,
-                                     ReclaimQueuesFn queuesNow) {
+                                     ReclaimQueuesNowFn queuesNow) {
   reclaimSplits_.push_back({p, std::move(queues), std::move(job), std::move(queuesNow)});
 }
 void Session::addPreemptableSplitFn(const std::string& p, VictimJobFn job, VictimPairFn pair) {
@@ -494,27 +494,37 @@ void Session::reclaimClaimantKey(const SessionJob& claimant, std::string& key) c
 
 bool Session::reclaimFilterOf(const std::string& plugin) const { return filterOf(reclaimable_, plugin); }
 
-bool Session::reclaimBoundQueues(const SessionJob& claimant, std::vector<uint8_t>& perQueue) const {
-  return reclaimSplitQueues(claimant, perQueue, &ReclaimBoundSplit::queues);
-}
-
-bool Session::reclaimQueuesNow(const SessionJob& claimant, std::vector<uint8_t>& perQueue) const {
-  return reclaimSplitQueues(claimant, perQueue, &ReclaimBoundSplit::queuesNow);
-}
-
-bool Session::reclaimSplitQueues(const SessionJob& claimant, std::vector<uint8_t>& perQueue,
-                                 ReclaimQueuesFn ReclaimBoundSplit::*part) const {
+bool Session::reclaimFiltersSplit(bool now) const {
   auto split = [&](const auto& f) {
-    return std::any_of(reclaimSplits_.begin(), reclaimSplits_.end(),
-                       [&](const ReclaimBoundSplit& s) { return s.plugin == f.plugin && s.*part; });
+    return std::any_of(reclaimSplits_.begin(), reclaimSplits_.end(), [&](const ReclaimBoundSplit& s) {
+      return s.plugin == f.plugin && (!now || s.queuesNow);
+    });
   };
-  if (reclaimable_.empty() || !std::all_of(reclaimable_.begin(), reclaimable_.end(), split)) return false;
+  return !reclaimable_.empty() && std::all_of(reclaimable_.begin(), reclaimable_.end(), split);
+}
+
+bool Session::reclaimBoundQueues(const SessionJob& claimant, std::vector<uint8_t>& perQueue) const {
+  if (!reclaimFiltersSplit(/*now=*/false)) return false;
   perQueue.assign(queues_.size(), 1);
   for (const ReclaimBoundSplit& s : reclaimSplits_) {
-    if (!reclaimFilterOf(s.plugin) || !(s.*part)) continue;  // (a split of no filter's)
+    if (!reclaimFilterOf(s.plugin)) continue;  // (a split of no filter's)
     splitScratch_.assign(queues_.size(), 0);
-    (s.*part)(claimant, splitScratch_);
+    s.queues(claimant, splitScratch_);
     for (size_t q = 0; q < perQueue.size(); ++q) perQueue[q] = perQueue[q] && splitScratch_[q];
+  }
+  return true;
+}
+
+bool Session::reclaimQueuesNow(const SessionJob& claimant, std::span<const int> queues,
+                               std::vector<uint8_t>& perQueue) const {
+  if (!reclaimFiltersSplit(/*now=*/true)) return false;
+  perQueue.assign(queues_.size(), 0);
+  for (int q : queues) perQueue[static_cast<size_t>(q)] = 1;
+  for (const ReclaimBoundSplit& s : reclaimSplits_) {
+    if (!reclaimFilterOf(s.plugin)) continue;  // (a split of no filter's)
+    splitScratch_.assign(queues_.size(), 0);
+    s.queuesNow(claimant, queues, splitScratch_);
+    for (int q : queues) perQueue[static_cast<size_t>(q)] = perQueue[static_cast<size_t>(q)] && splitScratch_[static_cast<size_t>(q)];
   }
   return true;
 }

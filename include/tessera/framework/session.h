@@ -352,6 +352,10 @@ using VictimFn = std::function<bool(const SessionJob& claimant, const SessionTas
 using ClaimantKeyFn = std::function<void(const SessionJob& claimant, std::string& key)>;
 /// A reclaimable filter's bound per victim queue (addReclaimBoundSplitFn): one entry per queue.
 using ReclaimQueuesFn = std::function<void(const SessionJob& claimant, std::vector<uint8_t>& perQueue)>;
+/// A reclaimable filter's own verdict per victim queue as things stand (addReclaimBoundSplitFn's
+/// `queuesNow`): writes perQueue[q] for each q of `queues` (perQueue has one entry per queue).
+using ReclaimQueuesNowFn =
+    std::function<void(const SessionJob& claimant, std::span<const int> queues, std::vector<uint8_t>& perQueue)>;
 /// A reclaimable filter's bound's victim-job part (addReclaimBoundSplitFn), a preemptable filter's
 /// too (addPreemptableSplitFn).
 using VictimJobFn = std::function<bool(const SessionJob& victimJob)>;
@@ -504,7 +508,7 @@ class Session {
   /// be exactly `queuesNow[victim job's queue] && job(victim job)` for every pod of a running job
   /// with a queue. The victim search then asks it once per queue rather than once per victim job.
   void addReclaimBoundSplitFn(const std::string& plugin, ReclaimQueuesFn queues, VictimJobFn job,
-                              ReclaimQueuesFn queuesNow = nullptr);
+                              ReclaimQueuesNowFn queuesNow = nullptr);
   /// A preemptable filter (addPreemptableFn) in two parts: `job`, whether a victim job's own state
   /// lets its pods go; `pair`, whether the claimant lets a pod of that job go, reading of the two
   /// jobs only their queues and priorities. The filter must be exactly `job(victim job) &&
@@ -583,9 +587,10 @@ class Session {
   /// The victim job's part of reclaimableBound() and reclaimable() (every split's); asked only
   /// where reclaimBoundQueues() or reclaimQueuesNow() answered.
   bool reclaimBoundJob(const SessionJob& victimJob) const;
-  /// reclaimable() for `claimant` per victim queue as things stand (every filter's `queuesNow`,
-  /// addReclaimBoundSplitFn, in `perQueue`); false when a reclaimable filter has none.
-  bool reclaimQueuesNow(const SessionJob& claimant, std::vector<uint8_t>& perQueue) const;
+  /// reclaimable() for `claimant` per victim queue of `queues` as things stand (every filter's
+  /// `queuesNow`, addReclaimBoundSplitFn, in `perQueue`: one entry per queue, 0 for the others);
+  /// false when a reclaimable filter has none.
+  bool reclaimQueuesNow(const SessionJob& claimant, std::span<const int> queues, std::vector<uint8_t>& perQueue) const;
   api::Status capacityCheck(const SessionJob& job, const api::Resources& request) const;
   /// Whether the job's queue may take resources back from other queues (a reason when not).
   /// Without a registered check, no job may reclaim.
@@ -814,12 +819,11 @@ class Session {
     std::string plugin;
     ReclaimQueuesFn queues;
     VictimJobFn job;
-    ReclaimQueuesFn queuesNow;  ///< may be empty
+    ReclaimQueuesNowFn queuesNow;  ///< may be empty
   };
   std::vector<ReclaimBoundSplit> reclaimSplits_;
-  /// reclaimBoundQueues() and reclaimQueuesNow(): every filter's `part` of its split, combined.
-  bool reclaimSplitQueues(const SessionJob& claimant, std::vector<uint8_t>& perQueue,
-                          ReclaimQueuesFn ReclaimBoundSplit::*part) const;
+  /// Whether every reclaimable filter has a split (with `queuesNow` too when `now`).
+  bool reclaimFiltersSplit(bool now) const;
   struct PreemptableSplit {
     std::string plugin;
     VictimJobFn job;
@@ -828,7 +832,7 @@ class Session {
   std::vector<PreemptableSplit> preemptSplits_;  ///< (used only where every one is a filter's: preemptableSplit)
   /// Whether `plugin` registered a reclaimable filter (a split counts only for one).
   bool reclaimFilterOf(const std::string& plugin) const;
-  mutable std::vector<uint8_t> splitScratch_;  ///< reclaimSplitQueues(): a further split's verdicts
+  mutable std::vector<uint8_t> splitScratch_;  ///< reclaimBoundQueues(), reclaimQueuesNow(): a further split's verdicts
   std::vector<Named<ReclaimTreeFn>> reclaimTrees_;
   std::vector<ClaimantKeyFn> reclaimKeys_;  ///< the reclaimable filters' ClaimantKeyFn, those given
   std::vector<Named<CapacityFn>> capacity_;

@@ -306,15 +306,17 @@ class State {
       perQueue[vq] = sidesBound(req, a, b, *h) ? 1 : 0;
     }
   }
-  /// reclaimable() split the same way, as things stand (addReclaimBoundSplitFn's `queuesNow`):
-  /// per victim queue, reclaimSides' queue part and sidesAllow(); the job part is reclaimBoundJob().
-  void reclaimQueuesNow(const SessionJob& claimant, std::vector<uint8_t>& perQueue) {
+  /// reclaimable() split the same way, as things stand (addReclaimBoundSplitFn's `queuesNow`), for
+  /// the victim queues `queues`: reclaimSides' queue part and sidesAllow(); the job part is
+  /// reclaimBoundJob().
+  void reclaimQueuesNow(const SessionJob& claimant, std::span<const int> queues, std::vector<uint8_t>& perQueue) {
     ensureDivided();
-    perQueue.assign(q_.size(), 0);
     if (claimant.queue < 0) return;
-    for (size_t vq = 0; vq < q_.size(); ++vq) {
+    const Amounts req = turnRequest(claimant);
+    for (int vq : queues) {
       int a = -1, b = -1;
-      if (queueSides(claimant.queue, static_cast<int>(vq), a, b)) perQueue[vq] = sidesAllow(claimant, a, b) ? 1 : 0;
+      perQueue[static_cast<size_t>(vq)] =
+          queueSides(claimant.queue, vq, a, b) && sidesBound(req, a, b, q_[a].allocated) ? 1 : 0;
     }
   }
   /// Its victim-job part (of reclaimable() too): a preemptible job not protected by its min runtime.
@@ -1396,7 +1398,9 @@ class ProportionPlugin final : public framework::Plugin {
     ssn.addReclaimBoundSplitFn(
         name_, [st](const SessionJob& c, std::vector<uint8_t>& perQueue) { st->reclaimBoundQueues(c, perQueue); },
         [st](const SessionJob& vj) { return st->reclaimBoundJob(vj); },
-        [st](const SessionJob& c, std::vector<uint8_t>& perQueue) { st->reclaimQueuesNow(c, perQueue); });
+        [st](const SessionJob& c, std::span<const int> queues, std::vector<uint8_t>& perQueue) {
+          st->reclaimQueuesNow(c, queues, perQueue);
+        });
     ssn.addPreemptableFn(name_, [st](const SessionJob& c, const SessionTask& v) { return st->preemptable(c, v); });
     ssn.addPreemptableSplitFn(
         name_, [st](const SessionJob& vj) { return st->preemptableJob(vj); },

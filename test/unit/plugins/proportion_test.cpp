@@ -7,6 +7,7 @@
 
 #include <map>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -528,7 +529,9 @@ TEST_CASE("reclaimBoundQueues, reclaimQueuesNow and reclaimBoundJob: on random t
       std::vector<uint8_t> perQueue, perQueueNow;
       REQUIRE(e.ssn->reclaimBoundQueues(claimant, perQueue));
       REQUIRE(perQueue.size() == e.ssn->queues().size());
-      REQUIRE(e.ssn->reclaimQueuesNow(claimant, perQueueNow));
+      std::vector<int> all(e.ssn->queues().size());
+      std::iota(all.begin(), all.end(), 0);
+      REQUIRE(e.ssn->reclaimQueuesNow(claimant, all, perQueueNow));
       REQUIRE(perQueueNow.size() == e.ssn->queues().size());
       for (const std::string& r : running) {
         const SessionTask* victim = nullptr;
