@@ -384,7 +384,7 @@ bool VictimSearch::freeQueueRoom(Statement& stmt, SessionJob& job, SessionTask& 
   // nothing changed on any node since, finds none again: the scan below is not repeated.
   if (queueRoomKnownFailed(job, task)) return false;
   indexQueues();
-  // Victims that give back some of what the claimant asks for (the pods' masks are read once).
+  // Victims that give back some of what the claimant asks for (each pod's mask read once per action).
   const uint8_t wants = askedMask(task.request());
   // Victims whose queue counts against a limit on the claimant's path: every queue under the
   // path's top-level queue.

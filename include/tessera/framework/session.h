@@ -504,9 +504,10 @@ class Session {
   /// whether a victim job's own state does. Its bound must be exactly `queues[victim job's queue]
   /// && job(victim job)` for every pod of a job with a queue, and false for the others. The victim
   /// search then sizes domains by queue, and keeps the sizes of one such verdict across commits.
-  /// `queuesNow` (optional): the same split of the filter itself, as things stand: the filter must
-  /// be exactly `queuesNow[victim job's queue] && job(victim job)` for every pod of a running job
-  /// with a queue. The victim search then asks it once per queue rather than once per victim job.
+  /// `queuesNow` (optional): the same split of the filter itself, as things stand: for every queue
+  /// it is asked about, the filter must be exactly `queuesNow[that queue] && job(victim job)` for
+  /// every running pod of a job of that queue. The victim search then asks the queue rules once
+  /// per queue rather than once per victim job.
   void addReclaimBoundSplitFn(const std::string& plugin, ReclaimQueuesFn queues, VictimJobFn job,
                               ReclaimQueuesNowFn queuesNow = nullptr);
   /// A preemptable filter (addPreemptableFn) in two parts: `job`, whether a victim job's own state
