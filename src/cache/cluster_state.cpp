@@ -278,7 +278,7 @@ void ClusterState::withJob(const std::string& key, Fn&& fn) {
   auto& p = jobs_[key];
   if (!p) {
     p = std::make_shared<JobInfo>();
-    p->key = key;
+    p->setKey(key);
     // "PodGroup/ns/name" or "Pod/ns/name"
     auto a = key.find('/');
     auto b = key.find('/', a + 1);

@@ -265,27 +265,24 @@ void Session::buildState() {
   // The jobs live apart from one another in the cache's heap: at 100,000 jobs this loop waits on
   // memory more than it computes. Each job is asked for ahead of its turn, and the fields read of
   // its tasks a little later (once the job itself has arrived to say where they are).
-  // (The lines asked for are those holding the fields read below: a job's creation time, group,
-  // queue, priority class, minimum, tasks and allocation span three lines past its strings; its
-  // key's line, then the key's characters, for isSingleton.)
+  // (The lines asked for are those holding the fields read below: a job's fields from its creation
+  // time to its priority class's name, the first ones of the JobInfo, span five lines; a task's,
+  // from its status to its subgroup, one or two.)
   constexpr size_t kJobAhead = 8, kTasksAhead = 4;
   for (size_t i = 0; i < s.jobs.size(); ++i) {
     if (i + kJobAhead < s.jobs.size()) {
       const cache::JobInfo& ahead = *s.jobs[i + kJobAhead];
-      __builtin_prefetch(&ahead.key);
-      __builtin_prefetch(&ahead.creationTime);
-      __builtin_prefetch(&ahead.priorityClassName);
-      __builtin_prefetch(&ahead.allocated);
-      __builtin_prefetch(&ahead.pendingRequest);
+      const char* from = reinterpret_cast<const char*>(&ahead.creationTime);
+      const char* to = reinterpret_cast<const char*>(&ahead.priorityClassName + 1);
+      for (const char* p = from; p < to; p += 64) __builtin_prefetch(p);
+      __builtin_prefetch(to - 1);
     }
     if (i + kTasksAhead < s.jobs.size()) {
       const cache::JobInfo& ahead = *s.jobs[i + kTasksAhead];
       if (ahead.podGroup) __builtin_prefetch(ahead.podGroup.get());
-      __builtin_prefetch(ahead.key.data());  // (isSingleton reads its first characters)
       for (const cache::TaskInfo& t : ahead.tasks) {
         __builtin_prefetch(&t.status);
-        __builtin_prefetch(&t.taskPriority);
-        __builtin_prefetch(&t.subGroup);
+        __builtin_prefetch(reinterpret_cast<const char*>(&t.subGroup + 1) - 1);
       }
     }
     const cache::JobInfo& info = *s.jobs[i];

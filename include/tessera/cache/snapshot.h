@@ -19,7 +19,7 @@
 namespace tessera::cache {
 
 /// Lifecycle of a pod as the scheduler sees it.
-enum class TaskStatus {
+enum class TaskStatus : uint8_t {
   Pending,    ///< not bound to a node
   Bound,      ///< bound (or assumed bound), not yet running
   Running,    ///< running on its node
@@ -38,13 +38,15 @@ struct TaskInfo {
   std::shared_ptr<const api::Pod> pod;
   std::string key;        ///< "ns/name"
   std::string uid;
+  // What Session::buildState reads of every task of every cycle lies in these eight bytes (one
+  // cache line, not two), the node's name and the subgroup right after them.
   TaskStatus status = TaskStatus::Pending;
-  std::string nodeName;   ///< where it is bound (or assumed)
-  api::Resources request;
-  int32_t taskPriority = 0;  ///< label tessera.dev/task-priority
-  bool gpuSpecInvalid = false;  ///< !gpuSpecError.empty(), beside taskPriority (the session copies both)
-  std::string subGroup;      ///< label tessera.dev/subgroup
+  bool gpuSpecInvalid = false;  ///< !gpuSpecError.empty()
   bool assumed = false;      ///< bound by us, not yet confirmed by the watch
+  int32_t taskPriority = 0;  ///< label tessera.dev/task-priority
+  std::string nodeName;   ///< where it is bound (or assumed)
+  std::string subGroup;      ///< label tessera.dev/subgroup
+  api::Resources request;
   /// What the pod takes from its node's idle resources: `request` without nvidia.com/gpu for pods
   /// that share GPUs (those are accounted through the node's GPU groups).
   api::Resources nodeRequest;
@@ -70,24 +72,22 @@ bool taskTieLess(const TaskInfo& l, const TaskInfo& r);
 
 /// A PodGroup with its pods; a pod without a group is a job of one.
 struct JobInfo {
-  std::string key;        ///< "PodGroup/ns/name" or "Pod/ns/name" (a group of one)
-  std::string namespace_;
-  std::string name;       ///< the PodGroup's name, or the pod's for a group of one
-  std::string uid;        ///< PodGroup uid, or the pod's
+  // The fields every session reads of every job (Session::buildState) come first, on two or three
+  // cache lines; names and keys after them.
   api::Time creationTime; ///< PodGroup's creationTimestamp, or the pod's
   /// The PodGroup object; null for a group of one or when the referenced PodGroup does not exist.
   std::shared_ptr<const api::PodGroup> podGroup;
-  bool podGroupMissing = false;  ///< pods name a PodGroup that does not exist
-  std::string queue;             ///< resolved queue name (BRIEF.md: pod -> Queue)
-  std::string priorityClassName; ///< PodGroup's, else the first pod's
   std::optional<int32_t> podPriority;  ///< spec.priority of the first pod, if admission set it
   int32_t minMember = 1;
   api::Preemptibility preemptibility = api::Preemptibility::Unset;
-  std::vector<TaskInfo> tasks;   ///< sorted by pod key
-  // Totals kept incrementally by the cache.
-  api::Resources allocated;      ///< sum over tasks holding resources (releasing ones included)
-  api::Resources releasing;      ///< the part of `allocated` held by terminating pods
-  api::Resources pendingRequest; ///< sum over pending tasks
+  bool podGroupMissing = false;  ///< pods name a PodGroup that does not exist
+  /// A pod without a PodGroup (key "Pod/ns/name"): set with the key (setKey), read without it.
+  bool singleton = false;
+  bool pendingSharesGpu = false;  ///< a pending task shares a GPU (see pendingMinWholeGpus)
+  /// Every task's pod has one creationTimestamp (a gang created at once, or a job of one): the
+  /// victim order's last word between two of its pods (the newest, then the pod key) is then the
+  /// task order. False unless the cache found it so (a JobInfo built by hand is ranked pod by pod).
+  bool tasksCreatedTogether = false;
   int32_t pendingCount = 0, allocatedCount = 0, succeededCount = 0, failedCount = 0;
   /// The placement key (TaskInfo::placementKey) every pending task shares, or null when they do
   /// not all share one (or none is pending): such a job's pods place alike, without a look at each.
@@ -103,18 +103,29 @@ struct JobInfo {
   /// The fewest milli-GPUs a pending task needs as consolidation counts them (TaskInfo::gpuNeedMilli);
   /// INT64_MAX when none is pending.
   int64_t pendingMinGpuMilli = INT64_MAX;
-  bool pendingSharesGpu = false;
-  /// Every task's pod has one creationTimestamp (a gang created at once, or a job of one): the
-  /// victim order's last word between two of its pods (the newest, then the pod key) is then the
-  /// task order. False unless the cache found it so (a JobInfo built by hand is ranked pod by pod).
-  bool tasksCreatedTogether = false;
+  std::vector<TaskInfo> tasks;   ///< sorted by pod key
+  // Totals kept incrementally by the cache.
+  api::Resources allocated;      ///< sum over tasks holding resources (releasing ones included)
+  api::Resources pendingRequest; ///< sum over pending tasks
+  std::string queue;             ///< resolved queue name (BRIEF.md: pod -> Queue)
+  std::string priorityClassName; ///< PodGroup's, else the first pod's
+  api::Resources releasing;      ///< the part of `allocated` held by terminating pods
+  std::string key;        ///< "PodGroup/ns/name" or "Pod/ns/name" (a group of one): set by setKey
+  std::string namespace_;
+  std::string name;       ///< the PodGroup's name, or the pod's for a group of one
+  std::string uid;        ///< PodGroup uid, or the pod's
   /// Task indices in the order of the task order's last words (oldest pod, then uid, then key:
   /// Session::taskLess once every plugin's order ties), made by the cache for each snapshot the
   /// job changed in, so that a session sorts a job's tasks by the plugins' orders alone. Of
   /// another size than `tasks` unless the cache made it (a JobInfo built by hand: sorted in full).
   std::vector<int32_t> tieOrder;
 
-  bool isSingleton() const { return key.rfind("Pod/", 0) == 0; }
+  /// Sets `key` and `singleton` (whether it names a pod: "Pod/...").
+  void setKey(std::string k) {
+    key = std::move(k);
+    singleton = key.rfind("Pod/", 0) == 0;
+  }
+  bool isSingleton() const { return singleton; }
 };
 
 /// One physical GPU of a node shared by fractional pods: a GPU group. It holds a whole GPU (through

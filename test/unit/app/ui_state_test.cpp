@@ -132,7 +132,7 @@ TEST_CASE("ui state: every job with pending pods, running ones up to kUiJobs, th
   auto snap = std::make_shared<cache::Snapshot>();
   auto job = [&](const std::string& name, cache::TaskStatus status) {
     auto j = std::make_shared<cache::JobInfo>();
-    j->key = "Pod/ns/" + name;
+    j->setKey("Pod/ns/" + name);
     j->namespace_ = "ns";
     j->name = name;
     j->queue = "q";

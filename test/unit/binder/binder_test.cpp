@@ -269,7 +269,7 @@ struct Pending {
     tasks.clear();
     tasks.reserve(podMessage.size());
     framework::SessionResult r;
-    job.key = "PodGroup/t/g";
+    job.setKey("PodGroup/t/g");
     for (const auto& [p, m] : podMessage) {
       cache::TaskInfo t;
       t.key = "t/" + p;
