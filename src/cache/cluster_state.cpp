@@ -341,6 +341,9 @@ void ClusterState::addTask(const std::string& jobKey, const std::string& podKey,
     t.gpuSpec = e.gpuSpec;
     t.gpuSpecError = e.gpuSpecError;
     t.gpuSpecInvalid = !t.gpuSpecError.empty();
+    t.nodeConstraints = pod->nodeSelector.empty() && pod->requiredNodeAffinity.empty() && pod->hostPorts.empty()
+                            ? NodeConstraints::None
+                            : NodeConstraints::Some;
     // Queues are charged a share of a GPU: the fraction (milli-GPU), the memory as a portion of the
     // GPUs of the node the pod is on, MIG instances as the part of a GPU each is (pending: on the
     // largest GPUs seen). The node is still asked for what the pod requests (nodeRequest).
@@ -609,6 +612,9 @@ void ClusterState::onNode(const WatchEvent& ev) {
   n.excludedGpuUuids = std::move(g.excludedUuids);
   n.migGpuMilli = api::migGpuMilli(n.allocatable, n.gpuMemoryMiB);
   n.migMode = g.migMode;
+  n.takesAnyPod = node->ready && !node->unschedulable &&
+                  std::all_of(node->taints.begin(), node->taints.end(),
+                              [](const api::Taint& t) { return t.effect == api::TaintEffect::PreferNoSchedule; });
   n.node = std::make_shared<const api::Node>(std::move(node).value());
 }
 

@@ -216,6 +216,7 @@ void Session::buildState() {
     n.podCount = info.podCount;
     n.releasingPods = info.releasingPods;
     n.allocatablePods = info.node->allocatablePods;
+    n.takesAnyPod = info.takesAnyPod;
     n.ownMilliCpu = info.allocatable.milliCpu - info.foreignUsed.milliCpu;
     n.ownMemory = info.allocatable.memory - info.foreignUsed.memory;
     n.ownMilliGpu = info.allocatable.milliGpu - info.foreignUsed.milliGpu;
@@ -330,6 +331,7 @@ void Session::buildState() {
       st.state = fromCache(st.info->status);
       st.taskPriority = st.info->taskPriority;
       st.gpuSpecInvalid = st.info->gpuSpecInvalid;
+      st.anyNode = st.info->nodeConstraints == cache::NodeConstraints::None;
       // A running pod's node, while its cache entry is at hand (its name lies beside the status),
       // when an action will index every running pod by node (runningIndex): it would read each
       // entry again for it.

@@ -33,6 +33,10 @@ inline bool holdsResources(TaskStatus s) {
   return s == TaskStatus::Bound || s == TaskStatus::Running || s == TaskStatus::Releasing;
 }
 
+/// Whether a pod names the nodes it may use: a nodeSelector, required node affinity or host ports.
+/// Unknown where a TaskInfo was built by hand (the predicates then read the pod).
+enum class NodeConstraints : uint8_t { Unknown, None, Some };
+
 /// One pod of a job.
 struct TaskInfo {
   std::shared_ptr<const api::Pod> pod;
@@ -43,6 +47,7 @@ struct TaskInfo {
   TaskStatus status = TaskStatus::Pending;
   bool gpuSpecInvalid = false;  ///< !gpuSpecError.empty()
   bool assumed = false;      ///< bound by us, not yet confirmed by the watch
+  NodeConstraints nodeConstraints = NodeConstraints::Unknown;  ///< set by the cache from the pod
   int32_t taskPriority = 0;  ///< label tessera.dev/task-priority
   std::string nodeName;   ///< where it is bound (or assumed)
   std::string subGroup;      ///< label tessera.dev/subgroup
@@ -176,6 +181,10 @@ struct NodeInfo {
   int64_t migGpuMilli = 0;
   /// Label tessera.dev/gpu-mode: mig (the node takes no GPU shares).
   bool migMode = false;
+  /// Ready, not cordoned, and no taint but PreferNoSchedule: any pod that names no node
+  /// (TaskInfo::nodeConstraints None) may run here if a pod slot is free. Set by the cache with
+  /// `node`; false where a NodeInfo was built by hand (the predicates then read the node).
+  bool takesAnyPod = false;
   /// Capacity of one GPU in group units (see GpuGroupInfo).
   int64_t gpuUnits() const { return gpuMemoryMiB > 0 ? gpuMemoryMiB * 1000 : 1000; }
   const GpuGroupInfo* findGpuGroup(const std::string& id) const;

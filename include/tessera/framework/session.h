@@ -50,6 +50,10 @@ struct SessionTask {
   TaskState state = TaskState::Pending;
   /// info->gpuSpecInvalid, copied: the GPU-sharing pre-predicate asks it of every pod tried.
   bool gpuSpecInvalid = false;
+  /// The cache found the pod names no node it must use (no nodeSelector, required node affinity or
+  /// host ports: cache::NodeConstraints::None): on a node that takes any pod (SessionNode::
+  /// takesAnyPod) the predicates ask only for a pod slot, without reading the pod or the node.
+  bool anyNode = false;
   int node = -1;   ///< index in Session::nodes() while on a node (or planned there)
   /// Index of the task's subgroup in its PodGroup's spec.subGroups; -1 when it has none (or names
   /// one the PodGroup does not declare).
@@ -109,6 +113,9 @@ struct SessionNode {
   int32_t releasingPods = 0;  ///< of podCount, pods leaving: their slots are free once they are gone
   int32_t pipelinedPods = 0;  ///< pods promised a slot once releasing ones are gone (and reserved moves)
   int64_t allocatablePods = 0;  ///< node().allocatablePods, copied (the victim search reads it per node)
+  /// info->takesAnyPod, copied: a pod without node constraints (SessionTask::anyNode) may run here
+  /// if a pod slot is free.
+  bool takesAnyPod = false;
   /// info->allocatable less info->foreignUsed (what other schedulers' pods hold): cpu, memory and
   /// GPUs, copied: the victim search asks every node it evaluates whether a pod could fit at all.
   int64_t ownMilliCpu = 0, ownMemory = 0, ownMilliGpu = 0;

@@ -98,13 +98,23 @@ class PredicatesPlugin final : public framework::Plugin {
         }
     ssn.addPredicateFn(name_, [invalid = std::move(invalid)](const framework::SessionTask& task,
                                                              const framework::SessionNode& sn, std::string& reason) {
+      // A pod that names no node on a node that takes any pod: only the pod slot below can refuse it
+      // (the pod's and the node's objects are not read: this is asked of thousands of pairs).
+      const bool valid = static_cast<size_t>(sn.index) >= invalid.size() || invalid[sn.index].empty();
+      if (task.anyNode && sn.takesAnyPod && valid) {
+        if (sn.futurePods() + 1 > sn.allocatablePods) {
+          reason = "too many pods";
+          return false;
+        }
+        return true;
+      }
       const api::Node& node = sn.node();
       const api::Pod& pod = task.pod();
       if (!node.ready) {
         reason = "node not ready";
         return false;
       }
-      if (static_cast<size_t>(sn.index) < invalid.size() && !invalid[sn.index].empty()) {
+      if (!valid) {
         reason = invalid[sn.index];
         return false;
       }
