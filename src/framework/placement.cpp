@@ -348,12 +348,11 @@ Placement Session::findPlacement(const SessionTask& task, bool allowPipeline) {
 // ---- failure tallies ----
 
 Session::NodeFit Session::judgeNode(const SessionTask& task, const SessionNode& n, bool allowPipeline,
-                                    std::vector<std::string>& why) const {
-  std::string reason;
-  if (!predicate(task, n, reason)) {
-    why.push_back(std::move(reason));
-    return NodeFit::No;
-  }
+                                    ReasonList& why) const {
+  std::string& reason = why.add();  // (kept for the predicate's reason, dropped if there is none)
+  reason.clear();
+  if (!predicate(task, n, reason)) return NodeFit::No;
+  why.dropLast();
   const bool fitsFuture = fits(task, n, /*future=*/true);
   if (fitsFuture && fits(task, n, /*future=*/false)) return NodeFit::Now;
   if (fitsFuture && allowPipeline) return NodeFit::Later;
@@ -361,8 +360,10 @@ Session::NodeFit Session::judgeNode(const SessionTask& task, const SessionNode& 
   short_.clear();
   task.nodeRequest().insufficient(allowPipeline ? n.futureIdle() : n.idle, short_);
   if (short_.empty() && task.sharesGpu() && !gpuShareFits(task, n, allowPipeline)) {
-    std::string what = task.info->gpuSpec->numDevices > 1 ? "GPUs with room for the pod's GPU share"
-                                                          : "GPU with room for the pod's GPU share";
+    // (Written in place: thousands of nodes give this reason for one pod on a busy cluster.)
+    std::string& text = why.add();
+    text.assign(task.info->gpuSpec->numDevices > 1 ? "insufficient GPUs with room for the pod's GPU share"
+                                                   : "insufficient GPU with room for the pod's GPU share");
     // Room in memory is not enough when the GPU already holds its split count of pods, or when the
     // compute of its pods leaves too little for this one's (gpuSharing.coreScaling): say so.
     const int64_t units = cache::gpuUnitsOn(*task.info->gpuSpec, *n.info);
@@ -371,22 +372,33 @@ Session::NodeFit Session::judgeNode(const SessionTask& task, const SessionNode& 
       return g.capacity > 0 && (allowPipeline ? g.futureFree() : g.free()) >= units;
     };
     if (std::any_of(n.gpuGroups.begin(), n.gpuGroups.end(),
-                    [&](const SessionGpuGroup& g) { return memoryRoom(g) && g.tasks >= n.gpuSplitCount; }))
-      what += " (GPUs at their split count of " + std::to_string(n.gpuSplitCount) + " pods)";
-    else if (compute > n.gpuComputeCapacity ||
-             std::any_of(n.gpuGroups.begin(), n.gpuGroups.end(), [&](const SessionGpuGroup& g) {
-               return memoryRoom(g) && !g.hasRoom(units, compute, allowPipeline);
-             }))
-      what += " (GPU compute: the shares on one GPU take at most " + std::to_string(n.gpuComputeCapacity / 10) +
-              "% of it in tessera.dev/gpu-cores)";
-    short_.push_back(std::move(what));
+                    [&](const SessionGpuGroup& g) { return memoryRoom(g) && g.tasks >= n.gpuSplitCount; })) {
+      text += " (GPUs at their split count of ";
+      text += std::to_string(n.gpuSplitCount);
+      text += " pods)";
+    } else if (compute > n.gpuComputeCapacity ||
+               std::any_of(n.gpuGroups.begin(), n.gpuGroups.end(), [&](const SessionGpuGroup& g) {
+                 return memoryRoom(g) && !g.hasRoom(units, compute, allowPipeline);
+               })) {
+      text += " (GPU compute: the shares on one GPU take at most ";
+      text += std::to_string(n.gpuComputeCapacity / 10);
+      text += "% of it in tessera.dev/gpu-cores)";
+    }
+    return NodeFit::No;
   }
-  if (short_.empty()) short_.push_back("resources promised to pipelined pods");
-  for (const auto& r : short_) why.push_back("insufficient " + r);
+  if (short_.empty()) {
+    why.add() = "insufficient resources promised to pipelined pods";
+    return NodeFit::No;
+  }
+  for (const auto& r : short_) {
+    std::string& text = why.add();
+    text.assign("insufficient ");
+    text += r;
+  }
   return NodeFit::No;
 }
 
-void Session::scanOutcome(const SessionTask& task, int ni, bool allowPipeline, std::vector<std::string>& out) const {
+void Session::scanOutcome(const SessionTask& task, int ni, bool allowPipeline, ReasonList& out) const {
   // What scanPlacement counts for a node it considers (a domain's, or any outside a domain): short
   // of GPUs by the level index (not visited), or the node's own verdict.
   static const std::string kGpuShort = "insufficient " + std::string(api::kResourceGpu);
@@ -394,17 +406,19 @@ void Session::scanOutcome(const SessionTask& task, int ni, bool allowPipeline, s
   if (!domain_) {
     const int64_t need = levelOf(task.nodeRequest().milliGpu);
     if (need > 0 && nodeLevel_[ni] < need) {
-      out.push_back(kGpuShort);
+      out.add() = kGpuShort;
       return;
     }
   }
   if (judgeNode(task, nodes_[ni], allowPipeline, out) != NodeFit::No) out.clear();
 }
 
-void Session::setOutcome(FailureTally& t, int ni, const std::vector<std::string>& reasons) {
+void Session::setOutcome(FailureTally& t, int ni, const ReasonList& list) {
   if (t.fitting < 0) return;  // given up
   uint16_t id = 0;
-  if (t.outcomes[t.outcome[ni]] == reasons) return;  // unchanged (the common case)
+  if (std::ranges::equal(t.outcomes[t.outcome[ni]], list.view())) return;  // unchanged (the common case)
+  std::vector<std::string>& reasons = outcomeKey_;
+  reasons.assign(list.view().begin(), list.view().end());
   if (auto f = t.outcomeIndex.find(reasons); f != t.outcomeIndex.end()) {
     id = f->second;
   } else if (t.outcomes.size() >= std::numeric_limits<uint16_t>::max()) {
@@ -492,7 +506,7 @@ Placement Session::scanPlacement(const SessionTask& task, bool allowPipeline) co
   std::map<std::string, int> reasons;
   int best = -1, bestFuture = -1;
   int64_t bestScore = 0, bestFutureScore = 0;
-  std::vector<std::string> why;
+  ReasonList& why = scanWhy_;
   auto visit = [&](int ni) {
     const SessionNode& n = nodes_[ni];
     why.clear();
@@ -508,7 +522,7 @@ Placement Session::scanPlacement(const SessionTask& task, bool allowPipeline) co
         return;
       }
       case NodeFit::No:
-        for (const auto& r : why) reasons[r]++;
+        for (const auto& r : why.view()) reasons[r]++;
         return;
     }
   };

@@ -882,11 +882,25 @@ class Session {
   };
   /// Evaluates `node` for `task`: nullopt when a predicate fails or it does not fit even later.
   std::optional<RankedNode> rank(const SessionTask& task, const SessionNode& node) const;
+  /// The reasons one node gives, in strings kept across judgements: clear() keeps them and their
+  /// room, so that judging thousands of nodes a cycle allocates nothing once warm.
+  struct ReasonList {
+    std::vector<std::string> items;  ///< [0, size) are the current reasons
+    size_t size = 0;
+    void clear() { size = 0; }
+    bool empty() const { return size == 0; }
+    /// A slot for one more reason (its former text still in it).
+    std::string& add() {
+      if (size == items.size()) items.emplace_back();
+      return items[size++];
+    }
+    void dropLast() { --size; }
+    std::span<const std::string> view() const { return {items.data(), size}; }
+  };
   /// How a node does for a task in a scan: fits now, fits only later (releasing resources), or not,
   /// with the reasons appended to `why` (the predicate's, or each resource short).
   enum class NodeFit { Now, Later, No };
-  NodeFit judgeNode(const SessionTask& task, const SessionNode& node, bool allowPipeline,
-                    std::vector<std::string>& why) const;
+  NodeFit judgeNode(const SessionTask& task, const SessionNode& node, bool allowPipeline, ReasonList& why) const;
 
   /// Why a placement class (key, domain, pipelining allowed or not) fits on no node, node by node,
   /// kept current through the change log: built at the class's second failure, after which its
@@ -903,8 +917,8 @@ class Session {
   /// The reasons scanPlacement would give for a task that fits nowhere, from the class's tally.
   Placement explainFailure(const SessionTask& task, bool allowPipeline);
   /// The reasons node `ni` gives in a scan (empty: the task fits there, now or with pipelining).
-  void scanOutcome(const SessionTask& task, int ni, bool allowPipeline, std::vector<std::string>& out) const;
-  void setOutcome(FailureTally& t, int ni, const std::vector<std::string>& reasons);
+  void scanOutcome(const SessionTask& task, int ni, bool allowPipeline, ReasonList& out) const;
+  void setOutcome(FailureTally& t, int ni, const ReasonList& reasons);
 
   /// The largest future-idle amount of a resource over all nodes (a lazy max-heap over the change
   /// log): a task asking more fits nowhere, which findPlacement knows without visiting a node.
@@ -924,7 +938,8 @@ class Session {
   std::map<std::string, FailureTally> tallies_;
   size_t tallyEntries_ = 0;  ///< per-node outcomes held by all tallies (bounded: see placement.cpp)
   NodeRanking<FreeEntry, MoreFree> maxFreeCpu_, maxFreeMemory_;
-  std::vector<std::string> outcomeScratch_;
+  ReasonList outcomeScratch_;
+  std::vector<std::string> outcomeKey_;  ///< setOutcome()'s scratch: a changed outcome as a tally key
   /// explainFailure's marks of nodes already re-judged in one catch-up (== changedGen_).
   std::vector<uint32_t> changedMark_;
   uint32_t changedGen_ = 0;
@@ -982,6 +997,7 @@ class Session {
   mutable std::vector<int> taskOrderCache_;
   mutable std::vector<uint8_t> taskOrderKnown_;
   mutable std::vector<std::string> judgeShort_;  ///< judgeNode()'s scratch: the resources a node lacks
+  mutable ReasonList scanWhy_;                   ///< scanPlacement()'s scratch: one node's reasons
   /// victimLess()'s last word between two pods of one job (the newest pod, then the pod key) as a
   /// rank: the task index for a job whose pods were created together (JobInfo::tasksCreatedTogether),
   /// else a rank per task slot, computed for the job the first time two of its pods get there
