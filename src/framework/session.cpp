@@ -93,36 +93,38 @@ struct SessionStorage {
   std::vector<uint64_t> nodeSlots;
   std::string nodeNames;
   std::vector<uint32_t> nodeNameEnd;
-  /// Not the session's: the result's lists, handed back by recycleResult() once read.
+  /// Not the session's: the result's lists, handed back by recycleResult() once read. The lists of
+  /// names come back with their elements, and close() writes the next result over them in place
+  /// (NamedList): their strings' buffers serve again, so that writing a cycle's ~10,000 pod keys,
+  /// node names and reasons neither allocates nor moves an element.
   std::vector<SessionResult::Bind> binds;
   std::vector<SessionResult::Evict> evictions;
   std::vector<SessionResult::Pipeline> pipelined;
   std::vector<SessionResult::JobStatus> resultJobs;
   std::vector<SessionResult::PodStatus> resultPods;
-  /// The elements of the result's lists of names, with their strings' buffers: a list handed
-  /// back gives its elements here, and the next result's entries are made of them (pooled()), so
-  /// that writing a cycle's ~10,000 pod keys, node names and reasons allocates nothing.
+  /// Elements a shorter result left over, with their buffers, for a longer one.
   std::vector<SessionResult::Bind> bindPool;
   std::vector<SessionResult::Evict> evictPool;
   std::vector<SessionResult::Pipeline> pipelinePool;
-  void keepElements(SessionResult& r) {
-    auto keep = [](auto& list, auto& pool) {
-      for (auto& e : list) pool.push_back(std::move(e));
-      list.clear();
-    };
-    keep(r.binds, bindPool);
-    keep(r.evictions, evictPool);
-    keep(r.pipelined, pipelinePool);
-  }
 
-  /// Calls f(kept, list) for each of the result's lists.
-  template <class F>
-  void eachOfResult(SessionResult& r, F&& f) {
-    f(binds, r.binds);
-    f(evictions, r.evictions);
-    f(pipelined, r.pipelined);
-    f(resultJobs, r.jobs);
-    f(resultPods, r.pods);
+  /// Gives the result being made the kept lists (those of names with their elements).
+  void lendResult(SessionResult& r) {
+    r.binds = std::move(binds);
+    r.evictions = std::move(evictions);
+    r.pipelined = std::move(pipelined);
+    borrowKept(resultJobs, r.jobs);
+    borrowKept(resultPods, r.pods);
+  }
+  /// Keeps a result's lists once read (those of names with their elements).
+  void keepResult(SessionResult& r) {
+    auto keepNamed = [](auto& kept, auto& mine) {
+      if (mine.capacity() >= kept.capacity()) kept = std::move(mine);
+    };
+    keepNamed(binds, r.binds);
+    keepNamed(evictions, r.evictions);
+    keepNamed(pipelined, r.pipelined);
+    returnKept(resultJobs, r.jobs);
+    returnKept(resultPods, r.pods);
   }
 
   /// Calls f(kept, mine) for each array and the session's member it backs.
@@ -193,9 +195,7 @@ Session::Session(std::shared_ptr<const cache::Snapshot> snapshot, const Config& 
 }
 
 void recycleResult(SchedulerState& state, SessionResult&& result) {
-  if (!state.sessionStorage) return;
-  state.sessionStorage->keepElements(result);
-  state.sessionStorage->eachOfResult(result, SessionStorage::giveBack);
+  if (state.sessionStorage) state.sessionStorage->keepResult(result);
 }
 
 Session::~Session() {
@@ -509,15 +509,30 @@ void Session::annotate(const SessionJob& job, std::string key, std::optional<std
 
 namespace {
 
-/// A new last entry of `list`, made of a pooled one when there is one (its strings keep their
-/// buffers: the caller assigns every field).
+/// A result's list of names written over a kept one: entry `size` is the next one written (an old
+/// entry, its strings keeping their buffers, while there is one; then one from the pool, then a new
+/// one: the caller assigns every field), and done() hands the entries past the written ones to the
+/// pool.
 template <class T>
-T& pooled(std::vector<T>& list, std::vector<T>& pool) {
-  if (pool.empty()) return list.emplace_back();
-  list.push_back(std::move(pool.back()));
-  pool.pop_back();
-  return list.back();
-}
+struct NamedList {
+  std::vector<T>& list;
+  std::vector<T>& pool;
+  size_t size = 0;
+  T& next() {
+    if (size < list.size()) return list[size++];
+    ++size;
+    if (pool.empty()) return list.emplace_back();
+    list.push_back(std::move(pool.back()));
+    pool.pop_back();
+    return list.back();
+  }
+  void done() {
+    while (list.size() > size) {
+      pool.push_back(std::move(list.back()));
+      list.pop_back();
+    }
+  }
+};
 
 }  // namespace
 
@@ -527,9 +542,12 @@ SessionResult Session::close() {
   for (const auto& p : config_.plugins) p->onSessionClose(*this);
   SessionResult r;
   // The lists of a result handed back (recycleResult), if any.
-  state_->sessionStorage->eachOfResult(r, SessionStorage::borrow);
-  r.snapshot = snapshot_;
   SessionStorage& storage = *state_->sessionStorage;
+  storage.lendResult(r);
+  r.snapshot = snapshot_;
+  NamedList<SessionResult::Bind> binds{r.binds, storage.bindPool};
+  NamedList<SessionResult::Evict> evictions{r.evictions, storage.evictPool};
+  NamedList<SessionResult::Pipeline> pipelined{r.pipelined, storage.pipelinePool};
   // ~20,000 operations on a busy cycle, each reading a job, its task's cache entry and that entry's
   // strings, all far apart: each is asked for a few operations ahead, one step per stage (the job
   // says where the task is, the task where its entry is, the entry where its strings are).
@@ -558,7 +576,7 @@ SessionResult Session::close() {
     switch (op.type) {
       case Operation::Type::Allocate:
         if (t.state == TaskState::Allocated) {
-          SessionResult::Bind& b = pooled(r.binds, storage.bindPool);
+          SessionResult::Bind& b = binds.next();
           b.podKey = t.info->key;
           b.podUid = t.info->uid;
           b.node = nodes_[op.node].name();
@@ -587,14 +605,14 @@ SessionResult Session::close() {
       case Operation::Type::Pipeline:
       case Operation::Type::Repipeline:
         if (t.state == TaskState::Pipelined) {
-          SessionResult::Pipeline& p = pooled(r.pipelined, storage.pipelinePool);
+          SessionResult::Pipeline& p = pipelined.next();
           p.podKey = t.info->key;
           p.node = nodes_[op.node].name();
         }
         break;
       case Operation::Type::Evict:
         if (t.state == TaskState::Releasing) {
-          SessionResult::Evict& e = pooled(r.evictions, storage.evictPool);
+          SessionResult::Evict& e = evictions.next();
           e.podKey = t.info->key;
           e.podUid = t.info->uid;
           e.node = nodes_[op.node].name();
@@ -606,6 +624,9 @@ SessionResult Session::close() {
         break;
     }
   }
+  binds.done();
+  evictions.done();
+  pipelined.done();
   // Jobs with pending or pipelined pods that were tried this cycle; sized first (one block each).
   auto listed = [](const SessionJob& j) { return j.pipelinedCount > 0 || (j.pendingCount > 0 && j.reason >= 0); };
   size_t listedJobs = 0, listedPods = 0;
