@@ -53,6 +53,18 @@ std::span<const VictimSearch::Victim> VictimSearch::victimsOn(int node) {
   // of order after them (and which lists were sorted before depends on which nodes were evaluated).
   if (stamp.sorted && held && stamp.epoch == epoch && stamp.live == live) return list;
   const uint64_t version = ssn_.victimOrderVersion();
+  // Preempt: sorted while its pods' jobs stay as they were, whatever moved elsewhere (every commit
+  // moves the order's version; a node's pods are sorted again only where one of their jobs moved).
+  const bool byJobs = mode_ == VictimMode::Preempt && ssn_.victimOrderByJobsInQueue();
+  const uint64_t jobs = byJobs ? jobsStamp(list) : 0;
+  if (byJobs && stamp.sorted && stamp.jobs == jobs) {
+    if (selfChecks())
+      TESSERA_ASSERT(std::is_sorted(list.begin(), list.end(), [&](const Victim& a, const Victim& b) {
+        return nodeOrderLess(a, b);
+      }));
+    if (held) stamp.epoch = epoch;
+    return list;
+  }
   if (stamp.sorted && stamp.lasting && stamp.version == version) {
     // Self-check: an order kept from an earlier search is the order now (read where the order in
     // force is the live one: a search's own evictions do not move the order it holds).
@@ -82,8 +94,14 @@ std::span<const VictimSearch::Victim> VictimSearch::victimsOn(int node) {
   // The sort read the order the search holds; pods of jobs the search already changed compare by
   // what they are now (running, surplus), so such a sort is kept for this search only (and there
   // only while no pod changes, above).
-  stamp = {true, version == live, epoch, version, live};
+  stamp = {true, version == live, epoch, version, live, jobs};
   return list;
+}
+
+uint64_t VictimSearch::jobsStamp(std::span<const Victim> list) const {
+  uint64_t sum = 0;
+  for (const Victim& v : list) sum += ssn_.jobs()[static_cast<size_t>(v.job)].version;
+  return sum;
 }
 
 bool VictimSearch::onSessionNodes(const SessionJob& job) const {

@@ -600,7 +600,13 @@ class VictimSearch {
     uint64_t epoch = 0;    ///< the hold it was sorted in
     uint64_t version = 0;  ///< Session::victimOrderVersion() then
     uint64_t live = 0;     ///< Session::victimOrderVersion(live) then: what every pod was
+    uint64_t jobs = 0;     ///< preempt: jobsStamp() then
   };
+  /// Preempt, where victimsOn() groups a node's pods by queue and the session's victim order puts
+  /// two pods of one queue in an order their jobs alone decide (Session::victimOrderByJobsInQueue):
+  /// a fingerprint of the versions of the jobs of the node's pods. The list stays sorted while it
+  /// holds (a sum of 64-bit fingerprints: one that moves changes it).
+  uint64_t jobsStamp(std::span<const Victim> list) const;
   std::vector<SortStamp> sortedOn_;
   /// The node's running tasks in victim order (preempt: grouped by queue), sorted on first use and
   /// again once the order moved (a claimant's commit moves queue shares): a node the action never

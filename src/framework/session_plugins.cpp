@@ -56,8 +56,10 @@ void Session::addReclaimBoundsFn(const std::string& p, CapacityFn fn) { reclaimB
 void Session::addVictimOrderKeepFn(const std::string& p, TaskEventFn beforeChange) {
   victimOrderKeep_.push_back({p, std::move(beforeChange)});
 }
-void Session::addVictimOrderFn(const std::string& p, VictimOrderFn fn, VictimOrderVersionFn version) {
+void Session::addVictimOrderFn(const std::string& p, VictimOrderFn fn, VictimOrderVersionFn version,
+                               bool byJobsInQueue) {
   victimOrder_.push_back({p, std::move(fn)});
+  victimOrderByJobs_ = victimOrderByJobs_ && byJobsInQueue;
   if (version) victimOrderVersion_.push_back({p, std::move(version)});
 }
 void Session::addAllocateHandler(const std::string& p, TaskEventFn onAllocate, TaskEventFn onDeallocate) {

@@ -533,7 +533,10 @@ class Session {
   void addCanReclaimFn(const std::string& plugin, JobCheckFn fn);
   void addReclaimBoundsFn(const std::string& plugin, CapacityFn fn);
   /// `version`: for an order that reads session state (what queues hold), its fingerprint.
-  void addVictimOrderFn(const std::string& plugin, VictimOrderFn fn, VictimOrderVersionFn version = nullptr);
+  /// `byJobsInQueue`: two pods of one queue compare by their own and their jobs' states alone
+  /// (SessionTask::state, SessionJob::version's fingerprint), not by anything else in the session.
+  void addVictimOrderFn(const std::string& plugin, VictimOrderFn fn, VictimOrderVersionFn version = nullptr,
+                        bool byJobsInQueue = false);
   /// For an order built lazily while held: told before a pod's state changes in a hold that keeps
   /// its order (HeldVictimOrder with `keep`), while what it would build is still as the hold took
   /// it (the plugin builds there what the change moves, rather than at its first comparison,
@@ -636,6 +639,10 @@ class Session {
   /// The same for the running pods of queue `queue` itself (its jobs' pods, not its children's);
   /// false, visiting none, when no walk gives that order now.
   bool walkQueueVictims(int queue, const VictimVisitFn& visit) const;
+  /// Whether victimLess orders two pods of one queue by their own and their jobs' states alone (every
+  /// victim order said so, addVictimOrderFn's byJobsInQueue; the tie-break reads the pods alone): a
+  /// list of one queue's pods sorted stays sorted while none of their jobs' versions moves.
+  bool victimOrderByJobsInQueue() const { return victimOrderByJobs_; }
   /// The domains a job must be placed in (first plugin that constrains it wins); null = anywhere.
   JobDomainsPtr jobDomains(const SessionJob& job, DomainRoom room = DomainRoom::Free) const;
 
@@ -853,6 +860,7 @@ class Session {
   std::vector<Named<JobCheckFn>> canReclaim_;
   std::vector<Named<CapacityFn>> reclaimBounds_;
   std::vector<Named<VictimOrderFn>> victimOrder_;
+  bool victimOrderByJobs_ = true;  ///< every victimOrder_ said byJobsInQueue
   std::vector<Named<VictimOrderVersionFn>> victimOrderVersion_;
   std::vector<Named<TaskEventFn>> victimOrderKeep_;
   std::vector<Named<VictimWalkFn>> victimWalk_;

@@ -1405,9 +1405,11 @@ class ProportionPlugin final : public framework::Plugin {
     ssn.addPreemptableSplitFn(
         name_, [st](const SessionJob& vj) { return st->preemptableJob(vj); },
         [](const SessionJob& c, const SessionJob& vj) { return State::preemptablePair(c, vj); });
+    // Two pods of one queue compare by their jobs (priority, surplus pod or whole job, age) and,
+    // inside a job, by their states and task priorities: nothing else (compareVictims).
     ssn.addVictimOrderFn(
         name_, [st](const SessionTask& l, const SessionTask& r) { return st->compareVictims(l, r); },
-        [st](bool live) { return st->victimOrderVersion(live); });
+        [st](bool live) { return st->victimOrderVersion(live); }, /*byJobsInQueue=*/true);
     ssn.addVictimOrderKeepFn(name_, [st](const SessionTask& t) { st->keepHeld(t); });
     ssn.addReclaimTreeFn(name_, [st](const SessionJob& c, int top) { return st->reclaimableUnder(c, top); });
     ssn.addVictimWalkFn(
