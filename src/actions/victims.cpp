@@ -59,9 +59,8 @@ std::span<const VictimSearch::Victim> VictimSearch::victimsOn(int node) {
   const uint64_t jobs = byJobs ? jobsStamp(list) : 0;
   if (byJobs && stamp.sorted && stamp.jobs == jobs) {
     if (selfChecks())
-      TESSERA_ASSERT(std::is_sorted(list.begin(), list.end(), [&](const Victim& a, const Victim& b) {
-        return nodeOrderLess(a, b);
-      }));
+      TESSERA_ASSERT(std::is_sorted(list.begin(), list.end(),
+                                    [&](const Victim& a, const Victim& b) { return nodeOrderLess(a, b); }));
     if (held) stamp.epoch = epoch;
     return list;
   }

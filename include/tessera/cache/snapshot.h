@@ -45,11 +45,11 @@ struct TaskInfo {
   // What Session::buildState reads of every task of every cycle lies in these eight bytes (one
   // cache line, not two), the node's name and the subgroup right after them.
   TaskStatus status = TaskStatus::Pending;
-  bool gpuSpecInvalid = false;  ///< !gpuSpecError.empty()
-  bool assumed = false;      ///< bound by us, not yet confirmed by the watch
+  bool gpuSpecInvalid = false;                                 ///< !gpuSpecError.empty()
+  bool assumed = false;                                        ///< bound by us, not yet confirmed by the watch
   NodeConstraints nodeConstraints = NodeConstraints::Unknown;  ///< set by the cache from the pod
   int32_t taskPriority = 0;  ///< label tessera.dev/task-priority
-  std::string nodeName;   ///< where it is bound (or assumed)
+  std::string nodeName;      ///< where it is bound (or assumed)
   std::string subGroup;      ///< label tessera.dev/subgroup
   api::Resources request;
   /// What the pod takes from its node's idle resources: `request` without nvidia.com/gpu for pods
@@ -108,17 +108,17 @@ struct JobInfo {
   /// The fewest milli-GPUs a pending task needs as consolidation counts them (TaskInfo::gpuNeedMilli);
   /// INT64_MAX when none is pending.
   int64_t pendingMinGpuMilli = INT64_MAX;
-  std::vector<TaskInfo> tasks;   ///< sorted by pod key
+  std::vector<TaskInfo> tasks;  ///< sorted by pod key
   // Totals kept incrementally by the cache.
-  api::Resources allocated;      ///< sum over tasks holding resources (releasing ones included)
-  api::Resources pendingRequest; ///< sum over pending tasks
-  std::string queue;             ///< resolved queue name (BRIEF.md: pod -> Queue)
-  std::string priorityClassName; ///< PodGroup's, else the first pod's
-  api::Resources releasing;      ///< the part of `allocated` held by terminating pods
-  std::string key;        ///< "PodGroup/ns/name" or "Pod/ns/name" (a group of one): set by setKey
+  api::Resources allocated;       ///< sum over tasks holding resources (releasing ones included)
+  api::Resources pendingRequest;  ///< sum over pending tasks
+  std::string queue;              ///< resolved queue name (BRIEF.md: pod -> Queue)
+  std::string priorityClassName;  ///< PodGroup's, else the first pod's
+  api::Resources releasing;       ///< the part of `allocated` held by terminating pods
+  std::string key;                ///< "PodGroup/ns/name" or "Pod/ns/name" (a group of one): set by setKey
   std::string namespace_;
-  std::string name;       ///< the PodGroup's name, or the pod's for a group of one
-  std::string uid;        ///< PodGroup uid, or the pod's
+  std::string name;  ///< the PodGroup's name, or the pod's for a group of one
+  std::string uid;   ///< PodGroup uid, or the pod's
   /// Task indices in the order of the task order's last words (oldest pod, then uid, then key:
   /// Session::taskLess once every plugin's order ties), made by the cache for each snapshot the
   /// job changed in, so that a session sorts a job's tasks by the plugins' orders alone. Of

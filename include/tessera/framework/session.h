@@ -896,7 +896,6 @@ class Session {
     std::vector<std::string> items;  ///< [0, size) are the current reasons
     size_t size = 0;
     void clear() { size = 0; }
-    bool empty() const { return size == 0; }
     /// A slot for one more reason (its former text still in it).
     std::string& add() {
       if (size == items.size()) items.emplace_back();
@@ -926,7 +925,7 @@ class Session {
   Placement explainFailure(const SessionTask& task, bool allowPipeline);
   /// The reasons node `ni` gives in a scan (empty: the task fits there, now or with pipelining).
   void scanOutcome(const SessionTask& task, int ni, bool allowPipeline, ReasonList& out) const;
-  void setOutcome(FailureTally& t, int ni, const ReasonList& reasons);
+  void setOutcome(FailureTally& t, int ni, const ReasonList& list);
 
   /// The largest future-idle amount of a resource over all nodes (a lazy max-heap over the change
   /// log): a task asking more fits nowhere, which findPlacement knows without visiting a node.
