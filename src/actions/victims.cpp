@@ -57,17 +57,12 @@ std::span<const VictimSearch::Victim> VictimSearch::victimsOn(int node) {
   // moves the order's version; a node's pods are sorted again only where one of their jobs moved).
   const bool byJobs = mode_ == VictimMode::Preempt && ssn_.victimOrderByJobsInQueue();
   const uint64_t jobs = byJobs ? jobsStamp(list) : 0;
-  if (byJobs && stamp.sorted && stamp.jobs == jobs) {
-    if (selfChecks())
-      TESSERA_ASSERT(std::is_sorted(list.begin(), list.end(),
-                                    [&](const Victim& a, const Victim& b) { return nodeOrderLess(a, b); }));
-    if (held) stamp.epoch = epoch;
-    return list;
-  }
-  if (stamp.sorted && stamp.lasting && stamp.version == version) {
+  const bool jobsHold = byJobs && stamp.sorted && stamp.jobs == jobs;
+  if (jobsHold || (stamp.sorted && stamp.lasting && stamp.version == version)) {
     // Self-check: an order kept from an earlier search is the order now (read where the order in
-    // force is the live one: a search's own evictions do not move the order it holds).
-    if (selfChecks() && version == ssn_.victimOrderVersion(/*live=*/true))
+    // force is the live one: a search's own evictions do not move the order it holds; preempt's
+    // order inside a queue is the live one, held or not).
+    if (selfChecks() && (jobsHold || version == live))
       TESSERA_ASSERT(std::is_sorted(list.begin(), list.end(), [&](const Victim& a, const Victim& b) {
         return nodeOrderLess(a, b);
       }));

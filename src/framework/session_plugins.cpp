@@ -505,29 +505,36 @@ bool Session::reclaimFiltersSplit(bool now) const {
   return !reclaimable_.empty() && std::all_of(reclaimable_.begin(), reclaimable_.end(), split);
 }
 
-bool Session::reclaimBoundQueues(const SessionJob& claimant, std::vector<uint8_t>& perQueue) const {
-  if (!reclaimFiltersSplit(/*now=*/false)) return false;
-  perQueue.assign(queues_.size(), 1);
+void Session::combineReclaimSplits(const SessionJob& claimant, std::span<const int> queues, bool now,
+                                   std::vector<uint8_t>& perQueue) const {
+  perQueue.assign(queues_.size(), 0);
+  for (int q : queues) perQueue[static_cast<size_t>(q)] = 1;
   for (const ReclaimBoundSplit& s : reclaimSplits_) {
     if (!reclaimFilterOf(s.plugin)) continue;  // (a split of no filter's)
     splitScratch_.assign(queues_.size(), 0);
-    s.queues(claimant, splitScratch_);
-    for (size_t q = 0; q < perQueue.size(); ++q) perQueue[q] = perQueue[q] && splitScratch_[q];
+    if (now) s.queuesNow(claimant, queues, splitScratch_);
+    else s.queues(claimant, splitScratch_);
+    for (int q : queues) {
+      uint8_t& v = perQueue[static_cast<size_t>(q)];
+      v = v && splitScratch_[static_cast<size_t>(q)];
+    }
   }
+}
+
+bool Session::reclaimBoundQueues(const SessionJob& claimant, std::vector<uint8_t>& perQueue) const {
+  if (!reclaimFiltersSplit(/*now=*/false)) return false;
+  if (allQueues_.size() != queues_.size()) {
+    allQueues_.resize(queues_.size());
+    for (size_t q = 0; q < queues_.size(); ++q) allQueues_[q] = static_cast<int>(q);
+  }
+  combineReclaimSplits(claimant, allQueues_, /*now=*/false, perQueue);
   return true;
 }
 
 bool Session::reclaimQueuesNow(const SessionJob& claimant, std::span<const int> queues,
                                std::vector<uint8_t>& perQueue) const {
   if (!reclaimFiltersSplit(/*now=*/true)) return false;
-  perQueue.assign(queues_.size(), 0);
-  for (int q : queues) perQueue[static_cast<size_t>(q)] = 1;
-  for (const ReclaimBoundSplit& s : reclaimSplits_) {
-    if (!reclaimFilterOf(s.plugin)) continue;  // (a split of no filter's)
-    splitScratch_.assign(queues_.size(), 0);
-    s.queuesNow(claimant, queues, splitScratch_);
-    for (int q : queues) perQueue[static_cast<size_t>(q)] = perQueue[static_cast<size_t>(q)] && splitScratch_[static_cast<size_t>(q)];
-  }
+  combineReclaimSplits(claimant, queues, /*now=*/true, perQueue);
   return true;
 }
 

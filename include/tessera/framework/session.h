@@ -839,6 +839,11 @@ class Session {
   std::vector<ReclaimBoundSplit> reclaimSplits_;
   /// Whether every reclaimable filter has a split (with `queuesNow` too when `now`).
   bool reclaimFiltersSplit(bool now) const;
+  /// perQueue[q] for each q of `queues`: whether every filter's split (its `queuesNow` when `now`,
+  /// else its `queues`) lets the claimant take from q; 0 for the other queues.
+  void combineReclaimSplits(const SessionJob& claimant, std::span<const int> queues, bool now,
+                            std::vector<uint8_t>& perQueue) const;
+  mutable std::vector<int> allQueues_;  ///< every queue's index (reclaimBoundQueues), built on first use
   struct PreemptableSplit {
     std::string plugin;
     VictimJobFn job;
