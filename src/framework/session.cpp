@@ -5,8 +5,11 @@
 #include "tessera/framework/session.h"
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
 
 #include "tessera/framework/action.h"
+#include "tessera/framework/helper_thread.h"
 #include "tessera/framework/plugin.h"
 
 namespace tessera::framework {
@@ -67,6 +70,10 @@ int SessionJob::shortSubGroup() const {
 /// each one in when it is built and back, emptied, when it is destroyed; a second session alive at
 /// the same time finds them taken and allocates its own.
 struct SessionStorage {
+  /// The session build's second thread (Session::buildState), started by the first session large
+  /// enough; `helperTaken` while a session builds with it (another one at that time builds alone).
+  std::unique_ptr<HelperThread> helper;
+  std::atomic<bool> helperTaken{false};
   std::vector<SessionNode> nodes;
   std::vector<SessionJob> jobs;
   std::vector<SessionTask> tasks;
@@ -203,9 +210,8 @@ Session::~Session() {
   if (state_ && state_->sessionStorage) state_->sessionStorage->takeBack(*this);
 }
 
-void Session::buildState() {
+void Session::buildNodes() {
   const cache::Snapshot& s = *snapshot_;
-  nodes_.resize(s.nodes.size());
   for (size_t i = 0; i < s.nodes.size(); ++i) {
     const cache::NodeInfo& info = *s.nodes[i];
     SessionNode& n = nodes_[i];
@@ -228,7 +234,10 @@ void Session::buildState() {
   }
   buildGpuGroups();
   buildPlacementIndex();
+}
 
+void Session::buildState() {
+  const cache::Snapshot& s = *snapshot_;
   queueChanged_.assign(s.queues.size(), 0);
   jobChanges_.resize(s.queues.size());
   for (std::vector<int>& changes : jobChanges_) changes.clear();
@@ -248,37 +257,95 @@ void Session::buildState() {
   for (const auto& [name, pc] : s.priorityClasses)
     if (pc->globalDefault && (!globalDefault || pc->value > globalDefault->value)) globalDefault = pc.get();
 
-  size_t taskCount = 0;
-  for (const auto& j : s.jobs) taskCount += j->tasks.size();
+  // Where the jobs' tasks go in tasks_, from the snapshot's counts (one array read, not every job
+  // visited), and where the jobs split in two halves of like work (a job weighs as two pods).
+  const size_t n = s.jobs.size();
+  const bool counted = s.jobTaskCounts.size() == n;
+  size_t taskCount = 0, weight = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const size_t pods = counted ? s.jobTaskCounts[i] : s.jobs[i]->tasks.size();
+    taskCount += pods;
+    weight += pods + 2;
+  }
   const bool indexRunning = std::any_of(config_.actions.begin(), config_.actions.end(),
                                         [](const auto& a) { return a->indexesRunningPods(); });
+  nodes_.resize(s.nodes.size());
+  if (indexRunning) findNode(std::string());  // its table, built before two threads read it
   tasks_.resize(taskCount);
-  size_t taskOffset = 0;
+  jobs_.resize(n);
+  // On a large cluster the second half is built on the helper thread while this one builds the first.
+  SessionStorage& storage = *state_->sessionStorage;
+  const bool split = n >= 2 && n >= state_->splitBuildJobs && !storage.helperTaken.exchange(true);
+  PendingFloors floors;
+  std::vector<QueueOpenTotals> opened(queues_.size());
+  size_t end = 0;
+  if (split) {
+    size_t mid = 0, midOffset = 0, firstEnd = 0;
+    for (size_t w = 0; 2 * w < weight; ++mid) {
+      const size_t pods = counted ? s.jobTaskCounts[mid] : s.jobs[mid]->tasks.size();
+      w += pods + 2;
+      midOffset += pods;
+    }
+    PendingFloors second;
+    std::vector<QueueOpenTotals> secondOpened(queues_.size());
+    {
+      if (!storage.helper) storage.helper = std::make_unique<HelperThread>();
+      storage.helper->start(
+          [&] { end = buildJobs(mid, n, midOffset, globalDefault, indexRunning, second, secondOpened); });
+      struct Join {  // the helper reads this frame: it has finished before the frame goes, thrown or not
+        SessionStorage& storage;
+        ~Join() noexcept(false) {
+          try {
+            storage.helper->wait();
+          } catch (...) {
+            if (!std::uncaught_exceptions()) throw;  // (else this frame's own one goes on)
+          }
+          storage.helperTaken = false;
+        }
+      } join{storage};
+      buildNodes();
+      firstEnd = buildJobs(0, mid, 0, globalDefault, indexRunning, floors, opened);
+    }
+    TESSERA_ASSERT(firstEnd == midOffset);
+    floors.gpu = std::min(floors.gpu, second.gpu);
+    floors.sharesGpu = floors.sharesGpu || second.sharesGpu;
+    floors.gpuMilli = std::min(floors.gpuMilli, second.gpuMilli);
+    for (size_t q = 0; q < opened.size(); ++q) opened[q] += secondOpened[q];
+  } else {
+    buildNodes();
+    end = buildJobs(0, n, 0, globalDefault, indexRunning, floors, opened);
+  }
+  for (size_t q = 0; q < opened.size(); ++q) queues_[q].opened = opened[q];
+  TESSERA_ASSERT(end == taskCount);  // the snapshot's counts were its jobs'
+  pendingGpuFloor_ = floors.gpu;
+  pendingSharesGpu_ = floors.sharesGpu;
+  pendingGpuMilliFloor_ = floors.gpuMilli;
+}
+
+size_t Session::buildJobs(size_t from, size_t to, size_t offset, const api::PriorityClass* globalDefault,
+                          bool indexRunning, PendingFloors& floors, std::vector<QueueOpenTotals>& opened) {
+  const cache::Snapshot& s = *snapshot_;
   // Many jobs share a queue and a priority class: remember the last lookups.
   const std::string* lastQueueName = nullptr;
   int lastQueue = -1;
   const std::string* lastClassName = nullptr;
   int32_t lastClassValue = 0;
-  jobs_.resize(s.jobs.size());
-  pendingGpuFloor_ = INT64_MAX;
-  pendingSharesGpu_ = false;
-  pendingGpuMilliFloor_ = INT64_MAX;
   // The jobs live apart from one another in the cache's heap: at 100,000 jobs this loop waits on
   // memory more than it computes. Each job is asked for ahead of its turn, and the fields read of
   // its tasks a little later (once the job itself has arrived to say where they are).
   // (The lines asked for are those holding the fields read below: a job's fields from its creation
-  // time to its priority class's name, the first ones of the JobInfo, span five lines; a task's,
-  // from its status to its subgroup, one or two.)
+  // time to the amounts it is releasing, the first ones of the JobInfo, span five or six lines; a
+  // task's, from its status to its subgroup, one or two.)
   constexpr size_t kJobAhead = 8, kTasksAhead = 4;
-  for (size_t i = 0; i < s.jobs.size(); ++i) {
-    if (i + kJobAhead < s.jobs.size()) {
+  for (size_t i = from; i < to; ++i) {
+    if (i + kJobAhead < to) {
       const cache::JobInfo& ahead = *s.jobs[i + kJobAhead];
-      const char* from = reinterpret_cast<const char*>(&ahead.creationTime);
-      const char* to = reinterpret_cast<const char*>(&ahead.priorityClassName + 1);
-      for (const char* p = from; p < to; p += 64) __builtin_prefetch(p);
-      __builtin_prefetch(to - 1);
+      const char* start = reinterpret_cast<const char*>(&ahead.creationTime);
+      const char* end = reinterpret_cast<const char*>(&ahead.releasing.milliGpu + 1);
+      for (const char* p = start; p < end; p += 64) __builtin_prefetch(p);
+      __builtin_prefetch(end - 1);
     }
-    if (i + kTasksAhead < s.jobs.size()) {
+    if (i + kTasksAhead < to) {
       const cache::JobInfo& ahead = *s.jobs[i + kTasksAhead];
       if (ahead.podGroup) __builtin_prefetch(ahead.podGroup.get());
       for (const cache::TaskInfo& t : ahead.tasks) {
@@ -319,8 +386,9 @@ void Session::buildState() {
     j.created = info.creationTime;
     j.tasksCreatedTogether = info.tasksCreatedTogether;
     j.singleton = info.isSingleton();
-    j.tasks = std::span<SessionTask>(tasks_.data() + taskOffset, info.tasks.size());
-    taskOffset += info.tasks.size();
+    TESSERA_ASSERT(offset + info.tasks.size() <= tasks_.size());
+    j.tasks = std::span<SessionTask>(tasks_.data() + offset, info.tasks.size());
+    offset += info.tasks.size();
     const std::vector<api::SubGroup>& subGroups = j.subGroups();
     j.subGroupReady.assign(subGroups.size(), 0);
     for (size_t t = 0; t < info.tasks.size(); ++t) {
@@ -345,6 +413,15 @@ void Session::buildState() {
       if (st.state == TaskState::Releasing) j.releasingCount++;
     }
     j.allocated = info.allocated;
+    if (j.queue >= 0) {
+      QueueOpenTotals& q = opened[static_cast<size_t>(j.queue)];
+      const CoreAmounts held{info.allocated.milliGpu - info.releasing.milliGpu,
+                             info.allocated.milliCpu - info.releasing.milliCpu,
+                             info.allocated.memory - info.releasing.memory};
+      q.held += held;
+      if (!j.preemptible) q.heldNonPreemptible += held;
+      q.pending += CoreAmounts{info.pendingRequest.milliGpu, info.pendingRequest.milliCpu, info.pendingRequest.memory};
+    }
     j.minMember_ = info.minMember;
     j.infoPendingKey = info.pendingPlacementKey;
     j.infoPendingCount = info.pendingCount;
@@ -359,19 +436,20 @@ void Session::buildState() {
       // The cache's figures when it counted these pending pods (on the line of the fields read
       // above); a job built otherwise (tests) reads its tasks.
       if (j.pendingCount == info.pendingCount) {
-        pendingGpuFloor_ = std::min(pendingGpuFloor_, info.pendingMinWholeGpus);
-        pendingSharesGpu_ = pendingSharesGpu_ || info.pendingSharesGpu;
-        pendingGpuMilliFloor_ = std::min(pendingGpuMilliFloor_, info.pendingMinGpuMilli);
+        floors.gpu = std::min(floors.gpu, info.pendingMinWholeGpus);
+        floors.sharesGpu = floors.sharesGpu || info.pendingSharesGpu;
+        floors.gpuMilli = std::min(floors.gpuMilli, info.pendingMinGpuMilli);
       } else {
         for (const SessionTask& t : j.tasks) {
           if (t.state != TaskState::Pending) continue;
-          if (t.sharesGpu()) pendingSharesGpu_ = true;
-          else pendingGpuFloor_ = std::min<int64_t>(pendingGpuFloor_, t.nodeRequest().milliGpu / 1000);
-          pendingGpuMilliFloor_ = std::min(pendingGpuMilliFloor_, t.info->gpuNeedMilli());
+          if (t.sharesGpu()) floors.sharesGpu = true;
+          else floors.gpu = std::min<int64_t>(floors.gpu, t.nodeRequest().milliGpu / 1000);
+          floors.gpuMilli = std::min(floors.gpuMilli, t.info->gpuNeedMilli());
         }
       }
     }
   }
+  return offset;
 }
 
 void Session::setUnschedulable(SessionJob& job, std::string_view reason) {
@@ -416,13 +494,15 @@ int Session::findNode(const std::string& name) const {
     nodeSlots_.assign(size, kEmpty);
     nodeNames_.clear();
     nodeNameEnd_.clear();
-    for (const SessionNode& n : nodes_) {
-      nodeNames_ += n.name();
+    // From the snapshot's nodes (nodes_ in the same order), which buildState asks before it fills nodes_.
+    for (size_t i = 0; i < snapshot_->nodes.size(); ++i) {
+      const std::string& name = snapshot_->nodes[i]->name;
+      nodeNames_ += name;
       nodeNameEnd_.push_back(static_cast<uint32_t>(nodeNames_.size()));
-      const size_t h = hash(n.name());
+      const size_t h = hash(name);
       size_t at = h & (size - 1);
       while (nodeSlots_[at] != kEmpty) at = (at + 1) & (size - 1);
-      nodeSlots_[at] = (static_cast<uint64_t>(h) >> 32 << 32) | static_cast<uint32_t>(n.index);
+      nodeSlots_[at] = (static_cast<uint64_t>(h) >> 32 << 32) | static_cast<uint32_t>(i);
     }
   }
   if (nodeSlots_.empty()) return -1;

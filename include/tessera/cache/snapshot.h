@@ -220,6 +220,10 @@ struct Snapshot {
   api::Time takenAt;
   std::vector<std::shared_ptr<const NodeInfo>> nodes;  ///< sorted by name
   std::vector<std::shared_ptr<const JobInfo>> jobs;    ///< sorted by key
+  /// Parallel to `jobs`: each one's number of pods (tasks), kept by SnapshotBuilder from one
+  /// snapshot to the next, so that a session knows where each job's pods go in its arrays without
+  /// visiting every job first. Empty in a snapshot built otherwise (a session counts them then).
+  std::vector<uint32_t> jobTaskCounts;
   std::map<std::string, std::shared_ptr<const QueueInfo>> queues;
   std::map<std::string, std::shared_ptr<const api::PriorityClass>> priorityClasses;
   std::map<std::string, std::shared_ptr<const api::Topology>> topologies;

@@ -219,12 +219,38 @@ struct RunningIndex {
   std::vector<std::vector<int>> queueNodes;  ///< per queue: nodes running its pods (ascending)
 };
 
+/// GPU, CPU and memory amounts summed over jobs (extended resources left out).
+struct CoreAmounts {
+  int64_t milliGpu = 0, milliCpu = 0, memory = 0;
+  CoreAmounts& operator+=(const CoreAmounts& o) {
+    milliGpu += o.milliGpu;
+    milliCpu += o.milliCpu;
+    memory += o.memory;
+    return *this;
+  }
+};
+
+/// What a queue's own jobs held and asked for when the session was built, from the cache's
+/// per-job totals (summed while the session builds its jobs, so that a plugin need not visit them
+/// all again): `held` is what they hold less what is being released, `heldNonPreemptible` the part
+/// of it held by non-preemptible jobs, `pending` what their pending pods ask.
+struct QueueOpenTotals {
+  CoreAmounts held, heldNonPreemptible, pending;
+  QueueOpenTotals& operator+=(const QueueOpenTotals& o) {
+    held += o.held;
+    heldNonPreemptible += o.heldNonPreemptible;
+    pending += o.pending;
+    return *this;
+  }
+};
+
 struct SessionQueue {
   const cache::QueueInfo* info = nullptr;
   int index = -1;
   std::string name;
   const api::Queue* queue = nullptr;  ///< null: referenced by jobs but not declared
   api::Resources allocated;           ///< own jobs, updated as tasks are allocated/evicted this cycle
+  QueueOpenTotals opened;             ///< own jobs, as the session was built (not updated)
 };
 
 /// A decision for the binder, in commit order.
@@ -768,6 +794,19 @@ class Session {
   // ---- state, lookups, open and close (session.cpp) ----
   friend struct SessionStorage;
   void buildState();
+  /// Fills nodes_ (sized by the snapshot) and what is built of them: GPU groups, placement index.
+  void buildNodes();
+  /// What the pending pods of a range of jobs ask at least (pendingGpuFloor() and the others).
+  struct PendingFloors {
+    int64_t gpu = INT64_MAX;
+    bool sharesGpu = false;
+    int64_t gpuMilli = INT64_MAX;
+  };
+  /// Builds jobs_[from, to) and their tasks, from tasks_[offset] on, and adds the jobs' totals to
+  /// `opened` (per queue); returns where its tasks end. Reads only the snapshot and the tables
+  /// built before it, writes only its own jobs, tasks and arguments: two ranges may be built at once.
+  size_t buildJobs(size_t from, size_t to, size_t offset, const api::PriorityClass* globalDefault, bool indexRunning,
+                   PendingFloors& floors, std::vector<QueueOpenTotals>& opened);
 
   std::shared_ptr<const cache::Snapshot> snapshot_;
   const Config& config_;

@@ -1020,22 +1020,17 @@ class State {
     }
     for (const QNode& q : q_) topLevel_ += q.parent < 0 ? 1 : 0;
 
-    // What each subtree holds and asks for.
-    // At session open the working state is the cache's: its per-job totals answer without
-    // visiting every task.
-    const auto& jobs = ssn_.jobs();
-    for (size_t i = 0; i < jobs.size(); ++i) {
-      if (i + 8 < jobs.size()) __builtin_prefetch(jobs[i + 8].info);  // scattered in the cache's heap
-      const SessionJob& j = jobs[i];
-      if (j.queue < 0) continue;
-      const Amounts all = amountsOf(j.info->allocated), rel = amountsOf(j.info->releasing);
-      const Amounts pending = amountsOf(j.info->pendingRequest);
-      Amounts held;
-      for (int r = 0; r < kResources; ++r) held[r] = all[r] - rel[r];
-      for (int c = j.queue; c >= 0; c = q_[c].parent)
+    // What each subtree holds and asks for: at session open the working state is the cache's,
+    // whose per-job totals the session summed by queue as it built its jobs.
+    for (const SessionQueue& sq : queues) {
+      const framework::QueueOpenTotals& o = sq.opened;
+      const Amounts held{o.held.milliGpu, o.held.milliCpu, o.held.memory};
+      const Amounts heldNP{o.heldNonPreemptible.milliGpu, o.heldNonPreemptible.milliCpu, o.heldNonPreemptible.memory};
+      const Amounts pending{o.pending.milliGpu, o.pending.milliCpu, o.pending.memory};
+      for (int c = sq.index; c >= 0; c = q_[c].parent)
         for (int r = 0; r < kResources; ++r) {
           q_[c].allocated[r] += held[r];
-          if (!j.preemptible) q_[c].allocatedNP[r] += held[r];
+          q_[c].allocatedNP[r] += heldNP[r];
           q_[c].requested[r] += held[r] + pending[r];
         }
     }

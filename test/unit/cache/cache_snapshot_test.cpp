@@ -387,6 +387,12 @@ std::vector<std::string> recomputeDifferences(MemoryCluster& cluster, const Snap
     if (n->pods != t.pods) d.push_back("node " + n->name + " pods");
   }
   std::map<std::string, Resources> queues;
+  // Each job's pod count, kept alongside the list from one snapshot to the next (sessions place
+  // the jobs' pods by it).
+  if (s.jobTaskCounts.size() != s.jobs.size()) d.push_back("jobTaskCounts: " + std::to_string(s.jobTaskCounts.size()));
+  for (size_t i = 0; i < s.jobs.size() && i < s.jobTaskCounts.size(); ++i)
+    if (s.jobTaskCounts[i] != s.jobs[i]->tasks.size())
+      d.push_back("job " + s.jobs[i]->key + " count " + std::to_string(s.jobTaskCounts[i]));
   for (const auto& j : s.jobs) {
     Resources alloc;
     int32_t pending = 0, allocated = 0, succeeded = 0, failed = 0;

@@ -5,6 +5,10 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
+#include <cstdint>
+#include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -512,4 +516,171 @@ TEST_CASE("two pods of one job that every plugin ties go newest first, then by p
   c.create(pod("h-d", "team", 1, ", creationTimestamp: \"2025-12-31T00:00:00Z\", annotations: {pod-group-name: h}",
                "  nodeName: n0\n", run));
   CHECK(orderOf("PodGroup/t/h", false) == std::vector<std::string>{"t/h-d", "t/h-a", "t/h-b", "t/h-c"});
+}
+
+namespace {
+
+/// A random cluster for the session build: leaf queues under a parent (and pods naming a queue
+/// that does not exist), priority classes, gangs (some non-preemptible, some with subgroups) and
+/// single pods, pending, running, terminating or finished, some asking half a GPU.
+std::string randomBuildCluster(std::mt19937& rng) {
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  std::string y =
+      "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: high}\nvalue: 1000\n---\n"
+      "apiVersion: scheduling.tessera.dev/v1alpha1\nkind: Queue\nmetadata: {name: org}\nspec: {}\n---\n";
+  for (const char* q : {"qa", "qb", "qc"})
+    y += std::string("apiVersion: scheduling.tessera.dev/v1alpha1\nkind: Queue\nmetadata: {name: ") + q +
+         "}\nspec: {parentQueue: org}\n---\n";
+  const int nodes = 3 + pick(5);
+  for (int i = 0; i < nodes; ++i) y += node("n" + std::to_string(i), 2 + pick(6));
+  const char* queues[] = {"qa", "qb", "qc", "nowhere"};
+  auto podYaml = [&](const std::string& name, const std::string& queue, const std::string& labels,
+                     const std::string& annotations) {
+    const int state = pick(6);  // 0-2 pending, 3 running, 4 terminating, 5 finished
+    const std::string nodeName = "n" + std::to_string(pick(nodes));
+    const int gpus = pick(3);
+    std::string p = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
+                    "\n  namespace: t\n  creationTimestamp: \"2025-12-31T0" + std::to_string(pick(10)) +
+                    ":00:00Z\"\n  labels: {tessera.dev/queue: " + queue + labels + "}\n";
+    if (pick(4) == 0) p += "  annotations: {gpu-fraction: \"0.5\"" + annotations + "}\n";
+    else if (!annotations.empty()) p += "  annotations: {" + annotations.substr(2) + "}\n";
+    if (state == 4) p += "  deletionTimestamp: \"2026-01-01T00:00:20Z\"\n";
+    p += "spec:\n  schedulerName: tessera\n";
+    if (state >= 3) p += "  nodeName: " + nodeName + "\n";
+    if (pick(3) == 0) p += "  priorityClassName: high\n";
+    p += "  containers: [{name: c, image: busybox, resources: {requests: {cpu: \"" + std::to_string(1 + pick(4)) +
+         "\"}, limits: {nvidia.com/gpu: \"" + std::to_string(gpus) + "\"}}}]\n";
+    if (state == 3 || state == 4) p += "status: {phase: Running}\n";
+    if (state == 5) p += "status: {phase: Succeeded}\n";
+    return p + "---\n";
+  };
+  const int jobs = 20 + pick(30);
+  for (int j = 0; j < jobs; ++j) {
+    const std::string queue = queues[pick(4)];
+    if (pick(2) == 0) {
+      y += podYaml("single-" + std::to_string(j), queue, "", "");
+      continue;
+    }
+    const std::string name = "g" + std::to_string(j);
+    const bool subgroups = pick(3) == 0;
+    y += "apiVersion: scheduling.tessera.dev/v1alpha1\nkind: PodGroup\nmetadata: {name: " + name +
+         ", namespace: t}\nspec:\n  minMember: " + std::to_string(1 + pick(3)) + "\n  queue: " + queue + "\n" +
+         (pick(3) == 0 ? "  preemptibility: non-preemptible\n" : "") +
+         (pick(3) == 0 ? "  priorityClassName: high\n" : "") +
+         (subgroups ? "  subGroups:\n  - {name: a, minMember: 1}\n  - {name: b, minMember: 1}\n" : "") + "---\n";
+    for (int i = 0; i < 1 + pick(5); ++i)
+      y += podYaml(name + "-" + std::to_string(i), queue,
+                   subgroups && pick(4) ? std::string(", tessera.dev/subgroup: ") + (i % 2 ? "b" : "a") : "",
+                   ", pod-group-name: " + name);
+  }
+  return y;
+}
+
+/// Everything a session builds from its snapshot, as text: each job's and each pod's fields, where
+/// a job's pods lie in the one array, each queue's totals at open, the pending floors.
+std::vector<std::string> built(const Session& ssn) {
+  std::vector<std::string> out;
+  const tessera::framework::SessionTask* base = ssn.jobs().empty() ? nullptr : ssn.jobs().front().tasks.data();
+  auto amounts = [](const tessera::framework::CoreAmounts& a) {
+    return std::to_string(a.milliGpu) + "/" + std::to_string(a.milliCpu) + "/" + std::to_string(a.memory);
+  };
+  for (const auto& j : ssn.jobs()) {
+    std::string line = "job " + j.key() + " #" + std::to_string(j.index) + " queue " + std::to_string(j.queue) +
+                       " prio " + std::to_string(j.priority) + " preemptible " + std::to_string(j.preemptible) +
+                       " created " + std::to_string(j.created.unixMillis) + " together " +
+                       std::to_string(j.tasksCreatedTogether) + " singleton " + std::to_string(j.singleton) + " at " +
+                       std::to_string(j.tasks.data() - base) + " size " + std::to_string(j.tasks.size()) + " ready " +
+                       std::to_string(j.readyCount) + " pending " + std::to_string(j.pendingCount) + " releasing " +
+                       std::to_string(j.releasingCount) + " min " + std::to_string(j.minMember()) + " allocated " +
+                       std::to_string(j.allocated.milliGpu) + "/" + std::to_string(j.allocated.milliCpu) +
+                       " infoPending " + std::to_string(j.infoPendingCount) + " " +
+                       std::to_string(j.infoPendingMilliCpu) + "/" + std::to_string(j.infoPendingMemory) + "/" +
+                       std::to_string(j.infoPendingMilliGpu) + " key " + (j.infoPendingKey ? *j.infoPendingKey : "-") +
+                       " topology " + std::to_string(j.topologyConstrained) + " subgroups";
+    for (int32_t r : j.subGroupReady) line += " " + std::to_string(r);
+    out.push_back(std::move(line));
+    for (const auto& t : j.tasks)
+      out.push_back("  task " + t.info->key +
+                    (t.info == &j.info->tasks[static_cast<size_t>(t.index)] ? "" : " (other entry)") + " job " +
+                    std::to_string(t.job) + " state " + tessera::framework::toString(t.state) + " node " +
+                    std::to_string(t.node) + " subgroup " + std::to_string(t.subGroup) + " prio " +
+                    std::to_string(t.taskPriority) + " anyNode " + std::to_string(t.anyNode) + " gpuSpecInvalid " +
+                    std::to_string(t.gpuSpecInvalid));
+  }
+  for (const auto& q : ssn.queues())
+    out.push_back("queue " + q.name + " held " + amounts(q.opened.held) + " np " +
+                  amounts(q.opened.heldNonPreemptible) + " pending " + amounts(q.opened.pending));
+  out.push_back("floors " + std::to_string(ssn.pendingGpuFloor()) + " " + std::to_string(ssn.pendingSharesGpu()) + " " +
+                std::to_string(ssn.pendingGpuMilliFloor()));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a session built in two halves at once is the session one thread builds", "[contract]") {
+  // Issue 16: on a large cluster Session::buildState builds the second half of the jobs on a
+  // helper thread, placing their pods where the snapshot's per-job counts say. Here every
+  // cluster is split (SchedulerState::splitBuildJobs = 1): the built state, the queues' totals
+  // (checked against the cache's per-job figures too) and a whole cycle's decisions must be those
+  // of one thread, and of a snapshot without the counts.
+  const Config cfg = configFrom("");
+  for (uint32_t seed = 1; seed <= 40; ++seed) {
+    INFO("seed " << seed);
+    std::mt19937 rng(seed);
+    TestCluster c;
+    c.create(randomBuildCluster(rng));
+    c.start();
+    const auto snap = c.snapshot();
+    REQUIRE(snap->jobTaskCounts.size() == snap->jobs.size());
+    auto uncounted = std::make_shared<tessera::cache::Snapshot>(*snap);
+    uncounted->jobTaskCounts.clear();
+    tessera::framework::SchedulerState split, alone;
+    split.splitBuildJobs = 1;
+    alone.splitBuildJobs = SIZE_MAX;
+    auto build = [&](const std::shared_ptr<const tessera::cache::Snapshot>& s, tessera::framework::SchedulerState& st) {
+      Session ssn(s, cfg, c.clock, &st);
+      auto out = built(ssn);
+      ssn.open();
+      ssn.runActions();
+      for (const auto& d : decisions(ssn.close())) out.push_back(d);
+      return out;
+    };
+    const auto one = build(snap, alone);
+    for (int again = 0; again < 2; ++again) {  // the second time on the helper started the first
+      CHECK(build(snap, split) == one);
+      CHECK(build(uncounted, split) == one);
+    }
+    CHECK(build(uncounted, alone) == one);
+
+    Session ssn(snap, cfg, c.clock, &split);
+    std::map<int, std::array<int64_t, 9>> sums;  // by queue: held, non-preemptible held, pending
+    for (const auto& j : ssn.jobs()) {
+      if (j.queue < 0) continue;
+      const auto& i = *j.info;
+      const int64_t held[3] = {i.allocated.milliGpu - i.releasing.milliGpu, i.allocated.milliCpu - i.releasing.milliCpu,
+                               i.allocated.memory - i.releasing.memory};
+      auto& s = sums[j.queue];
+      for (int r = 0; r < 3; ++r) {
+        s[static_cast<size_t>(r)] += held[r];
+        if (!j.preemptible) s[static_cast<size_t>(3 + r)] += held[r];
+      }
+      s[6] += i.pendingRequest.milliGpu;
+      s[7] += i.pendingRequest.milliCpu;
+      s[8] += i.pendingRequest.memory;
+    }
+    for (const auto& q : ssn.queues()) {
+      const auto& o = q.opened;
+      const std::array<int64_t, 9> got = {o.held.milliGpu,
+                                          o.held.milliCpu,
+                                          o.held.memory,
+                                          o.heldNonPreemptible.milliGpu,
+                                          o.heldNonPreemptible.milliCpu,
+                                          o.heldNonPreemptible.memory,
+                                          o.pending.milliGpu,
+                                          o.pending.milliCpu,
+                                          o.pending.memory};
+      INFO("queue " << q.name);
+      CHECK(got == sums[q.index]);
+    }
+  }
 }
