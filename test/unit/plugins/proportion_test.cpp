@@ -5,6 +5,7 @@
 // unlimited (quota -1), so their fair share of cpu and memory is whatever they ask for.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -625,6 +626,46 @@ TEST_CASE("preemptableJob and preemptablePair: on random clusters preemptable is
   }
   CHECK(allowed > 150);  // both verdicts met often
   CHECK(refused > 150);
+}
+
+TEST_CASE("victim order in one queue: priority, surplus pods, newer job, then job by job (its pods together)",
+          "[proportion][victims]") {
+  // Every pod runs in queue q. low-* have the lowest priority; the gangs ga, gb and gc theirs
+  // (train), gc created later than ga and gb, which were created together: ga's and gb's pods
+  // then go job by job in key order (each job's chunk together), though their pod keys interleave.
+  // elastic's minMember is 1 of its 3 running pods: two are surplus and go first among train.
+  auto gang = [](const std::string& name, int min, const std::string& created) {
+    return "apiVersion: scheduling.tessera.dev/v1alpha1\nkind: PodGroup\nmetadata: {name: " + name +
+           ", namespace: t, creationTimestamp: \"" + created + "\"}\nspec: {minMember: " + std::to_string(min) +
+           ", queue: q, priorityClassName: train}\n---\n";
+  };
+  auto member = [](const std::string& name, const std::string& group, const std::string& cls = "train") {
+    return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
+           "\n  namespace: t\n  creationTimestamp: \"2025-12-30T00:00:00Z\"\n  labels: {tessera.dev/queue: q}\n" +
+           (group.empty() ? "" : "  annotations: {pod-group-name: " + group + "}\n") +
+           "spec:\n  schedulerName: tessera\n  nodeName: n1\n  priorityClassName: " + cls +
+           "\n  containers: [{name: c, image: busybox, resources: {requests: {cpu: \"1\"}}}]\n"
+           "status: {phase: Running, startTime: \"2025-12-31T00:00:00Z\"}\n---\n";
+  };
+  const std::string early = "2025-12-30T00:00:00Z", late = "2025-12-30T06:00:00Z";
+  Env e;
+  e.cfg = tessera::testing::configWith({makePlugin("proportion", tessera::plugins::makeProportion)});
+  e.start(queue("q", {.gpuQuota = "8"}) + "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: low}\nvalue: 10\n---\n" +
+          gang("ga", 2, early) + gang("gb", 2, early) + gang("gc", 2, late) + gang("elastic", 1, early) +
+          member("z1", "ga") + member("z2", "gb") + member("z3", "ga") + member("z4", "gb") + member("z5", "gc") +
+          member("z6", "gc") + member("e1", "elastic") + member("e2", "elastic") + member("e3", "elastic") +
+          member("low-a", "", "low"));
+  std::vector<const SessionTask*> pods;
+  for (const auto& j : e.ssn->jobs())
+    for (const auto& t : j.tasks) pods.push_back(&t);
+  std::sort(pods.begin(), pods.end(), [&](const SessionTask* a, const SessionTask* b) { return e.ssn->victimLess(*a, *b); });
+  std::vector<std::string> order;
+  for (const SessionTask* t : pods) order.push_back(t->info->key.substr(2));
+  // elastic's surplus pods (the first two it gives up: newest pod, then key; all were created
+  // together), then the newer gang gc, then the gangs created early by key: elastic (its last pod),
+  // ga and gb.
+  const std::vector<std::string> want = {"low-a", "e1", "e2", "z5", "z6", "e3", "z1", "z3", "z2", "z4"};
+  CHECK(order == want);
 }
 
 TEST_CASE("preemptable: same queue, strictly lower priority, preemptMinRuntime", "[proportion][preempt]") {
