@@ -93,6 +93,12 @@ double threadCpuMs() {
   return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
 }
 
+double processCpuMs() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
+
 long minorFaults() {
   rusage ru{};
   getrusage(RUSAGE_THREAD, &ru);
@@ -242,7 +248,7 @@ int runShape(const Options& o) {
   gen.runningSingles.shrink_to_fit();
   std::vector<std::string> evicted;  // steady: evicted last cycle, gone by the next
   std::set<std::string> bound;       // steady: every pod a cycle bound
-  std::vector<double> wallMs, cpuMs, snapMs, openMs, actionsMs, closeMs;
+  std::vector<double> wallMs, cpuMs, processCpuMsPerCycle, snapMs, openMs, actionsMs, closeMs;
   std::map<std::string, std::vector<double>> perActionMs;  // action name -> its time in each cycle
   std::vector<CycleOutcome> outcomes;
   framework::SchedulerState state;  // what the daemon's Scheduler keeps across cycles (session storage included)
@@ -308,7 +314,7 @@ int runShape(const Options& o) {
     const long f0 = minorFaults();
     sampleAllocations(c > 0);
     const AllocCount a0 = allocated();
-    const double cpu0 = threadCpuMs();
+    const double cpu0 = threadCpuMs(), processCpu0 = processCpuMs();
     auto c0 = SteadyClock::now();
     auto snap = cache.snapshot();
     snapMs.push_back(msSince(c0));
@@ -333,6 +339,7 @@ int runShape(const Options& o) {
     sampleAllocations(false);
     wallMs.push_back(msSince(c0));
     cpuMs.push_back(threadCpuMs() - cpu0);
+    processCpuMsPerCycle.push_back(processCpuMs() - processCpu0);  // the session's helper thread too
     const long cycleFaults = minorFaults() - f0;
     (c == 0 ? firstCycleFaults : faults) += cycleFaults;
     if (c > 0) {  // as the faults: the cycles after the first
@@ -414,6 +421,7 @@ int runShape(const Options& o) {
                {"median_cycle_ms", percentile(wallMs, 50)},
                {"p99_cycle_ms", percentile(wallMs, 99)},
                {"cpu_ms", percentile(cpuMs, 50)},
+               {"process_cpu_ms", percentile(processCpuMsPerCycle, 50)},
                // The first cycle faults its working set in; the cycles after it show what a cycle costs.
                {"minor_faults_per_cycle", o.cycles > 1 ? static_cast<double>(faults) / (o.cycles - 1)
                                                        : static_cast<double>(firstCycleFaults)},
