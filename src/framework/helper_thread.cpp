@@ -1,5 +1,7 @@
 #include "tessera/framework/helper_thread.h"
 
+#include "tessera/api/result.h"
+
 namespace tessera::framework {
 
 HelperThread::HelperThread() : thread_([this] { loop(); }) {}
@@ -15,9 +17,9 @@ HelperThread::~HelperThread() {
 }
 
 void HelperThread::start(std::function<void()> work) {
-  wait();
   {
     std::lock_guard lock(mutex_);
+    TESSERA_ASSERT(!busy_);
     work_ = std::move(work);
     busy_ = true;
   }

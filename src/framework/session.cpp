@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <deque>
 #include <exception>
 
 #include "tessera/framework/action.h"
@@ -75,9 +74,6 @@ struct SessionStorage {
   /// enough; `helperTaken` while a session builds with it (another one at that time builds alone).
   std::unique_ptr<HelperThread> helper;
   std::atomic<bool> helperTaken{false};
-  /// The snapshots of the last sessions, newest last: the one of two sessions ago is let go by the
-  /// helper thread (Session::buildState).
-  std::deque<std::shared_ptr<const cache::Snapshot>> earlierSnapshots;
   std::vector<SessionNode> nodes;
   std::vector<SessionJob> jobs;
   std::vector<SessionTask> tasks;
@@ -324,20 +320,6 @@ void Session::buildState() {
   pendingGpuFloor_ = floors.gpu;
   pendingSharesGpu_ = floors.sharesGpu;
   pendingGpuMilliFloor_ = floors.gpuMilli;
-
-  // The snapshot of two sessions ago: once this session is built nothing else holds it (the last
-  // session's state and plugins hold the last snapshot), and letting it go, the last reference to
-  // each of its 100,000 entries, a scattered atomic decrement each, is left to the helper thread
-  // while this session works.
-  storage.earlierSnapshots.push_back(snapshot_);
-  if (storage.earlierSnapshots.size() > 2) {
-    std::shared_ptr<const cache::Snapshot> old = std::move(storage.earlierSnapshots.front());
-    storage.earlierSnapshots.pop_front();
-    if (storage.helper && !storage.helperTaken.exchange(true)) {
-      storage.helper->start([old = std::move(old)]() mutable { old.reset(); });
-      storage.helperTaken = false;
-    }
-  }
 }
 
 size_t Session::buildJobs(size_t from, size_t to, size_t offset, const api::PriorityClass* globalDefault,

@@ -19,8 +19,7 @@ class HelperThread {
   HelperThread(const HelperThread&) = delete;
   HelperThread& operator=(const HelperThread&) = delete;
 
-  /// Hands `work` to the thread, once the piece before it has run (waited for here if need be).
-  /// Nobody has to wait for it: a piece posted this way runs while the caller goes on.
+  /// Hands `work` to the thread; the caller must wait() before the next start().
   void start(std::function<void()> work);
   /// Returns once the piece handed over has run; rethrows what it threw.
   void wait();
