@@ -258,15 +258,12 @@ void Session::buildState() {
     if (pc->globalDefault && (!globalDefault || pc->value > globalDefault->value)) globalDefault = pc.get();
 
   // Where the jobs' tasks go in tasks_, from the snapshot's counts (one array read, not every job
-  // visited), and where the jobs split in two halves of like work (a job weighs as two pods).
+  // visited), and where the jobs split in two halves of like work: halves of the pods (timed at
+  // 4,000 nodes, a job costs a fifth of a pod: its lines are asked for well ahead).
   const size_t n = s.jobs.size();
   const bool counted = s.jobTaskCounts.size() == n;
-  size_t taskCount = 0, weight = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const size_t pods = counted ? s.jobTaskCounts[i] : s.jobs[i]->tasks.size();
-    taskCount += pods;
-    weight += pods + 2;
-  }
+  size_t taskCount = 0;
+  for (size_t i = 0; i < n; ++i) taskCount += counted ? s.jobTaskCounts[i] : s.jobs[i]->tasks.size();
   const bool indexRunning = std::any_of(config_.actions.begin(), config_.actions.end(),
                                         [](const auto& a) { return a->indexesRunningPods(); });
   nodes_.resize(s.nodes.size());
@@ -281,11 +278,7 @@ void Session::buildState() {
   size_t end = 0;
   if (split) {
     size_t mid = 0, midOffset = 0, firstEnd = 0;
-    for (size_t w = 0; 2 * w < weight; ++mid) {
-      const size_t pods = counted ? s.jobTaskCounts[mid] : s.jobs[mid]->tasks.size();
-      w += pods + 2;
-      midOffset += pods;
-    }
+    for (; 2 * midOffset < taskCount; ++mid) midOffset += counted ? s.jobTaskCounts[mid] : s.jobs[mid]->tasks.size();
     PendingFloors second;
     std::vector<QueueOpenTotals> secondOpened(queues_.size());
     {
