@@ -258,33 +258,49 @@ void Session::buildState() {
     if (pc->globalDefault && (!globalDefault || pc->value > globalDefault->value)) globalDefault = pc.get();
 
   // Where the jobs' tasks go in tasks_, from the snapshot's counts (one array read, not every job
-  // visited), and where the jobs split in two halves of like work: halves of the pods (timed at
-  // 4,000 nodes, a job costs a fifth of a pod: its lines are asked for well ahead).
+  // visited): the jobs in chunks (about 32, of 8 to 1,024 jobs), each chunk's first task's place.
   const size_t n = s.jobs.size();
+  const size_t kChunk = std::clamp<size_t>(n / 32, 8, 1024);
   const bool counted = s.jobTaskCounts.size() == n;
+  std::vector<size_t> chunkAt;  // chunk c holds jobs [c * kChunk, ...) and their tasks from chunkAt[c]
+  chunkAt.reserve(n / kChunk + 2);
   size_t taskCount = 0;
-  for (size_t i = 0; i < n; ++i) taskCount += counted ? s.jobTaskCounts[i] : s.jobs[i]->tasks.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (i % kChunk == 0) chunkAt.push_back(taskCount);
+    taskCount += counted ? s.jobTaskCounts[i] : s.jobs[i]->tasks.size();
+  }
+  chunkAt.push_back(taskCount);
+  const size_t chunks = chunkAt.size() - 1;
   const bool indexRunning = std::any_of(config_.actions.begin(), config_.actions.end(),
                                         [](const auto& a) { return a->indexesRunningPods(); });
   nodes_.resize(s.nodes.size());
   if (indexRunning) findNode(std::string());  // its table, built before two threads read it
   tasks_.resize(taskCount);
   jobs_.resize(n);
-  // On a large cluster the second half is built on the helper thread while this one builds the first.
+  // Two threads: the helper builds the first chunk, this one the last once it has filled the
+  // nodes, then each takes the next chunk not yet taken until none is left, so that neither waits
+  // for the other long whatever the jobs' sizes. Who builds a job changes nothing of what is built.
+  std::atomic<size_t> nextChunk{0};
+  auto buildChunk = [&](size_t c, PendingFloors& floors, std::vector<QueueOpenTotals>& opened) {
+    const size_t end =
+        buildJobs(c * kChunk, std::min(n, (c + 1) * kChunk), chunkAt[c], globalDefault, indexRunning, floors, opened);
+    TESSERA_ASSERT(end == chunkAt[c + 1]);  // the snapshot's counts were its jobs'
+  };
+  auto buildChunks = [&](size_t first, size_t last, PendingFloors& floors, std::vector<QueueOpenTotals>& opened) {
+    buildChunk(first, floors, opened);
+    for (size_t c; (c = nextChunk.fetch_add(1, std::memory_order_relaxed)) < last;) buildChunk(c, floors, opened);
+  };
   SessionStorage& storage = *state_->sessionStorage;
-  const bool split = n >= 2 && n >= state_->splitBuildJobs && !storage.helperTaken.exchange(true);
+  const bool split = chunks >= 2 && n >= state_->splitBuildJobs && !storage.helperTaken.exchange(true);
   PendingFloors floors;
   std::vector<QueueOpenTotals> opened(queues_.size());
-  size_t end = 0;
   if (split) {
-    size_t mid = 0, midOffset = 0, firstEnd = 0;
-    for (; 2 * midOffset < taskCount; ++mid) midOffset += counted ? s.jobTaskCounts[mid] : s.jobs[mid]->tasks.size();
     PendingFloors second;
     std::vector<QueueOpenTotals> secondOpened(queues_.size());
     {
       if (!storage.helper) storage.helper = std::make_unique<HelperThread>();
-      storage.helper->start(
-          [&] { end = buildJobs(mid, n, midOffset, globalDefault, indexRunning, second, secondOpened); });
+      nextChunk = 1;  // the others, between the two first ones
+      storage.helper->start([&] { buildChunks(0, chunks - 1, second, secondOpened); });
       struct Join {  // the helper reads this frame: it has finished before the frame goes, thrown or not
         SessionStorage& storage;
         ~Join() noexcept(false) {
@@ -297,19 +313,17 @@ void Session::buildState() {
         }
       } join{storage};
       buildNodes();
-      firstEnd = buildJobs(0, mid, 0, globalDefault, indexRunning, floors, opened);
+      buildChunks(chunks - 1, chunks - 1, floors, opened);
     }
-    TESSERA_ASSERT(firstEnd == midOffset);
     floors.gpu = std::min(floors.gpu, second.gpu);
     floors.sharesGpu = floors.sharesGpu || second.sharesGpu;
     floors.gpuMilli = std::min(floors.gpuMilli, second.gpuMilli);
     for (size_t q = 0; q < opened.size(); ++q) opened[q] += secondOpened[q];
   } else {
     buildNodes();
-    end = buildJobs(0, n, 0, globalDefault, indexRunning, floors, opened);
+    for (size_t c = 0; c < chunks; ++c) buildChunk(c, floors, opened);
   }
   for (size_t q = 0; q < opened.size(); ++q) queues_[q].opened = opened[q];
-  TESSERA_ASSERT(end == taskCount);  // the snapshot's counts were its jobs'
   pendingGpuFloor_ = floors.gpu;
   pendingSharesGpu_ = floors.sharesGpu;
   pendingGpuMilliFloor_ = floors.gpuMilli;
