@@ -113,9 +113,9 @@ struct SchedulerState {
   /// cycle writes into memory the last cycle already faulted in, whatever the allocator does with
   /// freed blocks (issue 16). Null until the first session.
   std::shared_ptr<SessionStorage> sessionStorage;
-  /// A session of at least this many jobs builds them in two halves at once, the second on a
-  /// helper thread kept in sessionStorage (Session::buildState); tests set 1, or SIZE_MAX for one
-  /// thread.
+  /// A session of at least this many jobs builds them on two threads at once, chunk by chunk, the
+  /// second a helper thread kept in sessionStorage (Session::buildState); tests set 1, or SIZE_MAX
+  /// for one thread.
   size_t splitBuildJobs = 2048;
 };
 

@@ -617,10 +617,11 @@ std::vector<std::string> built(const Session& ssn) {
 
 }  // namespace
 
-TEST_CASE("a session built in two halves at once is the session one thread builds", "[contract]") {
-  // Issue 16: on a large cluster Session::buildState builds the second half of the jobs on a
-  // helper thread, placing their pods where the snapshot's per-job counts say. Here every
-  // cluster is split (SchedulerState::splitBuildJobs = 1): the built state, the queues' totals
+TEST_CASE("a session built on two threads at once is the session one thread builds", "[contract]") {
+  // Issue 16: on a large cluster Session::buildState builds the jobs in chunks on two threads (a
+  // helper thread builds the first chunk and the scheduling thread the last, each then the next
+  // one left), placing their pods where the snapshot's per-job counts say. Here every cluster is
+  // split (SchedulerState::splitBuildJobs = 1): the built state, the queues' totals
   // (checked against the cache's per-job figures too) and a whole cycle's decisions must be those
   // of one thread, and of a snapshot without the counts.
   const Config cfg = configFrom("");
