@@ -67,8 +67,8 @@ int SessionJob::shortSubGroup() const {
 }
 
 /// The arrays a session sizes by the cluster (see SchedulerState::sessionStorage). A session moves
-/// each one in when it is built and back, emptied, when it is destroyed; a second session alive at
-/// the same time finds them taken and allocates its own.
+/// each one in when it is built and back, emptied (the jobs and tasks not: see lend), when it is
+/// destroyed; a second session alive at the same time finds them taken and allocates its own.
 struct SessionStorage {
   /// The session build's second thread (Session::buildState), started by the first session large
   /// enough; `helperTaken` while a session builds with it (another one at that time builds alone).
@@ -138,8 +138,6 @@ struct SessionStorage {
   template <class F>
   void each(Session& s, F&& f) {
     f(nodes, s.nodes_);
-    f(jobs, s.jobs_);
-    f(tasks, s.tasks_);
     f(keys, s.keyCache_);
     f(classes, s.classCache_);
     f(taskOrders, s.taskOrderCache_);
@@ -161,6 +159,10 @@ struct SessionStorage {
   static constexpr auto giveBack = [](auto& kept, auto& mine) { returnKept(kept, mine); };
   void lend(Session& s) {
     each(s, borrow);
+    // The jobs and tasks keep their elements, as the last session left them: buildJobs sets each
+    // one whole (so neither sizing them here nor emptying them at the end writes them once more).
+    s.jobs_ = std::move(jobs);
+    s.tasks_ = std::move(tasks);
     s.prevJobOrder_ = std::move(lastJobOrder);
     s.prevOrderSnapshot_ = std::move(lastOrderSnapshot);
     s.prevValid_ = std::move(lastValid);
@@ -186,6 +188,8 @@ struct SessionStorage {
     lastValidSnapshot = std::move(s.prevValidSnapshot_);
     lastValidPlugins = std::move(s.prevValidPlugins_);
     each(s, giveBack);
+    if (s.jobs_.capacity() >= jobs.capacity()) jobs = std::move(s.jobs_);
+    if (s.tasks_.capacity() >= tasks.capacity()) tasks = std::move(s.tasks_);
   }
 };
 
@@ -206,7 +210,7 @@ void recycleResult(SchedulerState& state, SessionResult&& result) {
 }
 
 Session::~Session() {
-  // jobs_ holds spans into tasks_: both go back emptied.
+  // Its arrays go back to the storage (jobs_ and tasks_ with their elements: see SessionStorage::lend).
   if (state_ && state_->sessionStorage) state_->sessionStorage->takeBack(*this);
 }
 
@@ -362,6 +366,7 @@ size_t Session::buildJobs(size_t from, size_t to, size_t offset, const api::Prio
     }
     const cache::JobInfo& info = *s.jobs[i];
     SessionJob& j = jobs_[i];
+    j = SessionJob{};  // (an element the last session left)
     j.info = &info;
     j.index = static_cast<int>(i);
     if (!lastQueueName || *lastQueueName != info.queue) {
@@ -400,6 +405,7 @@ size_t Session::buildJobs(size_t from, size_t to, size_t offset, const api::Prio
     j.subGroupReady.assign(subGroups.size(), 0);
     for (size_t t = 0; t < info.tasks.size(); ++t) {
       SessionTask& st = j.tasks[t];
+      st = SessionTask{};
       st.info = &info.tasks[t];
       st.job = j.index;
       st.index = static_cast<int>(t);
