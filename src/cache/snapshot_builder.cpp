@@ -17,11 +17,17 @@ namespace {
 /// `include` says whether an entry belongs in the list. With `counts` (`beforeCounts` parallel to
 /// `before`), a list parallel to `out` of each entry's `count` is merged alongside: an entry of
 /// the last snapshot never changes (the cache copies one on write), so its count is copied.
-template <class T, class Key, class Include, class Count>
+struct NoCount {
+  template <class T>
+  uint32_t operator()(const T&) const {
+    return 0;
+  }
+};
+template <class T, class Key, class Include, class Count = NoCount>
 void mergeInto(const std::vector<std::shared_ptr<const T>>& before, const std::set<std::string>& dirty,
                const std::map<std::string, std::shared_ptr<T>>& table, Key key, Include include,
-               std::vector<std::shared_ptr<const T>>& out, Count count, const std::vector<uint32_t>* beforeCounts,
-               std::vector<uint32_t>* counts) {
+               std::vector<std::shared_ptr<const T>>& out, Count count = {},
+               const std::vector<uint32_t>* beforeCounts = nullptr, std::vector<uint32_t>* counts = nullptr) {
   out.reserve(before.size() + dirty.size());
   if (counts) counts->reserve(before.size() + dirty.size());
   auto copy = [&](auto from, auto to) {
@@ -56,10 +62,9 @@ std::shared_ptr<const Snapshot> SnapshotBuilder::build(ClusterState& state, api:
   auto hasNode = [](const NodeInfo& n) { return n.node != nullptr; };
   auto any = [](const JobInfo&) { return true; };
   auto pods = [](const JobInfo& j) { return static_cast<uint32_t>(j.tasks.size()); };
-  auto noCount = [](const NodeInfo&) { return uint32_t{0}; };
   state.orderDirtyJobs(/*all=*/!last_);
   if (last_) {
-    mergeInto(last_->nodes, state.dirtyNodes(), state.nodes(), nodeName, hasNode, s->nodes, noCount, nullptr, nullptr);
+    mergeInto(last_->nodes, state.dirtyNodes(), state.nodes(), nodeName, hasNode, s->nodes);
     mergeInto(last_->jobs, state.dirtyJobs(), state.jobs(), jobKey, any, s->jobs, pods, &last_->jobTaskCounts,
               &s->jobTaskCounts);
   } else {

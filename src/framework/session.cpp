@@ -285,26 +285,25 @@ void Session::buildState() {
   // nodes, then each takes the next chunk not yet taken until none is left, so that neither waits
   // for the other long whatever the jobs' sizes. Who builds a job changes nothing of what is built.
   std::atomic<size_t> nextChunk{0};
-  auto buildChunk = [&](size_t c, PendingFloors& floors, std::vector<QueueOpenTotals>& opened) {
-    const size_t end =
-        buildJobs(c * kChunk, std::min(n, (c + 1) * kChunk), chunkAt[c], globalDefault, indexRunning, floors, opened);
+  auto buildChunk = [&](size_t c, BuildTotals& totals) {
+    const size_t end = buildJobs(c * kChunk, std::min(n, (c + 1) * kChunk), chunkAt[c], globalDefault, indexRunning, totals);
     TESSERA_ASSERT(end == chunkAt[c + 1]);  // the snapshot's counts were its jobs'
   };
-  auto buildChunks = [&](size_t first, size_t last, PendingFloors& floors, std::vector<QueueOpenTotals>& opened) {
-    buildChunk(first, floors, opened);
-    for (size_t c; (c = nextChunk.fetch_add(1, std::memory_order_relaxed)) < last;) buildChunk(c, floors, opened);
+  auto buildChunks = [&](size_t first, size_t last, BuildTotals& totals) {
+    buildChunk(first, totals);
+    for (size_t c; (c = nextChunk.fetch_add(1, std::memory_order_relaxed)) < last;) buildChunk(c, totals);
   };
   SessionStorage& storage = *state_->sessionStorage;
   const bool split = chunks >= 2 && n >= state_->splitBuildJobs && !storage.helperTaken.exchange(true);
-  PendingFloors floors;
-  std::vector<QueueOpenTotals> opened(queues_.size());
+  BuildTotals totals;
+  totals.opened.resize(queues_.size());
   if (split) {
-    PendingFloors second;
-    std::vector<QueueOpenTotals> secondOpened(queues_.size());
+    BuildTotals second;
+    second.opened.resize(queues_.size());
     {
       if (!storage.helper) storage.helper = std::make_unique<HelperThread>();
       nextChunk = 1;  // the others, between the two first ones
-      storage.helper->start([&] { buildChunks(0, chunks - 1, second, secondOpened); });
+      storage.helper->start([&] { buildChunks(0, chunks - 1, second); });
       struct Join {  // the helper reads this frame: it has finished before the frame goes, thrown or not
         SessionStorage& storage;
         ~Join() noexcept(false) {
@@ -317,24 +316,28 @@ void Session::buildState() {
         }
       } join{storage};
       buildNodes();
-      buildChunks(chunks - 1, chunks - 1, floors, opened);
+      buildChunks(chunks - 1, chunks - 1, totals);
     }
-    floors.gpu = std::min(floors.gpu, second.gpu);
-    floors.sharesGpu = floors.sharesGpu || second.sharesGpu;
-    floors.gpuMilli = std::min(floors.gpuMilli, second.gpuMilli);
-    for (size_t q = 0; q < opened.size(); ++q) opened[q] += secondOpened[q];
+    totals.add(second);
   } else {
     buildNodes();
-    for (size_t c = 0; c < chunks; ++c) buildChunk(c, floors, opened);
+    for (size_t c = 0; c < chunks; ++c) buildChunk(c, totals);
   }
-  for (size_t q = 0; q < opened.size(); ++q) queues_[q].opened = opened[q];
-  pendingGpuFloor_ = floors.gpu;
-  pendingSharesGpu_ = floors.sharesGpu;
-  pendingGpuMilliFloor_ = floors.gpuMilli;
+  for (size_t q = 0; q < queues_.size(); ++q) queues_[q].opened = totals.opened[q];
+  pendingGpuFloor_ = totals.gpuFloor;
+  pendingSharesGpu_ = totals.sharesGpu;
+  pendingGpuMilliFloor_ = totals.gpuMilliFloor;
+}
+
+void Session::BuildTotals::add(const BuildTotals& o) {
+  gpuFloor = std::min(gpuFloor, o.gpuFloor);
+  sharesGpu = sharesGpu || o.sharesGpu;
+  gpuMilliFloor = std::min(gpuMilliFloor, o.gpuMilliFloor);
+  for (size_t q = 0; q < opened.size(); ++q) opened[q] += o.opened[q];
 }
 
 size_t Session::buildJobs(size_t from, size_t to, size_t offset, const api::PriorityClass* globalDefault,
-                          bool indexRunning, PendingFloors& floors, std::vector<QueueOpenTotals>& opened) {
+                          bool indexRunning, BuildTotals& totals) {
   const cache::Snapshot& s = *snapshot_;
   // Many jobs share a queue and a priority class: remember the last lookups.
   const std::string* lastQueueName = nullptr;
@@ -427,7 +430,7 @@ size_t Session::buildJobs(size_t from, size_t to, size_t offset, const api::Prio
     }
     j.allocated = info.allocated;
     if (j.queue >= 0) {
-      QueueOpenTotals& q = opened[static_cast<size_t>(j.queue)];
+      QueueOpenTotals& q = totals.opened[static_cast<size_t>(j.queue)];
       const CoreAmounts held{info.allocated.milliGpu - info.releasing.milliGpu,
                              info.allocated.milliCpu - info.releasing.milliCpu,
                              info.allocated.memory - info.releasing.memory};
@@ -449,15 +452,15 @@ size_t Session::buildJobs(size_t from, size_t to, size_t offset, const api::Prio
       // The cache's figures when it counted these pending pods (on the line of the fields read
       // above); a job built otherwise (tests) reads its tasks.
       if (j.pendingCount == info.pendingCount) {
-        floors.gpu = std::min(floors.gpu, info.pendingMinWholeGpus);
-        floors.sharesGpu = floors.sharesGpu || info.pendingSharesGpu;
-        floors.gpuMilli = std::min(floors.gpuMilli, info.pendingMinGpuMilli);
+        totals.gpuFloor = std::min(totals.gpuFloor, info.pendingMinWholeGpus);
+        totals.sharesGpu = totals.sharesGpu || info.pendingSharesGpu;
+        totals.gpuMilliFloor = std::min(totals.gpuMilliFloor, info.pendingMinGpuMilli);
       } else {
         for (const SessionTask& t : j.tasks) {
           if (t.state != TaskState::Pending) continue;
-          if (t.sharesGpu()) floors.sharesGpu = true;
-          else floors.gpu = std::min<int64_t>(floors.gpu, t.nodeRequest().milliGpu / 1000);
-          floors.gpuMilli = std::min(floors.gpuMilli, t.info->gpuNeedMilli());
+          if (t.sharesGpu()) totals.sharesGpu = true;
+          else totals.gpuFloor = std::min<int64_t>(totals.gpuFloor, t.nodeRequest().milliGpu / 1000);
+          totals.gpuMilliFloor = std::min(totals.gpuMilliFloor, t.info->gpuNeedMilli());
         }
       }
     }

@@ -796,17 +796,20 @@ class Session {
   void buildState();
   /// Fills nodes_ (sized by the snapshot) and what is built of them: GPU groups, placement index.
   void buildNodes();
-  /// What the pending pods of a range of jobs ask at least (pendingGpuFloor() and the others).
-  struct PendingFloors {
-    int64_t gpu = INT64_MAX;
+  /// What a thread's share of the session build adds up over its jobs: the least their pending
+  /// pods ask (pendingGpuFloor() and the others) and each queue's totals (SessionQueue::opened).
+  struct BuildTotals {
+    int64_t gpuFloor = INT64_MAX;
     bool sharesGpu = false;
-    int64_t gpuMilli = INT64_MAX;
+    int64_t gpuMilliFloor = INT64_MAX;
+    std::vector<QueueOpenTotals> opened;  ///< per queue
+    void add(const BuildTotals& o);
   };
-  /// Builds jobs_[from, to) and their tasks, from tasks_[offset] on, and adds the jobs' totals to
-  /// `opened` (per queue); returns where its tasks end. Reads only the snapshot and the tables
-  /// built before it, writes only its own jobs, tasks and arguments: two ranges may be built at once.
+  /// Builds jobs_[from, to) and their tasks, from tasks_[offset] on, and adds the jobs to `totals`;
+  /// returns where its tasks end. Reads only the snapshot and the tables built before it, writes
+  /// only its own jobs, tasks and `totals`: two ranges may be built at once.
   size_t buildJobs(size_t from, size_t to, size_t offset, const api::PriorityClass* globalDefault, bool indexRunning,
-                   PendingFloors& floors, std::vector<QueueOpenTotals>& opened);
+                   BuildTotals& totals);
 
   std::shared_ptr<const cache::Snapshot> snapshot_;
   const Config& config_;
