@@ -24,6 +24,72 @@ void VictimSequence::reset(size_t queues, size_t slots) {
   valid_.assign(slots, 0);
 }
 
+void VictimSequence::mergeHeads(const std::vector<Share>& below, Source& src, std::vector<Entry>& out,
+                                std::vector<int>& from) {
+  auto later = [&](const Head& a, const Head& b) {  // heap order: the child that gives first on top
+    return src.compareChildren(a.child, below[static_cast<size_t>(seq_[static_cast<size_t>(a.child)][a.pos].slot)],
+                               b.child, below[static_cast<size_t>(seq_[static_cast<size_t>(b.child)][b.pos].slot)]) > 0;
+  };
+  if (heads_.size() == 1) {  // (one stream: as it is)
+    const std::vector<Entry>& only = seq_[static_cast<size_t>(heads_.front().child)];
+    out.insert(out.end(), only.begin(), only.end());
+    from.insert(from.end(), only.size(), heads_.front().child);
+    heads_.clear();
+  }
+  std::make_heap(heads_.begin(), heads_.end(), later);
+  while (!heads_.empty()) {
+    std::pop_heap(heads_.begin(), heads_.end(), later);
+    Head& h = heads_.back();
+    const std::vector<Entry>& stream = seq_[static_cast<size_t>(h.child)];
+    const int chunk = stream[h.pos].chunk;
+    for (; h.pos < stream.size() && stream[h.pos].chunk == chunk; ++h.pos) out.push_back(stream[h.pos]), from.push_back(h.child);
+    if (h.pos < stream.size()) std::push_heap(heads_.begin(), heads_.end(), later);
+    else heads_.pop_back();
+  }
+}
+
+void VictimSequence::mergeIntoRest(const std::vector<Share>& below, Source& src, std::vector<Entry>& out,
+                                   std::vector<int>& from) {
+  using Diff = std::ptrdiff_t;
+  // Whether the rest's entry `r` gives before the changed entry `c` (never a tie: the two come
+  // from two children).
+  auto restFirst = [&](size_t r, size_t c) {
+    return src.compareChildren(restFrom_[r], below[static_cast<size_t>(rest_[r].slot)], changedFrom_[c],
+                               below[static_cast<size_t>(changed_[c].slot)]) < 0;
+  };
+  size_t r = 0;
+  for (size_t c = 0; c < changed_.size();) {
+    // The rest's entries from `r` that give before the next changed chunk: a galloping search
+    // (steps 1, 2, 4, ...), then a binary one inside the last step. A few comparisons per changed
+    // chunk, however many unchanged ones lie between.
+    size_t end = r;
+    if (r < rest_.size() && restFirst(r, c)) {
+      size_t known = r, step = 1, hi = rest_.size();  // restFirst(known); none from hi on
+      while (known + step < rest_.size()) {
+        if (!restFirst(known + step, c)) {
+          hi = known + step;
+          break;
+        }
+        known += step;
+        step *= 2;
+      }
+      end = known + 1;
+      while (end < hi) {
+        const size_t mid = end + (hi - end) / 2;
+        if (restFirst(mid, c)) end = mid + 1;
+        else hi = mid;
+      }
+    }
+    out.insert(out.end(), rest_.begin() + static_cast<Diff>(r), rest_.begin() + static_cast<Diff>(end));
+    from.insert(from.end(), restFrom_.begin() + static_cast<Diff>(r), restFrom_.begin() + static_cast<Diff>(end));
+    r = end;
+    const int chunk = changed_[c].chunk;
+    for (; c < changed_.size() && changed_[c].chunk == chunk; ++c) out.push_back(changed_[c]), from.push_back(changedFrom_[c]);
+  }
+  out.insert(out.end(), rest_.begin() + static_cast<Diff>(r), rest_.end());
+  from.insert(from.end(), restFrom_.begin() + static_cast<Diff>(r), restFrom_.end());
+}
+
 std::vector<Share>& VictimSequence::shareAt(size_t depth) {
   while (share_.size() <= depth) share_.emplace_back(slots_);
   return share_[depth];
@@ -92,33 +158,25 @@ void VictimSequence::merge(int q, size_t depth, Source& src) {
   out.assign(own_[qi].begin(), own_[qi].end());
   from.assign(out.size(), -1);
   if (!kids.empty()) {
-    // Merge: the next chunk comes from the child that gives first once it is gone. Streams: each
-    // changed child's sequence, and the unchanged children's chunks in their last merged order.
+    // Merge: the next chunk comes from the child that gives first once it is gone. Every stream
+    // (a child's sequence, the unchanged children's chunks in their last merged order) is sorted
+    // that way: a child's share only falls along its own sequence.
     const std::vector<Share>& below = shareAt(depth + 1);
-    auto entryAt = [&](const Head& h) -> const Entry& {
-      return h.child < 0 ? rest_[h.pos] : seq_[static_cast<size_t>(h.child)][h.pos];
-    };
-    auto childAt = [&](const Head& h) { return h.child < 0 ? restFrom_[h.pos] : h.child; };
-    auto later = [&](const Head& a, const Head& b) {  // heap order: the child that gives first on top
-      return src.compareChildren(childAt(a), below[static_cast<size_t>(entryAt(a).slot)], childAt(b),
-                                 below[static_cast<size_t>(entryAt(b).slot)]) > 0;
-    };
     heads_.clear();
     for (size_t i = 0; i < kids.size(); ++i)
       if (changed[i] && !seq_[static_cast<size_t>(kids[i])].empty()) heads_.push_back({kids[i], 0});
-    if (!rest_.empty()) heads_.push_back({-1, 0});
-    std::make_heap(heads_.begin(), heads_.end(), later);
-    while (!heads_.empty()) {
-      std::pop_heap(heads_.begin(), heads_.end(), later);
-      Head& h = heads_.back();
-      const std::vector<Entry>& stream = h.child < 0 ? rest_ : seq_[static_cast<size_t>(h.child)];
-      const int chunk = stream[h.pos].chunk;
-      while (h.pos < stream.size() && stream[h.pos].chunk == chunk) {
-        from.push_back(childAt(h));
-        out.push_back(stream[h.pos++]);
-      }
-      if (h.pos < stream.size()) std::push_heap(heads_.begin(), heads_.end(), later);
-      else heads_.pop_back();
+    if (rest_.empty()) {  // the first merge (or only changed children have pods)
+      mergeHeads(below, src, out, from);
+    } else if (heads_.empty()) {
+      out.insert(out.end(), rest_.begin(), rest_.end());
+      from.insert(from.end(), restFrom_.begin(), restFrom_.end());
+    } else {
+      // A later merge: the changed children's chunks among themselves (usually one child's), then
+      // into the rest, which is copied between them in runs.
+      changed_.clear();
+      changedFrom_.clear();
+      mergeHeads(below, src, changed_, changedFrom_);
+      mergeIntoRest(below, src, out, from);
     }
   }
   std::fill(changed.begin(), changed.end(), 0);

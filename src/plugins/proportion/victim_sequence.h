@@ -93,6 +93,10 @@ class VictimSequence {
   void buildQueue(int q, size_t depth, Source& src, bool defer = false);
   /// `q`'s sequence from its own pods and its children's sequences, and its shares at `depth`.
   void merge(int q, size_t depth, Source& src);
+  /// Appends the chunks of the streams in heads_ (children's sequences), merged; empties heads_.
+  void mergeHeads(const std::vector<Share>& below, Source& src, std::vector<Entry>& out, std::vector<int>& from);
+  /// Appends changed_ (the changed children's chunks, merged) and rest_, merged.
+  void mergeIntoRest(const std::vector<Share>& below, Source& src, std::vector<Entry>& out, std::vector<int>& from);
   std::vector<Share>& shareAt(size_t depth);
 
   size_t slots_ = 0;
@@ -115,12 +119,14 @@ class VictimSequence {
   std::vector<uint8_t> valid_;             ///< per slot: in a built sequence
   std::vector<Pod> pods_;                  ///< ownPods() buffer
   struct Head {
-    int child;  ///< -1: rest_
+    int child;
     size_t pos;
   };
   std::vector<Head> heads_;
-  std::vector<Entry> rest_;       ///< buildQueue: the last merge's chunks of unchanged children
+  std::vector<Entry> rest_;       ///< merge(): the last merge's chunks of unchanged children
   std::vector<int> restFrom_;     ///< their children
+  std::vector<Entry> changed_;    ///< merge(): the changed children's chunks, merged
+  std::vector<int> changedFrom_;  ///< their children
   std::vector<int> kidAt_;        ///< merge(): per queue, its place among the children merged (-1: none)
 };
 

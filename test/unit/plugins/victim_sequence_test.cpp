@@ -110,9 +110,22 @@ std::optional<Share> shareOf(VictimSequence& seq, int slot, int d, int top, Vict
   return sh ? std::optional<Share>(*sh) : std::nullopt;
 }
 
-/// Every (slot, depth) share of `top`'s pods, as a build from scratch gives them now (null: none).
-std::map<std::pair<int, int>, std::pair<bool, std::pair<int64_t, int64_t>>> fresh(Forest& f, int top) {
-  std::map<std::pair<int, int>, std::pair<bool, std::pair<int64_t, int64_t>>> out;
+/// A top-level queue's whole sequence: its slots in order, each -1 - slot where a chunk begins
+/// (chunk numbers differ between builds; where chunks begin does not).
+std::vector<int> orderOf(VictimSequence& seq, int top, VictimSequence::Source& src) {
+  std::vector<int> out;
+  const std::vector<VictimSequence::Entry>& entries = seq.sequenceOf(top, src);
+  for (size_t i = 0; i < entries.size(); ++i)
+    out.push_back(i == 0 || entries[i].chunk != entries[i - 1].chunk ? -1 - entries[i].slot : entries[i].slot);
+  return out;
+}
+
+using Shares = std::map<std::pair<int, int>, std::pair<bool, std::pair<int64_t, int64_t>>>;
+
+/// Every (slot, depth) share of `top`'s pods, as a build from scratch gives them now (null: none),
+/// and its whole sequence (orderOf).
+std::pair<Shares, std::vector<int>> fresh(Forest& f, int top) {
+  Shares out;
   // ownPods() records what it saw: a fresh build must not move that (the incremental one's
   // deferred merge reads it), so it runs on a copy.
   Forest copy = f;
@@ -129,7 +142,7 @@ std::map<std::pair<int, int>, std::pair<bool, std::pair<int64_t, int64_t>>> fres
       }
     }
   }
-  return out;
+  return {out, orderOf(seq, top, copy)};
 }
 
 TEST_CASE("victim sequence: incremental builds and a deferred top-level merge give a fresh build's shares") {
@@ -141,7 +154,7 @@ TEST_CASE("victim sequence: incremental builds and a deferred top-level merge gi
     VictimSequence seq;
     seq.reset(f.q.size(), f.slots());
     // Per top: what a fresh build gave at its last incremental build.
-    std::map<int, std::map<std::pair<int, int>, std::pair<bool, std::pair<int64_t, int64_t>>>> expected;
+    std::map<int, std::pair<Shares, std::vector<int>>> expected;
     for (int step = 0; step < 30; ++step) {
       const uint64_t what = rng.below(4);
       if (rng.below(25) == 0) {  // a new session: storage kept, nothing built
@@ -158,7 +171,11 @@ TEST_CASE("victim sequence: incremental builds and a deferred top-level merge gi
       } else {  // shares asked of a built top, at a random depth (0 merges it)
         const int top = f.tops[static_cast<size_t>(rng.below(static_cast<int64_t>(f.tops.size())))];
         if (!expected.count(top)) continue;
-        for (const auto& [key, want] : expected[top]) {
+        if (what == 3) {  // the whole sequence (merged first if it waits)
+          ++compared;
+          if (orderOf(seq, top, f) != expected[top].second) FAIL("case " << c << " step " << step << " top " << top << ": sequence");
+        }
+        for (const auto& [key, want] : expected[top].first) {
           const auto [slot, d] = key;
           if (what == 2 && d == 0) continue;  // depth 0 untouched: the merge stays pending
           ++compared;
