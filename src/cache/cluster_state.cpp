@@ -201,7 +201,7 @@ void ClusterState::addJobToQueue(const JobInfo& job) {
 }
 
 /// Re-derives what a job takes from its PodGroup and pods (queue, priority, minMember, age).
-void ClusterState::deriveJob(JobInfo& job) const {
+void ClusterState::deriveJob(JobInfo& job) {
   job.podGroup.reset();
   job.podGroupMissing = false;
   const api::Pod* first = job.tasks.empty() ? nullptr : job.tasks.front().pod.get();
@@ -210,6 +210,7 @@ void ClusterState::deriveJob(JobInfo& job) const {
     job.podGroupMissing = job.podGroup == nullptr;
   }
   const api::PodGroup* pg = job.podGroup.get();
+  job.topologyKey = pg && !pg->topologyConstraint.empty() ? topologyKeys_.intern(topologyKeyOf(pg->topologyConstraint)) : nullptr;
   if (pg) {
     job.uid = pg->meta.uid;
     job.creationTime = pg->meta.creationTimestamp;

@@ -173,7 +173,7 @@ class ClusterState {
   void removeFromNode(const std::string& key, const api::Pod& pod, TaskStatus st, const std::string& node, bool ours);
   void removeJobFromQueue(const JobInfo& job);
   void addJobToQueue(const JobInfo& job);
-  void deriveJob(JobInfo& job) const;
+  void deriveJob(JobInfo& job);
   template <class Fn>
   void withJob(const std::string& key, Fn&& fn);
   static void countTask(JobInfo& job, const TaskInfo& t, int sign);
@@ -208,6 +208,7 @@ class ClusterState {
   /// The largest nvidia.com/gpu.memory label seen: pending gpu-memory pods are charged against it.
   int64_t maxGpuMemoryMiB_ = 0;
   KeyInterner placementKeys_;  ///< every task's placement key, shared among pods of one shape
+  KeyInterner topologyKeys_;   ///< every job's topology constraint (JobInfo::topologyKey)
 };
 
 }  // namespace tessera::cache

@@ -58,6 +58,17 @@ std::string taskPlacementKey(const api::Pod& pod, const api::Resources& request,
   return key;
 }
 
+std::string topologyKeyOf(const api::TopologyConstraint& tc) {
+  if (tc.empty()) return {};
+  std::string key;
+  for (const std::string* part : {&tc.topology, &tc.requiredTopologyLevel, &tc.preferredTopologyLevel}) {
+    key += std::to_string(part->size());
+    key += ':';
+    key += *part;
+  }
+  return key;
+}
+
 std::shared_ptr<const std::string> KeyInterner::intern(std::string key) {
   auto [it, fresh] = keys_.try_emplace(std::move(key));
   if (auto held = it->second.lock()) return held;

@@ -219,17 +219,24 @@ int Session::jobSignature(const SessionJob& job, int missing) const {
 bool Session::buildSignature(const SessionJob& job, int missing, std::string& sig) const {
   // Numbers go in as raw bytes (a key compared for equality only).
   auto put = [&sig](int64_t v) { sig.append(reinterpret_cast<const char*>(&v), sizeof v); };
-  if (const api::PodGroup* pg = job.topologyConstrained ? job.info->podGroup.get() : nullptr) {
-    const api::TopologyConstraint& tc = pg->topologyConstraint;
-    if (!tc.empty()) {
-      if (job.readyCount > 0 || job.pendingCount < static_cast<int32_t>(job.tasks.size())) return false;
+  if (job.topologyConstrained) {
+    // A subgroup's constraint is placed subgroup by subgroup: such a job is like no other. Else
+    // the PodGroup's own constraint goes in, by the cache's interned key (a pointer tells equal
+    // constraints; the PodGroup, on lines of its own, is not read), or, for a JobInfo built by
+    // hand, by its words.
+    if (job.subGroupTopology) return false;
+    if (job.readyCount > 0 || job.pendingCount < static_cast<int32_t>(job.tasks.size())) return false;
+    if (const std::string* interned = job.info->topologyKey.get()) {
+      put(-2);
+      put(static_cast<int64_t>(reinterpret_cast<intptr_t>(interned)));
+    } else {
+      put(-3);
+      const api::TopologyConstraint& tc = job.info->podGroup->topologyConstraint;
       for (const std::string* part : {&tc.topology, &tc.requiredTopologyLevel, &tc.preferredTopologyLevel}) {
         put(static_cast<int64_t>(part->size()));
         sig += *part;
       }
     }
-    for (const api::SubGroup& sg : pg->subGroups)
-      if (!sg.topologyConstraint.empty()) return false;
   }
   put(job.queue);
   put(job.priority);

@@ -445,9 +445,9 @@ size_t Session::buildJobs(size_t from, size_t to, size_t offset, const api::Prio
     j.infoPendingMemory = info.pendingRequest.memory;
     j.infoPendingMilliGpu = info.pendingRequest.milliGpu;
     const api::PodGroup* pg = info.podGroup.get();
-    j.topologyConstrained = pg && (!pg->topologyConstraint.empty() ||
-                                   std::any_of(pg->subGroups.begin(), pg->subGroups.end(),
-                                               [](const api::SubGroup& sg) { return !sg.topologyConstraint.empty(); }));
+    j.subGroupTopology = pg && std::any_of(pg->subGroups.begin(), pg->subGroups.end(),
+                                           [](const api::SubGroup& sg) { return !sg.topologyConstraint.empty(); });
+    j.topologyConstrained = pg && (!pg->topologyConstraint.empty() || j.subGroupTopology);
     if (j.pendingCount > 0) {
       // The cache's figures when it counted these pending pods (on the line of the fields read
       // above); a job built otherwise (tests) reads its tasks.

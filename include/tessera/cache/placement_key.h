@@ -22,6 +22,10 @@ std::string podPlacementKey(const api::Pod& pod, const api::Resources& request);
 std::string taskPlacementKey(const api::Pod& pod, const api::Resources& request, const std::string& podKey,
                              const std::string& gpuSpecError);
 
+/// A PodGroup's topology constraint as one string (each part with its length: unambiguous), empty
+/// for none: interned (JobInfo::topologyKey), jobs with equal constraints share one pointer.
+std::string topologyKeyOf(const api::TopologyConstraint& tc);
+
 /// Interns keys: equal keys get one shared string while any holder keeps it. Entries nobody holds
 /// are dropped now and then (the table never grows past twice what is held).
 class KeyInterner {

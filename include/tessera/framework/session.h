@@ -184,11 +184,12 @@ struct alignas(64) SessionJob {
   std::vector<int32_t> subGroupReady;
   /// Copied from info when the session is built, beside subGroupReady (every job signature reads
   /// them; the cache entry's lines are cold by then): the placement key its pending pods all
-  /// share (JobInfo::pendingPlacementKey), how many pods were pending, and whether its PodGroup
-  /// or one of its subgroups sets a topology constraint.
+  /// share (JobInfo::pendingPlacementKey), how many pods were pending, whether its PodGroup or
+  /// one of its subgroups sets a topology constraint, and whether a subgroup does.
   const std::string* infoPendingKey = nullptr;
   int32_t infoPendingCount = 0;
   bool topologyConstrained = false;
+  bool subGroupTopology = false;
   /// info->pendingRequest's cpu, memory and GPUs (its scalars are read from info), copied there
   /// too: the queue order and the victim actions ask every job what its next turn needs.
   int64_t infoPendingMilliCpu = 0, infoPendingMemory = 0, infoPendingMilliGpu = 0;

@@ -17,6 +17,7 @@
 #include "tessera/api/convert.h"
 #include "tessera/cache/cache.h"
 #include "tessera/cache/memory_cluster.h"
+#include "tessera/cache/placement_key.h"
 
 namespace {
 
@@ -387,6 +388,7 @@ std::vector<std::string> recomputeDifferences(MemoryCluster& cluster, const Snap
     if (n->pods != t.pods) d.push_back("node " + n->name + " pods");
   }
   std::map<std::string, Resources> queues;
+  std::map<std::string, const std::string*> topologyKeys;  // (JobInfo::topologyKey)
   // Each job's pod count, kept alongside the list from one snapshot to the next (sessions place
   // the jobs' pods by it).
   if (s.jobTaskCounts.size() != s.jobs.size()) d.push_back("jobTaskCounts: " + std::to_string(s.jobTaskCounts.size()));
@@ -411,6 +413,14 @@ std::vector<std::string> recomputeDifferences(MemoryCluster& cluster, const Snap
       d.push_back("job " + j->key + " counts");
     if (j->tasks.empty()) d.push_back("job " + j->key + " has no tasks");
     queues[j->queue] += alloc;
+    // Its PodGroup's topology constraint, interned: equal constraints are one pointer.
+    const std::string want = j->podGroup ? tessera::cache::topologyKeyOf(j->podGroup->topologyConstraint) : "";
+    if ((j->topologyKey != nullptr) != !want.empty() || (j->topologyKey && *j->topologyKey != want))
+      d.push_back("job " + j->key + " topologyKey");
+    if (j->topologyKey) {
+      const std::string* first = topologyKeys.try_emplace(want, j->topologyKey.get()).first->second;
+      if (first != j->topologyKey.get()) d.push_back("job " + j->key + " topologyKey not interned");
+    }
   }
   for (const auto& [name, q] : s.queues)
     if (!(q->allocated == queues[name]))
@@ -441,10 +451,18 @@ TEST_CASE("incremental totals equal a from-scratch recomputation after random ev
   const std::vector<std::string> queueNames{"q1", "q2", "q3"};
   int created = 0;
   // How often the interesting states showed up in snapshots: the sequence must reach them.
-  int sawReleasing = 0, sawGroup = 0, sawMissing = 0, sawTerminal = 0, sawDefaultQueue = 0;
+  int sawReleasing = 0, sawGroup = 0, sawMissing = 0, sawTerminal = 0, sawDefaultQueue = 0, sawTopology = 0;
   // Earlier snapshots kept alive while events keep coming, with what they showed when taken.
   std::vector<std::pair<std::shared_ptr<const Snapshot>, std::vector<std::string>>> kept;
 
+  // A PodGroup asks one of a few topology constraints, or none (jobs share interned keys).
+  auto withTopology = [&](Json g) {
+    const size_t which = pick(4);
+    if (which == 1) g["spec"]["topologyConstraint"] = {{"topology", "dc"}, {"preferredTopologyLevel", "rack"}};
+    if (which == 2) g["spec"]["topologyConstraint"] = {{"topology", "dc"}, {"requiredTopologyLevel", "rack"}};
+    if (which == 3) g["spec"]["topologyConstraint"] = {{"topology", "dc"}, {"requiredTopologyLevel", "zone"}};
+    return g;
+  };
   auto listPods = [&] {
     auto l = e.cluster.list(Kind::Pod);
     REQUIRE(l.ok());
@@ -500,11 +518,12 @@ TEST_CASE("incremental totals equal a from-scratch recomputation after random ev
       const std::string name = "g" + std::to_string(pick(4));
       if (e.cluster.get(Kind::PodGroup, ns, name).ok()) {
         if (pick(2) == 0) REQUIRE(e.cluster.remove(Kind::PodGroup, ns, name).ok());
-        else e.apply(Kind::PodGroup, podGroup(ns, name, 1 + static_cast<int>(pick(3)), queueNames[pick(3)]));
+        else e.apply(Kind::PodGroup, withTopology(podGroup(ns, name, 1 + static_cast<int>(pick(3)), queueNames[pick(3)])));
       } else {
         Json meta = Json::object();
         if (pick(2) == 0) meta["labels"][queueKeys[pick(2)]] = queueNames[pick(3)];
-        e.create(Kind::PodGroup, podGroup(ns, name, 1 + static_cast<int>(pick(3)), pick(2) ? queueNames[pick(3)] : "", meta));
+        e.create(Kind::PodGroup,
+                 withTopology(podGroup(ns, name, 1 + static_cast<int>(pick(3)), pick(2) ? queueNames[pick(3)] : "", meta)));
       }
     } else if (what < 16) {  // a pod's queue label, or the PodGroup it names, changes
       auto pods = listPods();
@@ -544,6 +563,7 @@ TEST_CASE("incremental totals equal a from-scratch recomputation after random ev
       for (const auto& n : s->nodes) sawReleasing += n->releasing.isZero() ? 0 : 1;
       for (const auto& j : s->jobs) {
         sawGroup += j->podGroup ? 1 : 0;
+        sawTopology += j->topologyKey ? 1 : 0;
         sawMissing += j->podGroupMissing ? 1 : 0;
         sawTerminal += j->succeededCount + j->failedCount;
         sawDefaultQueue += j->queue == "default" ? 1 : 0;
@@ -563,6 +583,7 @@ TEST_CASE("incremental totals equal a from-scratch recomputation after random ev
   CHECK(created > 50);
   CHECK(sawReleasing > 0);
   CHECK(sawGroup > 0);
+  CHECK(sawTopology > 0);
   CHECK(sawMissing > 0);
   CHECK(sawTerminal > 0);
   CHECK(sawDefaultQueue > 0);

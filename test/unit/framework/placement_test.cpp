@@ -96,8 +96,13 @@ std::string randomTopologyCluster(std::mt19937& rng) {
     if (subgroups)
       y += "  subGroups:\n  - {name: a, minMember: 1, topologyConstraint: {topology: pools, requiredTopologyLevel: pool}}\n"
            "  - {name: b, minMember: 1, topologyConstraint: {topology: pools, requiredTopologyLevel: pool}}\n";
-    else
-      y += "  topologyConstraint: {topology: pools, preferredTopologyLevel: pool}\n";
+    else if (const int tc = pick(3); tc < 2)  // (gangs alike but for their constraints: signatures tell them apart)
+      y += tc == 0 ? "  topologyConstraint: {topology: pools, preferredTopologyLevel: pool}\n"
+                   : "  topologyConstraint: {topology: pools, requiredTopologyLevel: pool}\n";
+    // Half the gangs ask one shape for all their pods, from few: gangs alike but for their
+    // constraints show up (jobSignature must tell them apart).
+    const bool alike = pick(2) == 0;
+    const int alikeCpu = 1 << pick(2), alikeGpu = pick(2);
     for (int i = 0; i < 2 + pick(3); ++i)
       y += "---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name + "-" + std::to_string(i) +
            "\n  namespace: default\n  labels: {tessera.dev/queue: q" +
@@ -105,8 +110,8 @@ std::string randomTopologyCluster(std::mt19937& rng) {
            "}\n  annotations: {pod-group-name: " + name + "}\nspec:\n  schedulerName: tessera\n"
            // Shapes shared with the plain pending pods (cpu 1-8): a gang's pods then share a placement
            // class with them, and only the plan's key parts tell their rankings and tallies apart.
-           "  containers: [{name: c, resources: {requests: {cpu: \"" + std::to_string(1 << pick(4)) +
-           "\", nvidia.com/gpu: \"" + std::to_string(pick(3)) + "\"}, limits: {nvidia.com/gpu: \"" +
+           "  containers: [{name: c, resources: {requests: {cpu: \"" + std::to_string(alike ? alikeCpu : 1 << pick(4)) +
+           "\", nvidia.com/gpu: \"" + std::to_string(alike ? alikeGpu : pick(3)) + "\"}, limits: {nvidia.com/gpu: \"" +
            std::to_string(pick(1)) + "\"}}}]\n";
   }
   return y;
