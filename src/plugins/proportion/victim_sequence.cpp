@@ -6,7 +6,6 @@
 namespace tessera::plugins::proportion {
 
 void VictimSequence::reset(size_t queues, size_t slots) {
-  slots_ = slots;
   nextChunk_ = 0;
   if (seq_.size() < queues) seq_.resize(queues), from_.resize(queues), own_.resize(queues), kidChanged_.resize(queues);
   for (auto& s : seq_) s.clear();
@@ -16,19 +15,24 @@ void VictimSequence::reset(size_t queues, size_t slots) {
   built_.assign(queues, Built{});
   merged_.assign(queues, 0);
   mergePending_.assign(queues, 0);
-  // Only valid_ must start clean: a build writes share_ and amounts_ for every pod it places.
-  for (auto& g : share_) g.resize(slots);
-  given_.resize(slots);
-  amounts_.resize(slots);
+  // Only chunkOf_ must start clean: a build numbers its chunks afresh and writes what is kept per
+  // chunk (chunkAmount_, share_, given_) before anything reads it; their storage is kept.
   kidAt_.assign(queues, -1);
-  valid_.assign(slots, 0);
+  chunkOf_.assign(slots, -1);
+  if (chunkAmount_.size() <= slots) growChunks(slots + 1);  // (every pod a chunk of its own: the first builds fit)
+}
+
+void VictimSequence::growChunks(size_t n) {
+  chunkAmount_.resize(n);
+  given_.resize(n);
+  for (auto& d : share_) d.resize(n);
 }
 
 void VictimSequence::mergeHeads(const std::vector<Share>& below, Source& src, std::vector<Entry>& out,
                                 std::vector<int>& from) {
   auto later = [&](const Head& a, const Head& b) {  // heap order: the child that gives first on top
-    return src.compareChildren(a.child, below[static_cast<size_t>(seq_[static_cast<size_t>(a.child)][a.pos].slot)],
-                               b.child, below[static_cast<size_t>(seq_[static_cast<size_t>(b.child)][b.pos].slot)]) > 0;
+    return src.compareChildren(a.child, below[static_cast<size_t>(seq_[static_cast<size_t>(a.child)][a.pos].chunk)],
+                               b.child, below[static_cast<size_t>(seq_[static_cast<size_t>(b.child)][b.pos].chunk)]) > 0;
   };
   if (heads_.size() == 1) {  // (one stream: as it is)
     const std::vector<Entry>& only = seq_[static_cast<size_t>(heads_.front().child)];
@@ -54,8 +58,8 @@ void VictimSequence::mergeIntoRest(const std::vector<Share>& below, Source& src,
   // Whether the rest's entry `r` gives before the changed entry `c` (never a tie: the two come
   // from two children).
   auto restFirst = [&](size_t r, size_t c) {
-    return src.compareChildren(restFrom_[r], below[static_cast<size_t>(rest_[r].slot)], changedFrom_[c],
-                               below[static_cast<size_t>(changed_[c].slot)]) < 0;
+    return src.compareChildren(restFrom_[r], below[static_cast<size_t>(rest_[r].chunk)], changedFrom_[c],
+                               below[static_cast<size_t>(changed_[c].chunk)]) < 0;
   };
   size_t r = 0;
   for (size_t c = 0; c < changed_.size();) {
@@ -91,7 +95,7 @@ void VictimSequence::mergeIntoRest(const std::vector<Share>& below, Source& src,
 }
 
 std::vector<Share>& VictimSequence::shareAt(size_t depth) {
-  while (share_.size() <= depth) share_.emplace_back(slots_);
+  while (share_.size() <= depth) share_.emplace_back(chunkAmount_.size());
   return share_[depth];
 }
 
@@ -114,17 +118,19 @@ void VictimSequence::buildQueue(int q, size_t depth, Source& src, bool defer) {
     if (!b.valid || b.version != src.version(kids[i])) changed[i] = 1;
   }
   for (int c : kids) buildQueue(c, depth + 1, src);
-  // Its own pods, in order: a pod is in a built sequence (valid_) from its queue's build on.
+  // Its own pods, in order: a pod is in a built sequence (chunkOf_) from its queue's build on.
+  // Chunks are numbered afresh, in order: what is kept per chunk for a queue's pods lies together.
   std::vector<Entry>& own = own_[qi];
-  for (const Entry& e : own) valid_[static_cast<size_t>(e.slot)] = 0;
+  for (const Entry& e : own) chunkOf_[static_cast<size_t>(e.slot)] = -1;
   own.clear();
   pods_.clear();
   src.ownPods(q, pods_);
   for (const Pod& p : pods_) {
-    if (!p.joinsPrevious || own.empty()) ++nextChunk_;
+    if (!p.joinsPrevious || own.empty()) newChunk();
     own.push_back({p.slot, nextChunk_});
-    amounts_[static_cast<size_t>(p.slot)] = p.amounts;
-    valid_[static_cast<size_t>(p.slot)] = 1;
+    Amounts& sum = chunkAmount_[static_cast<size_t>(nextChunk_)];
+    for (int r = 0; r < kResources; ++r) sum[r] += p.amounts[r];
+    chunkOf_[static_cast<size_t>(p.slot)] = nextChunk_;
   }
   mergePending_[qi] = 1;
   if (!defer) merge(q, depth, src);
@@ -185,15 +191,11 @@ void VictimSequence::merge(int q, size_t depth, Source& src) {
   std::vector<Share>* share = depth > 0 ? &shareAt(depth) : nullptr;
   Amounts sum{0, 0, 0};
   for (size_t i = 0; i < out.size();) {
-    size_t end = i;
-    for (; end < out.size() && out[end].chunk == out[i].chunk; ++end)
-      for (int r = 0; r < kResources; ++r) sum[r] += amounts_[static_cast<size_t>(out[end].slot)][r];
-    if (!share) {
-      for (; i < end; ++i) given_[static_cast<size_t>(out[i].slot)] = sum;
-      continue;
-    }
-    const Share after = src.shareAfter(q, sum);
-    for (; i < end; ++i) (*share)[static_cast<size_t>(out[i].slot)] = after;
+    const auto chunk = static_cast<size_t>(out[i].chunk);
+    while (++i < out.size() && static_cast<size_t>(out[i].chunk) == chunk) {}
+    for (int r = 0; r < kResources; ++r) sum[r] += chunkAmount_[chunk][r];
+    if (share) (*share)[chunk] = src.shareAfter(q, sum);
+    else given_[chunk] = sum;
   }
 }
 

@@ -62,9 +62,9 @@ class VictimSequence {
   /// it has given everything in its own sequence up to and including the slot's chunk; null when
   /// the slot is in no built sequence. At the top level: shareAtTop.
   const Share* share(int slot, int depth) const {
-    const size_t s = static_cast<size_t>(slot);
-    if (depth < 1 || s >= valid_.size() || !valid_[s] || static_cast<size_t>(depth) >= share_.size()) return nullptr;
-    return &share_[static_cast<size_t>(depth)][s];
+    const int chunk = chunkOf(slot);
+    if (depth < 1 || chunk < 0 || static_cast<size_t>(depth) >= share_.size()) return nullptr;
+    return &share_[static_cast<size_t>(depth)][static_cast<size_t>(chunk)];
   }
   /// The same at the top level, for a pod under top-level queue `top` (none when the slot is in no
   /// built sequence), merging `top`'s sequence first if its last build left that to now (`src` as
@@ -73,9 +73,9 @@ class VictimSequence {
   /// (the top level compares the victims of two trees only).
   std::optional<Share> shareAtTop(int slot, int top, Source& src) {
     if (mergePending_[static_cast<size_t>(top)]) merge(top, 0, src);
-    const size_t s = static_cast<size_t>(slot);
-    if (s >= valid_.size() || !valid_[s]) return std::nullopt;
-    return src.shareAfter(top, given_[s]);
+    const int chunk = chunkOf(slot);
+    if (chunk < 0) return std::nullopt;
+    return src.shareAfter(top, given_[static_cast<size_t>(chunk)]);
   }
   /// One pod in a sequence: its slot and its chunk (pods of one chunk are adjacent).
   struct Entry {
@@ -89,6 +89,17 @@ class VictimSequence {
   }
 
  private:
+  /// The chunk `slot` is in, in a built sequence (-1: none).
+  int chunkOf(int slot) const {
+    const size_t s = static_cast<size_t>(slot);
+    return s < chunkOf_.size() ? chunkOf_[s] : -1;
+  }
+  /// Numbers the next chunk (nextChunk_), with room for what is kept of it, its amounts at zero.
+  void newChunk() {
+    if (static_cast<size_t>(++nextChunk_) >= chunkAmount_.size()) growChunks(2 * static_cast<size_t>(nextChunk_));
+    chunkAmount_[static_cast<size_t>(nextChunk_)] = {0, 0, 0};
+  }
+  void growChunks(size_t n);
   /// Builds queue `q` at `depth`: its children, its own pods, then (not for `defer`) its merge.
   void buildQueue(int q, size_t depth, Source& src, bool defer = false);
   /// `q`'s sequence from its own pods and its children's sequences, and its shares at `depth`.
@@ -99,7 +110,6 @@ class VictimSequence {
   void mergeIntoRest(const std::vector<Share>& below, Source& src, std::vector<Entry>& out, std::vector<int>& from);
   std::vector<Share>& shareAt(size_t depth);
 
-  size_t slots_ = 0;
   int nextChunk_ = 0;
   std::vector<std::vector<Entry>> seq_;    ///< per queue: its subtree's pods, in sequence
   std::vector<std::vector<int>> from_;     ///< per queue, per seq_ entry: the child it came from (-1: own)
@@ -113,10 +123,12 @@ class VictimSequence {
   std::vector<uint8_t> mergePending_;      ///< per queue: built since its last merge
   /// Per queue, per child (as children() lists them): the child was built again since the last merge.
   std::vector<std::vector<uint8_t>> kidChanged_;
-  std::vector<std::vector<Share>> share_;   ///< per depth (0 unused), per slot (share())
-  std::vector<Amounts> given_;             ///< per slot: what its top-level tree gives up to its chunk (shareAtTop)
-  std::vector<Amounts> amounts_;           ///< per slot: what the pod gives back
-  std::vector<uint8_t> valid_;             ///< per slot: in a built sequence
+  // Kept per chunk (numbered in sequence order within each queue's build: what a merge reads and
+  // writes of a queue's chunks lies together, not scattered by pod), and the chunk of each slot.
+  std::vector<std::vector<Share>> share_;  ///< per depth (0 unused), per chunk (share())
+  std::vector<Amounts> given_;             ///< per chunk: what its top-level tree gives up to it (shareAtTop)
+  std::vector<Amounts> chunkAmount_;       ///< per chunk: what its pods give back
+  std::vector<int32_t> chunkOf_;           ///< per slot: its chunk in a built sequence, -1 for none
   std::vector<Pod> pods_;                  ///< ownPods() buffer
   struct Head {
     int child;
