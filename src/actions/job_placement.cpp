@@ -66,7 +66,7 @@ void forEachPendingJob(Session& ssn, const std::function<bool(const SessionJob&)
 void forEachJobTurn(Session& ssn, const std::function<bool(const SessionJob&)>& filter, bool reportInvalid,
                     const std::function<bool(SessionJob&)>& fn, const QueueSpentFn& spent) {
   std::vector<QueueJobs> perQueue(ssn.queues().size());
-  const std::vector<int>& inOrder = ssn.jobsInOrder();
+  const std::vector<int>& inOrder = ssn.pendingJobsInOrder();
   for (size_t i = 0; i < inOrder.size(); ++i) {  // each queue's jobs come out in job order
     // Jobs in job order are far apart in memory (and their cache entries further): asked for
     // ahead, as Session::buildState does.

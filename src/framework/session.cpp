@@ -81,7 +81,7 @@ struct SessionStorage {
   std::vector<int> classes;
   std::vector<int> taskOrders;
   std::vector<uint8_t> taskOrderKnown;
-  std::vector<int> jobOrder;
+  std::vector<int> jobOrder, pendingJobOrder;
   std::vector<Operation> committed;  ///< ~20,000 a busy cycle: grown once, not doubled each cycle
   /// The last session's job order and its snapshot (Session::jobsInOrder starts from them).
   std::vector<int> lastJobOrder;
@@ -143,6 +143,7 @@ struct SessionStorage {
     f(taskOrders, s.taskOrderCache_);
     f(taskOrderKnown, s.taskOrderKnown_);
     f(jobOrder, s.jobOrderCache_);
+    f(pendingJobOrder, s.pendingJobOrder_);
     f(committed, s.committed_);
     f(valid, s.validCache_);
     f(signatures, s.signatureCache_);

@@ -112,6 +112,15 @@ const std::vector<int>& Session::jobsInOrder() const {
   return jobOrderCache_;
 }
 
+const std::vector<int>& Session::pendingJobsInOrder() const {
+  if (pendingJobOrderMade_) return pendingJobOrder_;
+  pendingJobOrderMade_ = true;
+  pendingJobOrder_.clear();
+  for (int j : jobsInOrder())
+    if (jobs_[static_cast<size_t>(j)].pendingCount > 0) pendingJobOrder_.push_back(j);
+  return pendingJobOrder_;
+}
+
 bool Session::taskLess(const SessionTask& l, const SessionTask& r) const {
   if (int c = pluginTaskOrder(l, r)) return c < 0;
   return cache::taskTieLess(*l.info, *r.info);

@@ -578,6 +578,10 @@ class Session {
   bool jobLess(const SessionJob& l, const SessionJob& r) const;
   /// Every job's index in jobLess order, sorted once per session (JobOrderFn's contract).
   const std::vector<int>& jobsInOrder() const;
+  /// Those of them with pending pods when first asked, outside any statement: no job gains any
+  /// later in the session (pods leave the pending state, and come back to it only by a rollback
+  /// of a statement), so the jobs an action could give a turn are all here (forEachJobTurn).
+  const std::vector<int>& pendingJobsInOrder() const;
   bool taskLess(const SessionTask& l, const SessionTask& r) const;
   /// The plugins' task orders alone (the first that does not tie; 0 when all do).
   int pluginTaskOrder(const SessionTask& l, const SessionTask& r) const;
@@ -1063,6 +1067,8 @@ class Session {
   mutable std::vector<int32_t> victimTieScratch_;  ///< victimTieRank()'s buffer
   int32_t victimTieRank(const SessionTask& t) const;
   mutable std::vector<int> jobOrderCache_;  ///< jobsInOrder(); empty until asked
+  mutable std::vector<int> pendingJobOrder_;  ///< pendingJobsInOrder(), once pendingJobOrderMade_
+  mutable bool pendingJobOrderMade_ = false;
   /// The last session's job order (indices into its snapshot's jobs) and that snapshot, kept
   /// alive so that its jobs can be matched with this one's: jobsInOrder() starts from it.
   std::vector<int> prevJobOrder_;
