@@ -83,8 +83,8 @@ struct JobInfo {
   /// The PodGroup object; null for a group of one or when the referenced PodGroup does not exist.
   std::shared_ptr<const api::PodGroup> podGroup;
   /// The PodGroup's own topology constraint (topologyKeyOf), interned: jobs with equal ones share
-  /// one pointer, so a session tells jobs alike by it, on the entry's first line, without reading
-  /// their PodGroups (Session::jobSignature). Null when it sets none, and where a JobInfo was
+  /// one pointer, so a session tells jobs alike by it, near the entry's start (on the line a turn
+  /// asks for ahead), without reading their PodGroups (Session::jobSignature). Null when it sets none, and where a JobInfo was
   /// built by hand (the session reads the PodGroup then).
   std::shared_ptr<const std::string> topologyKey;
   std::optional<int32_t> podPriority;  ///< spec.priority of the first pod, if admission set it

@@ -39,6 +39,7 @@ void VictimSequence::mergeHeads(const std::vector<Share>& below, Source& src, st
     out.insert(out.end(), only.begin(), only.end());
     from.insert(from.end(), only.size(), heads_.front().child);
     heads_.clear();
+    return;
   }
   std::make_heap(heads_.begin(), heads_.end(), later);
   while (!heads_.empty()) {
@@ -173,9 +174,6 @@ void VictimSequence::merge(int q, size_t depth, Source& src) {
       if (changed[i] && !seq_[static_cast<size_t>(kids[i])].empty()) heads_.push_back({kids[i], 0});
     if (rest_.empty()) {  // the first merge (or only changed children have pods)
       mergeHeads(below, src, out, from);
-    } else if (heads_.empty()) {
-      out.insert(out.end(), rest_.begin(), rest_.end());
-      from.insert(from.end(), restFrom_.begin(), restFrom_.end());
     } else {
       // A later merge: the changed children's chunks among themselves (usually one child's), then
       // into the rest, which is copied between them in runs.
