@@ -194,6 +194,24 @@ struct SessionStorage {
   }
 };
 
+namespace {
+
+/// Waits for the session storage's helper thread and frees it for the next user, when the frame
+/// whose work it runs goes, thrown or not (the helper reads that frame).
+struct HelperJoin {
+  SessionStorage& storage;
+  ~HelperJoin() noexcept(false) {
+    try {
+      storage.helper->wait();
+    } catch (...) {
+      if (!std::uncaught_exceptions()) throw;  // (else this frame's own one goes on)
+    }
+    storage.helperTaken = false;
+  }
+};
+
+}  // namespace
+
 Session::Session(std::shared_ptr<const cache::Snapshot> snapshot, const Config& config, const api::Clock& clock,
                  SchedulerState* state)
     : snapshot_(std::move(snapshot)), config_(config), clock_(clock), now_(clock.now()), state_(state) {
@@ -305,17 +323,7 @@ void Session::buildState() {
       if (!storage.helper) storage.helper = std::make_unique<HelperThread>();
       nextChunk = 1;  // the others, between the two first ones
       storage.helper->start([&] { buildChunks(0, chunks - 1, second); });
-      struct Join {  // the helper reads this frame: it has finished before the frame goes, thrown or not
-        SessionStorage& storage;
-        ~Join() noexcept(false) {
-          try {
-            storage.helper->wait();
-          } catch (...) {
-            if (!std::uncaught_exceptions()) throw;  // (else this frame's own one goes on)
-          }
-          storage.helperTaken = false;
-        }
-      } join{storage};
+      const HelperJoin join{storage};
       buildNodes();
       buildChunks(chunks - 1, chunks - 1, totals);
     }
@@ -642,33 +650,61 @@ SessionResult Session::close() {
   SessionStorage& storage = *state_->sessionStorage;
   storage.lendResult(r);
   r.snapshot = snapshot_;
+  // A big result is written on two threads, as the session was built: the helper writes the
+  // evictions and lists the jobs left waiting, this one the binds and pipelined pods. Each list
+  // is one thread's, in commit order; the two read the session and write nothing the other reads.
+  if (jobs_.size() >= state_->splitBuildJobs && !storage.helperTaken.exchange(true)) {
+    if (!storage.helper) storage.helper = std::make_unique<HelperThread>();
+    storage.helper->start([&] {
+      writeOperations(r, storage, /*evictions=*/true);
+      listWaitingJobs(r);
+    });
+    const HelperJoin join{storage};
+    writeOperations(r, storage, /*evictions=*/false);
+  } else {
+    writeOperations(r, storage, /*evictions=*/true);
+    writeOperations(r, storage, /*evictions=*/false);
+    listWaitingJobs(r);
+  }
+  r.queues = std::move(queueReports_);
+  r.messages = std::move(reasons_);
+  r.annotations = std::move(annotations_);
+  reasonIndex_.clear();
+  return r;
+}
+
+void Session::writeOperations(SessionResult& r, SessionStorage& storage, bool evictionsOnly) const {
   NamedList<SessionResult::Bind> binds{r.binds, storage.bindPool};
   NamedList<SessionResult::Evict> evictions{r.evictions, storage.evictPool};
   NamedList<SessionResult::Pipeline> pipelined{r.pipelined, storage.pipelinePool};
+  auto mine = [evictionsOnly](const Operation& op) {
+    return op.type != Operation::Type::Reserve && (op.type == Operation::Type::Evict) == evictionsOnly;
+  };
   // ~20,000 operations on a busy cycle, each reading a job, its task's cache entry and that entry's
   // strings, all far apart: each is asked for a few operations ahead, one step per stage (the job
   // says where the task is, the task where its entry is, the entry where its strings are).
   constexpr size_t kJobAhead = 16, kTaskAhead = 12, kEntryAhead = 8, kKeyAhead = 4;
   const size_t opCount = committed_.size();
   for (size_t i = 0; i < opCount; ++i) {
-    if (i + kJobAhead < opCount) __builtin_prefetch(&jobs_[committed_[i + kJobAhead].job]);
-    if (i + kTaskAhead < opCount) {
+    if (i + kJobAhead < opCount && mine(committed_[i + kJobAhead])) __builtin_prefetch(&jobs_[committed_[i + kJobAhead].job]);
+    if (i + kTaskAhead < opCount && mine(committed_[i + kTaskAhead])) {
       const Operation& ahead = committed_[i + kTaskAhead];
       __builtin_prefetch(&jobs_[ahead.job].tasks[ahead.task]);
     }
-    if (i + kEntryAhead < opCount) {
+    if (i + kEntryAhead < opCount && mine(committed_[i + kEntryAhead])) {
       const Operation& ahead = committed_[i + kEntryAhead];
       const cache::TaskInfo* info = jobs_[ahead.job].tasks[ahead.task].info;
       __builtin_prefetch(info);
       __builtin_prefetch(reinterpret_cast<const char*>(info) + 64);
     }
-    if (i + kKeyAhead < opCount) {
+    if (i + kKeyAhead < opCount && mine(committed_[i + kKeyAhead])) {
       const Operation& ahead = committed_[i + kKeyAhead];
       const cache::TaskInfo* info = jobs_[ahead.job].tasks[ahead.task].info;
       __builtin_prefetch(info->key.data());
       __builtin_prefetch(info->uid.data());
     }
     const Operation& op = committed_[i];
+    if (!mine(op)) continue;
     const SessionTask& t = jobs_[op.job].tasks[op.task];
     switch (op.type) {
       case Operation::Type::Allocate:
@@ -721,9 +757,15 @@ SessionResult Session::close() {
         break;
     }
   }
-  binds.done();
-  evictions.done();
-  pipelined.done();
+  if (evictionsOnly) {
+    evictions.done();
+  } else {
+    binds.done();
+    pipelined.done();
+  }
+}
+
+void Session::listWaitingJobs(SessionResult& r) {
   // Jobs with pending or pipelined pods that were tried this cycle; sized first (one block each).
   auto listed = [](const SessionJob& j) { return j.pipelinedCount > 0 || (j.pendingCount > 0 && j.reason >= 0); };
   size_t listedJobs = 0, listedPods = 0;
@@ -742,11 +784,6 @@ SessionResult Session::close() {
       else if (t.state == TaskState::Pipelined) r.pods.push_back({t.info, jobIndex, &nodes_[t.node].name()});
     }
   }
-  r.queues = std::move(queueReports_);
-  r.messages = std::move(reasons_);
-  r.annotations = std::move(annotations_);
-  reasonIndex_.clear();
-  return r;
 }
 
 }  // namespace tessera::framework

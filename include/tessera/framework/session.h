@@ -815,6 +815,13 @@ class Session {
   /// only its own jobs, tasks and `totals`: two ranges may be built at once.
   size_t buildJobs(size_t from, size_t to, size_t offset, const api::PriorityClass* globalDefault, bool indexRunning,
                    BuildTotals& totals);
+  /// close()'s parts. Writes the result's entries of the committed operations in commit order:
+  /// its evictions, or its binds and pipelined pods (the two may run at once: each reads only the
+  /// session and writes only its own lists).
+  void writeOperations(SessionResult& r, SessionStorage& storage, bool evictionsOnly) const;
+  /// Lists the jobs with pods left pending (and tried) or pipelined, and those pods; a pipelined job
+  /// with no reason yet gets one.
+  void listWaitingJobs(SessionResult& r);
 
   std::shared_ptr<const cache::Snapshot> snapshot_;
   const Config& config_;

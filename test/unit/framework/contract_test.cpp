@@ -623,7 +623,9 @@ TEST_CASE("a session built on two threads at once is the session one thread buil
   // one left), placing their pods where the snapshot's per-job counts say. Here every cluster is
   // split (SchedulerState::splitBuildJobs = 1): the built state, the queues' totals
   // (checked against the cache's per-job figures too) and a whole cycle's decisions must be those
-  // of one thread, and of a snapshot without the counts.
+  // of one thread, and of a snapshot without the counts. Session::close() splits the same way (the
+  // helper writes the evictions and the waiting jobs, this thread the binds and pipelined pods),
+  // into the lists of the result before, handed back (recycleResult).
   const Config cfg = configFrom("");
   for (uint32_t seed = 1; seed <= 40; ++seed) {
     INFO("seed " << seed);
@@ -643,7 +645,9 @@ TEST_CASE("a session built on two threads at once is the session one thread buil
       auto out = built(ssn);
       ssn.open();
       ssn.runActions();
-      for (const auto& d : decisions(ssn.close())) out.push_back(d);
+      tessera::framework::SessionResult result = ssn.close();
+      for (const auto& d : decisions(result)) out.push_back(d);
+      tessera::framework::recycleResult(st, std::move(result));
       return out;
     };
     const auto one = build(snap, alone);
