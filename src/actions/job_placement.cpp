@@ -83,17 +83,21 @@ void forEachJobTurn(Session& ssn, const std::function<bool(const SessionJob&)>& 
     }
     perQueue[static_cast<size_t>(job.queue)].jobs.push_back(job.index);
   }
-  // The job each queue would try next, and the queue order over the tree (framework/queue_order.h).
-  auto head = [&](int queue) -> const SessionJob* {
-    if (queue < 0) return nullptr;
-    const QueueJobs& q = perQueue[static_cast<size_t>(queue)];
-    return q.next < q.jobs.size() ? &ssn.jobs()[q.jobs[q.next]] : nullptr;
+  // The job each queue would try next (kept in one array: the queue order's comparisons read it
+  // for two queues each), and the queue order over the tree (framework/queue_order.h).
+  std::vector<const SessionJob*> heads(perQueue.size(), nullptr);
+  auto setHead = [&](size_t queue) {
+    const QueueJobs& q = perQueue[queue];
+    heads[queue] = q.next < q.jobs.size() ? &ssn.jobs()[q.jobs[q.next]] : nullptr;
   };
+  auto head = [&](int queue) { return queue < 0 ? nullptr : heads[static_cast<size_t>(queue)]; };
   framework::QueueOrder order(queueParents(ssn), [&](int a, int b) {
     return ssn.queueLess(ssn.queues()[a], ssn.queues()[b], head(order.best(a)), head(order.best(b)));
   });
-  for (size_t i = 0; i < perQueue.size(); ++i)
+  for (size_t i = 0; i < perQueue.size(); ++i) {
+    setHead(i);
     if (!perQueue[i].jobs.empty()) order.activate(static_cast<int>(i));
+  }
   order.fix();
   std::vector<int> changed;
   ssn.takeChangedQueues(changed);  // what earlier actions changed is already in the order's view
@@ -119,6 +123,7 @@ void forEachJobTurn(Session& ssn, const std::function<bool(const SessionJob&)>& 
     if (!again && spent && q.next < q.jobs.size() &&
         spent(std::span<const int>(q.jobs).subspan(q.next)))
       q.next = q.jobs.size();  // the rest of the queue would change nothing in this action
+    setHead(static_cast<size_t>(leaf));
     ssn.takeChangedQueues(changed);
     if (q.next >= q.jobs.size()) {
       order.deactivate(leaf);

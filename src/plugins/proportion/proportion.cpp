@@ -50,27 +50,30 @@ struct ProportionArgs {
   int64_t reclaimerSaturationMilli = 1000;
 };
 
-/// A queue in this session's tree (indexed like Session::queues()).
-struct QNode {
+/// A queue in this session's tree (indexed like Session::queues()). What the queue order compares
+/// at every turn (compareQueues: where two queues' paths meet, their priorities, whether a kept
+/// QueueKey holds) comes first, on one cache line with the amounts a key is worked out from.
+struct alignas(64) QNode {
   const api::Queue* obj = nullptr;
   int parent = -1;
-  std::vector<int> children;
   int depth = 0;  ///< how many ancestors it has
   int top = -1;   ///< its top-level ancestor (itself at the top)
-  std::string problem;  ///< non-empty: unusable (not found, orphaned, invalid)
   int32_t priority = 100;
-  Amounts deserved{0, 0, 0}, limit{-1, -1, -1}, weight{1000, 1000, 1000};
-  Amounts allocated{0, 0, 0};    ///< subtree, tasks holding or promised resources (not releasing)
   /// Changes whenever `allocated` or a task state in the subtree does (QueueKey, victim sequences),
   /// and returns to its value when they return to theirs (onAllocate).
   uint64_t allocatedVersion = 0;
+  Amounts allocated{0, 0, 0};  ///< subtree, tasks holding or promised resources (not releasing)
+  Amounts fairShare{0, 0, 0};
+  Amounts deserved{0, 0, 0}, limit{-1, -1, -1}, weight{1000, 1000, 1000};
   Amounts allocatedNP{0, 0, 0};  ///< the non-preemptible part
   Amounts requested{0, 0, 0};    ///< subtree: allocated + pending
-  Amounts fairShare{0, 0, 0};
   /// What reclaim never takes a queue below: its fair share, or what its quota guarantees
   /// (min(quota, requested, limit)) when over-committed quotas scaled the fair share under that.
   Amounts kept{0, 0, 0};
+  std::vector<int> children;
+  std::string problem;  ///< non-empty: unusable (not found, orphaned, invalid)
 };
+static_assert(offsetof(QNode, allocated) + sizeof(Amounts) <= 64, "QNode: what the queue order reads on one cache line");
 
 
 class State {
@@ -430,7 +433,7 @@ class State {
     Amounts held = s.allocated;
     for (int r = 0; r < kResources; ++r) held[r] -= given[r];
     const Fraction f = share(q, held);
-    return {static_cast<int64_t>(f.first), static_cast<int64_t>(f.second)};
+    return {f.first, f.second};
   }
   /// Siblings `a` and `b`, at shares `sa` / `sb` once each has given what its victim sequence
   /// holds up to the victims compared: a queue above its fair share first, then one above its quota,
@@ -1184,8 +1187,10 @@ class State {
     return any;
   }
 
-  /// A fraction num / den; den 0 = infinite.
-  using Fraction = std::pair<i128, i128>;
+  /// A fraction num / den of two amounts; den 0 = infinite. Compared exactly through 128-bit
+  /// products of the 64-bit terms (one multiply each: the queue order and the victim order compare
+  /// shares at every step).
+  using Fraction = std::pair<int64_t, int64_t>;
   /// Dominant share (allocated + job) / fair share: the largest fraction over the resources.
   Fraction dominant(int q, const Amounts& j) const {
     Amounts held = q_[q].allocated;
@@ -1194,12 +1199,12 @@ class State {
   }
   /// Dominant share of `held` in queue `q`: held / fair share, the largest over the resources.
   Fraction share(int q, const Amounts& held) const {
-    i128 bn = 0, bd = 1;
+    int64_t bn = 0, bd = 1;
     for (int r = 0; r < kResources; ++r) {
-      const i128 n = held[r], d = q_[q].fairShare[r];
+      const int64_t n = held[r], d = q_[q].fairShare[r];
       if (n <= 0) continue;
       if (d <= 0) return {1, 0};
-      if (n * bd > bn * d) bn = n, bd = d;
+      if (static_cast<i128>(n) * bd > static_cast<i128>(bn) * d) bn = n, bd = d;
     }
     return {bn, bd};
   }
@@ -1211,19 +1216,21 @@ class State {
       if (ad == 0 && bd == 0) return 0;
       return ad == 0 ? 1 : -1;
     }
-    const i128 l = an * bd, r = bn * ad;
+    const i128 l = static_cast<i128>(an) * bd, r = static_cast<i128>(bn) * ad;
     return l < r ? -1 : (l > r ? 1 : 0);
   }
   /// What compareQueues() asks of one side (queue `q` with the turn request of `job`, its head; none
   /// when null), kept per queue while its allocation and that job's ready and pending counts stay
   /// as they were: the queue order compares the same queues over and over between allocations.
-  struct QueueKey {
+  /// (One cache line.)
+  struct alignas(64) QueueKey {
     uint64_t version = ~uint64_t{0};  ///< QNode::allocatedVersion it was computed at
     const SessionJob* job = nullptr;
     int32_t ready = -1, pending = -1;  ///< the job's counts it was computed at (turnRequest)
     bool over = false, starved = false;
     Fraction withJob{0, 1}, without{0, 1};
   };
+  static_assert(sizeof(QueueKey) == 64, "QueueKey: one cache line");
   const QueueKey& queueKey(int q, const SessionJob* job) {
     if (queueKeys_.size() != q_.size()) queueKeys_.assign(q_.size(), QueueKey{});
     QueueKey& k = queueKeys_[static_cast<size_t>(q)];
