@@ -45,35 +45,20 @@ void VictimSearch::resetVerdicts() {
   touched_.clear();
 }
 
-bool VictimSearch::eligibleCached(const SessionJob& job, const Victim& v) {
-  // A releasing pod says nothing about its job: asked of running pods only, so that the verdict
-  // holds for the job.
-  if (!running(ssn_.task(v.job, v.task))) return false;
-  return eligibleRunning(job, v);
-}
-
-bool VictimSearch::cachedVerdict(std::vector<int8_t>& verdicts, const SessionJob& job, const Victim& v, bool bound) {
+bool VictimSearch::judge(std::vector<int8_t>& verdicts, const SessionJob& job, const Victim& v, bool bound) {
   if (verdicts.size() != ssn_.jobs().size()) verdicts.assign(ssn_.jobs().size(), -1);
-  int8_t& e = verdicts[v.job];
-  if (e < 0) {
-    e = eligible(job, ssn_.task(v.job, v.task), bound) ? 1 : 0;
-    touched_.push_back(v.job);
-  }
-  return e == 1;
-}
-
-bool VictimSearch::eligibleRunning(const SessionJob& job, const Victim& v) {
-  const bool fresh = v.job >= static_cast<int>(verdict_.size()) || verdict_[v.job] < 0;
-  const bool e = cachedVerdict(verdict_, job, v, /*bound=*/false);
-  // Self-check: the bound mayHold() sizes domains by holds every pod eligible now (asked once).
-  if (fresh && e && mode_ == VictimMode::Reclaim && selfChecks())
-    TESSERA_ASSERT(eligible(job, ssn_.task(v.job, v.task), /*bound=*/true));
+  const bool e = eligible(job, ssn_.task(v.job, v.task), bound);
+  verdicts[static_cast<size_t>(v.job)] = e ? 1 : 0;
+  touched_.push_back(v.job);
   return e;
 }
 
-bool VictimSearch::mayBecomeEligible(const SessionJob& job, const Victim& v) {
-  // (Preempt's and consolidation's verdicts read nothing of the claimant's side a victim moves.)
-  return mode_ == VictimMode::Reclaim ? cachedVerdict(boundVerdict_, job, v, /*bound=*/true) : eligibleRunning(job, v);
+bool VictimSearch::firstVerdict(const SessionJob& job, const Victim& v) {
+  const bool e = judge(verdict_, job, v, /*bound=*/false);
+  // Self-check: the bound mayHold() sizes domains by holds every pod eligible now (asked once).
+  if (e && mode_ == VictimMode::Reclaim && selfChecks())
+    TESSERA_ASSERT(eligible(job, ssn_.task(v.job, v.task), /*bound=*/true));
+  return e;
 }
 
 namespace {

@@ -537,16 +537,39 @@ class VictimSearch {
   std::vector<VictimFreed> freed_;
   std::vector<std::pair<int, int>> takenPods_;
   std::vector<int> whole_;
-  /// eligible(), asked once per victim job until resetVerdicts().
-  bool eligibleCached(const framework::SessionJob& job, const Victim& v);
+  // The verdicts below are asked hundreds of thousands of times a cycle, mostly of a job already
+  // judged in the scan: that answer is read here, inline; the first one is worked out (and, in
+  // reclaim's self-checks, checked) out of line.
+  /// eligible(), asked once per victim job until resetVerdicts(). A releasing pod says nothing
+  /// about its job: asked of running pods only, so that the verdict holds for the job.
+  bool eligibleCached(const framework::SessionJob& job, const Victim& v) {
+    return victims_detail::running(ssn_.task(v.job, v.task)) && eligibleRunning(job, v);
+  }
   /// eligibleCached() of a pod known to run (heldOn()): its task is not read again.
-  bool eligibleRunning(const framework::SessionJob& job, const Victim& v);
+  bool eligibleRunning(const framework::SessionJob& job, const Victim& v) {
+    if (const int8_t e = knownVerdict(verdict_, v); e >= 0) return e == 1;
+    return firstVerdict(job, v);
+  }
   /// eligible(bound=true) of a pod known to run, asked once per victim job until resetVerdicts():
-  /// the victim rooms mayHold() sizes domains by.
-  bool mayBecomeEligible(const framework::SessionJob& job, const Victim& v);
+  /// the victim rooms mayHold() sizes domains by. (Preempt's and consolidation's verdicts read
+  /// nothing of the claimant's side a victim moves.)
+  bool mayBecomeEligible(const framework::SessionJob& job, const Victim& v) {
+    return mode_ == VictimMode::Reclaim ? cachedVerdict(boundVerdict_, job, v, /*bound=*/true) : eligibleRunning(job, v);
+  }
   /// eligible(`bound`) of `v`'s job, kept in `verdicts` (verdict_ or boundVerdict_) until
   /// resetVerdicts().
-  bool cachedVerdict(std::vector<int8_t>& verdicts, const framework::SessionJob& job, const Victim& v, bool bound);
+  bool cachedVerdict(std::vector<int8_t>& verdicts, const framework::SessionJob& job, const Victim& v, bool bound) {
+    if (const int8_t e = knownVerdict(verdicts, v); e >= 0) return e == 1;
+    return judge(verdicts, job, v, bound);
+  }
+  /// `v`'s job's verdict in `verdicts`; -1 when not judged yet in this scan.
+  static int8_t knownVerdict(const std::vector<int8_t>& verdicts, const Victim& v) {
+    const auto j = static_cast<size_t>(v.job);
+    return j < verdicts.size() ? verdicts[j] : int8_t{-1};
+  }
+  /// Judges `v`'s job for cachedVerdict(), and eligibleRunning()'s first verdict of a job.
+  bool judge(std::vector<int8_t>& verdicts, const framework::SessionJob& job, const Victim& v, bool bound);
+  bool firstVerdict(const framework::SessionJob& job, const Victim& v);
   /// A running pod of a node and what it holds there (victims_detail::podRoom).
   struct HeldPod {
     Victim pod;

@@ -197,11 +197,8 @@ uint64_t Session::victimOrderVersion(bool live) const {
   return v;
 }
 
-int32_t Session::victimTieRank(const SessionTask& t) const {
+int32_t Session::victimTieRankSorted(const SessionTask& t) const {
   const SessionJob& job = jobs_[static_cast<size_t>(t.job)];
-  // A job's tasks are in pod key order (cache::JobInfo::tasks), newerPodFirst's second word: pods
-  // created together (as the cache found them) rank in task order; the others are sorted.
-  if (job.tasksCreatedTogether) return t.index;
   if (victimTieKnown_.size() != jobs_.size()) victimTieKnown_.assign(jobs_.size(), 0);
   if (victimTieRank_.size() != tasks_.size()) victimTieRank_.resize(tasks_.size());
   if (!victimTieKnown_[static_cast<size_t>(t.job)]) {

@@ -1072,7 +1072,12 @@ class Session {
   mutable std::vector<int32_t> victimTieRank_;
   mutable std::vector<uint8_t> victimTieKnown_;
   mutable std::vector<int32_t> victimTieScratch_;  ///< victimTieRank()'s buffer
-  int32_t victimTieRank(const SessionTask& t) const;
+  int32_t victimTieRank(const SessionTask& t) const {
+    // A job's tasks are in pod key order (cache::JobInfo::tasks), newerPodFirst's second word: pods
+    // created together (as the cache found them) rank in task order; the others are sorted.
+    return jobs_[static_cast<size_t>(t.job)].tasksCreatedTogether ? t.index : victimTieRankSorted(t);
+  }
+  int32_t victimTieRankSorted(const SessionTask& t) const;
   mutable std::vector<int> jobOrderCache_;  ///< jobsInOrder(); empty until asked
   mutable std::vector<int> pendingJobOrder_;  ///< pendingJobsInOrder(), once pendingJobOrderMade_
   mutable bool pendingJobOrderMade_ = false;

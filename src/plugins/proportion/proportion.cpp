@@ -364,8 +364,11 @@ class State {
   /// an elastic job back in order after each surplus pod: once at its minimum, behind newer jobs).
   bool surplusPod(const SessionTask& t) const {
     const SessionJob& j = ssn_.jobs()[t.job];
+    // (Inline: every victim comparison asks, mostly of jobs at or below their minimum.)
+    return j.readyCount > j.minMember() && surplusOfElastic(t, j);
+  }
+  [[gnu::noinline]] bool surplusOfElastic(const SessionTask& t, const SessionJob& j) const {
     const int32_t extra = j.readyCount - j.minMember();
-    if (extra <= 0) return false;
     if (surplus_.size() < ssn_.jobs().size()) surplus_.resize(ssn_.jobs().size());
     Surplus& s = surplus_[static_cast<size_t>(t.job)];
     if (!s.known || s.version != j.version) {  // a pod placed or evicted since
@@ -1041,7 +1044,9 @@ class State {
 
   /// The fair shares, computed on first use (after every plugin opened: time-aware usage).
   void ensureDivided() {
-    if (divided_) return;
+    if (!divided_) divide();  // (inline: every comparison asks)
+  }
+  [[gnu::noinline]] void divide() {
     divided_ = true;
     Amounts capacity{0, 0, 0};
     for (const auto& n : ssn_.nodes()) {
@@ -1232,20 +1237,26 @@ class State {
   };
   static_assert(sizeof(QueueKey) == 64, "QueueKey: one cache line");
   const QueueKey& queueKey(int q, const SessionJob* job) {
+    if (queueKeys_.size() == q_.size()) {  // (the kept key read inline; worked out again out of line)
+      const QueueKey& k = queueKeys_[static_cast<size_t>(q)];
+      const int32_t ready = job ? job->readyCount : -1, pending = job ? job->pendingCount : -1;
+      if (k.version == q_[q].allocatedVersion && k.job == job && k.ready == ready && k.pending == pending) return k;
+    }
+    return makeQueueKey(q, job);
+  }
+  [[gnu::noinline]] const QueueKey& makeQueueKey(int q, const SessionJob* job) {
     if (queueKeys_.size() != q_.size()) queueKeys_.assign(q_.size(), QueueKey{});
     QueueKey& k = queueKeys_[static_cast<size_t>(q)];
-    const int32_t ready = job ? job->readyCount : -1, pending = job ? job->pendingCount : -1;
-    if (k.version != q_[q].allocatedVersion || k.job != job || k.ready != ready || k.pending != pending) {
-      const Amounts request = job ? turnRequest(*job) : Amounts{0, 0, 0};
-      k.version = q_[q].allocatedVersion;
-      k.job = job;
-      k.ready = ready;
-      k.pending = pending;
-      k.over = over(q, request);
-      k.starved = starved(q, request);
-      k.withJob = dominant(q, request);
-      k.without = dominant(q, {0, 0, 0});
-    }
+    const Amounts request = job ? turnRequest(*job) : Amounts{0, 0, 0};
+    // (Mostly a new head job, the queue's allocation as it was: its own share stands.)
+    if (k.version != q_[q].allocatedVersion) k.without = dominant(q, {0, 0, 0});
+    k.version = q_[q].allocatedVersion;
+    k.job = job;
+    k.ready = job ? job->readyCount : -1;
+    k.pending = job ? job->pendingCount : -1;
+    k.over = over(q, request);
+    k.starved = starved(q, request);
+    k.withJob = dominant(q, request);
     return k;
   }
 
