@@ -928,16 +928,33 @@ bool VictimSearch::queueRulesHold(const SessionJob& job) const {
 
 std::optional<VictimSearch::Victim> VictimSearch::earliestVictimIn(const SessionJob& job,
                                                                   const framework::NodeDomain& domain, bool bound) {
-  std::optional<Victim> head;
+  // The first candidate of each queue, then the first of those (victim order is one strict total
+  // order: the first of the firsts is the first). Two pods of one queue compare by their jobs, two
+  // of different queues through their queues' victim sequences: pods of different queues are
+  // compared once per queue rather than once per candidate.
+  std::vector<Victim>& firsts = queueFirsts_;
+  std::vector<int>& slotOf = queueFirstSlot_;  // per queue (+1: a job without one), its place in firsts
+  firsts.clear();
+  if (slotOf.size() != ssn_.queues().size() + 1) slotOf.assign(ssn_.queues().size() + 1, -1);
   for (int ni : domain.nodes) {
     if (!mayHaveVictims(job, ni)) continue;
-    for (const Victim& v : onNode(ni))  // not victimsOn(): its order may be an earlier claimant's
-      if ((bound ? running(ssn_.task(v.job, v.task)) && mayBecomeEligible(job, v) : eligibleCached(job, v)) &&
-          (!head || victimBefore(v, *head)))
-        head = v;
+    for (const Victim& v : onNode(ni)) {  // not victimsOn(): its order may be an earlier claimant's
+      if (!(bound ? running(ssn_.task(v.job, v.task)) && mayBecomeEligible(job, v) : eligibleCached(job, v))) continue;
+      int& slot = slotOf[static_cast<size_t>(ssn_.jobs()[static_cast<size_t>(v.job)].queue + 1)];
+      if (slot < 0) {
+        slot = static_cast<int>(firsts.size());
+        firsts.push_back(v);
+      } else if (victimBefore(v, firsts[static_cast<size_t>(slot)])) {
+        firsts[static_cast<size_t>(slot)] = v;
+      }
+    }
   }
-  resetVerdicts();
-  return head;
+  std::optional<Victim> head;
+  for (const Victim& v : firsts) {
+    slotOf[static_cast<size_t>(ssn_.jobs()[static_cast<size_t>(v.job)].queue + 1)] = -1;
+    if (!head || victimBefore(v, *head)) head = v;
+  }
+  return head;  // (its verdicts stand: the caller resets them once it changes anything)
 }
 
 VictimSearch::Victim VictimSearch::earliestOf(const std::vector<Victim>& set) const {
@@ -1023,6 +1040,7 @@ bool VictimSearch::runInDomains(SessionJob& job, const std::vector<framework::No
         t.bounded = queueHolds || !freeRoomCovers(ids[t.domain], want);
         if (t.bounded) t.head = earliestVictimIn(job, domains[t.domain], /*bound=*/!queueHolds);
       }
+      resetVerdicts();  // (each victim job judged once for all the domains, nothing changed between)
       std::stable_sort(trials.begin(), trials.end(), [&](const Trial& a, const Trial& b) {
         if (a.bounded != b.bounded) return !a.bounded;  // (a domain that may need no victim of its own first)
         if (!a.head || !b.head) return a.head && !b.head;

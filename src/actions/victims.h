@@ -207,9 +207,12 @@ class VictimSearch {
   /// pending pod of `job` in as things stand: then no victim is taken for queue room.
   bool queueRulesHold(const framework::SessionJob& job) const;
   /// The first pod in victim order `job` may take on the domain's nodes; none when there is none.
-  /// `bound`: the first that may become a victim in the turn (mayBecomeEligible).
+  /// `bound`: the first that may become a victim in the turn (mayBecomeEligible). The verdicts it
+  /// asked stand until the caller's resetVerdicts() (several domains share them).
   std::optional<Victim> earliestVictimIn(const framework::SessionJob& job, const framework::NodeDomain& domain,
                                          bool bound = false);
+  std::vector<Victim> queueFirsts_;   ///< earliestVictimIn()'s first candidate of each queue met
+  std::vector<int> queueFirstSlot_;   ///< per queue + 1: its place in queueFirsts_, or -1
   /// Whether what is free or releasing in the domain (numbered `domainIndex`, summed by mayHold)
   /// covers `want` by resources: only then may its turn need no victim on its nodes.
   bool freeRoomCovers(int domainIndex, const api::Resources& want) const;

@@ -394,7 +394,7 @@ class State {
   /// two queues just below the lowest common ancestor, each with everything its side gives up to
   /// and including the victim's chunk gone (compareGiving). A pod of a queue that is the other's
   /// ancestor (a parent queue that still runs pods) comes first. <0 when l goes first.
-  int compareVictimQueues(const SessionTask& l, const SessionTask& r) {
+  [[gnu::noinline]] int compareVictimQueues(const SessionTask& l, const SessionTask& r) {
     const SessionJob& lj = ssn_.jobs()[l.job];
     const SessionJob& rj = ssn_.jobs()[r.job];
     if (!sequenceIndexed_) indexSequence();
