@@ -656,14 +656,14 @@ SessionResult Session::close() {
   if (jobs_.size() >= state_->splitBuildJobs && !storage.helperTaken.exchange(true)) {
     if (!storage.helper) storage.helper = std::make_unique<HelperThread>();
     storage.helper->start([&] {
-      writeOperations(r, storage, /*evictions=*/true);
+      writeOperations(r, storage, /*evictionsOnly=*/true);
       listWaitingJobs(r);
     });
     const HelperJoin join{storage};
-    writeOperations(r, storage, /*evictions=*/false);
+    writeOperations(r, storage, /*evictionsOnly=*/false);
   } else {
-    writeOperations(r, storage, /*evictions=*/true);
-    writeOperations(r, storage, /*evictions=*/false);
+    writeOperations(r, storage, /*evictionsOnly=*/true);
+    writeOperations(r, storage, /*evictionsOnly=*/false);
     listWaitingJobs(r);
   }
   r.queues = std::move(queueReports_);

@@ -1233,6 +1233,7 @@ class State {
     const SessionJob* job = nullptr;
     int32_t ready = -1, pending = -1;  ///< the job's counts it was computed at (turnRequest)
     bool over = false, starved = false;
+    bool ownKnown = false;  ///< `without` computed (at `version`)
     Fraction withJob{0, 1}, without{0, 1};
   };
   static_assert(sizeof(QueueKey) == 64, "QueueKey: one cache line");
@@ -1249,7 +1250,7 @@ class State {
     QueueKey& k = queueKeys_[static_cast<size_t>(q)];
     const Amounts request = job ? turnRequest(*job) : Amounts{0, 0, 0};
     // (Mostly a new head job, the queue's allocation as it was: its own share stands.)
-    if (k.version != q_[q].allocatedVersion) k.without = dominant(q, {0, 0, 0});
+    if (!k.ownKnown || k.version != q_[q].allocatedVersion) k.without = dominant(q, {0, 0, 0}), k.ownKnown = true;
     k.version = q_[q].allocatedVersion;
     k.job = job;
     k.ready = job ? job->readyCount : -1;
