@@ -15,6 +15,7 @@
 #include "cycle_bench.h"
 
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -30,6 +31,7 @@
 #include <deque>
 #include <iostream>
 #include <map>
+#include <random>
 #include <set>
 #include <string>
 #include <string_view>
@@ -114,6 +116,30 @@ double peakRssMb() {
 double loadAverage() {
   double l[1] = {0};
   return getloadavg(l, 1) == 1 ? l[0] : -1;
+}
+
+/// The machine's memory latency as it stands: nanoseconds per load of a pointer chase through a
+/// random cycle over 8 MiB (mapped for the probe and unmapped after, out of the heap). A cycle's
+/// actions wait mostly on such loads, and a VM's memory slows 1.5-2x for minutes at a time (other
+/// tenants): the figure says which phase a run met. Not a cycle's cost: taken outside the cycles.
+double memoryLatencyNs() {
+  constexpr size_t kEntries = (size_t{8} << 20) / sizeof(uint32_t);
+  constexpr int kLoads = 1'000'000;
+  void* mem = mmap(nullptr, kEntries * sizeof(uint32_t), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) return -1;
+  auto* next = static_cast<uint32_t*>(mem);
+  for (size_t i = 0; i < kEntries; ++i) next[i] = static_cast<uint32_t>(i);
+  std::mt19937 rng(16);
+  for (size_t i = kEntries - 1; i > 0; --i)  // Sattolo: one cycle through every entry
+    std::swap(next[i], next[std::uniform_int_distribution<size_t>(0, i - 1)(rng)]);
+  uint32_t at = 0;
+  const auto start = SteadyClock::now();
+  for (int k = 0; k < kLoads; ++k) at = next[at];
+  const double ns = std::chrono::duration<double, std::nano>(SteadyClock::now() - start).count() / kLoads;
+  volatile uint32_t sink = at;  // (the chase is not optimised away)
+  (void)sink;
+  munmap(mem, kEntries * sizeof(uint32_t));
+  return ns;
 }
 
 double percentile(std::vector<double> v, double p) {
@@ -225,6 +251,7 @@ int runShape(const Options& o) {
     return 1;
   }
 
+  const double latencyBefore = memoryLatencyNs();  // (before the cluster: the probe's pages stay under the peak)
   api::FakeClock clock(api::parseTime("2026-01-01T00:00:00Z").value());
   cache::MemoryCluster unused(clock);  // the cache is fed directly; the client is never started
   auto cachePtr = std::make_unique<cache::Cache>(unused, clock);
@@ -407,6 +434,8 @@ int runShape(const Options& o) {
 
   stopPolling = true;
   if (poller.joinable()) poller.join();
+  const double peakRss = peakRssMb();  // (read before the second probe maps its pages)
+  const double latencyAfter = memoryLatencyNs();
   const CycleOutcome& last = outcomes.empty() ? CycleOutcome{} : outcomes.back();
   Json line = {{"benchmark", "cycle"},
                {"shape", o.shape},
@@ -429,7 +458,7 @@ int runShape(const Options& o) {
                // What a cycle allocates (operator new, bytes and calls), mean over the cycles after the first.
                {"bytes_allocated_per_cycle", o.cycles > 1 ? static_cast<double>(allocBytes) / (o.cycles - 1) : 0.0},
                {"allocations_per_cycle", o.cycles > 1 ? static_cast<double>(allocCalls) / (o.cycles - 1) : 0.0},
-               {"peak_rss_mb", peakRssMb()},
+               {"peak_rss_mb", peakRss},
                {"snapshot_ms", percentile(snapMs, 50)},
                {"session_open_ms", percentile(openMs, 50)},
                {"actions_ms", percentile(actionsMs, 50)},
@@ -449,7 +478,9 @@ int runShape(const Options& o) {
                   return std::string(hex);
                 }()},
                {"pending_jobs_last_cycle", last.pendingJobs},
-               {"load_average_1m", loadAverage()}};
+               {"load_average_1m", loadAverage()},
+               {"memory_latency_ns_before", latencyBefore},
+               {"memory_latency_ns_after", latencyAfter}};
   for (const auto& [name, ms] : perActionMs) line["action_ms"][name] = percentile(ms, 50);  // medians
   if (ui) {
     line["ui_poll_ms"] = o.uiPollMs;
