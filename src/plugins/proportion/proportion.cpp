@@ -985,6 +985,7 @@ class State {
   void build() {
     const auto& queues = ssn_.queues();
     q_.resize(queues.size());
+    queueKeys_.assign(queues.size(), QueueKey{});  // (none computed: queueKey() works each out on first use)
     // Settings and validity of each queue object.
     for (const SessionQueue& sq : queues) {
       QNode& q = q_[sq.index];
@@ -1238,15 +1239,12 @@ class State {
   };
   static_assert(sizeof(QueueKey) == 64, "QueueKey: one cache line");
   const QueueKey& queueKey(int q, const SessionJob* job) {
-    if (queueKeys_.size() == q_.size()) {  // (the kept key read inline; worked out again out of line)
-      const QueueKey& k = queueKeys_[static_cast<size_t>(q)];
-      const int32_t ready = job ? job->readyCount : -1, pending = job ? job->pendingCount : -1;
-      if (k.version == q_[q].allocatedVersion && k.job == job && k.ready == ready && k.pending == pending) return k;
-    }
+    const QueueKey& k = queueKeys_[static_cast<size_t>(q)];  // (the kept key read inline; worked out again out of line)
+    const int32_t ready = job ? job->readyCount : -1, pending = job ? job->pendingCount : -1;
+    if (k.version == q_[q].allocatedVersion && k.job == job && k.ready == ready && k.pending == pending) return k;
     return makeQueueKey(q, job);
   }
   [[gnu::noinline]] const QueueKey& makeQueueKey(int q, const SessionJob* job) {
-    if (queueKeys_.size() != q_.size()) queueKeys_.assign(q_.size(), QueueKey{});
     QueueKey& k = queueKeys_[static_cast<size_t>(q)];
     const Amounts request = job ? turnRequest(*job) : Amounts{0, 0, 0};
     // (Mostly a new head job, the queue's allocation as it was: its own share stands.)
