@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -21,6 +22,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <sstream>
 #include <mutex>
@@ -304,6 +306,32 @@ Json figuresJson(const Tracker::Figures& f) {
   return {{"pods_per_s", f.podsPerSecond}, {"total_s", f.totalSeconds}, {"p50_ms", f.p50Ms}, {"p99_ms", f.p99Ms}};
 }
 
+double seconds(const timeval& t) { return double(t.tv_sec) + double(t.tv_usec) / 1e6; }
+
+/// This process's CPU seconds so far (user + system, every thread: the test server, the creators,
+/// the raw load generator).
+double ownCpuSeconds() {
+  struct rusage usage {};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+/// A process's CPU seconds so far (user + system, fields 14 and 15 of /proc/PID/stat); 0 unknown.
+double procCpuSeconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto afterName = text.rfind(')');  // the command name may hold spaces
+  if (afterName == std::string::npos) return 0;
+  std::istringstream fields(text.substr(afterName + 2));
+  std::string field;
+  unsigned long long utime = 0, stime = 0;
+  for (int k = 3; k <= 15 && fields >> field; ++k) {
+    if (k == 14) utime = std::stoull(field);
+    if (k == 15) stime = std::stoull(field);
+  }
+  return double(utime + stime) / double(::sysconf(_SC_CLK_TCK));
+}
+
 /// A field of /proc/PID/status in MiB ("VmHWM:" peak resident memory, "VmRSS:"); -1 unknown.
 double procMiB(pid_t pid, const char* field) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
@@ -337,6 +365,9 @@ bool runScheduler(const E2eOptions& o, const fs::path& dir, bool unlimited, bool
   while (server.api->openWatches() < 6 * shards.size() && SteadyClock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling the daemons' start
   auto c = client(server.api->url(), 2);
+  std::vector<double> daemonCpuBefore;
+  for (pid_t pid : pids) daemonCpuBefore.push_back(procCpuSeconds(pid));
+  const double benchCpuBefore = ownCpuSeconds();
   const size_t failed = createPods(*c, o.pods, o.creators, o.shards, [](int) {});
   const bool all = failed == 0 && server.tracker.waitAllBound(o.timeoutSeconds);
   const auto f = server.tracker.figures();
@@ -346,12 +377,17 @@ bool runScheduler(const E2eOptions& o, const fs::path& dir, bool unlimited, bool
               {"cycles", daemonCycles(logs[k])}};
     daemons.push_back(std::move(d));
   }
+  double daemonCpu = 0;
+  for (size_t k = 0; k < pids.size(); ++k) daemonCpu += procCpuSeconds(pids[k]) - daemonCpuBefore[k];
+  const double benchCpu = ownCpuSeconds() - benchCpuBefore;
   for (pid_t pid : pids) ::kill(pid, SIGTERM);
   for (pid_t pid : pids) {
     int status = 0;
     ::waitpid(pid, &status, 0);
   }
   out = figuresJson(f);
+  out["daemon_cpu_s"] = daemonCpu;
+  out["bench_cpu_s"] = benchCpu;
   out["client"] = unlimited ? "unlimited" : "default";
   out["bound"] = server.tracker.boundCount();
   out["requests"] = server.api->requestCount();
@@ -365,9 +401,10 @@ bool runScheduler(const E2eOptions& o, const fs::path& dir, bool unlimited, bool
                   d["peak_rss_mb"].get<double>());
     memory += buf;
   }
-  std::printf("%s (%s client): %zu/%d bound, %.0f pods/s, p50 %.1f ms, p99 %.1f ms; peak RSS %s (logs: %s)\n",
+  std::printf("%s (%s client): %zu/%d bound, %.0f pods/s, p50 %.1f ms, p99 %.1f ms; CPU daemon %.1f s, bench %.1f s; "
+              "peak RSS %s (logs: %s)\n",
               sharded ? "sharded  " : "scheduler", unlimited ? "unlimited" : "default", server.tracker.boundCount(),
-              o.pods, f.podsPerSecond, f.p50Ms, f.p99Ms, memory.c_str(), dir.c_str());
+              o.pods, f.podsPerSecond, f.p50Ms, f.p99Ms, daemonCpu, benchCpu, memory.c_str(), dir.c_str());
   return all;
 }
 
@@ -380,6 +417,7 @@ bool runRaw(const E2eOptions& o, const char* label, Json& raw) {
   }
   auto c = client(server.api->url(), 2);
   auto binderClient = client(server.api->url(), 2);  // as the daemon: its own connections and I/O threads
+  const double benchCpuBefore = ownCpuSeconds();
   std::mutex mu;
   std::condition_variable cv;
   std::deque<int> toBind;
@@ -413,10 +451,11 @@ bool runRaw(const E2eOptions& o, const char* label, Json& raw) {
   const bool all = server.tracker.waitAllBound(o.timeoutSeconds);
   const auto f = server.tracker.figures();
   raw = figuresJson(f);
+  raw["bench_cpu_s"] = ownCpuSeconds() - benchCpuBefore;
   raw["bound"] = server.tracker.boundCount();
   raw["requests"] = server.api->requestCount();
-  std::printf("%s %zu/%d bound, %.0f pods/s, p50 %.1f ms, p99 %.1f ms\n", label, server.tracker.boundCount(),
-              o.pods, f.podsPerSecond, f.p50Ms, f.p99Ms);
+  std::printf("%s %zu/%d bound, %.0f pods/s, p50 %.1f ms, p99 %.1f ms; CPU bench %.1f s\n", label,
+              server.tracker.boundCount(), o.pods, f.podsPerSecond, f.p50Ms, f.p99Ms, raw["bench_cpu_s"].get<double>());
   return all;
 }
 

@@ -387,7 +387,9 @@ std::vector<std::shared_ptr<const api::Pod>> ClusterState::takeUngroupedPods(con
     auto it = pods_.find(key);
     if (it == pods_.end() || !ungrouped(it->second)) continue;
     out.push_back(it->second.pod);
-    if (offered_.insert(key).second && holdUngrouped_) held.push_back(key);
+    // Held (upsertPod) only with owners: a bare pod is in its job already, nothing to re-file.
+    if (offered_.insert(key).second && holdUngrouped_ && !it->second.pod->meta.ownerReferences.empty())
+      held.push_back(key);
   }
   ungroupedChanged_.clear();
   // Offered now: a pod the grouper leaves alone joins its own job (the grouper's patch, if any,
