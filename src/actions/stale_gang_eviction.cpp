@@ -33,8 +33,6 @@ class StaleGangEviction final : public framework::Action {
     std::map<std::string, api::Time>& memory = ssn.state().staleSince;
     std::map<std::string, api::Time> stillStale;
     for (framework::SessionJob& job : ssn.jobs()) {
-      const api::PodGroup* pg = job.info->podGroup.get();
-      const std::string* mark = pg ? pg->meta.annotation(key) : nullptr;
       // Stale: some pods run, fewer than the minimum, and this cycle placed none to complete it.
       // (Running pods are ready ones: a job with none ready, most pending ones, has none running,
       // and its pods are not read.)
@@ -44,6 +42,10 @@ class StaleGangEviction final : public framework::Action {
           runningNow += (t.state == TaskState::Running || t.state == TaskState::Bound) ? 1 : 0;
       const bool stale =
           runningNow > 0 && job.minMember() > 1 && job.readyCount < job.minMember() && !job.singleton;
+      // (Its cache entry and PodGroup are read only when it is stale or marked: few jobs are.)
+      if (!stale && !job.staleMarked) continue;
+      const api::PodGroup* pg = job.info->podGroup.get();
+      const std::string* mark = pg ? pg->meta.annotation(key) : nullptr;
       if (!stale) {
         if (mark) ssn.annotate(job, key, std::nullopt);  // no longer stale: the timer goes
         continue;

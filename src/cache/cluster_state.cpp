@@ -210,6 +210,7 @@ void ClusterState::deriveJob(JobInfo& job) {
     job.podGroupMissing = job.podGroup == nullptr;
   }
   const api::PodGroup* pg = job.podGroup.get();
+  job.staleMarked = pg && pg->meta.annotation(api::keys::kStaleSinceAnnotation) != nullptr;
   job.topologyKey = pg && !pg->topologyConstraint.empty() ? topologyKeys_.intern(topologyKeyOf(pg->topologyConstraint)) : nullptr;
   if (pg) {
     job.uid = pg->meta.uid;

@@ -410,6 +410,7 @@ size_t Session::buildJobs(size_t from, size_t to, size_t offset, const api::Prio
     j.created = info.creationTime;
     j.tasksCreatedTogether = info.tasksCreatedTogether;
     j.singleton = info.isSingleton();
+    j.staleMarked = info.staleMarked;
     TESSERA_ASSERT(offset + info.tasks.size() <= tasks_.size());
     j.tasks = std::span<SessionTask>(tasks_.data() + offset, info.tasks.size());
     offset += info.tasks.size();

@@ -98,6 +98,10 @@ struct JobInfo {
   /// victim order's last word between two of its pods (the newest, then the pod key) is then the
   /// task order. False unless the cache found it so (a JobInfo built by hand is ranked pod by pod).
   bool tasksCreatedTogether = false;
+  /// Its PodGroup carries the annotation tessera.dev/stale-since (whatever its value): set by the
+  /// cache with the PodGroup (false where a JobInfo was built by hand), so that stalegangeviction
+  /// asks no PodGroup of the many jobs that are not stale whether a mark must go.
+  bool staleMarked = false;
   int32_t pendingCount = 0, allocatedCount = 0, succeededCount = 0, failedCount = 0;
   /// The placement key (TaskInfo::placementKey) every pending task shares, or null when they do
   /// not all share one (or none is pending): such a job's pods place alike, without a look at each.

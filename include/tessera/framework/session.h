@@ -161,6 +161,7 @@ struct alignas(64) SessionJob {
   /// info->isSingleton(), copied: the failure message of every job allocate turns away reads it,
   /// and it is a look at the key's characters, far from the cache entry.
   bool singleton = false;
+  bool staleMarked = false;  ///< info->staleMarked, copied: stalegangeviction reads it of every job
   /// Why the job (or some of its pods) could not be placed this cycle: an index into the
   /// session's interned messages (Session::reasonOf); -1 when placed or not tried.
   int32_t reason = -1;

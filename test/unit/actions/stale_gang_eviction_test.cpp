@@ -177,6 +177,17 @@ TEST_CASE("stale gang: a gang at its minMember, or not running at all, is not st
     s.advance(600);
     CHECK(s.cycle().evictions.empty());
   }
+  SECTION("a mark left from before (a restart) goes at the first cycle, readable or not") {
+    for (const char* before : {"2026-01-01T00:00:00Z", "not a time"}) {
+      Stale s;
+      s.start(3, before);
+      auto r = s.cycle();
+      REQUIRE(r.annotations.size() == 1);
+      CHECK(r.annotations[0].key == kStale);
+      CHECK_FALSE(r.annotations[0].value.has_value());
+      CHECK(r.evictions.empty());
+    }
+  }
 }
 
 }  // namespace
