@@ -179,7 +179,7 @@ json nodesJson(const cache::Snapshot& s) {
   std::unordered_map<std::string, PodRef> pods;
   for (const auto& j : s.jobs)
     for (const cache::TaskInfo& t : j->tasks)
-      if (cache::holdsResources(t.status)) pods.emplace(t.key, PodRef{&t, j.get()});
+      if (cache::holdsResources(t.status)) pods.emplace(t.key, PodRef{&t, j});
   json out = json::array();
   for (const auto& np : s.nodes) {
     const cache::NodeInfo& n = *np;

@@ -410,54 +410,58 @@ struct StatusWriter::Impl {
     for (const auto& b : result.binds) boundNow.insert(b.podKey);
 
     // PodGroups of jobs.
-    for (const auto& jp : s.jobs) {
-      const cache::JobInfo& job = *jp;
-      if (job.isSingleton() || !job.podGroup || job.podGroup->source != api::PodGroupSource::Tessera) continue;
-      int32_t running = 0, placed = 0;
-      for (const auto& t : job.tasks) {
-        running += t.status == cache::TaskStatus::Running ? 1 : 0;
-        placed += t.status == cache::TaskStatus::Pending && boundNow.count(t.key) ? 1 : 0;
-      }
-      const int32_t scheduled = job.allocatedCount + placed;
-      auto prob = problems.find(job.key);
-      auto un = unschedulable.find(&job);
-      // Unchanged inputs (the snapshot shares an unchanged JobInfo with the last one): the status
-      // is the one already queued; skip building it (thousands of PodGroups per cycle).
-      JobMemo memo{jp, placed, prob != problems.end() ? prob->second.text : "",
-                   un != unschedulable.end() ? *un->second : ""};
-      const std::string key = statusKey(api::Problem::objectRef(api::Kind::PodGroup, job.namespace_, job.name));
-      if (auto m = jobMemo.find(job.key); m != jobMemo.end() && m->second == memo) {
-        std::lock_guard lock(mu);
-        if (written.count(key)) {
-          seen.insert(key);
-          continue;
+    // (By chunk: the memo keeps the job's entry, so that an entry freed since is never taken for
+    // an unchanged one at the same address.)
+    for (const auto& chunk : s.jobs.chunks()) {
+      for (const std::shared_ptr<const cache::JobInfo>& jp : *chunk) {
+        const cache::JobInfo& job = *jp;
+        if (job.isSingleton() || !job.podGroup || job.podGroup->source != api::PodGroupSource::Tessera) continue;
+        int32_t running = 0, placed = 0;
+        for (const auto& t : job.tasks) {
+          running += t.status == cache::TaskStatus::Running ? 1 : 0;
+          placed += t.status == cache::TaskStatus::Pending && boundNow.count(t.key) ? 1 : 0;
         }
+        const int32_t scheduled = job.allocatedCount + placed;
+        auto prob = problems.find(job.key);
+        auto un = unschedulable.find(&job);
+        // Unchanged inputs (the snapshot shares an unchanged JobInfo with the last one): the status
+        // is the one already queued; skip building it (thousands of PodGroups per cycle).
+        JobMemo memo{jp, placed, prob != problems.end() ? prob->second.text : "",
+                     un != unschedulable.end() ? *un->second : ""};
+        const std::string key = statusKey(api::Problem::objectRef(api::Kind::PodGroup, job.namespace_, job.name));
+        if (auto m = jobMemo.find(job.key); m != jobMemo.end() && m->second == memo) {
+          std::lock_guard lock(mu);
+          if (written.count(key)) {
+            seen.insert(key);
+            continue;
+          }
+        }
+        const int32_t total = static_cast<int32_t>(job.tasks.size());
+        std::string phase;
+        if (prob != problems.end()) phase = "Unschedulable";
+        else if (total > 0 && job.succeededCount + job.failedCount == total)
+          phase = job.failedCount > 0 ? "Failed" : "Succeeded";
+        else if (scheduled + job.succeededCount >= job.minMember) phase = "Running";
+        else if (un != unschedulable.end()) phase = "Unschedulable";
+        else phase = "Pending";
+        memo.phase = phase;
+        jobMemo.insert_or_assign(job.key, std::move(memo));
+        Json conds = Json::array();
+        if (prob != problems.end()) conds.push_back(condition("Valid", false, kInvalidSpec, prob->second.text));
+        else conds.push_back(condition("Valid", true, "Valid", ""));
+        if (un != unschedulable.end()) conds.push_back(condition("Unschedulable", true, "Unschedulable", *un->second));
+        else if (prob != problems.end())
+          conds.push_back(condition("Unschedulable", true, kInvalidSpec, prob->second.text));
+        else conds.push_back(condition("Unschedulable", false, "Schedulable", ""));
+        Json status = {{"phase", phase},
+                       {"running", running},
+                       {"pending", job.pendingCount - placed},
+                       {"succeeded", job.succeededCount},
+                       {"failed", job.failedCount},
+                       {"scheduled", scheduled},
+                       {"conditions", std::move(conds)}};
+        wantStatus(api::Kind::PodGroup, job.namespace_, job.name, std::move(status));
       }
-      const int32_t total = static_cast<int32_t>(job.tasks.size());
-      std::string phase;
-      if (prob != problems.end()) phase = "Unschedulable";
-      else if (total > 0 && job.succeededCount + job.failedCount == total)
-        phase = job.failedCount > 0 ? "Failed" : "Succeeded";
-      else if (scheduled + job.succeededCount >= job.minMember) phase = "Running";
-      else if (un != unschedulable.end()) phase = "Unschedulable";
-      else phase = "Pending";
-      memo.phase = phase;
-      jobMemo.insert_or_assign(job.key, std::move(memo));
-      Json conds = Json::array();
-      if (prob != problems.end()) conds.push_back(condition("Valid", false, kInvalidSpec, prob->second.text));
-      else conds.push_back(condition("Valid", true, "Valid", ""));
-      if (un != unschedulable.end()) conds.push_back(condition("Unschedulable", true, "Unschedulable", *un->second));
-      else if (prob != problems.end())
-        conds.push_back(condition("Unschedulable", true, kInvalidSpec, prob->second.text));
-      else conds.push_back(condition("Unschedulable", false, "Schedulable", ""));
-      Json status = {{"phase", phase},
-                     {"running", running},
-                     {"pending", job.pendingCount - placed},
-                     {"succeeded", job.succeededCount},
-                     {"failed", job.failedCount},
-                     {"scheduled", scheduled},
-                     {"conditions", std::move(conds)}};
-      wantStatus(api::Kind::PodGroup, job.namespace_, job.name, std::move(status));
     }
 
     // Queues: every declared queue, with the proportion plugin's figures when it reported them.

@@ -35,8 +35,23 @@ const NodeInfo* Snapshot::findNode(const std::string& name) const {
 
 const JobInfo* Snapshot::findJob(const std::string& key) const {
   auto it = std::lower_bound(jobs.begin(), jobs.end(), key,
-                             [](const std::shared_ptr<const JobInfo>& j, const std::string& k) { return j->key < k; });
-  return it != jobs.end() && (*it)->key == key ? it->get() : nullptr;
+                             [](const JobInfo* j, const std::string& k) { return j->key < k; });
+  return it != jobs.end() && (*it)->key == key ? *it : nullptr;
+}
+
+void JobList::push_back(std::shared_ptr<const JobInfo> job) {
+  if (!own_ || chunks_.empty() || chunks_.back() != own_) {
+    own_ = std::make_shared<Chunk>();
+    chunks_.push_back(own_);
+  }
+  view_.push_back(job.get());
+  own_->push_back(std::move(job));
+}
+
+void JobList::appendChunk(std::shared_ptr<const Chunk> chunk) {
+  for (const auto& job : *chunk) view_.push_back(job.get());
+  chunks_.push_back(std::move(chunk));
+  own_.reset();
 }
 
 std::vector<int> Snapshot::jobIndicesIn(const Snapshot& later, bool sameObjectOnly) const {

@@ -82,21 +82,38 @@ void validateSnapshot(Snapshot& s, const Snapshot* last, ValidationMemo& memo) {
     auto it = s.topologies.find(n);
     return it == s.topologies.end() ? nullptr : it->second.get();
   };
-  if (!last || !sameRefs(s, *last)) memo.podGroups.clear();
+  if (!last || !sameRefs(s, *last)) memo.podGroups.clear(), memo.chunks.clear();
   auto validatePodGroup = [&](const api::PodGroup& pg) { return api::validatePodGroup(pg, refs); };
   size_t podGroups = 0, nodes = 0;
-  for (const auto& job : s.jobs) {
-    if (!job->podGroup) continue;
-    ++podGroups;
-    if (const auto& p = verdictOf(job->podGroup, memo.podGroups, generation, validatePodGroup))
-      s.invalid.emplace(p->ref(), *p);  // idem
+  // A chunk of jobs `last` had too holds the same jobs, so the same PodGroups: its verdicts stand
+  // (no job entry is read); a new chunk's PodGroups are looked up one by one.
+  std::unordered_map<const void*, ValidationMemo::ChunkVerdict> chunks;
+  chunks.reserve(s.jobs.chunks().size());
+  for (const auto& chunk : s.jobs.chunks()) {
+    ValidationMemo::ChunkVerdict v;
+    if (auto was = memo.chunks.find(chunk.get()); was != memo.chunks.end()) {
+      v = std::move(was->second);
+    } else {
+      for (const auto& job : *chunk) {
+        if (!job->podGroup) continue;
+        ++v.podGroups;
+        if (const auto& p = verdictOf(job->podGroup, memo.podGroups, generation, validatePodGroup))
+          v.problems.push_back(*p);
+      }
+    }
+    for (const api::Problem& p : v.problems) s.invalid.emplace(p.ref(), p);  // idem
+    podGroups += v.podGroups;
+    chunks.emplace(chunk.get(), std::move(v));
   }
+  memo.chunks = std::move(chunks);
   for (const auto& n : s.nodes) {
     if (!n->node) continue;
     ++nodes;
     if (const auto& p = verdictOf(n->node, memo.nodes, generation, api::validateNode))
       s.invalid.emplace(p->ref(), *p);  // keeps a conversion error
   }
+  // (A PodGroup of a shared chunk is not marked seen: a sweep drops its verdict too, and it is
+  // looked up again when its chunk is made anew.)
   sweep(memo.podGroups, generation, podGroups);
   sweep(memo.nodes, generation, nodes);
 }

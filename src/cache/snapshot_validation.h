@@ -29,8 +29,17 @@ struct ValidationMemo {
   };
   template <class T>
   using Verdicts = std::unordered_map<const T*, Verdict<T>>;
+  /// What the PodGroups of one chunk of a snapshot's job list (JobList) came to: the same chunk
+  /// in the next snapshot holds the same jobs, so its PodGroups are not looked up again.
+  struct ChunkVerdict {
+    std::vector<api::Problem> problems;
+    size_t podGroups = 0;
+  };
   uint64_t generation = 0;
   Verdicts<api::PodGroup> podGroups;
+  /// By chunk of the last snapshot's job list (alive while the next one is validated: an address
+  /// is that chunk).
+  std::unordered_map<const void*, ChunkVerdict> chunks;
   Verdicts<api::Node> nodes;
   /// The queue forest's problems, for the queue objects (and conversion errors) they were found in.
   std::vector<const api::Queue*> queues;

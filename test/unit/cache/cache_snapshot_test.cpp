@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <random>
@@ -588,6 +589,104 @@ TEST_CASE("incremental totals equal a from-scratch recomputation after random ev
   CHECK(sawTerminal > 0);
   CHECK(sawDefaultQueue > 0);
   CHECK(last->jobs.size() > 5);
+}
+
+TEST_CASE("the job list: chunks with a changed job are made anew, the others shared untouched", "[snapshot][chunks]") {
+  // Thousands of jobs (many chunks), changed a few at a time at random places of the key order:
+  // created (new keys between old ones), changed, deleted. Each snapshot lists exactly the jobs
+  // of a cache built from scratch, sorted, with their pod counts; its chunks hold its list; a
+  // chunk none of whose jobs changed is the last snapshot's own, and an unchanged job's entry is
+  // held by no more references for it (taking a snapshot touches none).
+  const uint32_t seed = GENERATE(7u, 20261207u);
+  INFO("seed " << seed);
+  std::mt19937 rng(seed);
+  auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
+  Env e;
+  e.create(Kind::Node, node("n1"));
+  std::set<int> live;
+  auto name = [](int i) {  // zero-padded: the key order is the number order
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "p%05d", i);
+    return std::string(buf);
+  };
+  for (int i = 0; i < 8000; i += 2) {  // the odd numbers come later, between them
+    e.create(Kind::Pod, pod("a", name(i), {{"cpu", "1"}}));
+    live.insert(i);
+  }
+  e.start();
+  auto last = e.snap();
+  for (int step = 0; step < 40; ++step) {
+    INFO("step " << step);
+    std::set<std::string> changed;
+    const size_t events = step % 10 == 9 ? 300 : 1 + pick(6);  // now and then a burst
+    for (size_t k = 0; k < events; ++k) {
+      const int i = static_cast<int>(pick(8000));
+      if (!live.count(i)) {
+        e.create(Kind::Pod, pod("a", name(i), {{"cpu", "1"}}));
+        live.insert(i);
+      } else if (pick(2) == 0) {
+        REQUIRE(e.cluster.remove(Kind::Pod, "a", name(i)).ok());
+        live.erase(i);
+      } else {
+        e.apply(Kind::Pod, pod("a", name(i), {{"cpu", std::to_string(1 + pick(4))}}));
+      }
+      changed.insert("Pod/a/" + name(i));
+    }
+    const long before = last->jobs.chunks().empty() ? 0 : last->jobs.chunks().front().use_count();
+    auto s = e.snap();
+    // The list: the live pods' jobs, sorted, counted; its chunks hold it, none empty or overgrown.
+    REQUIRE(s->jobs.size() == live.size());
+    REQUIRE(s->jobTaskCounts.size() == s->jobs.size());
+    size_t at = 0;
+    for (const auto& chunk : s->jobs.chunks()) {
+      CHECK(!chunk->empty());
+      CHECK(chunk->size() <= 512);
+      for (const auto& j : *chunk) {
+        REQUIRE(at < s->jobs.size());
+        CHECK(s->jobs[at] == j.get());
+        ++at;
+      }
+    }
+    CHECK(at == s->jobs.size());
+    auto it = live.begin();
+    for (size_t i = 0; i < s->jobs.size(); ++i, ++it) {
+      CHECK(s->jobs[i]->key == "Pod/a/" + name(*it));
+      CHECK(s->jobTaskCounts[i] == s->jobs[i]->tasks.size());
+    }
+    // Sharing: a chunk of the last snapshot none of whose keys changed is in this one as it is.
+    std::set<const void*> now;
+    for (const auto& chunk : s->jobs.chunks()) now.insert(chunk.get());
+    size_t shared = 0;
+    for (const auto& chunk : last->jobs.chunks()) {
+      shared += now.count(chunk.get());
+      bool hit = false;
+      for (const auto& j : *chunk) hit = hit || changed.count(j->key);
+      // (A key created between two chunks may fall in either: only chunks clear of both sides'
+      // created keys are asked.)
+      const std::string& first = chunk->front()->key;
+      const std::string& end = chunk->back()->key;
+      for (const auto& c : changed) hit = hit || (c > first && c < end);
+      if (hit) continue;
+      if (!now.count(chunk.get())) {
+        // Only the neighbours of a created key outside every chunk's range may be rebuilt.
+        bool neighbour = false;
+        for (const auto& c : changed) neighbour = neighbour || !last->findJob(c);
+        CHECK(neighbour);
+      }
+    }
+    CHECK(shared + 2 * events >= last->jobs.chunks().size());  // a change makes one chunk anew, two at most
+    if (!last->jobs.chunks().empty() && now.count(last->jobs.chunks().front().get()))
+      CHECK(last->jobs.chunks().front().use_count() == before + 1);  // one more holder: the chunk's
+    last = s;
+  }
+  // A cache built from scratch over the same cluster agrees.
+  Cache fresh(e.cluster, e.clock);
+  REQUIRE(fresh.start().ok());
+  CHECK(lineDiff(describe(*fresh.snapshot()), describe(*last)) == kNone);
+  // An unchanged job's entry: held by the cache and one chunk, however many snapshots share it.
+  const auto& firstChunk = *last->jobs.chunks().front();
+  auto again = e.snap(), more = e.snap();
+  CHECK(firstChunk.front().use_count() == 2);
 }
 
 TEST_CASE("a queue entry with no Queue object goes once nothing holds resources in it", "[snapshot][queues]") {
