@@ -95,7 +95,8 @@ struct SessionStorage {
   std::vector<Session::SignatureMemo> signatures;
   std::vector<int32_t> victimTieRank;
   std::vector<uint8_t> victimTieKnown;
-  std::vector<std::vector<int>> taskGpus;
+  std::vector<std::vector<int>> taskGpus;  ///< every element empty (Session::taskGpus_)
+  std::vector<uint32_t> taskGpuSlots;
   std::vector<int> levelPos, nodeLevel;
   std::vector<uint64_t> nodeSlots;
   std::string nodeNames;
@@ -149,7 +150,7 @@ struct SessionStorage {
     f(signatures, s.signatureCache_);
     f(victimTieRank, s.victimTieRank_);
     f(victimTieKnown, s.victimTieKnown_);
-    f(taskGpus, s.taskGpus_);
+    f(taskGpuSlots, s.taskGpuSlots_);
     f(levelPos, s.gpuLevelPos_);
     f(nodeLevel, s.nodeLevel_);
     f(nodeSlots, s.nodeSlots_);
@@ -164,6 +165,7 @@ struct SessionStorage {
     // one whole (so neither sizing them here nor emptying them at the end writes them once more).
     s.jobs_ = std::move(jobs);
     s.tasks_ = std::move(tasks);
+    s.taskGpus_ = std::move(taskGpus);
     s.prevJobOrder_ = std::move(lastJobOrder);
     s.prevOrderSnapshot_ = std::move(lastOrderSnapshot);
     s.prevValid_ = std::move(lastValid);
@@ -188,9 +190,12 @@ struct SessionStorage {
     lastValidErrors = std::move(s.prevValidErrors_);
     lastValidSnapshot = std::move(s.prevValidSnapshot_);
     lastValidPlugins = std::move(s.prevValidPlugins_);
+    for (uint32_t slot : s.taskGpuSlots_)  // (every other element is empty already)
+      if (slot < s.taskGpus_.size()) s.taskGpus_[slot].clear();
     each(s, giveBack);
     if (s.jobs_.capacity() >= jobs.capacity()) jobs = std::move(s.jobs_);
     if (s.tasks_.capacity() >= tasks.capacity()) tasks = std::move(s.tasks_);
+    if (s.taskGpus_.size() >= taskGpus.size()) taskGpus = std::move(s.taskGpus_);
   }
 };
 

@@ -155,8 +155,9 @@ void Session::takeGpus(SessionTask& task, SessionNode& node, bool pipelined) {
   });
   TESSERA_ASSERT(static_cast<int32_t>(cands.size()) >= want);
   const size_t slot = slotOf(task);
-  if (taskGpus_.size() != tasks_.size()) taskGpus_.resize(tasks_.size());
+  if (taskGpus_.size() < tasks_.size()) taskGpus_.resize(tasks_.size());  // (only grows: see taskGpus_)
   std::vector<int>& mine = taskGpus_[slot];
+  if (mine.empty()) taskGpuSlots_.push_back(static_cast<uint32_t>(slot));
   mine.clear();
   for (int32_t k = 0; k < want; ++k) {
     int gi = cands[k].group;

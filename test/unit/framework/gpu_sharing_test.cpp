@@ -238,3 +238,43 @@ TEST_CASE("gpushare: under hard isolation a fraction needs the node's GPU memory
     }
   }
 }
+
+TEST_CASE("session: a pod's GPU groups are its session's only (arrays kept from one session to the next)",
+          "[gpushare]") {
+  // Session 1 places pending pod `a` in a new group (index 0 of n1's groups); session 2, reusing
+  // the scheduler state's arrays, sees `a` running in group g2 (index 1, after g1). Its groups
+  // there come from its labels: evicting it makes g2's share releasing, not g1's.
+  framework::SchedulerState state;
+  auto cfg = testing::configWith({});
+  {
+    TestCluster c;
+    c.create(gpuNode("n1", "2"));
+    c.create(fracPod("a", "0.5"));
+    c.start();
+    framework::Session ssn(c.snapshot(), cfg, c.clock, &state);
+    ssn.open();
+    auto& a = testing::taskOf(ssn, "Pod/t/a", "t/a");
+    framework::Statement st(ssn);
+    st.allocate(a, testing::nodeIndex(ssn, "n1"));
+    st.commit();
+    REQUIRE(ssn.gpuGroupsOf(a) == std::vector<int>{0});
+    ssn.close();
+  }
+  TestCluster c;
+  c.create(gpuNode("n1", "2"));
+  c.create(reservation("g1", "n1"));
+  c.create(reservation("g2", "n1"));
+  c.create(fracPod("a", "0.5", "n1", "g2"));
+  c.start();
+  framework::Session ssn(c.snapshot(), cfg, c.clock, &state);
+  ssn.open();
+  auto& a = testing::taskOf(ssn, "Pod/t/a", "t/a");
+  auto& node = ssn.nodes()[testing::nodeIndex(ssn, "n1")];
+  REQUIRE(node.gpuGroups.size() == 2);
+  REQUIRE(node.gpuGroups[1].id == "g2");
+  CHECK(ssn.gpuGroupsOf(a).empty());  // placed by no one in this session
+  framework::Statement st(ssn);
+  st.evict(a, "test");
+  CHECK(node.gpuGroups[0].releasing == 0);
+  CHECK(node.gpuGroups[1].releasing == 500 * 81920);
+}
