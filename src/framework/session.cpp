@@ -74,6 +74,8 @@ struct SessionStorage {
   /// enough; `helperTaken` while a session builds with it (another one at that time builds alone).
   std::unique_ptr<HelperThread> helper;
   std::atomic<bool> helperTaken{false};
+  /// Kept with its elements, as the last session left them (buildNodes sets each one whole, and
+  /// reuses its GPU groups' memory: their ids' strings were ~30,000 allocations a cycle).
   std::vector<SessionNode> nodes;
   std::vector<SessionJob> jobs;
   std::vector<SessionTask> tasks;
@@ -138,7 +140,6 @@ struct SessionStorage {
   /// Calls f(kept, mine) for each array and the session's member it backs.
   template <class F>
   void each(Session& s, F&& f) {
-    f(nodes, s.nodes_);
     f(keys, s.keyCache_);
     f(classes, s.classCache_);
     f(taskOrders, s.taskOrderCache_);
@@ -161,10 +162,12 @@ struct SessionStorage {
   static constexpr auto giveBack = [](auto& kept, auto& mine) { returnKept(kept, mine); };
   void lend(Session& s) {
     each(s, borrow);
-    // The jobs and tasks keep their elements, as the last session left them: buildJobs sets each
-    // one whole (so neither sizing them here nor emptying them at the end writes them once more).
+    // The jobs, tasks and nodes keep their elements, as the last session left them: buildJobs and
+    // buildNodes set each one whole (so neither sizing them here nor emptying them at the end
+    // writes them once more; a node's GPU groups keep their memory).
     s.jobs_ = std::move(jobs);
     s.tasks_ = std::move(tasks);
+    s.nodes_ = std::move(nodes);
     s.taskGpus_ = std::move(taskGpus);
     s.prevJobOrder_ = std::move(lastJobOrder);
     s.prevOrderSnapshot_ = std::move(lastOrderSnapshot);
@@ -195,6 +198,7 @@ struct SessionStorage {
     each(s, giveBack);
     if (s.jobs_.capacity() >= jobs.capacity()) jobs = std::move(s.jobs_);
     if (s.tasks_.capacity() >= tasks.capacity()) tasks = std::move(s.tasks_);
+    if (s.nodes_.capacity() >= nodes.capacity()) nodes = std::move(s.nodes_);
     if (s.taskGpus_.size() >= taskGpus.size()) taskGpus = std::move(s.taskGpus_);
   }
 };
@@ -234,7 +238,7 @@ void recycleResult(SchedulerState& state, SessionResult&& result) {
 }
 
 Session::~Session() {
-  // Its arrays go back to the storage (jobs_ and tasks_ with their elements: see SessionStorage::lend).
+  // Its arrays go back to the storage (jobs_, tasks_ and nodes_ with their elements: see SessionStorage::lend).
   if (state_ && state_->sessionStorage) state_->sessionStorage->takeBack(*this);
 }
 
@@ -243,6 +247,14 @@ void Session::buildNodes() {
   for (size_t i = 0; i < s.nodes.size(); ++i) {
     const cache::NodeInfo& info = *s.nodes[i];
     SessionNode& n = nodes_[i];
+    // Set whole: the element may be the last session's (SessionStorage), whose arrays keep their
+    // memory: the host ports emptied, the GPU groups rebuilt in place (buildGpuGroups).
+    std::vector<api::HostPort> ports = std::move(n.addedPorts);
+    std::vector<SessionGpuGroup> groups = std::move(n.gpuGroups);
+    n = SessionNode{};
+    ports.clear();
+    n.addedPorts = std::move(ports);
+    n.gpuGroups = std::move(groups);
     n.info = &info;
     n.index = static_cast<int>(i);
     n.idle = info.allocatable - info.used;

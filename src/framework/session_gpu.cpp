@@ -52,12 +52,17 @@ bool deviceAllowed(const SessionTask& task, const SessionGpuGroup& g) {
 
 void Session::buildGpuGroups() {
   for (SessionNode& n : nodes_) {
-    if (n.info->gpuGroups.empty()) continue;
-    n.gpuGroups.reserve(n.info->gpuGroups.size());
-    for (const cache::GpuGroupInfo& g : n.info->gpuGroups) {
+    // The node's groups may hold the last session's (buildNodes): each set whole, its id's string
+    // reused; those beyond the cache's go.
+    const size_t count = n.info->gpuGroups.size();
+    if (n.gpuGroups.size() > count) n.gpuGroups.resize(count);
+    n.gpuGroups.reserve(count);
+    for (size_t k = 0; k < count; ++k) {
+      const cache::GpuGroupInfo& g = n.info->gpuGroups[k];
       SessionGpuGroup sg;
       sg.info = &g;
-      sg.id = g.id;
+      if (k < n.gpuGroups.size()) sg.id = std::move(n.gpuGroups[k].id);
+      sg.id.assign(g.id);
       // A group on a GPU the node excludes (tessera.dev/gpu-exclude) keeps its pods, takes no more.
       const bool excluded = !g.uuid.empty() && std::find(n.info->excludedGpuUuids.begin(),
                                                          n.info->excludedGpuUuids.end(), g.uuid) != n.info->excludedGpuUuids.end();
@@ -70,8 +75,9 @@ void Session::buildGpuGroups() {
       sg.compute = g.compute;
       sg.computeReleasing = g.computeReleasing;
       sg.tasks = g.pods;
-      n.gpuGroups.push_back(std::move(sg));
-      updateVacating(n.gpuGroups.back(), n);
+      if (k < n.gpuGroups.size()) n.gpuGroups[k] = std::move(sg);
+      else n.gpuGroups.push_back(std::move(sg));
+      updateVacating(n.gpuGroups[k], n);
     }
   }
 }
