@@ -40,7 +40,9 @@ const JobInfo* Snapshot::findJob(const std::string& key) const {
 }
 
 void JobList::push_back(std::shared_ptr<const JobInfo> job) {
-  if (!own_ || chunks_.empty() || chunks_.back() != own_) {
+  // Into the last chunk when push_back made it and no copy of this list holds it (own_ and
+  // chunks_ are its two holders here); else into a new one.
+  if (!own_ || chunks_.empty() || chunks_.back() != own_ || own_.use_count() > 2) {
     own_ = std::make_shared<Chunk>();
     chunks_.push_back(own_);
   }

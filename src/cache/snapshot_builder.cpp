@@ -67,8 +67,8 @@ void mergeJobs(const Snapshot& last, const std::set<std::string>& dirty, const C
   size_t offset = 0;  // of chunk k in last.jobs
   JobList::Chunk fresh;
   std::vector<uint32_t> freshCounts;
+  const JobList::Chunk none;  // (the last snapshot had no job)
   for (size_t k = 0; k < chunks.size() || (k == 0 && d != dirty.end()); ++k) {
-    const JobList::Chunk none;
     const JobList::Chunk& old = k < chunks.size() ? *chunks[k] : none;
     auto upTo = d;  // past this chunk's dirty keys
     if (k + 1 < chunks.size()) {

@@ -689,6 +689,27 @@ TEST_CASE("the job list: chunks with a changed job are made anew, the others sha
   CHECK(firstChunk.front().use_count() == 2);
 }
 
+TEST_CASE("the job list built by hand: a copy's appends are its own", "[snapshot][chunks]") {
+  auto job = [](const std::string& key) {
+    auto j = std::make_shared<JobInfo>();
+    j->setKey(key);
+    return std::shared_ptr<const JobInfo>(j);
+  };
+  tessera::cache::JobList a;
+  a.push_back(job("Pod/t/a"));
+  a.push_back(job("Pod/t/b"));
+  tessera::cache::JobList b = a;
+  b.push_back(job("Pod/t/c"));
+  a.push_back(job("Pod/t/d"));
+  REQUIRE(a.size() == 3);
+  REQUIRE(b.size() == 3);
+  CHECK(a[2]->key == "Pod/t/d");
+  CHECK(b[2]->key == "Pod/t/c");
+  size_t inChunks = 0;
+  for (const auto& chunk : a.chunks()) inChunks += chunk->size();
+  CHECK(inChunks == 3);  // a's chunks hold a's jobs, not b's
+}
+
 TEST_CASE("a queue entry with no Queue object goes once nothing holds resources in it", "[snapshot][queues]") {
   Env e;
   e.create(Kind::Node, node("n1"));
