@@ -75,7 +75,7 @@ struct SessionStorage {
   std::unique_ptr<HelperThread> helper;
   std::atomic<bool> helperTaken{false};
   /// Kept with its elements, as the last session left them (buildNodes sets each one whole, and
-  /// reuses its GPU groups' memory: their ids' strings were ~30,000 allocations a cycle).
+  /// reuses its GPU groups' memory, their ids' strings included: an allocation each, each cycle).
   std::vector<SessionNode> nodes;
   std::vector<SessionJob> jobs;
   std::vector<SessionTask> tasks;
