@@ -42,10 +42,11 @@
 
 #include "alloc_counter.h"
 #include "cluster_generator.h"
+#include "cpu_time.h"
 #include "tessera/actions/factories.h"
 #include "tessera/api/malloc_tuning.h"
-#include "tessera/app/ui_state.h"
 #include "tessera/app/registry.h"
+#include "tessera/app/ui_state.h"
 #include "tessera/cache/cache.h"
 #include "tessera/cache/memory_cluster.h"
 #include "tessera/framework/action.h"
@@ -92,12 +93,6 @@ double msSince(SteadyClock::time_point t) { return std::chrono::duration<double,
 double threadCpuMs() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
-}
-
-double processCpuMs() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
 }
 

@@ -5,9 +5,8 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,6 +31,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cpu_time.h"
 #include "tessera/cache/http_client.h"
 #include "tessera/cache/http_server.h"
 #include "tessera/cache/memory_cluster.h"
@@ -306,15 +306,9 @@ Json figuresJson(const Tracker::Figures& f) {
   return {{"pods_per_s", f.podsPerSecond}, {"total_s", f.totalSeconds}, {"p50_ms", f.p50Ms}, {"p99_ms", f.p99Ms}};
 }
 
-double seconds(const timeval& t) { return double(t.tv_sec) + double(t.tv_usec) / 1e6; }
-
-/// This process's CPU seconds so far (user + system, every thread: the test server, the creators,
-/// the raw load generator).
-double ownCpuSeconds() {
-  struct rusage usage {};
-  ::getrusage(RUSAGE_SELF, &usage);
-  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
-}
+/// This process's CPU seconds so far (every thread: the test server, the creators, the raw load
+/// generator).
+double ownCpuSeconds() { return processCpuMs() / 1000; }
 
 /// A process's CPU seconds so far (user + system, fields 14 and 15 of /proc/PID/stat); 0 unknown.
 double procCpuSeconds(pid_t pid) {
@@ -451,11 +445,12 @@ bool runRaw(const E2eOptions& o, const char* label, Json& raw) {
   const bool all = server.tracker.waitAllBound(o.timeoutSeconds);
   const auto f = server.tracker.figures();
   raw = figuresJson(f);
-  raw["bench_cpu_s"] = ownCpuSeconds() - benchCpuBefore;
+  const double benchCpu = ownCpuSeconds() - benchCpuBefore;
+  raw["bench_cpu_s"] = benchCpu;
   raw["bound"] = server.tracker.boundCount();
   raw["requests"] = server.api->requestCount();
   std::printf("%s %zu/%d bound, %.0f pods/s, p50 %.1f ms, p99 %.1f ms; CPU bench %.1f s\n", label,
-              server.tracker.boundCount(), o.pods, f.podsPerSecond, f.p50Ms, f.p99Ms, raw["bench_cpu_s"].get<double>());
+              server.tracker.boundCount(), o.pods, f.podsPerSecond, f.p50Ms, f.p99Ms, benchCpu);
   return all;
 }
 
