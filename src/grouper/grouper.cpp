@@ -3,6 +3,7 @@
 // workloads.cpp) and point the pods at it.
 #include "tessera/grouper/grouper.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -14,7 +15,6 @@ namespace tessera::grouper {
 namespace {
 
 constexpr int kMaxOwnerDepth = 8;  // a cycle of ownerReferences must not loop forever
-constexpr const char* kLwsNameLabel = "leaderworkerset.sigs.k8s.io/name";
 
 std::string str(const Json& j, const char* a, const char* b) {
   if (!j.is_object() || !j.contains(a) || !j[a].is_object() || !j[a].contains(b) || !j[a][b].is_string()) return {};
@@ -30,14 +30,22 @@ const Json& metadataField(const Json& obj, const char* field) {
   return it == meta->end() ? kNull : *it;
 }
 
+/// The keys naming a pod's PodGroup, in its annotations or labels.
+constexpr std::pair<bool, const char*> kPodGroupKeys[] = {{true, api::keys::kPodGroupAnnotation},
+                                                          {true, api::keys::kPodGroupAnnotationVolcano},
+                                                          {false, api::keys::kPodGroupLabelSchedulerPlugins}};
+
 bool hasPodGroupKey(const Json& pod) {
-  auto has = [&pod](const char* map, const char* key) {
-    const Json& m = metadataField(pod, map);
-    return m.is_object() && m.contains(key);
-  };
-  return has("annotations", api::keys::kPodGroupAnnotation) ||
-         has("annotations", api::keys::kPodGroupAnnotationVolcano) ||
-         has("labels", api::keys::kPodGroupLabelSchedulerPlugins);
+  return std::any_of(std::begin(kPodGroupKeys), std::end(kPodGroupKeys), [&pod](const auto& k) {
+    const Json& m = metadataField(pod, k.first ? "annotations" : "labels");
+    return m.is_object() && m.contains(k.second);
+  });
+}
+
+bool hasPodGroupKey(const api::Pod& pod) {
+  return std::any_of(std::begin(kPodGroupKeys), std::end(kPodGroupKeys), [&pod](const auto& k) {
+    return (k.first ? pod.meta.annotations : pod.meta.labels).count(k.second) > 0;
+  });
 }
 
 /// The controller reference of an object (else its first reference); null when it has none.
@@ -170,18 +178,45 @@ GroupingReport Grouper::run(const std::string& schedulerName) {
   return group(pods->items);
 }
 
+const Json& Grouper::namespaceObject(const std::string& name, Namespaces& read) {
+  auto it = read.find(name);
+  if (it == read.end()) {
+    auto got = client_.get(api::Kind::Namespace, "", name);
+    it = read.emplace(name, got.ok() ? std::move(*got) : Json()).first;
+  }
+  return it->second;
+}
+
 GroupingReport Grouper::group(const std::vector<std::shared_ptr<const api::Pod>>& pods) {
+  // The pods the pass would skip, and those planFor would plan nothing for (bare pods asking for
+  // no PodGroup), are passed over before they are written as JSON: where bare pods are the rule,
+  // writing them was most of the pass.
+  Namespaces namespaces;
   std::vector<Json> items;
-  items.reserve(pods.size());
-  for (const auto& pod : pods) items.push_back(podJson(*pod));
-  return group(items);
+  for (const auto& pod : pods) {
+    if (hasPodGroupKey(*pod) || pod->meta.deletionTimestamp) continue;
+    if (isBarePod(*pod) && !barePodGetsGroup(*pod, namespaceObject(pod->meta.namespace_, namespaces), defaults_)) {
+      // (as the pass does: a pod given up on that changed since is forgotten)
+      if (!givenUp_.empty())
+        if (auto gave = givenUp_.find(pod->meta.namespace_ + "/" + pod->meta.name);
+            gave != givenUp_.end() && gave->second != pod->meta.resourceVersion)
+          givenUp_.erase(gave);
+      continue;
+    }
+    items.push_back(podJson(*pod));
+  }
+  return group(items, namespaces);
 }
 
 GroupingReport Grouper::group(const std::vector<Json>& pods) {
+  Namespaces namespaces;
+  return group(pods, namespaces);
+}
+
+GroupingReport Grouper::group(const std::vector<Json>& pods, Namespaces& namespaces) {
   GroupingReport report;
   owners_.clear();  // read afresh each pass: a workload edited since (min-member) is seen
-  std::map<std::string, Json> namespaces;  // read once per pass
-  std::set<std::string> ensured;           // "ns/name" of PodGroups known to exist
+  std::set<std::string> ensured;  // "ns/name" of PodGroups known to exist
   for (const Json& pod : pods) {
     if (hasPodGroupKey(pod) || !metadataField(pod, "deletionTimestamp").is_null()) continue;
     const std::string ns = str(pod, "metadata", "namespace");
@@ -191,14 +226,11 @@ GroupingReport Grouper::group(const std::vector<Json>& pods) {
       if (gave->second == str(pod, "metadata", "resourceVersion")) continue;
       givenUp_.erase(gave);  // it changed: try again
     }
-    if (!namespaces.count(ns)) {
-      auto got = client_.get(api::Kind::Namespace, "", ns);
-      namespaces[ns] = got.ok() ? std::move(*got) : Json();
-    }
+    const Json& namespaceObj = namespaceObject(ns, namespaces);
     std::optional<PodGroupPlan> plan;
     bool unresolved = false;
     try {
-      plan = planFor(pod, ownersOf(pod, unresolved), namespaces[ns], defaults_);
+      plan = planFor(pod, ownersOf(pod, unresolved), namespaceObj, defaults_);
     } catch (const std::exception& e) {  // a malformed ownerReference or workload spec
       log::warning("pod grouper: pod ", podKey, ": ", e.what(), " (left as it is)");
       ++report.failures;

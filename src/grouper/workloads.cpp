@@ -192,7 +192,32 @@ const Owner* decidingOwner(const std::vector<Owner>& owners) {
   return nullptr;
 }
 
+/// The default priority class of a workload whose top-level kind is `kind`: the kind's entry, else
+/// its category's; empty when neither.
+std::string kindDefault(const std::string& kind, const DefaultPriorityClasses& defaults) {
+  if (auto d = defaults.find(kind); d != defaults.end()) return d->second;
+  if (auto c = defaults.find(std::string(workloadCategory(kind))); c != defaults.end()) return c->second;
+  return {};
+}
+
+/// Services and bare pods are groups of one already. They get a PodGroup of their own (owned by,
+/// and gone with, the pod) only for what a pod cannot say itself: its namespace's queue, a topology
+/// constraint, or its kind's default priority class (when it names none itself).
+bool ownGroupWanted(const Json& namespaceObject, bool topology, const std::string& podPriorityClass,
+                    const std::string& kindPriorityClass) {
+  const bool namespaceQueue = namespaceObject.is_object() && !label(namespaceObject, api::keys::kQueueLabel).empty();
+  return namespaceQueue || topology || (!kindPriorityClass.empty() && podPriorityClass.empty());
+}
+
 }  // namespace
+
+bool isBarePod(const api::Pod& pod) { return pod.meta.ownerReferences.empty() && !pod.meta.labels.count(kLwsNameLabel); }
+
+bool barePodGetsGroup(const api::Pod& pod, const Json& namespaceObject, const DefaultPriorityClasses& defaults) {
+  auto topology = pod.meta.annotations.find(keys::kTopology);
+  return ownGroupWanted(namespaceObject, topology != pod.meta.annotations.end() && !topology->second.empty(),
+                        pod.priorityClassName, kindDefault("Pod", defaults));
+}
 
 std::string_view workloadCategory(const std::string& kind) {
   return isAppsKind(kind) || kind == "Pod" || kind == "LeaderWorkerSet" || kind == "RayService" ? "inference"
@@ -204,11 +229,7 @@ std::optional<PodGroupPlan> planFor(const Json& pod, const std::vector<Owner>& o
   const auto from = sources(pod, owners);
   if (lower(firstAnnotation(from, keys::kPodGrouping)) == "false") return std::nullopt;
   // The default priority class of the workload's kind (its top owner's; "Pod" for a bare pod).
-  const std::string topKind = owners.empty() ? "Pod" : owners.back().kind;
-  std::string defaultPriority;
-  if (auto d = defaults.find(topKind); d != defaults.end()) defaultPriority = d->second;
-  else if (auto c = defaults.find(std::string(workloadCategory(topKind))); c != defaults.end())
-    defaultPriority = c->second;
+  const std::string defaultPriority = kindDefault(owners.empty() ? "Pod" : owners.back().kind, defaults);
 
   PodGroupPlan plan;
   plan.namespace_ = text(pod, {"metadata", "namespace"});
@@ -223,12 +244,10 @@ std::optional<PodGroupPlan> planFor(const Json& pod, const std::vector<Owner>& o
     plan.owner = owners.front();  // batch Job: independent pods unless min-member says otherwise
     plan.name = pgName("Job", plan.owner.name);
   } else if (owners.empty() || isAppsKind(owners.back().kind)) {
-    // Services and bare pods are groups of one already. They get a PodGroup of their own (owned
-    // by, and gone with, the pod) only for what a pod cannot say itself: its namespace's queue, a
-    // topology constraint, or its kind's default priority class (when it names none itself).
-    const bool namespaceQueue = namespaceObject.is_object() && !label(namespaceObject, api::keys::kQueueLabel).empty();
-    const bool kindPriority = !defaultPriority.empty() && text(pod, {"spec", "priorityClassName"}).empty();
-    if (!namespaceQueue && !kindPriority && firstAnnotation(from, keys::kTopology).empty()) return std::nullopt;
+    // Services and bare pods: a PodGroup of their own only for what they cannot say themselves.
+    if (!ownGroupWanted(namespaceObject, !firstAnnotation(from, keys::kTopology).empty(),
+                        text(pod, {"spec", "priorityClassName"}), defaultPriority))
+      return std::nullopt;
     plan.owner = Owner{"v1", "Pod", text(pod, {"metadata", "name"}), text(pod, {"metadata", "uid"}), Json()};
     plan.name = pgName("Pod", plan.owner.name);
   } else {

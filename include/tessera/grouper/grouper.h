@@ -41,6 +41,9 @@ inline constexpr const char* kWorkloadAnnotation = "tessera.dev/workload";
 inline constexpr const char* kGeneratedLabel = "tessera.dev/pod-grouper";
 }  // namespace keys
 
+/// The LeaderWorkerSet's label on its pods: names the set directly (its pods hang under StatefulSets).
+inline constexpr const char* kLwsNameLabel = "leaderworkerset.sigs.k8s.io/name";
+
 /// One owner in a pod's ownerReference chain, bottom up. `object` is null when the kind is not one
 /// the grouper reads (Deployment, StatefulSet, an unknown CRD) or the object is gone.
 struct Owner {
@@ -89,6 +92,14 @@ std::string_view workloadCategory(const std::string& kind);
 std::optional<PodGroupPlan> planFor(const Json& pod, const std::vector<Owner>& owners, const Json& namespaceObject,
                                     const DefaultPriorityClasses& defaults = {});
 
+/// A pod no workload owns: no ownerReference, no LeaderWorkerSet label.
+bool isBarePod(const api::Pod& pod);
+/// planFor's rule for a bare pod, read from the pod itself: false when it plans nothing for it (its
+/// namespace names no queue, it carries no topology annotation, and no default priority class
+/// applies to it). The grouper passes such pods over before writing them as JSON (where bare pods
+/// are the rule, most of the pods handed to it).
+bool barePodGetsGroup(const api::Pod& pod, const Json& namespaceObject, const DefaultPriorityClasses& defaults);
+
 /// The PodGroup manifest for a plan (scheduling.tessera.dev/v1alpha1, ownerReference set).
 Json podGroupObject(const PodGroupPlan& plan);
 
@@ -126,6 +137,9 @@ class Grouper {
   GroupingReport group(const std::vector<std::shared_ptr<const api::Pod>>& pods);
 
  private:
+  using Namespaces = std::map<std::string, Json>;  ///< read once per pass; null when unreadable
+  const Json& namespaceObject(const std::string& name, Namespaces& read);
+  GroupingReport group(const std::vector<Json>& pods, Namespaces& namespaces);
   /// The owner chain, bottom up; `unresolved` is set when an owner of a workload kind was not found.
   std::vector<Owner> ownersOf(const Json& pod, bool& unresolved);
   /// Creates the plan's PodGroup unless one of that name exists; false on an API error.

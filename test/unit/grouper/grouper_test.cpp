@@ -2,7 +2,11 @@
 // minMember, subgroups, queue, priority, owner), the overrides, adoption, and garbage collection.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <random>
+
 #include "tessera/api/clock.h"
+#include "tessera/api/convert.h"
 #include "tessera/cache/memory_cluster.h"
 #include "tessera/grouper/grouper.h"
 
@@ -462,4 +466,92 @@ TEST_CASE("a workload's node pool label goes on its PodGroup, so its pods are ro
   f.pod("plain-worker-0", plain, {{"training.kubeflow.org/replica-type", "worker"}});
   REQUIRE(f.grouper.run("tessera").podGroups.size() == 1);
   CHECK_FALSE(f.podGroup("pg-pytorchjob-plain")["metadata"]["labels"].contains("tessera.dev/node-pool"));
+}
+
+TEST_CASE("the cache's pods: those passed over before JSON are those planFor plans nothing for (random pods)") {
+  // Two clusters alike; one grouped from the cache's pods (bare pods asking for nothing passed over
+  // unread), the other from the same pods as JSON (each planned). PodGroups and pods must agree.
+  using tessera::api::Pod;
+  int passedOver = 0, grouped = 0;
+  for (uint32_t seed = 1; seed <= 300; ++seed) {
+    std::mt19937 rng(seed);
+    auto coin = [&rng](int percent) { return static_cast<int>(rng() % 100) < percent; };
+    Fixture a, b;
+    const std::vector<tessera::grouper::DefaultPriorityClasses> defaultsChoice = {
+        {}, {{"Pod", "pods"}}, {{"inference", "serve"}}, {{"training", "train"}}, {{"Deployment", "deploy"}}};
+    const auto defaults = defaultsChoice[rng() % defaultsChoice.size()];
+    a.grouper.setDefaultPriorityClasses(defaults);
+    b.grouper.setDefaultPriorityClasses(defaults);
+    for (const char* ns : {"n0", "n1", "n2"}) {  // n2 has no Namespace object
+      if (std::string(ns) == "n2") continue;
+      Json obj = {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", ns}}}};
+      if (coin(50)) obj["metadata"]["labels"] = {{"tessera.dev/queue", coin(70) ? "team" : ""}};
+      a.add(Kind::Namespace, obj);
+      b.add(Kind::Namespace, obj);
+    }
+    Json jobObj = {{"apiVersion", "batch/v1"}, {"kind", "Job"}, {"metadata", {{"name", "j"}, {"namespace", "n0"}}},
+                   {"spec", Json::object()}};
+    if (coin(50)) jobObj["metadata"]["annotations"] = {{"tessera.dev/min-member", "2"}};
+    const Json jobA = a.add(Kind::Job, jobObj), jobB = b.add(Kind::Job, jobObj);
+    std::vector<std::shared_ptr<const Pod>> pods;
+    std::vector<Json> asJson;
+    for (int i = 0; i < 8; ++i) {
+      Json p = {{"apiVersion", "v1"},
+                {"kind", "Pod"},
+                {"metadata", {{"name", "p" + std::to_string(i)}, {"namespace", "n" + std::to_string(rng() % 3)}}},
+                {"spec", {{"schedulerName", "tessera"}, {"containers", {{{"name", "main"}, {"image", "busybox"}}}}}}};
+      Json ann = Json::object(), labels = Json::object();
+      if (coin(25)) ann["tessera.dev/topology"] = coin(80) ? "rack" : "";
+      if (coin(10)) ann["tessera.dev/pod-grouping"] = "false";
+      if (coin(10)) ann["pod-group-name"] = "given";
+      if (coin(5)) labels["scheduling.x-k8s.io/pod-group"] = "given";
+      if (coin(10)) labels["tessera.dev/queue"] = "own";
+      if (!ann.empty()) p["metadata"]["annotations"] = ann;
+      if (!labels.empty()) p["metadata"]["labels"] = labels;
+      if (coin(40)) p["spec"]["priorityClassName"] = "mine";
+      if (coin(20)) {
+        p["metadata"]["namespace"] = "n0";
+        p["metadata"]["ownerReferences"] = Json::array({{{"apiVersion", "batch/v1"}, {"kind", "Job"}, {"name", "j"},
+                                                         {"uid", jobA["metadata"]["uid"]}, {"controller", true}}});
+      }
+      const Json created = a.add(Kind::Pod, p);
+      b.add(Kind::Pod, p);
+      auto pod = tessera::api::podFromJson(created);
+      REQUIRE(pod.ok());
+      if (tessera::grouper::isBarePod(*pod) && !p["metadata"].value("annotations", Json::object()).contains("pod-group-name") &&
+          !labels.contains("scheduling.x-k8s.io/pod-group")) {
+        Json nsObj = a.cluster.get(Kind::Namespace, "", p["metadata"]["namespace"]).ok()
+                         ? *a.cluster.get(Kind::Namespace, "", p["metadata"]["namespace"])
+                         : Json();
+        (tessera::grouper::barePodGetsGroup(*pod, nsObj, defaults) ? grouped : passedOver)++;
+      }
+      asJson.push_back(tessera::grouper::podJson(*pod));
+      pods.push_back(std::make_shared<const Pod>(std::move(*pod)));
+    }
+    (void)jobB;
+    const auto ra = a.grouper.group(pods);
+    const auto rb = b.grouper.group(asJson);
+    INFO("seed " << seed);
+    CHECK(ra.pods.size() == rb.pods.size());
+    CHECK(ra.podGroups.size() == rb.podGroups.size());
+    CHECK(ra.failures == rb.failures);
+    auto groupsOf = [](Fixture& f) {
+      std::vector<std::string> out;
+      const auto groups = f.cluster.list(Kind::PodGroup).value();
+      const auto podList = f.cluster.list(Kind::Pod).value();
+      for (const Json& pg : groups.items)
+        out.push_back(pg["metadata"]["namespace"].get<std::string>() + "/" + pg["metadata"]["name"].get<std::string>() +
+                      " " + pg["spec"].dump());
+      for (const Json& p : podList.items)
+        out.push_back(p["metadata"]["name"].get<std::string>() + " " +
+                      p["metadata"].value("annotations", Json::object()).dump() + " " +
+                      p["metadata"].value("labels", Json::object()).dump());
+      std::sort(out.begin(), out.end());
+      return out;
+    };
+    CHECK(groupsOf(a) == groupsOf(b));
+  }
+  // Both sides of the rule were met.
+  CHECK(passedOver > 100);
+  CHECK(grouped > 100);
 }
