@@ -61,11 +61,10 @@ bool VictimSearch::firstVerdict(const SessionJob& job, const Victim& v) {
   return e;
 }
 
-namespace {
-
 /// What a claimant still lacks on one node, resource by resource (a positive amount is missing),
-/// and what a set of victims gives back there.
-struct Lack {
+/// and what a set of victims gives back there. One per search (lack_), its vectors' storage kept
+/// from one node to the next.
+struct VictimLack {
   int64_t cpu = 0, mem = 0, gpu = 0, slots = 0;
   std::vector<std::pair<std::string, int64_t>> scalars;  ///< the claimant's extended resources
   /// Fractional claimants (one device): `gpu` is what a whole free GPU lacks, `groups` the units
@@ -94,9 +93,17 @@ struct Lack {
     if (cpu > 0 || mem > 0 || slots > 0 || !gpuMet()) return false;
     return std::all_of(scalars.begin(), scalars.end(), [](const auto& s) { return s.second <= 0; });
   }
+  /// As a new one, keeping its vectors' storage.
+  void reset() {
+    cpu = mem = gpu = slots = units = 0;
+    fractional = false;
+    scalars.clear();
+    groups.clear();
+    groupCompute.clear();
+    held.clear();
+  }
 };
-
-}  // namespace
+using Lack = VictimLack;
 
 /// What one chunk of victims frees on the node (pods elsewhere free nothing here).
 struct VictimFreed {
@@ -146,7 +153,9 @@ struct VictimFreed {
 
 // Here, where VictimFreed is complete.
 VictimSearch::VictimSearch(framework::Session& ssn, VictimMode mode, int maxVictims)
-    : ssn_(ssn), mode_(mode), maxVictims_(maxVictims) {}
+    : ssn_(ssn), mode_(mode), maxVictims_(maxVictims) {
+  lack_ = std::make_unique<VictimLack>();
+}
 
 VictimSearch::~VictimSearch() = default;
 
@@ -159,7 +168,8 @@ std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, 
   if (req.milliCpu > n.ownMilliCpu || req.memory > n.ownMemory || req.milliGpu > n.ownMilliGpu) return std::nullopt;
   if (!req.scalars.empty() && !req.fitsIn(n.info->allocatable - n.info->foreignUsed)) return std::nullopt;
   const int64_t roomGpu = n.idle.milliGpu + n.releasing.milliGpu - n.pipelined.milliGpu;
-  Lack lack;
+  Lack& lack = *lack_;
+  lack.reset();
   lack.cpu = req.milliCpu - (n.idle.milliCpu + n.releasing.milliCpu - n.pipelined.milliCpu);
   lack.mem = req.memory - (n.idle.memory + n.releasing.memory - n.pipelined.memory);
   lack.gpu = req.milliGpu - roomGpu;
@@ -314,16 +324,18 @@ std::optional<VictimSearch::Candidate> VictimSearch::evaluate(const SessionJob& 
   return Candidate{chosen->count, chosen->last, -ssn_.nodeScore(task, n), node, ssn_.nodeChanges().version(node)};
 }
 
-std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTask& task,
-                                          const framework::NodeDomain* domain, size_t max) {
+void VictimSearch::candidates(const SessionJob& job, const SessionTask& task, const framework::NodeDomain* domain,
+                              size_t max, std::vector<int>& out) {
   // Nothing is evicted while evaluating, so whether a victim job may be taken is asked once per job.
   if (domain) {
-    std::vector<Candidate> all;
+    std::vector<Candidate>& all = top_;
+    all.clear();
     for (int ni : domain->nodes)
       if (mayHaveVictims(job, ni))
         if (auto c = evaluate(job, task, ni)) all.push_back(*c);
     resetVerdicts();
-    return bestOf(std::move(all), max);
+    bestOf(all, max, out);
+    return;
   }
   if (pruning_) {
     // A prune's trial looks among the pruned set's few nodes, with victims of its own left out:
@@ -331,7 +343,8 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
     orderChanged_ = false;
     std::vector<Candidate> all = rankAll(job, task);
     resetVerdicts();
-    return bestOf(std::move(all), max);
+    bestOf(all, max, out);
+    return;
   }
   std::string& key = rankingKey_;  // its buffer is kept: a ranking met before costs no allocation
   key.clear();
@@ -378,7 +391,8 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
         kept.order = order;
         if (!evictedNow_.empty()) kept.onlyFor = turnSeq_;  // (as a ranking made below)
       }
-      return std::move(walked->nodes);
+      out = std::move(walked->nodes);
+      return;
     }
   // Preempt's retry without its first victim starts from a copy of the plain search's ranking of
   // its shape (not from every node of the queue afresh), kept current like any other: leaving a
@@ -426,29 +440,26 @@ std::vector<int> VictimSearch::candidates(const SessionJob& job, const SessionTa
   } else {
     ranking.refresh(log, evaluateNode);
   }
-  std::optional<std::vector<Candidate>> top;  // the answer, once the check below has read it
+  std::vector<Candidate>& top = top_;  // the answer, once the check below has read it
+  bool answered = false;
   if (!fresh && kept.horizon) {
     // A walk's ranking answers while its best `max` sets end before the job it stopped at (and
     // that job is as it was); otherwise the walk goes on (or, when it cannot, every node is ranked).
-    top = ranking.best(max, log);
-    const bool enough = top->size() == max && ssn_.jobs()[kept.horizon->job].version == kept.horizonVersion &&
-                        victimBefore(top->back().last, *kept.horizon);
-    if (!enough) {
-      top.reset();
+    ranking.best(max, log, top);
+    answered = top.size() == max && ssn_.jobs()[kept.horizon->job].version == kept.horizonVersion &&
+               victimBefore(top.back().last, *kept.horizon);
+    if (!answered)
       if (!mayWalk || !walkOwnQueue(job, task, max, kept, /*fresh=*/false)) rankEveryNode();
-    }
   }
   kept.order = order;
   kept.moved = movedLog.size();
   if (mode_ == VictimMode::Reclaim && !evictedNow_.empty()) kept.onlyFor = turnSeq_;
   // The best current nodes; they stay ranked, valid until a try changes them.
-  if (!top) top = ranking.best(max, log);
-  std::vector<int> out;
-  out.reserve(top->size());
-  for (const Candidate& c : *top) out.push_back(c.node);
+  if (!answered) ranking.best(max, log, top);
+  out.clear();
+  for (const Candidate& c : top) out.push_back(c.node);
   if (selfChecks()) checkCandidates(job, task, out, max);  // a kept ranking answers as a fresh one
   resetVerdicts();
-  return out;
 }
 
 std::vector<VictimSearch::Candidate> VictimSearch::rankAll(const SessionJob& job, const SessionTask& task) {
@@ -504,18 +515,19 @@ const std::vector<int>& VictimSearch::reclaimNodes(const SessionJob& job) {
   return out;
 }
 
-std::vector<int> VictimSearch::bestOf(std::vector<Candidate> all, size_t max) const {
+void VictimSearch::bestOf(std::vector<Candidate>& all, size_t max, std::vector<int>& nodes) const {
   const size_t keep = std::min(all.size(), max);
   std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(keep), all.end(), Better{this});
-  std::vector<int> nodes;
-  nodes.reserve(keep);
+  nodes.clear();
   for (size_t i = 0; i < keep; ++i) nodes.push_back(all[i].node);
-  return nodes;
 }
 
 void VictimSearch::checkCandidates(const SessionJob& job, const SessionTask& task, const std::vector<int>& nodes,
                                    size_t max) {
-  TESSERA_ASSERT(bestOf(rankAll(job, task), max) == nodes);
+  std::vector<Candidate> all = rankAll(job, task);
+  std::vector<int> fresh;
+  bestOf(all, max, fresh);
+  TESSERA_ASSERT(fresh == nodes);
 }
 
 bool VictimSearch::walkStep(const SessionJob& job, const SessionTask& task, const SessionTask& t, WalkState& w) {
@@ -553,6 +565,12 @@ void VictimSearch::startWalk(WalkState& w, size_t keep) {
   if (walkNode_.size() != ssn_.nodes().size()) walkNode_.assign(ssn_.nodes().size(), 0);
   if (walkJob_.size() != ssn_.jobs().size()) walkJob_.assign(ssn_.jobs().size(), 0);
   w.keep = keep;
+  w.best.clear();
+  w.found.clear();
+  w.reachedNodes.clear();
+  w.reachedJobs.clear();
+  w.prev = nullptr;
+  w.stop.reset();
 }
 
 void VictimSearch::endWalk(const WalkState& w) {
@@ -564,7 +582,7 @@ std::optional<VictimSearch::Walked> VictimSearch::walkCandidates(const SessionJo
                                                                  size_t max) {
   Walked out;
   if (max == 0) return out;  // (not whole: nothing was evaluated)
-  WalkState w;
+  WalkState& w = walk_;  // (its buffers kept from one walk to the next)
   startWalk(w, max);
   // A top-level tree none of whose pods the claimant may take holds no set's victim: not walked.
   auto tree = [&](int top) {
@@ -590,7 +608,7 @@ std::optional<VictimSearch::Walked> VictimSearch::walkCandidates(const SessionJo
 bool VictimSearch::walkOwnQueue(const SessionJob& job, const SessionTask& task, size_t max, KeptRanking& kept,
                                 bool fresh) {
   const framework::NodeChangeLog& log = ssn_.nodeChanges();
-  WalkState w;
+  WalkState& w = walk_;  // (its buffers kept from one walk to the next)
   // It walks on until four times `max` sets end before the next job: a ranking that answers with
   // just `max` would have to walk on after nearly every claimant (each takes a best set away).
   startWalk(w, max * 4);
@@ -598,7 +616,7 @@ bool VictimSearch::walkOwnQueue(const SessionJob& job, const SessionTask& task, 
   // those evaluated since; the walk starts over from the queue's first victim but evaluates none
   // of the reached nodes again.
   if (!fresh) {
-    w.best = kept.ranking.best(w.keep, log);
+    kept.ranking.best(w.keep, log, w.best);
     for (int n : kept.reached) walkNode_[static_cast<size_t>(n)] = 1;
   }
   const bool walked = ssn_.walkQueueVictims(job.queue, [&](const SessionTask& t) { return walkStep(job, task, t, w); });

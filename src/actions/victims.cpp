@@ -1132,8 +1132,8 @@ bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, s
     }
     bool placed = false;
     if (victimsFirst) {  // see below: the free room is left to the pods that are moved
-      const std::vector<int> tryNodes = candidates(job, task, domain, kNodeAttempts);
-      placed = tryOn(stmt, job, task, tryNodes, evicted);
+      candidates(job, task, domain, kNodeAttempts, scope.tryNodes);
+      placed = tryOn(stmt, job, task, scope.tryNodes, evicted);
       if (placed) continue;
       ssn_.restrictTo(domain);  // replace() lifted it
     }
@@ -1143,7 +1143,9 @@ bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, s
       else stmt.allocate(task, p.node);
       continue;
     }
-    const std::vector<int> tryNodes = victimsFirst ? std::vector<int>{} : candidates(job, task, domain, kNodeAttempts);
+    std::vector<int>& tryNodes = scope.tryNodes;
+    if (victimsFirst) tryNodes.clear();
+    else candidates(job, task, domain, kNodeAttempts, tryNodes);
     placed = tryOn(stmt, job, task, tryNodes, evicted);
     if (!placed) {
       if (reason.empty())
@@ -1191,7 +1193,8 @@ bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, s
 
 VictimSearch::PendingScope::PendingScope(VictimSearch& search, const SessionJob& job)
     : depth(search.runInDepth_),
-      pending(search.pendingAt_.size() <= depth ? search.pendingAt_.emplace_back() : search.pendingAt_[depth]) {
+      pending((search.runAt_.size() <= depth ? search.runAt_.emplace_back() : search.runAt_[depth]).pending),
+      tryNodes(search.runAt_[depth].tryNodes) {
   search.ssn_.pendingTaskOrder(job, pending);
   ++depth;
 }

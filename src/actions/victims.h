@@ -64,8 +64,9 @@ inline int runningCount(const framework::SessionJob& j) {
 /// A running task as a victim: indices into Session::jobs() and the job's tasks.
 using VictimSearchVictim = framework::TaskRef;
 
-/// What one chunk of victims gives back on a node (victims.cpp).
+/// What one chunk of victims gives back on a node, and what a claimant lacks there (victim_nodes.cpp).
 struct VictimFreed;
+struct VictimLack;
 
 enum class VictimMode {
   Reclaim,      ///< victims in other queues (Session::reclaimable)
@@ -333,7 +334,10 @@ class VictimSearch {
                                const std::vector<Victim>& best);
   /// runIn()'s pending pods, per depth of nested runIn() calls (a deque: a buffer stays put while
   /// a deeper call adds one).
-  std::deque<std::vector<int>> pendingAt_;
+  struct RunBuffers {
+    std::vector<int> pending, tryNodes;
+  };
+  std::deque<RunBuffers> runAt_;  ///< by runIn depth: its buffers (PendingScope)
   size_t runInDepth_ = 0;
   /// The claimant's pending pods in the order they are tried (Session::pendingTaskOrder), in the
   /// buffer of the caller's depth, which is entered while the scope lives (runIn, fitsAsIs).
@@ -344,6 +348,7 @@ class VictimSearch {
     PendingScope& operator=(const PendingScope&) = delete;
     size_t& depth;
     std::vector<int>& pending;
+    std::vector<int>& tryNodes;  ///< the nodes candidates() names for the pod being placed
   };
   std::vector<Victim> neededWithout_;  ///< neededOf()'s scratch
   std::vector<int> neededJobs_;
@@ -536,6 +541,7 @@ class VictimSearch {
   std::optional<Chosen> choose(const framework::SessionJob& job, const framework::SessionTask& task, int node,
                                bool keepChunks);
   // choose()'s buffers, kept to spare allocations on the hot path.
+  std::unique_ptr<VictimLack> lack_;
   std::vector<Victim> scratch_, taken_;
   std::vector<VictimFreed> freed_;
   std::vector<std::pair<int, int>> takenPods_;
@@ -604,8 +610,10 @@ class VictimSearch {
   /// Nodes to try for `task`, best first (at most `max`), from a full scan inside `domain`, or
   /// outside domains from a ranking kept per claimant shape and refreshed with the nodes that
   /// changed since (claimants of one shape then cost O(log n) each, not a scan each).
-  std::vector<int> candidates(const framework::SessionJob& job, const framework::SessionTask& task,
-                              const framework::NodeDomain* domain, size_t max);
+  /// Into `out` (cleared first).
+  void candidates(const framework::SessionJob& job, const framework::SessionTask& task,
+                  const framework::NodeDomain* domain, size_t max, std::vector<int>& out);
+  std::vector<Candidate> top_;  ///< candidates()'s best entries (a kept buffer)
 
   framework::Session& ssn_;
   VictimMode mode_;
@@ -697,6 +705,8 @@ class VictimSearch {
     const framework::SessionTask* prev = nullptr;  ///< self-check: the walk is in victim order
     std::optional<Victim> stop;            ///< the first pod of the job it stopped at
   };
+  WalkState walk_;  ///< the walk in progress (walks do not nest)
+  /// Starts `w` afresh (its buffers' storage kept).
   void startWalk(WalkState& w, size_t keep);
   /// One pod of a walk: at a job's first pod, stops when `keep` sets end before it; else, when the
   /// claimant may take the job, evaluates the nodes running its pods not reached yet. False: stop.
@@ -721,8 +731,8 @@ class VictimSearch {
   /// Reclaim: the nodes running a pod `job` may take as things stand, ascending (a kept buffer).
   const std::vector<int>& reclaimNodes(const framework::SessionJob& job);
   std::vector<int> reclaimNodes_;
-  /// The nodes of the best `max` of `all` (better()), best first.
-  std::vector<int> bestOf(std::vector<Candidate> all, size_t max) const;
+  /// The nodes of the best `max` of `all` (better()), best first, into `nodes` (cleared first).
+  void bestOf(std::vector<Candidate>& all, size_t max, std::vector<int>& nodes) const;
   /// Self-check: `nodes` are the best `max` of rankAll(), in order.
   void checkCandidates(const framework::SessionJob& job, const framework::SessionTask& task,
                        const std::vector<int>& nodes, size_t max);

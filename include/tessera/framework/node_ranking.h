@@ -125,6 +125,12 @@ class NodeRanking {
   /// way). They stay in the ranking: they remain valid until their nodes change.
   std::vector<Entry> best(size_t max, const NodeChangeLog& log) {
     std::vector<Entry> out;
+    best(max, log, out);
+    return out;
+  }
+  /// best() into `out` (its storage reused).
+  void best(size_t max, const NodeChangeLog& log, std::vector<Entry>& out) {
+    out.clear();
     out.reserve(std::min(max, heap_.size()));
     while (!heap_.empty() && out.size() < max) {
       const Entry e = pop();
@@ -136,7 +142,6 @@ class NodeRanking {
       heap_.push_back(e);
       std::push_heap(heap_.begin(), heap_.end(), worse());
     }
-    return out;
   }
 
   /// Entries held, stale ones included (for tests).
