@@ -676,7 +676,8 @@ class HttpClusterClient final : public ClusterClient {
     Json body = {{"apiVersion", "v1"}, {"kind", "DeleteOptions"}};
     if (options.gracePeriodSeconds) body["gracePeriodSeconds"] = *options.gracePeriodSeconds;
     if (!options.preconditionUid.empty()) body["preconditions"] = {{"uid", options.preconditionUid}};
-    TESSERA_TRY(perform(bhttp::verb::delete_, objectPath(kind, ns, name), body.dump(), "application/json", "DELETE"));
+    TESSERA_TRY(perform(bhttp::verb::delete_, objectPath(kind, ns, name), body.dump(), "application/json", "DELETE",
+                        /*readAnswer=*/false));
     return api::Status::success();
   }
 
@@ -688,7 +689,7 @@ class HttpClusterClient final : public ClusterClient {
               {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}}}};
     if (!uid.empty()) b["metadata"]["uid"] = uid;
     TESSERA_TRY(perform(bhttp::verb::post, objectPath(api::Kind::Pod, ns, name, "binding"), b.dump(),
-                        "application/json", "POST"));
+                        "application/json", "POST", /*readAnswer=*/false));
     return api::Status::success();
   }
 
@@ -713,8 +714,10 @@ class HttpClusterClient final : public ClusterClient {
     return fut.get();
   }
 
+  /// The request, retried as its verb allows; the answer's object on success (an empty object
+  /// unless `readAnswer`: a bind's or delete's Status is not parsed, as no caller reads it).
   api::Result<Json> perform(bhttp::verb verb, const std::string& target, const std::string& body,
-                            const std::string& contentType, const char* metricVerb) {
+                            const std::string& contentType, const char* metricVerb, bool readAnswer = true) {
     const bool idempotent = verb != bhttp::verb::post;
     Backoff backoff(core_->options.retryInitialMs, core_->options.retryMaxMs, core_->nextSeed());
     for (int attempt = 0;; ++attempt) {
@@ -723,7 +726,7 @@ class HttpClusterClient final : public ClusterClient {
       if (core_->options.observer)
         core_->options.observer(metricVerb, a.code, std::chrono::duration<double>(Clock::now() - t0).count());
       if (a.code >= 200 && a.code < 300) {
-        if (a.body.empty()) return Json::object();
+        if (a.body.empty() || !readAnswer) return Json::object();
         try {
           return Json::parse(a.body);
         } catch (const std::exception& e) {
