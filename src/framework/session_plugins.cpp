@@ -75,7 +75,9 @@ bool Session::jobLess(const SessionJob& l, const SessionJob& r) const {
   // The creation time copied into the session's job (its cache entry is cold): ~60,000 comparisons
   // a cycle order 30,000 jobs (jobsInOrder), most of them decided here.
   if (l.created != r.created) return l.created < r.created;
-  if (l.info->uid != r.info->uid) return l.info->uid < r.info->uid;
+  // (One comparison of the uids, not an inequality and then an order: pods created in the same
+  // second, thousands in a burst, are ordered here.)
+  if (const int c = l.info->uid.compare(r.info->uid)) return c < 0;
   return l.key() < r.key();
 }
 
