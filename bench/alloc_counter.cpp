@@ -26,8 +26,7 @@ namespace {
 std::atomic<uint64_t> bytes{0};
 std::atomic<uint64_t> calls{0};
 
-constexpr int kFrames = 8;   // operator new, counted, then the callers kept
-constexpr int kSkipped = 2;  // (counted and operator new)
+constexpr int kFrames = 10;  // the sampling frames (operator new and what it calls), then the callers kept
 constexpr size_t kMaxSamples = 1 << 18;
 struct Stack {
   std::array<void*, kFrames> frames{};
@@ -40,24 +39,32 @@ std::atomic<bool> sampling{false};
 std::atomic<uint64_t> tick{0};
 thread_local bool inside = false;  // backtrace() may allocate on its first call: not sampled
 
-void sample() {
+/// Keeps the stack from `caller` (operator new's return address) on: however much of operator new
+/// and what it calls the compiler inlined, the first frame kept is the allocating function's.
+void sample(void* caller) {
   if (inside || (tick.fetch_add(1, std::memory_order_relaxed) + 1) % every != 0) return;
   const size_t i = sampled.fetch_add(1, std::memory_order_relaxed);
   if (i >= kMaxSamples) return;
   inside = true;
-  samples[i].depth = backtrace(samples[i].frames.data(), kFrames);
+  Stack& s = samples[i];
+  const int depth = backtrace(s.frames.data(), kFrames);
+  int from = 0;
+  while (from < depth && s.frames[static_cast<size_t>(from)] != caller) ++from;
+  if (from == depth) from = 0;  // (not found: the whole stack, sampling frames included)
+  std::copy(s.frames.begin() + from, s.frames.begin() + depth, s.frames.begin());
+  s.depth = depth - from;
   inside = false;
 }
 
-void* counted(std::size_t n) noexcept {
+void* counted(std::size_t n, void* caller) noexcept {
   bytes.fetch_add(n, std::memory_order_relaxed);
   calls.fetch_add(1, std::memory_order_relaxed);
-  if (sampling.load(std::memory_order_relaxed)) sample();
+  if (sampling.load(std::memory_order_relaxed)) sample(caller);
   return std::malloc(n == 0 ? 1 : n);
 }
 
-void* countedOrThrow(std::size_t n) {
-  if (void* p = counted(n)) return p;
+void* countedOrThrow(std::size_t n, void* caller) {
+  if (void* p = counted(n, caller)) return p;
   throw std::bad_alloc();
 }
 
@@ -82,10 +89,16 @@ std::map<void*, std::string> nameAll(const std::vector<void*>& addresses) {
   char line[4096];
   for (size_t i = 0; p && i < addresses.size(); ++i) {
     std::string fn = std::fgets(line, sizeof line, p) ? line : "?";
-    if (!std::fgets(line, sizeof line, p)) break;  // (its file:line)
+    if (!std::fgets(line, sizeof line, p)) break;
     fn.erase(fn.find_last_not_of('\n') + 1);
     if (const size_t paren = fn.find('('); paren != std::string::npos && paren > 0) fn.erase(paren);
-    names[addresses[i]] = fn;
+    // Its file:line where the binary has line tables (a -g build): which call in the function.
+    std::string where = line;
+    where.erase(where.find_last_not_of('\n') + 1);
+    if (const size_t d = where.find(" (discriminator"); d != std::string::npos) where.erase(d);
+    if (const size_t slash = where.rfind('/'); slash != std::string::npos) where.erase(0, slash + 1);
+    const bool known = !where.empty() && where[0] != '?' && where.back() != '?';
+    names[addresses[i]] = known ? fn + " (" + where + ")" : fn;
   }
   if (p) pclose(p);
   return names;
@@ -114,7 +127,7 @@ void printAllocationSites(std::FILE* out, int top, int cycles) {
   std::vector<void*> all;
   for (size_t i = 0; i < n; ++i) {
     const Stack& s = samples[i];
-    std::vector<void*> site(s.frames.begin() + std::min(kSkipped, s.depth), s.frames.begin() + s.depth);
+    std::vector<void*> site(s.frames.begin(), s.frames.begin() + s.depth);
     all.insert(all.end(), site.begin(), site.end());
     ++bySite[site];
   }
@@ -143,10 +156,12 @@ void printAllocationSites(std::FILE* out, int top, int cycles) {
 
 }  // namespace tessera::bench
 
-void* operator new(std::size_t n) { return countedOrThrow(n); }
-void* operator new[](std::size_t n) { return countedOrThrow(n); }
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return counted(n); }
-void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { return counted(n); }
+void* operator new(std::size_t n) { return countedOrThrow(n, __builtin_return_address(0)); }
+void* operator new[](std::size_t n) { return countedOrThrow(n, __builtin_return_address(0)); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return counted(n, __builtin_return_address(0)); }
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
+  return counted(n, __builtin_return_address(0));
+}
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }

@@ -67,7 +67,8 @@ bool VictimSearch::mayFitWith(const SessionJob& job, const framework::NodeDomain
   const bool everywhere = !domain || domain->nodes.size() == ssn_.nodes().size();
   if (!everywhere && domain->nodes.size() > 256) return true;  // a count would cost a search's worth
   // What the set frees per node (inside the domain: the turn's pods go nowhere else).
-  std::vector<std::pair<int, Room>> freed;
+  std::vector<std::pair<int, Room>>& freed = fitFreed_;  // (a kept buffer)
+  freed.clear();
   for (const Victim& v : set) {
     const SessionTask& t = ssn_.task(v.job, v.task);
     const int n = nodeOf(t);

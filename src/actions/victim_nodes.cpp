@@ -430,11 +430,12 @@ void VictimSearch::candidates(const SessionJob& job, const SessionTask& task, co
   if ((reorder || movedSince || !again.empty()) && !fresh) {
     // Nodes running pods of the jobs commits in its queue changed since, and of those this
     // claimant took from.
-    std::vector<int> moved(movedLog.begin() + static_cast<std::ptrdiff_t>(it->second.moved), movedLog.end());
+    std::vector<int>& moved = movedNodes_;  // (a kept buffer)
+    moved.assign(movedLog.begin() + static_cast<std::ptrdiff_t>(it->second.moved), movedLog.end());
     moved.insert(moved.end(), again.begin(), again.end());
     if (reorder)
       for (const Victim& v : evictedNow_) nodesOf(v.job, moved);
-    ranking.reevaluate(std::move(moved), log, evaluateNode);
+    ranking.reevaluate(moved, log, evaluateNode);
   } else if (fresh) {
     if (!mayWalk || !walkOwnQueue(job, task, max, kept, /*fresh=*/true)) rankEveryNode();
   } else {

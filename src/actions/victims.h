@@ -366,6 +366,7 @@ class VictimSearch {
   /// (victim_bounds.cpp).
   bool mayFitWith(const framework::SessionJob& job, const framework::NodeDomain* domain,
                   const std::vector<Victim>& set);
+  std::vector<std::pair<int, victims_detail::Room>> fitFreed_;  ///< mayFitWith(): what the set frees per node
   /// Reclaim: whether the turn's first pods could pass their queue path's fair-share bound
   /// (Session::reclaimBounds) with every pod of `set` evicted. A search among a subset of `set`
   /// checks each of them, the ones before placed, after evicting some of `set` at most; evictions
@@ -614,6 +615,7 @@ class VictimSearch {
   void candidates(const framework::SessionJob& job, const framework::SessionTask& task,
                   const framework::NodeDomain* domain, size_t max, std::vector<int>& out);
   std::vector<Candidate> top_;  ///< candidates()'s best entries (a kept buffer)
+  std::vector<int> movedNodes_;  ///< candidates(): the nodes a kept ranking evaluates again
 
   framework::Session& ssn_;
   VictimMode mode_;

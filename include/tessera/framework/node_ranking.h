@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace tessera::framework {
@@ -108,7 +109,13 @@ class NodeRanking {
   /// rebuilds the heap from the current entries: the old entries of those nodes and every stale
   /// entry are dropped, so no entry evaluated under the old order stays in it.
   template <class Evaluate>
-  void reevaluate(std::vector<int> nodes, const NodeChangeLog& log, Evaluate&& evaluate) {
+  void reevaluate(std::vector<int>&& nodes, const NodeChangeLog& log, Evaluate&& evaluate) {
+    reevaluate(nodes, log, std::forward<Evaluate>(evaluate));
+  }
+  /// The same with the caller's vector as scratch (the nodes changed since are added to it, and
+  /// it is sorted): a caller that keeps it allocates nothing.
+  template <class Evaluate>
+  void reevaluate(std::vector<int>& nodes, const NodeChangeLog& log, Evaluate&& evaluate) {
     log.forEachChangedSince(seen_, [&](int node) { nodes.push_back(node); });
     seen_ = log.size();
     std::sort(nodes.begin(), nodes.end());
