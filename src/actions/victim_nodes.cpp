@@ -103,21 +103,20 @@ struct VictimLack {
     held.clear();
   }
 };
-using Lack = VictimLack;
 
 /// What one chunk of victims frees on the node (pods elsewhere free nothing here).
 struct VictimFreed {
   VictimSearchVictim first;  ///< the victim the chunk starts with (its place in victim order)
   int pods = 0;              ///< pods in the chunk (on any node)
   int64_t cpu = 0, mem = 0, gpu = 0, slots = 0;
-  std::vector<int64_t> scalars;  ///< parallel to Lack::scalars
+  std::vector<int64_t> scalars;  ///< parallel to VictimLack::scalars
   struct GroupShare {
     int group = 0;
     int64_t units = 0, compute = 0;
   };
   std::vector<GroupShare> groupShares;  ///< what fractional victims give back in each of their groups
 
-  void applyTo(Lack& l, int sign) const {
+  void applyTo(VictimLack& l, int sign) const {
     l.cpu -= sign * cpu, l.mem -= sign * mem, l.gpu -= sign * gpu, l.slots -= sign * slots;
     for (size_t i = 0; i < scalars.size(); ++i) l.scalars[i].second -= sign * scalars[i];
     if (l.fractional) {
@@ -126,14 +125,14 @@ struct VictimFreed {
     }
     for (const auto& [g, u, c] : groupShares) {  // a group emptied by the victims frees its GPU
       int64_t& h = l.held[g];
-      if (h >= Lack::kNever) continue;
+      if (h >= VictimLack::kNever) continue;
       const bool emptyBefore = h <= 0;
       h -= sign * u;
       if (emptyBefore != (h <= 0)) l.gpu -= h <= 0 ? 1000 : -1000;
     }
   }
   /// Whether giving this back reduces anything the claimant still lacks.
-  bool helps(const Lack& l) const {
+  bool helps(const VictimLack& l) const {
     if ((l.cpu > 0 && cpu > 0) || (l.mem > 0 && mem > 0) || (l.slots > 0 && slots > 0)) return true;
     for (size_t i = 0; i < scalars.size(); ++i)
       if (l.scalars[i].second > 0 && scalars[i] > 0) return true;
@@ -141,7 +140,7 @@ struct VictimFreed {
     if (!l.fractional) {
       if (gpu > 0) return true;
       for (const auto& [g, u, c] : groupShares)  // brings a shared GPU closer to being vacated
-        if (u > 0 && l.held[g] > 0 && l.held[g] < Lack::kNever) return true;
+        if (u > 0 && l.held[g] > 0 && l.held[g] < VictimLack::kNever) return true;
       return false;
     }
     if (gpu > 0) return true;  // frees (part of) a whole GPU the claimant could open a group on
@@ -168,7 +167,7 @@ std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, 
   if (req.milliCpu > n.ownMilliCpu || req.memory > n.ownMemory || req.milliGpu > n.ownMilliGpu) return std::nullopt;
   if (!req.scalars.empty() && !req.fitsIn(n.info->allocatable - n.info->foreignUsed)) return std::nullopt;
   const int64_t roomGpu = n.idle.milliGpu + n.releasing.milliGpu - n.pipelined.milliGpu;
-  Lack& lack = *lack_;
+  VictimLack& lack = *lack_;
   lack.reset();
   lack.cpu = req.milliCpu - (n.idle.milliCpu + n.releasing.milliCpu - n.pipelined.milliCpu);
   lack.mem = req.memory - (n.idle.memory + n.releasing.memory - n.pipelined.memory);
@@ -196,8 +195,8 @@ std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, 
       for (const framework::SessionGpuGroup& g : n.gpuGroups) {
         const bool allowed = !spec.filtersGpuUuids() || (g.info && spec.gpuUuidAllowed(g.info->uuid));
         const bool counted = g.capacity > 0 && g.tasks < n.gpuSplitCount && allowed;
-        lack.groups.push_back(counted ? lack.units - g.futureFree() : Lack::kNever);
-        lack.groupCompute.push_back(counted ? compute - g.computeFutureFree() : Lack::kNever);
+        lack.groups.push_back(counted ? lack.units - g.futureFree() : VictimLack::kNever);
+        lack.groupCompute.push_back(counted ? compute - g.computeFutureFree() : VictimLack::kNever);
       }
     }
   }
@@ -205,7 +204,7 @@ std::optional<VictimSearch::Chosen> VictimSearch::choose(const SessionJob& job, 
     lack.held.reserve(n.gpuGroups.size());
     for (const framework::SessionGpuGroup& g : n.gpuGroups)
       lack.held.push_back(g.capacity > 0 && g.opened == 0 && g.pipelined == 0 && !g.vacating ? g.used - g.releasing
-                                                                                             : Lack::kNever);
+                                                                                             : VictimLack::kNever);
   }
   if (lack.met()) return std::nullopt;  // fits without victims: not this search's business
   // A node with no pod the claimant may take is not sorted in victim order to find that out.
