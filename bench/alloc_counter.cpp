@@ -159,9 +159,7 @@ void printAllocationSites(std::FILE* out, int top, int cycles) {
 void* operator new(std::size_t n) { return countedOrThrow(n, __builtin_return_address(0)); }
 void* operator new[](std::size_t n) { return countedOrThrow(n, __builtin_return_address(0)); }
 void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return counted(n, __builtin_return_address(0)); }
-void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
-  return counted(n, __builtin_return_address(0));
-}
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { return counted(n, __builtin_return_address(0)); }
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }

@@ -582,7 +582,7 @@ std::optional<VictimSearch::Walked> VictimSearch::walkCandidates(const SessionJo
                                                                  size_t max) {
   Walked out;
   if (max == 0) return out;  // (not whole: nothing was evaluated)
-  WalkState& w = walk_;  // (its buffers kept from one walk to the next)
+  WalkState& w = walk_;      // (its buffers kept from one walk to the next)
   startWalk(w, max);
   // A top-level tree none of whose pods the claimant may take holds no set's victim: not walked.
   auto tree = [&](int top) {

@@ -211,7 +211,9 @@ bool ownGroupWanted(const Json& namespaceObject, bool topology, const std::strin
 
 }  // namespace
 
-bool isBarePod(const api::Pod& pod) { return pod.meta.ownerReferences.empty() && !pod.meta.labels.count(kLwsNameLabel); }
+bool isBarePod(const api::Pod& pod) {
+  return pod.meta.ownerReferences.empty() && !pod.meta.labels.count(kLwsNameLabel);
+}
 
 bool barePodGetsGroup(const api::Pod& pod, const Json& namespaceObject, const DefaultPriorityClasses& defaults) {
   auto topology = pod.meta.annotations.find(keys::kTopology);

@@ -489,7 +489,9 @@ TEST_CASE("the cache's pods: those passed over before JSON are those planFor pla
       a.add(Kind::Namespace, obj);
       b.add(Kind::Namespace, obj);
     }
-    Json jobObj = {{"apiVersion", "batch/v1"}, {"kind", "Job"}, {"metadata", {{"name", "j"}, {"namespace", "n0"}}},
+    Json jobObj = {{"apiVersion", "batch/v1"},
+                   {"kind", "Job"},
+                   {"metadata", {{"name", "j"}, {"namespace", "n0"}}},
                    {"spec", Json::object()}};
     if (coin(50)) jobObj["metadata"]["annotations"] = {{"tessera.dev/min-member", "2"}};
     const Json jobA = a.add(Kind::Job, jobObj);
@@ -512,14 +514,18 @@ TEST_CASE("the cache's pods: those passed over before JSON are those planFor pla
       if (coin(40)) p["spec"]["priorityClassName"] = "mine";
       if (coin(20)) {
         p["metadata"]["namespace"] = "n0";
-        p["metadata"]["ownerReferences"] = Json::array({{{"apiVersion", "batch/v1"}, {"kind", "Job"}, {"name", "j"},
-                                                         {"uid", jobA["metadata"]["uid"]}, {"controller", true}}});
+        p["metadata"]["ownerReferences"] = Json::array({{{"apiVersion", "batch/v1"},
+                                                         {"kind", "Job"},
+                                                         {"name", "j"},
+                                                         {"uid", jobA["metadata"]["uid"]},
+                                                         {"controller", true}}});
       }
       const Json created = a.add(Kind::Pod, p);
       b.add(Kind::Pod, p);
       auto pod = tessera::api::podFromJson(created);
       REQUIRE(pod.ok());
-      if (tessera::grouper::isBarePod(*pod) && !p["metadata"].value("annotations", Json::object()).contains("pod-group-name") &&
+      if (tessera::grouper::isBarePod(*pod) &&
+          !p["metadata"].value("annotations", Json::object()).contains("pod-group-name") &&
           !labels.contains("scheduling.x-k8s.io/pod-group")) {
         Json nsObj = a.cluster.get(Kind::Namespace, "", p["metadata"]["namespace"]).ok()
                          ? *a.cluster.get(Kind::Namespace, "", p["metadata"]["namespace"])
