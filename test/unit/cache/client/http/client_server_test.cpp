@@ -1,10 +1,17 @@
 // The HTTP client against the test API server over real sockets on 127.0.0.1.
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <set>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "tessera/cache/http_client.h"
@@ -314,4 +321,88 @@ TEST_CASE("http: a server that is gone is a transport error with code 0") {
   REQUIRE(!r.ok());
   CHECK(r.error().code == 0);
   CHECK(r.error().message.find("127.0.0.1:1") != std::string::npos);
+}
+
+namespace {
+
+/// A server that answers every request on 127.0.0.1 with `status` and `body`, whatever it asks.
+class CannedServer {
+ public:
+  CannedServer(int status, std::string body) : status_(status), body_(std::move(body)) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = 0;
+    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::listen(fd_, 8) == 0);
+    socklen_t len = sizeof a;
+    REQUIRE(::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~CannedServer() {
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    thread_.join();
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  void serve() {
+    for (int c; (c = ::accept(fd_, nullptr, nullptr)) >= 0;) {
+      const timeval bound{10, 0};  // a client that keeps its connection open does not hold the test
+      ::setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof bound);
+      std::string in;
+      char buf[4096];
+      for (;;) {  // one request after another on the connection: head, then Content-Length bytes
+        size_t head = in.find("\r\n\r\n");
+        while (head == std::string::npos) {
+          const ssize_t n = ::recv(c, buf, sizeof buf, 0);
+          if (n <= 0) break;
+          in.append(buf, static_cast<size_t>(n));
+          head = in.find("\r\n\r\n");
+        }
+        if (head == std::string::npos) break;
+        size_t length = 0;
+        if (const size_t at = in.find("Content-Length: "); at != std::string::npos && at < head)
+          length = std::stoul(in.substr(at + 16));
+        while (in.size() < head + 4 + length) {
+          const ssize_t n = ::recv(c, buf, sizeof buf, 0);
+          if (n <= 0) break;
+          in.append(buf, static_cast<size_t>(n));
+        }
+        if (in.size() < head + 4 + length) break;
+        in.erase(0, head + 4 + length);
+        const std::string out = "HTTP/1.1 " + std::to_string(status_) + " X\r\nContent-Type: application/json\r\n" +
+                                "Content-Length: " + std::to_string(body_.size()) + "\r\n\r\n" + body_;
+        if (::send(c, out.data(), out.size(), MSG_NOSIGNAL) < 0) break;
+      }
+      ::close(c);
+    }
+  }
+  int status_;
+  std::string body_;
+  int fd_ = -1;
+  uint16_t port_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace
+
+TEST_CASE("http: a bind's and a delete's answers are not read; an object's answer must be JSON") {
+  // A server that accepts everything and answers with what is not JSON: the bind and the delete
+  // happened (2xx) whatever the body says; a create needs the object back.
+  CannedServer server(201, "not json");
+  RestConfig rc;
+  rc.server = server.url();
+  HttpClientOptions o;
+  o.maxRetries = 0;
+  auto c = makeHttpClient(rc, o);
+  REQUIRE(c.ok());
+  CHECK((*c)->bind("default", "p", "uid-p", "n0").ok());
+  CHECK((*c)->remove(api::Kind::Pod, "default", "p", DeleteOptions{}).ok());
+  auto created = (*c)->create(api::Kind::Pod, pod("p"));
+  REQUIRE(!created.ok());
+  CHECK(created.error().message.find("malformed JSON answer") != std::string::npos);
 }
