@@ -8,6 +8,7 @@
 #include <atomic>
 #include <exception>
 #include <functional>
+#include <system_error>
 
 #include "tessera/api/log.h"
 #include "tessera/framework/action.h"
@@ -224,10 +225,14 @@ struct HelperJoin {
 /// Starts `work` on the storage's helper thread unless another session holds it. False, with
 /// nothing started and the helper free, when it is held or cannot be had (no thread could be
 /// created): the caller then does all the work on its own thread.
-bool startHelper(SessionStorage& storage, std::function<void()> work) {
+bool startHelper(SessionStorage& storage, bool creationFails, std::function<void()> work) {
   if (storage.helperTaken.exchange(true)) return false;
   try {
-    if (!storage.helper) storage.helper = std::make_unique<HelperThread>();
+    if (!storage.helper) {
+      if (creationFails)  // (SchedulerState::helperThreadFails, for tests)
+        throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again), "thread");
+      storage.helper = std::make_unique<HelperThread>();
+    }
     storage.helper->start(std::move(work));
     return true;
   } catch (const std::exception& e) {
@@ -352,7 +357,7 @@ void Session::buildState() {
   totals.opened.resize(queues_.size());
   second.opened.resize(queues_.size());
   nextChunk = 1;  // on two threads: the others, between the two first ones
-  if (chunks >= 2 && n >= state_->splitBuildJobs && startHelper(storage, [&] { buildChunks(0, chunks - 1, second); })) {
+  if (chunks >= 2 && n >= state_->splitBuildJobs && startHelper(storage, state_->helperThreadFails, [&] { buildChunks(0, chunks - 1, second); })) {
     {
       const HelperJoin join{storage};
       buildNodes();
@@ -685,7 +690,7 @@ SessionResult Session::close() {
   // A big result is written on two threads, as the session was built: the helper writes the
   // evictions and lists the jobs left waiting, this one the binds and pipelined pods. Each list
   // is one thread's, in commit order; the two read the session and write nothing the other reads.
-  if (jobs_.size() >= state_->splitBuildJobs && startHelper(storage, [&] {
+  if (jobs_.size() >= state_->splitBuildJobs && startHelper(storage, state_->helperThreadFails, [&] {
         writeOperations(r, storage, /*evictionsOnly=*/true);
         listWaitingJobs(r);
       })) {

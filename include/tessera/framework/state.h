@@ -117,6 +117,9 @@ struct SchedulerState {
   /// second a helper thread kept in sessionStorage (Session::buildState); tests set 1, or SIZE_MAX
   /// for one thread.
   size_t splitBuildJobs = 2048;
+  /// Tests: creating that helper thread fails, as std::thread's constructor may when the process
+  /// can have no more threads (the session then builds and closes on one).
+  bool helperThreadFails = false;
 };
 
 }  // namespace tessera::framework

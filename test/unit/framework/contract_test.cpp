@@ -656,6 +656,15 @@ TEST_CASE("a session built on two threads at once is the session one thread buil
       CHECK(build(uncounted, split) == one);
     }
     CHECK(build(uncounted, alone) == one);
+    // No helper thread to be had: built and closed on one thread, no error; once one can be
+    // created, the next session has it (it was not left taken).
+    tessera::framework::SchedulerState noThread;
+    noThread.splitBuildJobs = 1;
+    noThread.helperThreadFails = true;
+    CHECK(build(snap, noThread) == one);
+    CHECK(build(snap, noThread) == one);
+    noThread.helperThreadFails = false;
+    CHECK(build(snap, noThread) == one);
 
     Session ssn(snap, cfg, c.clock, &split);
     std::map<int, std::array<int64_t, 9>> sums;  // by queue: held, non-preemptible held, pending
