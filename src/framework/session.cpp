@@ -77,6 +77,7 @@ struct SessionStorage {
   /// enough; `helperTaken` while a session builds with it (another one at that time builds alone).
   std::unique_ptr<HelperThread> helper;
   std::atomic<bool> helperTaken{false};
+  bool helperFailureLogged = false;  ///< creating the helper failed once (startHelper)
   /// Kept with its elements, as the last session left them (buildNodes sets each one whole, and
   /// reuses its GPU groups' memory, their ids' strings included: an allocation each, each cycle).
   std::vector<SessionNode> nodes;
@@ -237,7 +238,9 @@ bool startHelper(SessionStorage& storage, bool creationFails, std::function<void
     return true;
   } catch (const std::exception& e) {
     storage.helperTaken = false;
-    log::warning("session: no second thread (", e.what(), "): the session is built and closed on one");
+    if (!storage.helperFailureLogged)  // (tried again each session: logged once)
+      log::warning("session: no second thread (", e.what(), "): sessions are built and closed on one");
+    storage.helperFailureLogged = true;
     return false;
   }
 }
@@ -357,7 +360,8 @@ void Session::buildState() {
   totals.opened.resize(queues_.size());
   second.opened.resize(queues_.size());
   nextChunk = 1;  // on two threads: the others, between the two first ones
-  if (chunks >= 2 && n >= state_->splitBuildJobs && startHelper(storage, state_->helperThreadFails, [&] { buildChunks(0, chunks - 1, second); })) {
+  if (chunks >= 2 && n >= state_->splitBuildJobs &&
+      startHelper(storage, state_->helperThreadFails, [&] { buildChunks(0, chunks - 1, second); })) {
     {
       const HelperJoin join{storage};
       buildNodes();
