@@ -152,9 +152,7 @@ struct VictimFreed {
 
 // Here, where VictimFreed is complete.
 VictimSearch::VictimSearch(framework::Session& ssn, VictimMode mode, int maxVictims)
-    : ssn_(ssn), mode_(mode), maxVictims_(maxVictims) {
-  lack_ = std::make_unique<VictimLack>();
-}
+    : lack_(std::make_unique<VictimLack>()), ssn_(ssn), mode_(mode), maxVictims_(maxVictims) {}
 
 VictimSearch::~VictimSearch() = default;
 

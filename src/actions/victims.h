@@ -614,7 +614,7 @@ class VictimSearch {
   /// Into `out` (cleared first).
   void candidates(const framework::SessionJob& job, const framework::SessionTask& task,
                   const framework::NodeDomain* domain, size_t max, std::vector<int>& out);
-  std::vector<Candidate> top_;   ///< candidates()'s best entries (a kept buffer)
+  std::vector<Candidate> top_;   ///< candidates()'s entries: a domain's, or a ranking's best (a kept buffer)
   std::vector<int> movedNodes_;  ///< candidates(): the nodes a kept ranking evaluates again
 
   framework::Session& ssn_;

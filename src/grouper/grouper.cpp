@@ -178,6 +178,14 @@ GroupingReport Grouper::run(const std::string& schedulerName) {
   return group(pods->items);
 }
 
+bool Grouper::givenUpOn(const std::string& key, const std::string& resourceVersion) {
+  auto gave = givenUp_.find(key);
+  if (gave == givenUp_.end()) return false;
+  if (gave->second == resourceVersion) return true;
+  givenUp_.erase(gave);  // it changed: try again
+  return false;
+}
+
 const Json& Grouper::namespaceObject(const std::string& name, Namespaces& read) {
   auto it = read.find(name);
   if (it == read.end()) {
@@ -196,11 +204,7 @@ GroupingReport Grouper::group(const std::vector<std::shared_ptr<const api::Pod>>
   for (const auto& pod : pods) {
     if (hasPodGroupKey(*pod) || pod->meta.deletionTimestamp) continue;
     if (isBarePod(*pod) && !barePodGetsGroup(*pod, namespaceObject(pod->meta.namespace_, namespaces), defaults_)) {
-      // (as the pass does: a pod given up on that changed since is forgotten)
-      if (!givenUp_.empty())
-        if (auto gave = givenUp_.find(pod->meta.namespace_ + "/" + pod->meta.name);
-            gave != givenUp_.end() && gave->second != pod->meta.resourceVersion)
-          givenUp_.erase(gave);
+      if (!givenUp_.empty()) givenUpOn(pod->meta.key(), pod->meta.resourceVersion);  // (as the pass does)
       continue;
     }
     items.push_back(podJson(*pod));
@@ -222,10 +226,7 @@ GroupingReport Grouper::group(const std::vector<Json>& pods, Namespaces& namespa
     const std::string ns = str(pod, "metadata", "namespace");
     const std::string podName = str(pod, "metadata", "name");
     const std::string podKey = ns + "/" + podName;
-    if (auto gave = givenUp_.find(podKey); gave != givenUp_.end()) {
-      if (gave->second == str(pod, "metadata", "resourceVersion")) continue;
-      givenUp_.erase(gave);  // it changed: try again
-    }
+    if (givenUpOn(podKey, str(pod, "metadata", "resourceVersion"))) continue;
     const Json& namespaceObj = namespaceObject(ns, namespaces);
     std::optional<PodGroupPlan> plan;
     bool unresolved = false;

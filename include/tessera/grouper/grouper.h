@@ -153,6 +153,9 @@ class Grouper {
   std::map<std::string, api::Result<Json>> owners_;  ///< this pass's reads, by "Kind/ns/name"
   std::map<std::string, int> attempts_;          ///< pod key -> passes that asked for a retry
   std::map<std::string, std::string> givenUp_;   ///< pod key -> the resourceVersion given up on
+  /// Whether the pod `key` is given up on at `resourceVersion`; one given up on at another version
+  /// (it changed since) is forgotten.
+  bool givenUpOn(const std::string& key, const std::string& resourceVersion);
 };
 
 /// The metadata of a pod as the grouper reads it (name, namespace, uid, labels, annotations,
