@@ -108,6 +108,10 @@ struct DaemonMetrics::Families {
   prometheus::Family<prometheus::Counter>& fenced = prometheus::BuildCounter()
       .Name("tessera_writes_dropped_total")
       .Help("Writes dropped unsent because leadership was lost (fencing), by what = bind, evict, status").Register(*registry);
+  prometheus::Family<prometheus::Counter>& eventsDropped = prometheus::BuildCounter()
+      .Name("tessera_events_dropped_total")
+      .Help("Events not written because the status writer's Event backlog was full (best effort, as client-go's recorder)")
+      .Register(*registry);
   prometheus::Family<prometheus::Gauge>& build = prometheus::BuildGauge()
       .Name("tessera_build_info").Help("Always 1; the labels say which build runs").Register(*registry);
   prometheus::Family<prometheus::Counter>& cpu = prometheus::BuildCounter()
@@ -135,6 +139,7 @@ DaemonMetrics::DaemonMetrics() : f_(std::make_unique<Families>()) {
   for (const char* kind : {"bind", "evict"}) f_->bindLatency.Add({{"kind", kind}}, b);
   for (const char* what : {"in_flight", "parked", "status_backlog", "backoff"}) f_->binder.Add({{"what", what}});
   for (const char* what : {"bind", "evict", "status"}) f_->fenced.Add({{"what", what}});
+  f_->eventsDropped.Add({});
   f_->relists.Add({});
   f_->expired.Add({});
   f_->leader.Add({}).Set(0);
@@ -258,7 +263,8 @@ void DaemonMetrics::observe(Pipeline* pipeline) {
   pipeline_ = pipeline;
 }
 
-/// Writes dropped by fencing: sampled at each scrape, since an ex-leader runs no cycles.
+/// Writes dropped by fencing and Events dropped past the status writer's backlog: sampled at each
+/// scrape, since an ex-leader runs no cycles.
 void DaemonMetrics::sampleDrops() const {
   std::lock_guard lock(sampleMu_);
   Pipeline* p = pipeline_;
@@ -272,10 +278,14 @@ void DaemonMetrics::sampleDrops() const {
     f_->fenced.Add({{"what", "evict"}}).Increment(static_cast<double>(drops.evictions - droppedEvictionsSeen_));
     droppedEvictionsSeen_ = drops.evictions;
   }
-  const uint64_t droppedStatus = p->status().stats().dropped;
-  if (droppedStatus > droppedStatusSeen_) {
-    f_->fenced.Add({{"what", "status"}}).Increment(static_cast<double>(droppedStatus - droppedStatusSeen_));
-    droppedStatusSeen_ = droppedStatus;
+  const binder::StatusWriterStats status = p->status().stats();
+  if (status.dropped > droppedStatusSeen_) {
+    f_->fenced.Add({{"what", "status"}}).Increment(static_cast<double>(status.dropped - droppedStatusSeen_));
+    droppedStatusSeen_ = status.dropped;
+  }
+  if (status.eventsDropped > droppedEventsSeen_) {
+    f_->eventsDropped.Add({}).Increment(static_cast<double>(status.eventsDropped - droppedEventsSeen_));
+    droppedEventsSeen_ = status.eventsDropped;
   }
 }
 

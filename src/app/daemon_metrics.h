@@ -59,7 +59,7 @@ class DaemonMetrics {
   uint64_t relistsSeen_ = 0, expiredSeen_ = 0;
   mutable std::mutex sampleMu_;  ///< the scrape's samples (text() may run on several server threads)
   Pipeline* pipeline_ = nullptr;
-  mutable uint64_t droppedBindsSeen_ = 0, droppedEvictionsSeen_ = 0, droppedStatusSeen_ = 0;
+  mutable uint64_t droppedBindsSeen_ = 0, droppedEvictionsSeen_ = 0, droppedStatusSeen_ = 0, droppedEventsSeen_ = 0;
 };
 
 }  // namespace tessera::app

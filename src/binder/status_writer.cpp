@@ -1,8 +1,8 @@
 // The status writer (status_writer.h): producers queue writes in memory (the desired state computed
 // on the scheduler thread by update(), and the binder's conditions and events); one writer (the
-// background thread or drain()) writes the queue in order, one write at a time, under writeMu, so
-// two versions of one object are never written out of order and settle() can wait for a pod's
-// condition write to finish.
+// background thread or drain()) writes the queue in order, state before Events, one write at a
+// time, under writeMu, so two versions of one object are never written out of order and settle()
+// can wait for a pod's condition write to finish.
 #include "tessera/binder/status_writer.h"
 
 #include <condition_variable>
@@ -91,7 +91,11 @@ struct StatusWriter::Impl {
   mutable std::mutex mu;  // guards everything below up to writeMu
   std::condition_variable cv, idle;
   std::map<std::string, Item> queued;  ///< by queue key (the write's key; events of decisions: a sequence)
-  std::deque<std::string> order;       ///< queue keys in the order first queued (settled ones are skipped)
+  /// Queue keys in the order first queued, per lane: the state users read (settled ones are
+  /// skipped), then Events (written once no state write waits; never settled, so its size is
+  /// what waits there).
+  std::deque<std::string> order, eventOrder;
+  uint64_t droppedInBurst = 0;  ///< Events dropped since the Event lane was last empty
   uint64_t sequence = 0;
   std::map<std::string, Mark> written;  ///< key -> last queued (erased when a write fails)
   std::map<std::string, Series> series;  ///< by seriesKey (the object and the event's reason)
@@ -141,18 +145,32 @@ struct StatusWriter::Impl {
       if (item.type == Item::Type::Event || item.type == Item::Type::PodCondition) repeated(item);
       return;
     }
-    written.insert_or_assign(item.key, Mark{item.digest, desired, item.ref});
     std::string queueKey = coalesce ? item.key : "#" + std::to_string(sequence++);
+    const bool event = isEvent(item);
+    auto it = queued.find(queueKey);
+    if (event && it == queued.end() && options.maxQueuedEvents > 0 && eventOrder.size() >= options.maxQueuedEvents) {
+      // Not marked written: the same event wanted again later is queued then.
+      ++stats.eventsDropped;
+      if (droppedInBurst++ == 0)
+        log::warning("status writer: ", eventOrder.size(),
+                     " Events wait to be written (the API server takes them slower than they come): new ones are "
+                     "dropped until the backlog shrinks (tessera_events_dropped_total)");
+      return;
+    }
+    written.insert_or_assign(item.key, Mark{item.digest, desired, item.ref});
     ++stats.queued;
-    if (auto it = queued.find(queueKey); it != queued.end()) {
+    if (it != queued.end()) {
       it->second = std::move(item);
       ++stats.coalesced;
     } else {
       queued.emplace(queueKey, std::move(item));
-      order.push_back(std::move(queueKey));
+      (event ? eventOrder : order).push_back(std::move(queueKey));
     }
     cv.notify_all();
   }
+
+  /// The lane of a write: Events (and their count bumps) are best effort, behind the state.
+  static bool isEvent(const Item& item) { return item.type == Item::Type::Event || item.type == Item::Type::EventCount; }
 
   /// Under mu. Forgets `key` if `digest` is still the last content queued under it.
   void forget(const std::string& key, const std::string& digest) {
@@ -544,7 +562,7 @@ struct StatusWriter::Impl {
     for (;;) {
       {
         std::unique_lock lock(mu);
-        cv.wait(lock, [&] { return stopping || !order.empty(); });
+        cv.wait(lock, [&] { return stopping || !order.empty() || !eventOrder.empty(); });
         if (stopping) return;
       }
       drain();
@@ -557,9 +575,14 @@ struct StatusWriter::Impl {
       Item item;
       {
         std::lock_guard lock(mu);
-        if (stopping || order.empty()) return;
-        auto it = queued.find(order.front());
-        order.pop_front();
+        if (stopping || (order.empty() && eventOrder.empty())) return;
+        std::deque<std::string>& lane = order.empty() ? eventOrder : order;  // the state first
+        auto it = queued.find(lane.front());
+        lane.pop_front();
+        if (&lane == &eventOrder && eventOrder.empty() && droppedInBurst > 0) {
+          log::info("status writer: the Event backlog is written; ", droppedInBurst, " Events were dropped meanwhile");
+          droppedInBurst = 0;
+        }
         if (it == queued.end()) continue;  // settled
         item = std::move(it->second);
         queued.erase(it);

@@ -17,6 +17,12 @@
 ///
 /// Writes never block a cycle: producers queue them in memory and one writer (the background thread,
 /// or the caller of drain()) writes the queue in order, one write at a time.
+///  - Two lanes: the state users read (status, conditions, annotations, objects put) and Events.
+///    The writer takes the next state write before any Event, so a burst of thousands of Events
+///    (a Scheduled event per pod bound) never holds a condition back behind it. Events are best
+///    effort, as client-go's event recorder makes them: at most `maxQueuedEvents` wait; one more
+///    is dropped (counted in `eventsDropped`, logged once per burst) rather than written minutes
+///    late against an API server that cannot keep up.
 ///  - Deduplication, one rule for every write: each write has a key (the object and what about it:
 ///    its status, a condition, an event reason); a write whose content (timestamps aside) equals the
 ///    last one queued under its key is dropped. A failed write forgets its key's content, so the next
@@ -62,6 +68,9 @@ struct StatusWriterOptions {
   /// A repeated event bumps its Event's count at most this often (the repetitions in between are
   /// added up).
   api::Duration eventSeriesInterval{5 * 60'000};
+  /// Events (and Event count bumps) that may wait to be written; one more is dropped. 0: no bound.
+  /// client-go's event broadcaster queues 1,000 (maxQueuedEvents) and drops past that.
+  size_t maxQueuedEvents = 1000;
 };
 
 /// Counters, for metrics and tests.
@@ -71,6 +80,7 @@ struct StatusWriterStats {
   uint64_t written = 0;    ///< successful writes
   uint64_t failed = 0;     ///< failed writes (retried when a producer still wants them)
   uint64_t dropped = 0;    ///< writes dropped unsent because mayWrite said no (leadership lost)
+  uint64_t eventsDropped = 0;  ///< Events not queued: maxQueuedEvents were waiting
 };
 
 /// A pod ("ns/name", uid) a cycle left pending, and why.

@@ -464,6 +464,90 @@ TEST_CASE("fencing: writes are dropped unsent while mayWrite says no, and queued
 
 namespace {
 
+/// The memory cluster, recording each write in the order it reaches the server.
+class Recording final : public cache::ClusterClient {
+ public:
+  explicit Recording(cache::MemoryCluster& c) : c_(c) {}
+  std::vector<std::string> writes;  ///< "Event <involved object>" or "status <kind>/<name>"
+  api::Result<cache::ListResult> list(api::Kind k, const cache::ListOptions& o) override { return c_.list(k, o); }
+  api::Result<std::unique_ptr<cache::WatchHandle>> watch(api::Kind k, const std::string& rv,
+                                                         cache::WatchCallback cb) override {
+    return c_.watch(k, rv, std::move(cb));
+  }
+  api::Result<Json> get(api::Kind k, const std::string& ns, const std::string& n) override { return c_.get(k, ns, n); }
+  api::Result<Json> create(api::Kind k, const Json& o) override {
+    if (k == api::Kind::Event) writes.push_back("Event " + o["involvedObject"].value("name", ""));
+    return c_.create(k, o);
+  }
+  api::Result<Json> update(api::Kind k, const Json& o) override {
+    writes.push_back("put " + o["metadata"].value("name", ""));
+    return c_.update(k, o);
+  }
+  api::Result<Json> updateStatus(api::Kind k, const Json& o) override { return c_.updateStatus(k, o); }
+  api::Result<Json> patch(api::Kind k, const std::string& ns, const std::string& n, cache::PatchType t, const Json& p,
+                          bool status) override {
+    writes.push_back("patch " + n);
+    return c_.patch(k, ns, n, t, p, status);
+  }
+  api::Status remove(api::Kind k, const std::string& ns, const std::string& n, const cache::DeleteOptions& o) override {
+    return c_.remove(k, ns, n, o);
+  }
+  api::Status bind(const std::string& ns, const std::string& n, const std::string& uid,
+                   const std::string& node) override {
+    return c_.bind(ns, n, uid, node);
+  }
+
+ private:
+  cache::MemoryCluster& c_;
+};
+
+}  // namespace
+
+TEST_CASE("Events wait behind the state users read, and past maxQueuedEvents new ones are dropped", "[status][events]") {
+  api::FakeClock clock{api::parseTime("2026-01-01T00:00:00Z").value()};
+  cache::MemoryCluster cluster{clock};
+  Recording client(cluster);
+  binder::StatusWriterOptions o;
+  o.background = false;
+  o.maxQueuedEvents = 5;
+  binder::StatusWriter writer(client, clock, o);
+  auto scheduled = [](int i) {
+    const std::string pod = "p" + std::to_string(i);
+    return binder::EventSpec{api::Kind::Pod, "t", pod, "uid-" + pod, "Normal", "Scheduled", "assigned t/" + pod + " to n1"};
+  };
+  std::vector<std::string> lines;
+  auto previous = log::setSink([&](log::Severity, std::string_view m) { lines.emplace_back(m); });
+  for (int i = 0; i < 8; ++i) writer.event(scheduled(i));
+  // A state write queued after the Events (the usage history's ConfigMap, put whole).
+  writer.put(api::Kind::ConfigMap, Json{{"apiVersion", "v1"}, {"kind", "ConfigMap"},
+                                        {"metadata", {{"name", "usage"}, {"namespace", "tessera-system"}}}});
+  CHECK(writer.stats().eventsDropped == 3);
+  CHECK(writer.backlog() == 6);
+  writer.drain();
+  log::setSink(std::move(previous));
+  // The state first, then the five Events that waited, in the order they came.
+  CHECK(client.writes == std::vector<std::string>{"put usage", "Event p0", "Event p1", "Event p2", "Event p3", "Event p4"});
+  // One warning for the burst, one line once its backlog is written.
+  REQUIRE(lines.size() == 2);
+  CHECK_THAT(lines[0], Catch::Contains("5 Events wait to be written"));
+  CHECK(lines[1] == "status writer: the Event backlog is written; 3 Events were dropped meanwhile");
+  SECTION("a dropped Event is not remembered as written: wanted again, it is written") {
+    client.writes.clear();
+    writer.event(scheduled(6));
+    writer.event(scheduled(0));  // written already: deduplicated
+    writer.drain();
+    CHECK(client.writes == std::vector<std::string>{"Event p6"});
+    CHECK(writer.stats().eventsDropped == 3);
+  }
+  SECTION("with room again, Events are queued") {
+    for (int i = 10; i < 15; ++i) writer.event(scheduled(i));
+    CHECK(writer.stats().eventsDropped == 3);
+    CHECK(writer.backlog() == 5);
+  }
+}
+
+namespace {
+
 /// The one event about an object with a reason (null when there is none or more than one).
 Json onlyEvent(Env& env, const std::string& kind, const std::string& name, const std::string& reason) {
   auto evs = env.cluster.list(api::Kind::Event);
