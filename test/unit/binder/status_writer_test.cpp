@@ -387,11 +387,10 @@ status:
 
 namespace {
 
-/// The memory cluster, but status patches fail while `failing` is set.
-class FailingStatus final : public cache::ClusterClient {
+/// The memory cluster, through a client a test overrides where it looks.
+class Forwarding : public cache::ClusterClient {
  public:
-  explicit FailingStatus(cache::MemoryCluster& c) : c_(c) {}
-  bool failing = true;
+  explicit Forwarding(cache::MemoryCluster& c) : c_(c) {}
   api::Result<cache::ListResult> list(api::Kind k, const cache::ListOptions& o) override { return c_.list(k, o); }
   api::Result<std::unique_ptr<cache::WatchHandle>> watch(api::Kind k, const std::string& rv,
                                                          cache::WatchCallback cb) override {
@@ -403,7 +402,6 @@ class FailingStatus final : public cache::ClusterClient {
   api::Result<Json> updateStatus(api::Kind k, const Json& o) override { return c_.updateStatus(k, o); }
   api::Result<Json> patch(api::Kind k, const std::string& ns, const std::string& n, cache::PatchType t, const Json& p,
                           bool status) override {
-    if (failing && status) return api::makeError("injected", 500);
     return c_.patch(k, ns, n, t, p, status);
   }
   api::Status remove(api::Kind k, const std::string& ns, const std::string& n, const cache::DeleteOptions& o) override {
@@ -414,8 +412,20 @@ class FailingStatus final : public cache::ClusterClient {
     return c_.bind(ns, n, uid, node);
   }
 
- private:
+ protected:
   cache::MemoryCluster& c_;
+};
+
+/// The memory cluster, but status patches fail while `failing` is set.
+class FailingStatus final : public Forwarding {
+ public:
+  using Forwarding::Forwarding;
+  bool failing = true;
+  api::Result<Json> patch(api::Kind k, const std::string& ns, const std::string& n, cache::PatchType t, const Json& p,
+                          bool status) override {
+    if (failing && status) return api::makeError("injected", 500);
+    return c_.patch(k, ns, n, t, p, status);
+  }
 };
 
 }  // namespace
@@ -470,9 +480,9 @@ TEST_CASE("fencing: writes are dropped unsent while mayWrite says no, and queued
 namespace {
 
 /// The memory cluster, recording each write in the order it reaches the server.
-class Recording final : public cache::ClusterClient {
+class Recording final : public Forwarding {
  public:
-  explicit Recording(cache::MemoryCluster& c) : c_(c) {}
+  using Forwarding::Forwarding;
   std::vector<std::string> writes;  ///< "Event <involved object>", "put <name>" or "patch <name>" (under mu)
   std::mutex mu;
   /// How many writes named `w` were made.
@@ -480,45 +490,25 @@ class Recording final : public cache::ClusterClient {
     std::lock_guard lock(mu);
     return static_cast<size_t>(std::count(writes.begin(), writes.end(), w));
   }
-  api::Result<cache::ListResult> list(api::Kind k, const cache::ListOptions& o) override { return c_.list(k, o); }
-  api::Result<std::unique_ptr<cache::WatchHandle>> watch(api::Kind k, const std::string& rv,
-                                                         cache::WatchCallback cb) override {
-    return c_.watch(k, rv, std::move(cb));
-  }
-  api::Result<Json> get(api::Kind k, const std::string& ns, const std::string& n) override { return c_.get(k, ns, n); }
   api::Result<Json> create(api::Kind k, const Json& o) override {
-    if (k == api::Kind::Event) {
-      std::lock_guard lock(mu);
-      writes.push_back("Event " + o["involvedObject"].value("name", ""));
-    }
+    if (k == api::Kind::Event) record("Event " + o["involvedObject"].value("name", ""));
     return c_.create(k, o);
   }
   api::Result<Json> update(api::Kind k, const Json& o) override {
-    {
-      std::lock_guard lock(mu);
-      writes.push_back("put " + o["metadata"].value("name", ""));
-    }
+    record("put " + o["metadata"].value("name", ""));
     return c_.update(k, o);
   }
-  api::Result<Json> updateStatus(api::Kind k, const Json& o) override { return c_.updateStatus(k, o); }
   api::Result<Json> patch(api::Kind k, const std::string& ns, const std::string& n, cache::PatchType t, const Json& p,
                           bool status) override {
-    {
-      std::lock_guard lock(mu);
-      writes.push_back("patch " + n);
-    }
+    record("patch " + n);
     return c_.patch(k, ns, n, t, p, status);
-  }
-  api::Status remove(api::Kind k, const std::string& ns, const std::string& n, const cache::DeleteOptions& o) override {
-    return c_.remove(k, ns, n, o);
-  }
-  api::Status bind(const std::string& ns, const std::string& n, const std::string& uid,
-                   const std::string& node) override {
-    return c_.bind(ns, n, uid, node);
   }
 
  private:
-  cache::MemoryCluster& c_;
+  void record(std::string w) {
+    std::lock_guard lock(mu);
+    writes.push_back(std::move(w));
+  }
 };
 
 }  // namespace
