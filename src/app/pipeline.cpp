@@ -33,16 +33,12 @@ Pipeline::Pipeline(cache::ClusterClient& client, cache::Cache& cache, const api:
     return gpu->prepare(b, since);
   };
   binder_ = std::make_unique<binder::Binder>(client, cache, clock, *status_, std::move(options.binder));
-  status_->setBindsBusy([b = binder_.get()] { return b->busy(); });  // Events wait behind binds
   scheduler_ = std::make_unique<framework::Scheduler>(cache, config, clock, *binder_);
 }
 
 // Members go in reverse: the scheduler, the binder (its queued binds finish), the status writer
-// (what is still queued is dropped), the GPU binding. The status writer stops asking the binder
-// whether it is busy first.
-Pipeline::~Pipeline() {
-  if (status_) status_->setBindsBusy(nullptr);
-}
+// (what is still queued is dropped), the GPU binding.
+Pipeline::~Pipeline() = default;
 
 /// Sharded (docs/sharding.md): our unbound pods without the pool label whose PodGroup (or, with
 /// none, queue) belongs to another pool get the label, so that pool's shard watches them. A failed patch is tried again

@@ -454,11 +454,6 @@ size_t Binder::inFlight() const {
   return impl_->inFlight.size();
 }
 
-bool Binder::busy() const {
-  std::lock_guard lock(impl_->mu);
-  return !impl_->queue.empty() || impl_->running > 0;
-}
-
 size_t Binder::parked() const {
   std::lock_guard lock(impl_->mu);
   return impl_->waiting;

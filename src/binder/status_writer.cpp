@@ -5,7 +5,6 @@
 // can wait for a pod's condition write to finish.
 #include "tessera/binder/status_writer.h"
 
-#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -69,7 +68,6 @@ struct StatusWriter::Impl {
     std::string digest;  ///< the content deduplicated on (without timestamps)
     bool onlyOurs = false;      ///< PodCondition: written only on an unbound pod of our scheduler
     bool dedupeFollow = false;  ///< PodCondition: the event that follows is deduplicated on its own key
-    std::chrono::steady_clock::time_point queuedAt;  ///< Events: when queued (maxEventDelay)
   };
   /// What was last queued under a key.
   struct Mark {
@@ -98,8 +96,6 @@ struct StatusWriter::Impl {
   /// what waits there).
   std::deque<std::string> order, eventOrder;
   uint64_t droppedInBurst = 0;  ///< Events dropped since the Event lane was last empty
-  std::mutex busyMu;                ///< held while bindsBusy is called or replaced (not under mu)
-  std::function<bool()> bindsBusy;  ///< setBindsBusy(); under busyMu
   uint64_t sequence = 0;
   std::map<std::string, Mark> written;  ///< key -> last queued (erased when a write fails)
   std::map<std::string, Series> series;  ///< by seriesKey (the object and the event's reason)
@@ -163,7 +159,6 @@ struct StatusWriter::Impl {
     }
     written.insert_or_assign(item.key, Mark{item.digest, desired, item.ref});
     ++stats.queued;
-    if (event) item.queuedAt = std::chrono::steady_clock::now();
     if (it != queued.end()) {
       it->second = std::move(item);
       ++stats.coalesced;
@@ -570,49 +565,21 @@ struct StatusWriter::Impl {
         cv.wait(lock, [&] { return stopping || !order.empty() || !eventOrder.empty(); });
         if (stopping) return;
       }
-      write(/*all=*/false);
-      // Events left waiting for the binds: looked at again shortly (the binder does not say when
-      // it goes idle), or at once when a state write comes.
-      std::unique_lock lock(mu);
-      if (!stopping && order.empty() && !eventOrder.empty())
-        cv.wait_for(lock, kEventPoll, [&] { return stopping || !order.empty(); });
+      drain();
     }
   }
 
-  /// How often the writer thread looks again at Events waiting while binds are busy.
-  static constexpr std::chrono::milliseconds kEventPoll{20};
-
-  /// Whether binds or evictions are in flight now (asked without mu: it takes the binder's lock).
-  bool bindsBusyNow() {
-    std::lock_guard lock(busyMu);  // (setBindsBusy(nullptr) returns once no call is in progress)
-    return bindsBusy && bindsBusy();
-  }
-
-  /// Under mu. Whether the next Event may be written now: nothing holds it back (`all`, binds idle,
-  /// no delay), or it has waited maxEventDelay.
-  bool eventMayGo(bool all, bool busy) const {
-    if (all || !busy || options.maxEventDelay.millis <= 0) return true;
-    auto it = queued.find(eventOrder.front());
-    return it == queued.end() ||
-           std::chrono::steady_clock::now() - it->second.queuedAt >= std::chrono::milliseconds(options.maxEventDelay.millis);
-  }
-
-  /// Writes what is queued, the state first; Events too when `all`, else those eventMayGo() lets go.
-  void write(bool all) {
+  void drain() {
     std::lock_guard w(writeMu);
     for (;;) {
-      const bool busy = !all && bindsBusyNow();
       Item item;
       {
         std::lock_guard lock(mu);
-        if (stopping) return;
-        std::deque<std::string>* lane = nullptr;  // the state first
-        if (!order.empty()) lane = &order;
-        else if (!eventOrder.empty() && eventMayGo(all, busy)) lane = &eventOrder;
-        if (!lane) return;
-        auto it = queued.find(lane->front());
-        lane->pop_front();
-        if (lane == &eventOrder && eventOrder.empty() && droppedInBurst > 0) {
+        if (stopping || (order.empty() && eventOrder.empty())) return;
+        std::deque<std::string>& lane = order.empty() ? eventOrder : order;  // the state first
+        auto it = queued.find(lane.front());
+        lane.pop_front();
+        if (&lane == &eventOrder && eventOrder.empty() && droppedInBurst > 0) {
           log::info("status writer: the Event backlog is written; ", droppedInBurst, " Events were dropped meanwhile");
           droppedInBurst = 0;
         }
@@ -629,7 +596,7 @@ struct StatusWriter::Impl {
         ++stats.dropped;
         continue;
       }
-      const api::Status st = writeItem(item);
+      const api::Status st = write(item);
       {
         std::lock_guard lock(mu);
         writing.clear();
@@ -670,7 +637,7 @@ struct StatusWriter::Impl {
     return object;
   }
 
-  api::Status writeItem(const Item& item) {
+  api::Status write(const Item& item) {
     switch (item.type) {
       case Item::Type::Status: {
         auto r = client.patch(item.kind, item.ns, item.name, cache::PatchType::Merge, Json{{"status", item.body}},
@@ -773,12 +740,7 @@ void StatusWriter::put(api::Kind kind, cache::Json object) { impl_->put(kind, st
 
 void StatusWriter::settle(const std::string& podKey) { impl_->settle(podKey); }
 
-void StatusWriter::drain() { impl_->write(/*all=*/true); }
-
-void StatusWriter::setBindsBusy(std::function<bool()> busy) {
-  std::lock_guard lock(impl_->busyMu);
-  impl_->bindsBusy = std::move(busy);
-}
+void StatusWriter::drain() { impl_->drain(); }
 
 size_t StatusWriter::remembered() const {
   std::lock_guard lock(impl_->mu);

@@ -106,9 +106,6 @@ class Binder final : public framework::CommitSink {
   /// Binds and evictions queued, running or parked now (status writes waiting:
   /// StatusWriter::backlog()).
   size_t inFlight() const;
-  /// A worker has a bind or an eviction to do or is doing one (parked binds aside: they wait on a
-  /// GPU, not on the API server). The status writer holds Events back meanwhile.
-  bool busy() const;
   /// Of those, binds parked until their preBind is ready (waiting for a GPU UUID), counted from
   /// their first parking until they are done (while one is being looked at again too).
   size_t parked() const;

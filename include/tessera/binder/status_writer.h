@@ -22,10 +22,7 @@
 ///    (a Scheduled event per pod bound) never holds a condition back behind it. Events are best
 ///    effort, as client-go's event recorder makes them: at most `maxQueuedEvents` wait; one more
 ///    is dropped (counted in `eventsDropped`, logged once per burst) rather than written minutes
-///    late against an API server that cannot keep up. While binds or evictions are in flight
-///    (setBindsBusy), the writer thread holds each Event back up to `maxEventDelay`: in a burst the
-///    API server's time goes to binds first, and at most maxQueuedEvents Events per
-///    maxEventDelay follow them (drain() writes everything at once).
+///    late against an API server that cannot keep up.
 ///  - Deduplication, one rule for every write: each write has a key (the object and what about it:
 ///    its status, a condition, an event reason); a write whose content (timestamps aside) equals the
 ///    last one queued under its key is dropped. A failed write forgets its key's content, so the next
@@ -74,9 +71,6 @@ struct StatusWriterOptions {
   /// Events (and Event count bumps) that may wait to be written; one more is dropped. 0: no bound.
   /// client-go's event broadcaster queues 1,000 (maxQueuedEvents) and drops past that.
   size_t maxQueuedEvents = 1000;
-  /// How long the writer thread holds an Event back while binds are in flight (setBindsBusy); 0:
-  /// never.
-  api::Duration maxEventDelay{2000};
 };
 
 /// Counters, for metrics and tests.
@@ -138,11 +132,6 @@ class StatusWriter {
   /// Writes everything queued on the calling thread (after the background thread's write in
   /// progress) and returns once the queue is empty and nothing is being written.
   void drain();
-
-  /// Whether binds or evictions are in flight (the binder's busy()), asked before each Event the
-  /// writer thread writes; null: never. Any thread; once it returns, the old function is not
-  /// running and is not called again.
-  void setBindsBusy(std::function<bool()> busy);
 
   /// Writes queued and not yet written.
   size_t backlog() const;

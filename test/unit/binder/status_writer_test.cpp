@@ -1,16 +1,11 @@
 // StatusWriter: PodGroup and Queue status through the status subresource, the reasons of invalid
 // objects on the objects (conditions and events), deduplication and coalescing, background writes.
-// The real cache, scheduler and binder over the in-memory cluster; no sleeps (drain() waits), but
-// where the background writer's timing is the rule (Events held while binds are busy: eventually()).
+// The real cache, scheduler and binder over the in-memory cluster; no sleeps (drain() waits).
 #include <catch2/catch.hpp>
 
-#include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -483,31 +478,19 @@ namespace {
 class Recording final : public Forwarding {
  public:
   using Forwarding::Forwarding;
-  std::vector<std::string> writes;  ///< "Event <involved object>", "put <name>" or "patch <name>" (under mu)
-  std::mutex mu;
-  /// How many writes named `w` were made.
-  size_t count(const std::string& w) {
-    std::lock_guard lock(mu);
-    return static_cast<size_t>(std::count(writes.begin(), writes.end(), w));
-  }
+  std::vector<std::string> writes;  ///< "Event <involved object>", "put <name>" or "patch <name>"
   api::Result<Json> create(api::Kind k, const Json& o) override {
-    if (k == api::Kind::Event) record("Event " + o["involvedObject"].value("name", ""));
+    if (k == api::Kind::Event) writes.push_back("Event " + o["involvedObject"].value("name", ""));
     return c_.create(k, o);
   }
   api::Result<Json> update(api::Kind k, const Json& o) override {
-    record("put " + o["metadata"].value("name", ""));
+    writes.push_back("put " + o["metadata"].value("name", ""));
     return c_.update(k, o);
   }
   api::Result<Json> patch(api::Kind k, const std::string& ns, const std::string& n, cache::PatchType t, const Json& p,
                           bool status) override {
-    record("patch " + n);
+    writes.push_back("patch " + n);
     return c_.patch(k, ns, n, t, p, status);
-  }
-
- private:
-  void record(std::string w) {
-    std::lock_guard lock(mu);
-    writes.push_back(std::move(w));
   }
 };
 
@@ -553,64 +536,6 @@ TEST_CASE("Events wait behind the state users read, and past maxQueuedEvents new
     for (int i = 10; i < 15; ++i) writer.event(scheduled(i));
     CHECK(writer.stats().eventsDropped == 3);
     CHECK(writer.backlog() == 5);
-  }
-}
-
-namespace {
-
-/// Waits up to 10 s for `done` (a background writer's work): true once it holds.
-template <class F>
-bool eventually(F done) {
-  for (int i = 0; i < 1000; ++i) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return done();
-}
-
-}  // namespace
-
-TEST_CASE("while binds are busy the writer thread holds Events back, up to maxEventDelay", "[status][events]") {
-  api::FakeClock clock{api::parseTime("2026-01-01T00:00:00Z").value()};
-  cache::MemoryCluster cluster{clock};
-  Recording client(cluster);
-  std::atomic<bool> busy{true};
-  const binder::EventSpec ev{api::Kind::Pod, "t", "p", "uid-p", "Normal", "Scheduled", "assigned t/p to n1"};
-  const Json usage{{"apiVersion", "v1"},
-                   {"kind", "ConfigMap"},
-                   {"metadata", {{"name", "usage"}, {"namespace", "tessera-system"}}}};
-  binder::StatusWriterOptions o;
-  o.background = true;
-  SECTION("held while busy, written once the binds are done; state writes meanwhile go at once") {
-    o.maxEventDelay = api::Duration{3'600'000};
-    binder::StatusWriter writer(client, clock, o);
-    writer.setBindsBusy([&] { return busy.load(); });
-    writer.event(ev);
-    writer.put(api::Kind::ConfigMap, usage);
-    REQUIRE(eventually([&] { return client.count("put usage") == 1; }));
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // several of the writer's looks
-    CHECK(client.count("Event p") == 0);
-    busy = false;
-    CHECK(eventually([&] { return client.count("Event p") == 1; }));
-    writer.setBindsBusy(nullptr);
-  }
-  SECTION("an Event that waited maxEventDelay is written though binds stay busy") {
-    o.maxEventDelay = api::Duration{50};
-    binder::StatusWriter writer(client, clock, o);
-    writer.setBindsBusy([&] { return busy.load(); });
-    writer.event(ev);
-    CHECK(eventually([&] { return client.count("Event p") == 1; }));
-    CHECK(busy.load());
-    writer.setBindsBusy(nullptr);
-  }
-  SECTION("drain() writes held Events at once") {
-    o.maxEventDelay = api::Duration{3'600'000};
-    binder::StatusWriter writer(client, clock, o);
-    writer.setBindsBusy([&] { return busy.load(); });
-    writer.event(ev);
-    writer.drain();
-    CHECK(client.count("Event p") == 1);
-    writer.setBindsBusy(nullptr);
   }
 }
 
