@@ -273,7 +273,8 @@ std::string httpGet(int port, const std::string& path) {
   return out;
 }
 
-/// The daemon's cycle figures from its /metrics (port read from its log): cycles and mean ms by phase.
+/// The daemon's cycle figures from its /metrics (port read from its log): cycles and mean ms by
+/// phase, and the Events it dropped (its status writer's backlog was full).
 Json daemonCycles(const fs::path& log) {
   std::ifstream in(log);
   std::string line;
@@ -285,7 +286,9 @@ Json daemonCycles(const fs::path& log) {
   const std::string text = httpGet(port, "/metrics");
   std::map<std::string, double> sum, count;
   std::istringstream ss(text);
+  double eventsDropped = 0;
   while (std::getline(ss, line)) {
+    if (line.rfind("tessera_events_dropped_total ", 0) == 0) eventsDropped = std::atof(line.c_str() + line.rfind(' ') + 1);
     for (const char* what : {"_sum{", "_count{"}) {
       const std::string prefix = std::string("tessera_cycle_duration_seconds") + what + "phase=\"";
       if (line.rfind(prefix, 0) != 0) continue;
@@ -297,6 +300,7 @@ Json daemonCycles(const fs::path& log) {
   }
   Json out = Json::object();
   out["cycles"] = count["total"];
+  out["events_dropped"] = eventsDropped;
   for (const auto& [phase, s] : sum)
     out["mean_" + phase + "_ms"] = count[phase] > 0 ? s / count[phase] * 1000 : 0;
   return out;
@@ -365,6 +369,11 @@ bool runScheduler(const E2eOptions& o, const fs::path& dir, bool unlimited, bool
   const size_t failed = createPods(*c, o.pods, o.creators, o.shards, [](int) {});
   const bool all = failed == 0 && server.tracker.waitAllBound(o.timeoutSeconds);
   const auto f = server.tracker.figures();
+  const size_t requests = server.api->requestCount();  // (before the list below)
+  // What the daemons' status writers had written when the last pod was bound (best effort: Events
+  // wait behind binds, and past a backlog of 1,000 are dropped).
+  auto events = c->list(api::Kind::Event);
+  const size_t eventsWritten = events.ok() ? events->items.size() : 0;
   Json daemons = Json::array();
   for (size_t k = 0; k < pids.size(); ++k) {
     Json d = {{"shard", shards[k]}, {"peak_rss_mb", procMiB(pids[k], "VmHWM:")}, {"rss_mb", procMiB(pids[k], "VmRSS:")},
@@ -384,7 +393,8 @@ bool runScheduler(const E2eOptions& o, const fs::path& dir, bool unlimited, bool
   out["bench_cpu_s"] = benchCpu;
   out["client"] = unlimited ? "unlimited" : "default";
   out["bound"] = server.tracker.boundCount();
-  out["requests"] = server.api->requestCount();
+  out["requests"] = requests;
+  out["events_written"] = eventsWritten;
   if (sharded) out["shards"] = daemons;
   else out["daemon"] = daemons[0]["cycles"], out["peak_rss_mb"] = daemons[0]["peak_rss_mb"];
   std::string memory;

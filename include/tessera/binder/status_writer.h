@@ -69,8 +69,11 @@ struct StatusWriterOptions {
   /// added up).
   api::Duration eventSeriesInterval{5 * 60'000};
   /// Events (and Event count bumps) that may wait to be written; one more is dropped. 0: no bound.
-  /// client-go's event broadcaster queues 1,000 (maxQueuedEvents) and drops past that.
-  size_t maxQueuedEvents = 1000;
+  /// client-go's event broadcaster queues 1,000 (maxQueuedEvents) and drops past that; a scheduler
+  /// binds thousands of pods in a second, and one writer on a healthy server keeps up with that
+  /// only a few thousand Events behind: 10,000 keeps every Event of such a burst, and at ~16 ms a
+  /// write (a slow server) is still under three minutes of writing.
+  size_t maxQueuedEvents = 10'000;
 };
 
 /// Counters, for metrics and tests.
