@@ -371,7 +371,7 @@ bool runScheduler(const E2eOptions& o, const fs::path& dir, bool unlimited, bool
   const auto f = server.tracker.figures();
   const size_t requests = server.api->requestCount();  // (before the list below)
   // What the daemons' status writers had written when the last pod was bound (best effort: Events
-  // wait behind binds, and past a backlog of 1,000 are dropped).
+  // wait behind the state users read, and past a backlog of 10,000 are dropped).
   auto events = c->list(api::Kind::Event);
   const size_t eventsWritten = events.ok() ? events->items.size() : 0;
   Json daemons = Json::array();

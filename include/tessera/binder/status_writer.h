@@ -17,12 +17,13 @@
 ///
 /// Writes never block a cycle: producers queue them in memory and one writer (the background thread,
 /// or the caller of drain()) writes the queue in order, one write at a time.
-///  - Two lanes: the state users read (status, conditions, annotations, objects put) and Events.
-///    The writer takes the next state write before any Event, so a burst of thousands of Events
-///    (a Scheduled event per pod bound) never holds a condition back behind it. Events are best
-///    effort, as client-go's event recorder makes them: at most `maxQueuedEvents` wait; one more
-///    is dropped (counted in `eventsDropped`, logged once per burst) rather than written minutes
-///    late against an API server that cannot keep up.
+///  - Two lanes: the state users read (status, conditions, annotations, objects put; a condition's
+///    FailedScheduling event is written with it) and Events (of decisions, of invalid objects, and
+///    their count bumps). The writer takes the next state write before any Event, so a burst of
+///    thousands of Events (a Scheduled event per pod bound) never holds a condition back behind
+///    it. Events are best effort, as client-go's event recorder makes them: at most
+///    `maxQueuedEvents` wait; one more is dropped (counted in `eventsDropped`, logged once per
+///    burst) rather than written minutes late against an API server that cannot keep up.
 ///  - Deduplication, one rule for every write: each write has a key (the object and what about it:
 ///    its status, a condition, an event reason); a write whose content (timestamps aside) equals the
 ///    last one queued under its key is dropped. A failed write forgets its key's content, so the next
