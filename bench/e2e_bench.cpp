@@ -288,7 +288,8 @@ Json daemonCycles(const fs::path& log) {
   std::istringstream ss(text);
   double eventsDropped = 0;
   while (std::getline(ss, line)) {
-    if (line.rfind("tessera_events_dropped_total ", 0) == 0) eventsDropped = std::atof(line.c_str() + line.rfind(' ') + 1);
+    if (line.rfind("tessera_events_dropped_total ", 0) == 0)
+      eventsDropped = std::atof(line.c_str() + line.rfind(' ') + 1);
     for (const char* what : {"_sum{", "_count{"}) {
       const std::string prefix = std::string("tessera_cycle_duration_seconds") + what + "phase=\"";
       if (line.rfind(prefix, 0) != 0) continue;

@@ -170,7 +170,9 @@ struct StatusWriter::Impl {
   }
 
   /// The lane of a write: Events (and their count bumps) are best effort, behind the state.
-  static bool isEvent(const Item& item) { return item.type == Item::Type::Event || item.type == Item::Type::EventCount; }
+  static bool isEvent(const Item& item) {
+    return item.type == Item::Type::Event || item.type == Item::Type::EventCount;
+  }
 
   /// Under mu. Forgets `key` if `digest` is still the last content queued under it.
   void forget(const std::string& key, const std::string& digest) {

@@ -496,7 +496,8 @@ class Recording final : public Forwarding {
 
 }  // namespace
 
-TEST_CASE("Events wait behind the state users read, and past maxQueuedEvents new ones are dropped", "[status][events]") {
+TEST_CASE("Events wait behind the state users read, and past maxQueuedEvents new ones are dropped",
+          "[status][events]") {
   api::FakeClock clock{api::parseTime("2026-01-01T00:00:00Z").value()};
   cache::MemoryCluster cluster{clock};
   Recording client(cluster);
@@ -506,20 +507,23 @@ TEST_CASE("Events wait behind the state users read, and past maxQueuedEvents new
   binder::StatusWriter writer(client, clock, o);
   auto scheduled = [](int i) {
     const std::string pod = "p" + std::to_string(i);
-    return binder::EventSpec{api::Kind::Pod, "t", pod, "uid-" + pod, "Normal", "Scheduled", "assigned t/" + pod + " to n1"};
+    return binder::EventSpec{
+        api::Kind::Pod, "t", pod, "uid-" + pod, "Normal", "Scheduled", "assigned t/" + pod + " to n1"};
   };
   std::vector<std::string> lines;
   auto previous = log::setSink([&](log::Severity, std::string_view m) { lines.emplace_back(m); });
   for (int i = 0; i < 8; ++i) writer.event(scheduled(i));
   // A state write queued after the Events (the usage history's ConfigMap, put whole).
-  writer.put(api::Kind::ConfigMap, Json{{"apiVersion", "v1"}, {"kind", "ConfigMap"},
+  writer.put(api::Kind::ConfigMap, Json{{"apiVersion", "v1"},
+                                        {"kind", "ConfigMap"},
                                         {"metadata", {{"name", "usage"}, {"namespace", "tessera-system"}}}});
   CHECK(writer.stats().eventsDropped == 3);
   CHECK(writer.backlog() == 6);
   writer.drain();
   log::setSink(std::move(previous));
   // The state first, then the five Events that waited, in the order they came.
-  CHECK(client.writes == std::vector<std::string>{"put usage", "Event p0", "Event p1", "Event p2", "Event p3", "Event p4"});
+  CHECK(client.writes ==
+        std::vector<std::string>{"put usage", "Event p0", "Event p1", "Event p2", "Event p3", "Event p4"});
   // One warning for the burst, one line once its backlog is written.
   REQUIRE(lines.size() == 2);
   CHECK_THAT(lines[0], Catch::Contains("5 Events wait to be written"));
