@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -325,7 +326,8 @@ TEST_CASE("http: a server that is gone is a transport error with code 0") {
 
 namespace {
 
-/// A server that answers every request on 127.0.0.1 with `status` and `body`, whatever it asks.
+/// A server that answers every request on 127.0.0.1 with `status` and `body`, whatever it asks
+/// (`status` 0: reads each request and answers none), one connection at a time.
 class CannedServer {
  public:
   CannedServer(int status, std::string body) : status_(status), body_(std::move(body)) {
@@ -347,6 +349,8 @@ class CannedServer {
     thread_.join();
   }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  /// Requests read whole so far.
+  int requests() const { return requests_.load(); }
 
  private:
   void serve() {
@@ -374,6 +378,8 @@ class CannedServer {
         }
         if (in.size() < head + 4 + length) break;
         in.erase(0, head + 4 + length);
+        ++requests_;
+        if (status_ == 0) continue;  // no answer: the client gives up and closes
         const std::string out = "HTTP/1.1 " + std::to_string(status_) + " X\r\nContent-Type: application/json\r\n" +
                                 "Content-Length: " + std::to_string(body_.size()) + "\r\n\r\n" + body_;
         if (::send(c, out.data(), out.size(), MSG_NOSIGNAL) < 0) break;
@@ -383,6 +389,7 @@ class CannedServer {
   }
   int status_;
   std::string body_;
+  std::atomic<int> requests_{0};
   int fd_ = -1;
   uint16_t port_ = 0;
   std::thread thread_;
@@ -405,4 +412,26 @@ TEST_CASE("http: a bind's and a delete's answers are not read; an object's answe
   auto created = (*c)->create(api::Kind::Pod, pod("p"));
   REQUIRE(!created.ok());
   CHECK(created.error().message.find("malformed JSON answer") != std::string::npos);
+}
+
+TEST_CASE("http: an unanswered request fails after requestTimeoutMs; a POST that was sent is not retried") {
+  CannedServer server(0, "");
+  RestConfig rc;
+  rc.server = server.url();
+  HttpClientOptions o;
+  o.requestTimeoutMs = 200;
+  o.maxRetries = 2;
+  o.retryInitialMs = 1;
+  o.retryMaxMs = 1;
+  auto c = makeHttpClient(rc, o);
+  REQUIRE(c.ok());
+  auto got = (*c)->get(api::Kind::Node, "", "n0");
+  REQUIRE(!got.ok());
+  CHECK(got.error().code == 0);
+  CHECK_THAT(got.error().message, Catch::Contains("timeout"));
+  CHECK(server.requests() == 3);  // a GET is tried again: once and twice more
+  auto bound = (*c)->bind("default", "p", "uid-p", "n0");
+  REQUIRE(!bound.ok());
+  CHECK(bound.error().code == 0);
+  CHECK(server.requests() == 4);  // the binding reached the server: it may have been made, not sent again
 }
