@@ -68,6 +68,15 @@ struct Sink {
   }
 };
 
+/// A client of the server at `url`, with `o`.
+std::unique_ptr<ClusterClient> clientOf(const std::string& url, const HttpClientOptions& o) {
+  RestConfig rc;
+  rc.server = url;
+  auto c = makeHttpClient(rc, o);
+  REQUIRE(c.ok());
+  return std::move(c).value();
+}
+
 struct Fixture {
   api::SystemClock clock;
   MemoryCluster cluster{clock};
@@ -77,17 +86,13 @@ struct Fixture {
   explicit Fixture(ApiServerOptions so = {}) {
     server = std::make_unique<ApiServer>(cluster, so);
     REQUIRE(server->start().ok());
-    RestConfig rc;
-    rc.server = server->url();
     HttpClientOptions o;
     o.qps = 0;
     o.retryInitialMs = 1;
     o.retryMaxMs = 5;
     o.watchReconnectInitialMs = 1;
     o.watchReconnectMaxMs = 20;
-    auto c = makeHttpClient(rc, o);
-    REQUIRE(c.ok());
-    client = std::move(c).value();
+    client = clientOf(server->url(), o);
   }
   ~Fixture() {
     client.reset();
@@ -293,32 +298,26 @@ TEST_CASE("http: a 429's Retry-After is what the client waits before its retry (
   MemoryCluster cluster{clock};
   ApiServer server(cluster, so);
   REQUIRE(server.start().ok());
-  RestConfig rc;
-  rc.server = server.url();
   HttpClientOptions o;
   o.retryInitialMs = 1;
   o.retryMaxMs = 30'000;
-  auto c = makeHttpClient(rc, o);
-  REQUIRE(c.ok());
+  auto c = clientOf(server.url(), o);
   server.failNextRequests(1, 429, "GET", 1);
-  CHECK((*c)->list(api::Kind::Node).ok());
+  CHECK(c->list(api::Kind::Node).ok());
   std::lock_guard lock(mu);
   REQUIRE(seen.size() == 2);
   // A sleep is never shorter than asked: without the header the retry would follow in about 1 ms.
   CHECK(seen[1] - seen[0] >= std::chrono::milliseconds(900));
-  c->reset();
+  c.reset();
   server.stop();
 }
 
 TEST_CASE("http: a server that is gone is a transport error with code 0") {
-  RestConfig rc;
-  rc.server = "http://127.0.0.1:1";  // nothing listens on port 1
   HttpClientOptions o;
   o.maxRetries = 1;
   o.retryInitialMs = 1;
-  auto c = makeHttpClient(rc, o);
-  REQUIRE(c.ok());
-  auto r = (*c)->get(api::Kind::Node, "", "x");
+  auto c = clientOf("http://127.0.0.1:1", o);  // nothing listens on port 1
+  auto r = c->get(api::Kind::Node, "", "x");
   REQUIRE(!r.ok());
   CHECK(r.error().code == 0);
   CHECK(r.error().message.find("127.0.0.1:1") != std::string::npos);
@@ -401,36 +400,30 @@ TEST_CASE("http: a bind's and a delete's answers are not read; an object's answe
   // A server that accepts everything and answers with what is not JSON: the bind and the delete
   // happened (2xx) whatever the body says; a create needs the object back.
   CannedServer server(201, "not json");
-  RestConfig rc;
-  rc.server = server.url();
   HttpClientOptions o;
   o.maxRetries = 0;
-  auto c = makeHttpClient(rc, o);
-  REQUIRE(c.ok());
-  CHECK((*c)->bind("default", "p", "uid-p", "n0").ok());
-  CHECK((*c)->remove(api::Kind::Pod, "default", "p", DeleteOptions{}).ok());
-  auto created = (*c)->create(api::Kind::Pod, pod("p"));
+  auto c = clientOf(server.url(), o);
+  CHECK(c->bind("default", "p", "uid-p", "n0").ok());
+  CHECK(c->remove(api::Kind::Pod, "default", "p", DeleteOptions{}).ok());
+  auto created = c->create(api::Kind::Pod, pod("p"));
   REQUIRE(!created.ok());
   CHECK(created.error().message.find("malformed JSON answer") != std::string::npos);
 }
 
 TEST_CASE("http: an unanswered request fails after requestTimeoutMs; a POST that was sent is not retried") {
   CannedServer server(0, "");
-  RestConfig rc;
-  rc.server = server.url();
   HttpClientOptions o;
   o.requestTimeoutMs = 200;
   o.maxRetries = 2;
   o.retryInitialMs = 1;
   o.retryMaxMs = 1;
-  auto c = makeHttpClient(rc, o);
-  REQUIRE(c.ok());
-  auto got = (*c)->get(api::Kind::Node, "", "n0");
+  auto c = clientOf(server.url(), o);
+  auto got = c->get(api::Kind::Node, "", "n0");
   REQUIRE(!got.ok());
   CHECK(got.error().code == 0);
   CHECK_THAT(got.error().message, Catch::Contains("timeout"));
   CHECK(server.requests() == 3);  // a GET is tried again: once and twice more
-  auto bound = (*c)->bind("default", "p", "uid-p", "n0");
+  auto bound = c->bind("default", "p", "uid-p", "n0");
   REQUIRE(!bound.ok());
   CHECK(bound.error().code == 0);
   CHECK(server.requests() == 4);  // the binding reached the server: it may have been made, not sent again
