@@ -70,6 +70,14 @@ class TimedPlugin final : public framework::Plugin {
   prometheus::Histogram& close_;
 };
 
+/// Moves `counter` up to `total`, a running count read from the pipeline; `seen` is the total it
+/// was moved to last.
+void advance(prometheus::Counter& counter, uint64_t total, uint64_t& seen) {
+  if (total <= seen) return;
+  counter.Increment(static_cast<double>(total - seen));
+  seen = total;
+}
+
 }  // namespace
 
 /// The metric families, registered once (left unformatted: one family per statement reads best).
@@ -248,14 +256,8 @@ void DaemonMetrics::afterCycle(const framework::CycleStats& stats, const framewo
   f_->binder.Add({{"what", "parked"}}).Set(static_cast<double>(pipeline.binder().parked()));
   f_->binder.Add({{"what", "status_backlog"}}).Set(static_cast<double>(pipeline.status().backlog()));
   f_->binder.Add({{"what", "backoff"}}).Set(static_cast<double>(pipeline.binder().backingOff()));
-  if (auto r = pipeline.cache().relists(); r > relistsSeen_) {
-    f_->relists.Add({}).Increment(static_cast<double>(r - relistsSeen_));
-    relistsSeen_ = r;
-  }
-  if (auto e = pipeline.cache().expiredAssumptions(); e > expiredSeen_) {
-    f_->expired.Add({}).Increment(static_cast<double>(e - expiredSeen_));
-    expiredSeen_ = e;
-  }
+  advance(f_->relists.Add({}), pipeline.cache().relists(), relistsSeen_);
+  advance(f_->expired.Add({}), pipeline.cache().expiredAssumptions(), expiredSeen_);
 }
 
 void DaemonMetrics::observe(Pipeline* pipeline) {
@@ -270,23 +272,11 @@ void DaemonMetrics::sampleDrops() const {
   Pipeline* p = pipeline_;
   if (!p) return;
   const binder::FencingDrops drops = p->binder().droppedByFencing();
-  if (drops.binds > droppedBindsSeen_) {
-    f_->fenced.Add({{"what", "bind"}}).Increment(static_cast<double>(drops.binds - droppedBindsSeen_));
-    droppedBindsSeen_ = drops.binds;
-  }
-  if (drops.evictions > droppedEvictionsSeen_) {
-    f_->fenced.Add({{"what", "evict"}}).Increment(static_cast<double>(drops.evictions - droppedEvictionsSeen_));
-    droppedEvictionsSeen_ = drops.evictions;
-  }
+  advance(f_->fenced.Add({{"what", "bind"}}), drops.binds, droppedBindsSeen_);
+  advance(f_->fenced.Add({{"what", "evict"}}), drops.evictions, droppedEvictionsSeen_);
   const binder::StatusWriterStats status = p->status().stats();
-  if (status.dropped > droppedStatusSeen_) {
-    f_->fenced.Add({{"what", "status"}}).Increment(static_cast<double>(status.dropped - droppedStatusSeen_));
-    droppedStatusSeen_ = status.dropped;
-  }
-  if (status.eventsDropped > droppedEventsSeen_) {
-    f_->eventsDropped.Add({}).Increment(static_cast<double>(status.eventsDropped - droppedEventsSeen_));
-    droppedEventsSeen_ = status.eventsDropped;
-  }
+  advance(f_->fenced.Add({{"what", "status"}}), status.dropped, droppedStatusSeen_);
+  advance(f_->eventsDropped.Add({}), status.eventsDropped, droppedEventsSeen_);
 }
 
 std::string DaemonMetrics::text() const {
