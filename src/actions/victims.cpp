@@ -352,17 +352,13 @@ api::Status VictimSearch::queueRoom(const SessionJob& job, const SessionTask& ta
   return api::Status::success();
 }
 
-bool VictimSearch::relievable(const SessionJob& job, const std::string& why) const {
-  // "OverLimit: queue q: ...": reclaim takes from other queues, which frees no room under the
+bool VictimSearch::relievable(const SessionJob& job, const api::Error& why) const {
+  // OverLimit of queue q: reclaim takes from other queues, which frees no room under the
   // claimant's own queue's limit, only under an ancestor's; preempt frees its own queue's.
-  // "OverFairShare: queue q: ..." (reclaim): an ancestor's, freed by victims in sibling queues.
-  static const std::string kLimit = "OverLimit: queue ", kShare = "OverFairShare: queue ";
-  const bool limit = why.rfind(kLimit, 0) == 0;
-  if (!limit && (mode_ != VictimMode::Reclaim || why.rfind(kShare, 0) != 0)) return false;
-  if (mode_ != VictimMode::Reclaim) return true;
-  const size_t at = limit ? kLimit.size() : kShare.size();
-  const std::string& own = job.info->queue;
-  return why.compare(at, own.size(), own) != 0 || why.size() <= at + own.size() || why[at + own.size()] != ':';
+  // OverFairShare of queue q (reclaim): an ancestor's, freed by victims in sibling queues.
+  const bool limit = why.reason == "OverLimit";
+  if (!limit && (mode_ != VictimMode::Reclaim || why.reason != "OverFairShare")) return false;
+  return mode_ != VictimMode::Reclaim || why.name != job.info->queue;
 }
 
 const std::string& VictimSearch::queueRoomKey(const SessionJob& job, const SessionTask& task) {
@@ -641,7 +637,7 @@ bool VictimSearch::runTurn(SessionJob& job, std::string& reason) {
       const SessionTask* first = nullptr;
       for (const SessionTask& t : job.tasks)
         if (t.state == TaskState::Pending && !first) first = &t;
-      if (!relievable(job, may.error().message) || !first || queueRoomKnownFailed(job, *first)) {
+      if (!relievable(job, may.error()) || !first || queueRoomKnownFailed(job, *first)) {
         reason = may.error().message;
         return false;
       }
@@ -1123,7 +1119,7 @@ bool VictimSearch::runIn(SessionJob& job, const framework::NodeDomain* domain, s
     if (auto allowed = queueRoom(job, task); !allowed.ok()) {
       // Blocked by a queue's limit (or, reclaiming, an ancestor's fair share): victims under that
       // queue free room in it (issue 15, item 9).
-      if (mode_ == VictimMode::Consolidate || !relievable(job, allowed.error().message) ||
+      if (mode_ == VictimMode::Consolidate || !relievable(job, allowed.error()) ||
           !freeQueueRoom(stmt, job, task, evicted)) {
         reason = allowed.error().message;
         break;

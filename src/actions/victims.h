@@ -491,8 +491,9 @@ class VictimSearch {
   /// Whether the queue rules let `task` be placed as things stand: its queue path's limits (and
   /// non-preemptible quota); reclaiming, its ancestors' fair shares too (Session::reclaimBounds).
   api::Status queueRoom(const framework::SessionJob& job, const framework::SessionTask& task) const;
-  /// Whether victims could relieve the capacity failure `why` (an OverLimit this mode can free).
-  bool relievable(const framework::SessionJob& job, const std::string& why) const;
+  /// Whether victims could relieve the capacity failure `why` (an OverLimit this mode can free,
+  /// or reclaiming an ancestor's OverFairShare), decided from its reason and queue name.
+  bool relievable(const framework::SessionJob& job, const api::Error& why) const;
   /// The claimant key of freeQueueRoom()'s failures, written into queueRoomKey_ (a kept buffer).
   const std::string& queueRoomKey(const framework::SessionJob& job, const framework::SessionTask& task);
   /// What the eligible victims of `job` depend on (framework::VictimFn): its queue, priority and

@@ -149,9 +149,9 @@ struct GpuBinding::Impl {
     cache::DeleteOptions del;
     del.gracePeriodSeconds = 0;
     (void)client.remove(api::Kind::Pod, ns, name, del);
-    return api::Error{"GPU group " + group + ": reservation pod " + ns + "/" + name + " on node " + node +
-                      " did not report its GPU UUID (annotation " + api::keys::kGpuUuidAnnotation + ") within " +
-                      api::formatDuration(api::Duration{options.uuidTimeout.count()}) + "; deleted it"};
+    return api::makeError("GPU group " + group + ": reservation pod " + ns + "/" + name + " on node " + node +
+                          " did not report its GPU UUID (annotation " + api::keys::kGpuUuidAnnotation + ") within " +
+                          api::formatDuration(api::Duration{options.uuidTimeout.count()}) + "; deleted it");
   }
 
   /// `corePercent`: the compute limit the scheduler decided (cluster defaults included), or -1 to
@@ -329,7 +329,7 @@ PreBindOutcome GpuBinding::prepare(const framework::SessionResult::Bind& b, api:
   }
   if (!unreported.empty()) {
     if (!refused && !late) return PreBindOutcome::waitFor(impl_->options.uuidPoll);  // parked meanwhile
-    api::Error first{""};
+    api::Error first;
     for (size_t i = 0; i < unreported.size(); ++i) {
       auto lock = impl_->lockOf(unreported[i]);
       std::lock_guard<std::mutex> g(*lock);

@@ -22,9 +22,19 @@ struct Error {
   std::string message;
   /// HTTP-like code for client errors (404 not found, 409 conflict, 410 gone, 422 invalid); 0 = none.
   int code = 0;
+  /// A CamelCase reason a caller may act on, as Kubernetes' Status reason ("OverLimit"); empty
+  /// when none. The message stays what a user reads: callers decide from the reason, not its words.
+  std::string reason;
+  /// The name of the object the reason is about (Kubernetes' Status details.name): for a queue's
+  /// "OverLimit", that queue.
+  std::string name;
 };
 
-inline Error makeError(std::string message, int code = 0) { return Error{std::move(message), code}; }
+inline Error makeError(std::string message, int code = 0) { return Error{std::move(message), code, {}, {}}; }
+/// An error with a reason callers act on (Error::reason, Error::name), its message in words.
+inline Error makeReasonError(std::string reason, std::string name, std::string message) {
+  return Error{std::move(message), 0, std::move(reason), std::move(name)};
+}
 
 /// Holds either a T or an Error. Never throws; value() on an error is a bug (asserts).
 template <class T>

@@ -181,6 +181,14 @@ class State {
     return ssn_.queues()[a].name < ssn_.queues()[b].name ? -1 : 1;
   }
 
+  /// "Reason: queue q: resource amounts": a check of queue `q` that refused, its reason and the
+  /// queue's name kept apart for the callers that act on them (the victim search).
+  api::Error queueError(const char* reason, int q, const std::string& amounts, int r) const {
+    const std::string& name = ssn_.queues()[q].name;
+    return api::makeReasonError(reason, name,
+                                std::string(reason) + ": queue " + name + ": " + kResourceNames[r] + " " + amounts);
+  }
+
   api::Status capacity(const SessionJob& job, const api::Resources& request) const {
     if (job.queue < 0) return api::Status::success();
     const Amounts req = amountsOf(request);
@@ -189,12 +197,13 @@ class State {
       for (int r = 0; r < kResources; ++r) {
         if (req[r] <= 0) continue;
         if (q.limit[r] >= 0 && q.allocated[r] + req[r] > q.limit[r])
-          return api::makeError("OverLimit: queue " + ssn_.queues()[c].name + ": " + kResourceNames[r] + " " +
-                                fmt(r, q.allocated[r]) + " + " + fmt(r, req[r]) + " > limit " + fmt(r, q.limit[r]));
+          return queueError("OverLimit", c,
+                            fmt(r, q.allocated[r]) + " + " + fmt(r, req[r]) + " > limit " + fmt(r, q.limit[r]), r);
         if (!job.preemptible && q.deserved[r] >= 0 && q.allocatedNP[r] + req[r] > q.deserved[r])
-          return api::makeError("NonPreemptibleOverQuota: queue " + ssn_.queues()[c].name + ": " + kResourceNames[r] +
-                                " non-preemptible " + fmt(r, q.allocatedNP[r]) + " + " + fmt(r, req[r]) + " > quota " +
-                                fmt(r, q.deserved[r]));
+          return queueError("NonPreemptibleOverQuota", c,
+                            "non-preemptible " + fmt(r, q.allocatedNP[r]) + " + " + fmt(r, req[r]) + " > quota " +
+                                fmt(r, q.deserved[r]),
+                            r);
       }
     }
     return api::Status::success();
@@ -235,9 +244,9 @@ class State {
       if (q.parent < 0 && topLevel_ == 1) break;
       for (int r = 0; r < kResources; ++r)
         if (req[r] > 0 && q.allocated[r] + req[r] > q.fairShare[r])
-          return api::makeError("OverFairShare: queue " + ssn_.queues()[c].name + ": " + kResourceNames[r] + " " +
-                                fmt(r, q.allocated[r]) + " + " + fmt(r, req[r]) + " > fair share " +
-                                fmt(r, q.fairShare[r]));
+          return queueError("OverFairShare", c,
+                            fmt(r, q.allocated[r]) + " + " + fmt(r, req[r]) + " > fair share " + fmt(r, q.fairShare[r]),
+                            r);
     }
     return api::Status::success();
   }

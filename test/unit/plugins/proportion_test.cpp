@@ -121,6 +121,18 @@ struct Env {
   std::string capacity(const std::string& pod) {
     return tessera::testing::rejection(ssn->capacityCheck(job(pod), task(pod).request())).value_or("");
   }
+  /// The capacity check's refusal as "Reason name" (Error::reason, Error::name: what the victim
+  /// search decides from), empty when it allows.
+  std::string capacityReason(const std::string& pod) {
+    return reasonOf(ssn->capacityCheck(job(pod), task(pod).request()));
+  }
+  /// The same of reclaim's bound on the claimant's ancestors (Session::reclaimBounds).
+  std::string reclaimBoundReason(const std::string& pod) {
+    return reasonOf(ssn->reclaimBounds(job(pod), task(pod).request()));
+  }
+  static std::string reasonOf(const tessera::api::Status& s) {
+    return s.ok() ? "" : s.error().reason + " " + s.error().name;
+  }
 };
 
 // ---------------------------------------------------------------- queue order
@@ -259,6 +271,24 @@ TEST_CASE("capacity: OverLimit names the queue and the numbers, at a parent", "[
   CHECK_THAT(r, Catch::Contains("queue dept"));
   CHECK_THAT(r, Catch::Contains("nvidia.com/gpu 2 + 1 > limit 2"));
   CHECK(e.capacity("o-job").empty());
+  // What the victim search decides from: the reason and the queue, apart from the words.
+  CHECK(e.capacityReason("b-job") == "OverLimit dept");
+  CHECK(e.capacityReason("o-job").empty());
+}
+
+TEST_CASE("capacity: a refusal carries its reason and queue apart from its message", "[proportion][capacity]") {
+  // Two departments share 8 GPUs (quota 4 each): d1 holds its 4 through t1. A non-preemptible job
+  // of t2 (quota 0) is refused by t2's own quota; reclaim's bound refuses one more GPU for t1 at
+  // d1 (4 + 1 > fair share 4); a queue whose name begins like another's is named whole.
+  Env e;
+  e.start(queue("d1", {.gpuQuota = "4", .gpuWeight = "0"}) + queue("d2", {.gpuQuota = "4", .gpuWeight = "0"}) +
+          queue("t1", {.gpuQuota = "4", .parent = "d1"}) + queue("t2", {.parent = "d1"}) +
+          queue("d2-team", {.gpuLimit = "0", .parent = "d2"}) + pod("t1-run", "t1", 4, "n1") + pod("t1-job", "t1", 1) +
+          pod("np-job", "t2", 1, "", "build") + pod("d2-job", "d2-team", 1));
+  CHECK(e.capacityReason("np-job") == "NonPreemptibleOverQuota t2");
+  CHECK(e.reclaimBoundReason("t1-job") == "OverFairShare d1");
+  CHECK(e.capacityReason("d2-job") == "OverLimit d2-team");
+  CHECK_THAT(e.capacity("d2-job"), Catch::StartsWith("OverLimit: queue d2-team: nvidia.com/gpu 0 + 1 > limit 0"));
 }
 
 TEST_CASE("capacity: a non-preemptible job must stay within quota, a preemptible one need not",
