@@ -27,6 +27,7 @@ Pipeline::Pipeline(cache::ClusterClient& client, cache::Cache& cache, const api:
   statusOptions.schedulerName = config.schedulerName;
   statusOptions.background = !synchronous_;
   statusOptions.mayWrite = std::move(options.statusMayWrite);
+  statusOptions.maxQueuedEvents = options.maxQueuedEvents;
   status_ = std::make_unique<binder::StatusWriter>(options.statusClient ? *options.statusClient : client, clock,
                                                    statusOptions);
   options.binder.preBind = [gpu = gpu_.get()](const framework::SessionResult::Bind& b, api::Time since) {

@@ -60,6 +60,9 @@ struct RunFlags {
   api::Duration shutdownGrace{10'000};
   binder::GpuBindingOptions gpu;  ///< --reservation-image, --reservation-timeout, --evict-orphaned-gpu-pods
   int bindWorkers = 16;
+  /// --max-queued-events: Events that may wait for the status writer; past that, new ones are
+  /// dropped (tessera_events_dropped_total). 0: no bound.
+  size_t maxQueuedEvents = binder::StatusWriterOptions{}.maxQueuedEvents;
   api::Duration bindBackoffInitial{1000}, bindBackoffMax{60'000};
   /// --isolation: the backend the webhook wires fractional pods to; hard: unwired ones are refused.
   api::Isolation isolation = api::Isolation::Unset;
@@ -82,6 +85,7 @@ const char* const kUsage =
     "                   [--reservation-image IMAGE (default: this pod's image)] [--reservation-timeout 60s]\n"
     "                   [--evict-orphaned-gpu-pods]\n"
     "                   [--bind-workers 16] [--bind-backoff-initial 1s] [--bind-backoff-max 60s]\n"
+    "                   [--max-queued-events 10000 (0: no bound)]\n"
     "                   [--isolation hard|mps|none (the webhook's backend; default: not checked)]\n"
     "                   [--usage-configmap NAMESPACE/NAME (default: $POD_NAMESPACE/tessera-usage; \"\": off)]\n"
     "                   [--shard NAME (schedule SchedulingShard NAME's node pool; lease tessera-NAME)]\n"
@@ -187,8 +191,19 @@ api::Result<RunFlags> parseFlags(const std::vector<std::string>& args) {
       st = number(n);
       if (st.ok() && (n < 1 || n > 1024)) return api::makeError("--bind-workers: must be 1..1024, got " + std::to_string(n));
       f.bindWorkers = static_cast<int>(n);
-    }
-    else if (a == "--usage-configmap") {
+    } else if (a == "--max-queued-events") {
+      std::string v;
+      st = text(v);
+      size_t used = 0;
+      long long m = -1;
+      try {
+        m = std::stoll(v, &used);
+      } catch (...) {}
+      if (st.ok() && (v.empty() || used != v.size() || m < 0 || m > 10'000'000))
+        return api::makeError("--max-queued-events: must be a whole number 0..10000000 (0: no bound), got \"" + v +
+                              "\"");
+      f.maxQueuedEvents = static_cast<size_t>(m);
+    } else if (a == "--usage-configmap") {
       std::string v;
       st = text(v);
       const auto slash = v.find('/');
@@ -196,8 +211,7 @@ api::Result<RunFlags> parseFlags(const std::vector<std::string>& args) {
                                     v.find('/', slash + 1) != std::string::npos))
         return api::makeError("--usage-configmap: want NAMESPACE/NAME or \"\", got \"" + v + "\"");
       f.usageConfigMap = v;
-    }
-    else if (a == "--bind-backoff-initial") st = duration(f.bindBackoffInitial);
+    } else if (a == "--bind-backoff-initial") st = duration(f.bindBackoffInitial);
     else if (a == "--bind-backoff-max") st = duration(f.bindBackoffMax);
     else if (a == "--isolation") {
       std::string v;
@@ -502,6 +516,7 @@ class Daemon {
     };
     po.statusMayWrite = [e = elector.get(), &closing] { return !closing && (!e || e->fencingEpoch() != 0); };
     po.statusClient = statusClient->get();
+    po.maxQueuedEvents = flags_.maxQueuedEvents;
     {
       const char* podNs = std::getenv("POD_NAMESPACE");
       std::string where = flags_.usageConfigMap.value_or(

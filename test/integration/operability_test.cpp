@@ -76,6 +76,39 @@ struct Env {
     server = std::make_unique<cache::ApiServer>(cluster, so);
     REQUIRE(server->start().ok());
   }
+  /// 10 nodes of 64 cpu and `pods` pods of 100m that fit (w-0, w-1, ...).
+  void addLoad(int pods) {
+    for (int n = 0; n < 10; ++n)
+      REQUIRE(cluster
+                  .create(api::Kind::Node,
+                          {{"apiVersion", "v1"},
+                           {"kind", "Node"},
+                           {"metadata", {{"name", "big-" + std::to_string(n)}}},
+                           {"status",
+                            {{"allocatable", {{"cpu", "64"}, {"memory", "256Gi"}, {"pods", "110"}}},
+                             {"conditions", cache::Json::array({{{"type", "Ready"}, {"status", "True"}}})}}}})
+                  .ok());
+    for (int i = 0; i < pods; ++i)
+      REQUIRE(
+          cluster
+              .create(api::Kind::Pod,
+                      {{"apiVersion", "v1"},
+                       {"kind", "Pod"},
+                       {"metadata", {{"name", "w-" + std::to_string(i)}, {"namespace", "team-a"}}},
+                       {"spec",
+                        {{"schedulerName", "tessera"},
+                         {"containers",
+                          cache::Json::array(
+                              {{{"name", "c"}, {"image", "x"}, {"resources", {{"requests", {{"cpu", "100m"}}}}}}})}}}})
+              .ok());
+  }
+  /// Pods with a node.
+  int boundPods() {
+    int n = 0;
+    const auto pods = cluster.list(api::Kind::Pod);  // held: a range-for over a temporary's member dangles
+    for (const auto& p : pods.value().items) n += p["spec"].value("nodeName", "").empty() ? 0 : 1;
+    return n;
+  }
   testing::DaemonProcess daemon(const std::string& identity, std::vector<std::string> extra = {},
                                 std::vector<std::string> env = {}) {
     return testing::DaemonProcess(TESSERA_BINARY, dir, server->url(), identity, std::move(extra), "default",
@@ -365,34 +398,8 @@ TEST_CASE("operability: SIGTERM under a backlog: what is queued goes out within 
   Env env("shutdown", /*writeLatencyMs=*/100);
   // 300 pods that fit: 300 binds on 2 workers plus 600 condition and Event writes, each answered
   // 100 ms late, are about a minute of writes; the grace is 1 s.
-  for (int n = 0; n < 10; ++n)
-    REQUIRE(env.cluster
-                .create(api::Kind::Node,
-                        {{"apiVersion", "v1"},
-                         {"kind", "Node"},
-                         {"metadata", {{"name", "big-" + std::to_string(n)}}},
-                         {"status",
-                          {{"allocatable", {{"cpu", "64"}, {"memory", "256Gi"}, {"pods", "110"}}},
-                           {"conditions", cache::Json::array({{{"type", "Ready"}, {"status", "True"}}})}}}})
-                .ok());
-  for (int i = 0; i < 300; ++i)
-    REQUIRE(env.cluster
-                .create(api::Kind::Pod,
-                        {{"apiVersion", "v1"},
-                         {"kind", "Pod"},
-                         {"metadata", {{"name", "w-" + std::to_string(i)}, {"namespace", "team-a"}}},
-                         {"spec",
-                          {{"schedulerName", "tessera"},
-                           {"containers", cache::Json::array({{{"name", "c"},
-                                                               {"image", "x"},
-                                                               {"resources", {{"requests", {{"cpu", "100m"}}}}}}})}}}})
-                .ok());
-  auto bound = [&] {
-    int n = 0;
-    const auto pods = env.cluster.list(api::Kind::Pod);  // held: a range-for over a temporary's member dangles
-    for (const auto& p : pods.value().items) n += p["spec"].value("nodeName", "").empty() ? 0 : 1;
-    return n;
-  };
+  env.addLoad(300);
+  auto bound = [&] { return env.boundPods(); };
   auto daemon = env.daemon("solo", {"--leader-elect=false", "--bind-workers", "2", "--shutdown-grace", "1s"});
   REQUIRE(eventually([&] { return bound() >= 3; }));  // binds are going out
   const auto t0 = std::chrono::steady_clock::now();
@@ -407,4 +414,43 @@ TEST_CASE("operability: SIGTERM under a backlog: what is queued goes out within 
   CHECK_THAT(log, Catch::Contains("dropped unsent"));
   CHECK(log.find("dropped unsent") < log.rfind("stopped"));
   CHECK(bound() < 300);  // the rest is the next leader's to decide
+}
+
+TEST_CASE(
+    "operability: past --max-queued-events new Events are dropped and counted in /metrics; the binds all go "
+    "out; a bad value refuses to start") {
+  // 60 pods bound by 16 workers while the one status writer takes 50 ms a write: their Scheduled
+  // Events come faster than it writes them, and at most 5 may wait.
+  Env env("events-dropped", /*writeLatencyMs=*/50);
+  env.addLoad(60);
+  auto d = env.daemon("events", {"--leader-elect=false", "--max-queued-events", "5"});
+  REQUIRE(eventually([&] { return healthPort(d.log()) > 0; }));
+  const int port = healthPort(d.log());
+  REQUIRE(eventually([&] { return env.boundPods() == 61; }));  // the load and kCluster's pod p
+  static const std::regex droppedRe(R"((^|\n)tessera_events_dropped_total ([0-9.e+]+))");
+  double dropped = 0;
+  std::string scrape;
+  REQUIRE(eventually([&] {
+    std::smatch m;
+    scrape = httpGet(port, "/metrics");
+    return std::regex_search(scrape, m, droppedRe) && (dropped = std::stod(m[2])) > 0;
+  }));
+  INFO(scrape);
+  // Said once when the bound is reached, and with the count once the backlog is written.
+  REQUIRE(eventually([&] { return d.log().find("Event backlog is written") != std::string::npos; }));
+  const std::string log = d.log();
+  INFO(log);
+  CHECK_THAT(log, Catch::Contains("5 Events wait to be written"));
+  CHECK(log.find("dropped until the backlog shrinks") < log.find("Event backlog is written"));
+  CHECK(d.kill(SIGTERM) == 0);
+
+  // A value that is not a whole number in range: the daemon says so and exits 1.
+  for (const std::string bad : {"-1", "1.5", "many", "20000000"}) {
+    auto refused = env.daemon("bad-" + bad, {"--max-queued-events", bad});
+    const int status = refused.wait();
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) != 0);
+    CHECK_THAT(refused.log(), Catch::Contains("--max-queued-events: must be a whole number"));
+  }
+  env.server->stop();
 }

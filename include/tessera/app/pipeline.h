@@ -40,6 +40,8 @@ struct PipelineOptions {
   /// kube-scheduler's event client), so that binds never wait behind conditions and Events. Null:
   /// the pipeline's client.
   cache::ClusterClient* statusClient = nullptr;
+  /// Events that may wait for the status writer (StatusWriterOptions::maxQueuedEvents; 0: no bound).
+  size_t maxQueuedEvents = binder::StatusWriterOptions{}.maxQueuedEvents;
   /// Where the time-aware usage history is saved (docs/operations.md#state): a ConfigMap with the
   /// JSON under key `usage.json`, written through the status writer whenever the timeaware plugin
   /// says it is due (its saveInterval), restored before the first cycle (restoreState()). Empty
