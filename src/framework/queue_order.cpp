@@ -62,6 +62,7 @@ void QueueOrder::touch(int queue) {
 void QueueOrder::insert(int q) {
   const int p = parentOf(q);
   Node& pn = nodes_[static_cast<size_t>(p)];
+  pn.firstChild = 0;
   const bool parentWasActive = p == root() || active(p);
   pn.heap.push_back(q);
   nodes_[static_cast<size_t>(q)].pos = static_cast<int>(pn.heap.size()) - 1;
@@ -74,6 +75,7 @@ void QueueOrder::remove(int q) {
   Node& pn = nodes_[static_cast<size_t>(p)];
   Node& n = nodes_[static_cast<size_t>(q)];
   TESSERA_ASSERT(n.pos >= 0);
+  pn.firstChild = 0;
   const size_t i = static_cast<size_t>(n.pos);
   const int last = pn.heap.back();
   pn.heap.pop_back();
@@ -90,6 +92,7 @@ void QueueOrder::remove(int q) {
 void QueueOrder::place(std::vector<int>& h, size_t i, int q) {
   h[i] = q;
   nodes_[static_cast<size_t>(q)].pos = static_cast<int>(i);
+  if (i == 1 || i == 2) nodes_[static_cast<size_t>(parentOf(q))].firstChild = 0;  // (q's parent owns h)
 }
 
 void QueueOrder::siftUp(std::vector<int>& h, size_t i) {
@@ -108,7 +111,15 @@ void QueueOrder::siftDown(std::vector<int>& h, size_t i) {
   for (;;) {
     size_t c = 2 * i + 1;
     if (c >= h.size()) break;
-    if (c + 1 < h.size() && less_(h[c + 1], h[c])) ++c;
+    if (c + 1 < h.size()) {
+      if (i == 0) {  // the top's two children: their order is kept (Node::firstChild)
+        int8_t& first = nodes_[static_cast<size_t>(parentOf(q))].firstChild;
+        if (first == 0) first = less_(h[2], h[1]) ? 2 : 1;
+        c = static_cast<size_t>(first);
+      } else if (less_(h[c + 1], h[c])) {
+        ++c;
+      }
+    }
     if (!less_(h[c], q)) break;
     place(h, i, h[c]);
     i = c;
@@ -141,6 +152,7 @@ void QueueOrder::fix() {
       Node& n = nodes_[static_cast<size_t>(touched_[j])];
       n.touched = false;
       if (n.pos >= 0) ++inHeap, one = touched_[j];
+      if (n.pos == 1 || n.pos == 2) nodes_[static_cast<size_t>(p)].firstChild = 0;  // its rank may have moved
     }
     std::vector<int>& h = nodes_[static_cast<size_t>(p)].heap;
     if (inHeap == 1) {

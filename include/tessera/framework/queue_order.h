@@ -7,6 +7,7 @@
 /// in their parents' heaps, deepest first, their ancestors with them: the served queue's sibling is
 /// re-ranked through the shared parent without a full re-sort.
 /// Single-threaded; a session's actions own one each.
+#include <cstdint>
 #include <functional>
 #include <vector>
 
@@ -56,6 +57,10 @@ class QueueOrder {
     int depth = 0;          ///< root 0, top-level queues 1
     bool self = false;      ///< has jobs of its own (activate)
     bool touched = false;
+    /// Which of heap[1] and heap[2] goes first (1 or 2), kept while neither moves nor is touched;
+    /// 0: not known. The served queue is mostly at a heap's top and stays there: re-ranking it
+    /// then compares it with the better of its two children, whose own order has not changed.
+    int8_t firstChild = 0;
   };
   int parentOf(int q) const { return parent_[static_cast<size_t>(q)] < 0 ? root() : parent_[static_cast<size_t>(q)]; }
   void insert(int q);
