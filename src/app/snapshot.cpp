@@ -35,11 +35,11 @@ bool finished(const Json& pod) {
   return phase == "Succeeded" || phase == "Failed";
 }
 
-/// The pod names a PodGroup (any of the keys Tessera reads).
+/// The pod names a PodGroup (any of the keys Tessera reads, not empty).
 bool grouped(const Json& pod) {
-  return !str(pod, {"metadata", "annotations", api::keys::kPodGroupAnnotation}).empty() ||
-         !str(pod, {"metadata", "annotations", api::keys::kPodGroupAnnotationVolcano}).empty() ||
-         !str(pod, {"metadata", "labels", api::keys::kPodGroupLabelSchedulerPlugins}).empty();
+  return std::any_of(std::begin(api::keys::kPodGroupKeys), std::end(api::keys::kPodGroupKeys), [&](const auto& k) {
+    return !str(pod, {"metadata", k.annotation ? "annotations" : "labels", k.key}).empty();
+  });
 }
 
 /// A pending pod of ours that the pod grouper would look at: its owners are worth capturing.

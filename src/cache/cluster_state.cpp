@@ -28,12 +28,13 @@ const std::string* firstOf(const api::StringMap& m, std::initializer_list<const 
   return nullptr;
 }
 
-/// The PodGroup name the pod names (annotation, Volcano's annotation, scheduler-plugins' label); null: none.
+/// The PodGroup name the pod names (the first non-empty of api::keys::kPodGroupKeys); null: none.
 const std::string* podGroupOf(const api::Pod& pod) {
-  if (const auto* pg =
-          firstOf(pod.meta.annotations, {api::keys::kPodGroupAnnotation, api::keys::kPodGroupAnnotationVolcano}))
-    return pg;
-  return firstOf(pod.meta.labels, {api::keys::kPodGroupLabelSchedulerPlugins});
+  for (const api::keys::PodGroupKey& k : api::keys::kPodGroupKeys) {
+    const api::StringMap& m = k.annotation ? pod.meta.annotations : pod.meta.labels;
+    if (auto it = m.find(k.key); it != m.end() && !it->second.empty()) return &it->second;
+  }
+  return nullptr;
 }
 
 std::string jobKeyOf(const api::Pod& pod) {

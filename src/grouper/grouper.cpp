@@ -30,21 +30,18 @@ const Json& metadataField(const Json& obj, const char* field) {
   return it == meta->end() ? kNull : *it;
 }
 
-/// The keys naming a pod's PodGroup, in its annotations or labels.
-constexpr std::pair<bool, const char*> kPodGroupKeys[] = {{true, api::keys::kPodGroupAnnotation},
-                                                          {true, api::keys::kPodGroupAnnotationVolcano},
-                                                          {false, api::keys::kPodGroupLabelSchedulerPlugins}};
-
+// A pod with any PodGroup key, even empty, is passed over (the cache files a pod under a
+// PodGroup only when the key names one: cluster_state.cpp's podGroupOf).
 bool hasPodGroupKey(const Json& pod) {
-  return std::any_of(std::begin(kPodGroupKeys), std::end(kPodGroupKeys), [&pod](const auto& k) {
-    const Json& m = metadataField(pod, k.first ? "annotations" : "labels");
-    return m.is_object() && m.contains(k.second);
+  return std::any_of(std::begin(api::keys::kPodGroupKeys), std::end(api::keys::kPodGroupKeys), [&pod](const auto& k) {
+    const Json& m = metadataField(pod, k.annotation ? "annotations" : "labels");
+    return m.is_object() && m.contains(k.key);
   });
 }
 
 bool hasPodGroupKey(const api::Pod& pod) {
-  return std::any_of(std::begin(kPodGroupKeys), std::end(kPodGroupKeys), [&pod](const auto& k) {
-    return (k.first ? pod.meta.annotations : pod.meta.labels).count(k.second) > 0;
+  return std::any_of(std::begin(api::keys::kPodGroupKeys), std::end(api::keys::kPodGroupKeys), [&pod](const auto& k) {
+    return (k.annotation ? pod.meta.annotations : pod.meta.labels).count(k.key) > 0;
   });
 }
 

@@ -19,6 +19,15 @@ namespace keys {
 inline constexpr const char* kPodGroupAnnotation = "pod-group-name";                  // KAI
 inline constexpr const char* kPodGroupAnnotationVolcano = "scheduling.k8s.io/group-name";
 inline constexpr const char* kPodGroupLabelSchedulerPlugins = "scheduling.x-k8s.io/pod-group";
+/// A key that names a pod's PodGroup: an annotation's or a label's.
+struct PodGroupKey {
+  bool annotation;
+  const char* key;
+};
+/// Every key that names a pod's PodGroup, the one read first first (KAI's annotation, Volcano's,
+/// scheduler-plugins' label).
+inline constexpr PodGroupKey kPodGroupKeys[] = {
+    {true, kPodGroupAnnotation}, {true, kPodGroupAnnotationVolcano}, {false, kPodGroupLabelSchedulerPlugins}};
 inline constexpr const char* kQueueLabel = "tessera.dev/queue";
 inline constexpr const char* kQueueLabelKai = "kai.scheduler/queue";
 inline constexpr const char* kSubGroupLabel = "tessera.dev/subgroup";
