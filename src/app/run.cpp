@@ -191,19 +191,22 @@ api::Result<RunFlags> parseFlags(const std::vector<std::string>& args) {
       st = number(n);
       if (st.ok() && (n < 1 || n > 1024)) return api::makeError("--bind-workers: must be 1..1024, got " + std::to_string(n));
       f.bindWorkers = static_cast<int>(n);
-    } else if (a == "--max-queued-events") {
+    }
+    else if (a == "--max-queued-events") {
       std::string v;
       st = text(v);
       size_t used = 0;
       long long m = -1;
       try {
         m = std::stoll(v, &used);
-      } catch (...) {}
+      } catch (...) {
+      }
       if (st.ok() && (v.empty() || used != v.size() || m < 0 || m > 10'000'000))
         return api::makeError("--max-queued-events: must be a whole number 0..10000000 (0: no bound), got \"" + v +
                               "\"");
       f.maxQueuedEvents = static_cast<size_t>(m);
-    } else if (a == "--usage-configmap") {
+    }
+    else if (a == "--usage-configmap") {
       std::string v;
       st = text(v);
       const auto slash = v.find('/');
@@ -211,7 +214,8 @@ api::Result<RunFlags> parseFlags(const std::vector<std::string>& args) {
                                     v.find('/', slash + 1) != std::string::npos))
         return api::makeError("--usage-configmap: want NAMESPACE/NAME or \"\", got \"" + v + "\"");
       f.usageConfigMap = v;
-    } else if (a == "--bind-backoff-initial") st = duration(f.bindBackoffInitial);
+    }
+    else if (a == "--bind-backoff-initial") st = duration(f.bindBackoffInitial);
     else if (a == "--bind-backoff-max") st = duration(f.bindBackoffMax);
     else if (a == "--isolation") {
       std::string v;
