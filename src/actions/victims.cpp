@@ -356,9 +356,9 @@ bool VictimSearch::relievable(const SessionJob& job, const api::Error& why) cons
   // OverLimit of queue q: reclaim takes from other queues, which frees no room under the
   // claimant's own queue's limit, only under an ancestor's; preempt frees its own queue's.
   // OverFairShare of queue q (reclaim): an ancestor's, freed by victims in sibling queues.
-  const bool limit = why.reason == "OverLimit";
-  if (!limit && (mode_ != VictimMode::Reclaim || why.reason != "OverFairShare")) return false;
-  return mode_ != VictimMode::Reclaim || why.name != job.info->queue;
+  const bool limit = why.is("OverLimit");
+  if (!limit && (mode_ != VictimMode::Reclaim || !why.is("OverFairShare"))) return false;
+  return mode_ != VictimMode::Reclaim || why.name() != job.info->queue;
 }
 
 const std::string& VictimSearch::queueRoomKey(const SessionJob& job, const SessionTask& task) {

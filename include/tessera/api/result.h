@@ -1,9 +1,14 @@
 #pragma once
 /// Result<T>: the channel for expected failures (bad input, API errors). Bugs use TESSERA_ASSERT.
+#include <algorithm>
 #include <cassert>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 
@@ -22,18 +27,28 @@ struct Error {
   std::string message;
   /// HTTP-like code for client errors (404 not found, 409 conflict, 410 gone, 422 invalid); 0 = none.
   int code = 0;
-  /// A CamelCase reason a caller may act on, as Kubernetes' Status reason ("OverLimit"); empty
-  /// when none. The message stays what a user reads: callers decide from the reason, not its words.
-  std::string reason;
+  /// A CamelCase reason a caller may act on, as Kubernetes' Status reason ("OverLimit"): a string
+  /// literal, null when none. The message stays what a user reads: callers decide from the reason
+  /// and name(), not from the words.
+  const char* reason = nullptr;
+  /// Where name() lies in `message` (no string of its own: errors are made and moved in hot paths).
+  uint32_t nameAt = 0, nameSize = 0;
+
+  /// Whether the reason is `r`.
+  bool is(const char* r) const { return reason && std::strcmp(reason, r) == 0; }
   /// The name of the object the reason is about (Kubernetes' Status details.name): for a queue's
-  /// "OverLimit", that queue.
-  std::string name;
+  /// "OverLimit", that queue; empty when none.
+  std::string_view name() const { return std::string_view(message).substr(nameAt, nameSize); }
 };
 
-inline Error makeError(std::string message, int code = 0) { return Error{std::move(message), code, {}, {}}; }
-/// An error with a reason callers act on (Error::reason, Error::name), its message in words.
-inline Error makeReasonError(std::string reason, std::string name, std::string message) {
-  return Error{std::move(message), 0, std::move(reason), std::move(name)};
+inline Error makeError(std::string message, int code = 0) { return Error{std::move(message), code, nullptr, 0, 0}; }
+/// An error with a reason callers act on: `reason` a string literal, `message` the words, of which
+/// message[nameAt, nameAt + nameSize) is the name of the object it is about (Error::name()).
+inline Error makeReasonError(const char* reason, std::string message, size_t nameAt, size_t nameSize) {
+  Error e{std::move(message), 0, reason, 0, 0};
+  e.nameAt = static_cast<uint32_t>(std::min(nameAt, e.message.size()));
+  e.nameSize = static_cast<uint32_t>(std::min(nameSize, e.message.size() - e.nameAt));
+  return e;
 }
 
 /// Holds either a T or an Error. Never throws; value() on an error is a bug (asserts).
@@ -59,20 +74,26 @@ class [[nodiscard]] Result {
   std::variant<T, Error> v_;
 };
 
-/// Result without a value.
+/// Result without a value. A success holds no Error at all (checks that pass are the common case
+/// on the scheduling cycle's paths: nothing to build, move or destroy).
 class [[nodiscard]] Status {
  public:
   Status() = default;
-  Status(Error error) : error_(std::move(error)), ok_(false) {}  // NOLINT(google-explicit-constructor)
+  Status(Error error) : error_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
   static Status success() { return Status(); }
-  bool ok() const { return ok_; }
-  explicit operator bool() const { return ok_; }
-  const Error& error() const& { TESSERA_ASSERT(!ok_); return error_; }
-  Error&& error() && { TESSERA_ASSERT(!ok_); return std::move(error_); }
+  bool ok() const { return !error_.has_value(); }
+  explicit operator bool() const { return ok(); }
+  const Error& error() const& {
+    TESSERA_ASSERT(!ok());
+    return *error_;
+  }
+  Error&& error() && {
+    TESSERA_ASSERT(!ok());
+    return std::move(*error_);
+  }
 
  private:
-  Error error_;
-  bool ok_ = true;
+  std::optional<Error> error_;
 };
 
 }  // namespace tessera::api

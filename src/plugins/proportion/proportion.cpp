@@ -185,8 +185,10 @@ class State {
   /// queue's name kept apart for the callers that act on them (the victim search).
   api::Error queueError(const char* reason, int q, const std::string& amounts, int r) const {
     const std::string& name = ssn_.queues()[q].name;
-    return api::makeReasonError(reason, name,
-                                std::string(reason) + ": queue " + name + ": " + kResourceNames[r] + " " + amounts);
+    std::string message = std::string(reason) + ": queue ";
+    const size_t nameAt = message.size();
+    message += name + ": " + kResourceNames[r] + " " + amounts;
+    return api::makeReasonError(reason, std::move(message), nameAt, name.size());
   }
 
   api::Status capacity(const SessionJob& job, const api::Resources& request) const {

@@ -131,7 +131,8 @@ struct Env {
     return reasonOf(ssn->reclaimBounds(job(pod), task(pod).request()));
   }
   static std::string reasonOf(const tessera::api::Status& s) {
-    return s.ok() ? "" : s.error().reason + " " + s.error().name;
+    return s.ok() ? ""
+                  : (s.error().reason ? s.error().reason : "(none)") + std::string(" ") + std::string(s.error().name());
   }
 };
 
