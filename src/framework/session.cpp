@@ -184,6 +184,9 @@ struct SessionStorage {
     if (!s.jobs_.empty() && s.jobOrderCache_.size() == s.jobs_.size()) {  // this session's order
       s.prevJobOrder_.assign(s.jobOrderCache_.begin(), s.jobOrderCache_.end());
       s.prevOrderSnapshot_ = s.snapshot_;
+    } else if (!s.jobs_.empty() && s.pendingJobOrderMade_) {  // (its pending jobs' only)
+      s.prevJobOrder_.assign(s.pendingJobOrder_.begin(), s.pendingJobOrder_.end());
+      s.prevOrderSnapshot_ = s.snapshot_;
     }
     lastJobOrder = std::move(s.prevJobOrder_);
     lastOrderSnapshot = std::move(s.prevOrderSnapshot_);

@@ -581,7 +581,8 @@ class Session {
   const std::vector<int>& jobsInOrder() const;
   /// Those of them with pending pods when first asked, outside any statement: no job gains any
   /// later in the session (pods leave the pending state, and come back to it only by a rollback
-  /// of a statement), so the jobs an action could give a turn are all here (forEachJobTurn).
+  /// of a statement), so the jobs an action could give a turn are all here (forEachJobTurn). The
+  /// order jobsInOrder() gives them, sorted on their own unless that was asked first.
   const std::vector<int>& pendingJobsInOrder() const;
   bool taskLess(const SessionTask& l, const SessionTask& r) const;
   /// The plugins' task orders alone (the first that does not tie; 0 when all do).
@@ -1079,11 +1080,15 @@ class Session {
     return jobs_[static_cast<size_t>(t.job)].tasksCreatedTogether ? t.index : victimTieRankSorted(t);
   }
   int32_t victimTieRankSorted(const SessionTask& t) const;
+  /// Every job's index (or, pendingOnly, those of the jobs with pending pods) into `out` in jobLess
+  /// order, starting from the last session's order (prevJobOrder_).
+  void sortJobs(bool pendingOnly, std::vector<int>& out) const;
   mutable std::vector<int> jobOrderCache_;  ///< jobsInOrder(); empty until asked
   mutable std::vector<int> pendingJobOrder_;  ///< pendingJobsInOrder(), once pendingJobOrderMade_
   mutable bool pendingJobOrderMade_ = false;
-  /// The last session's job order (indices into its snapshot's jobs) and that snapshot, kept
-  /// alive so that its jobs can be matched with this one's: jobsInOrder() starts from it.
+  /// The last session's job order (indices into its snapshot's jobs: every job's, or its pending
+  /// ones' when no more was asked) and that snapshot, kept alive so that its jobs can be matched
+  /// with this one's: sortJobs() starts from it.
   std::vector<int> prevJobOrder_;
   std::shared_ptr<const cache::Snapshot> prevOrderSnapshot_;
   /// Per job: jobValid()'s verdict, as of the job's releasingCount `releasing` (-1: not asked yet):

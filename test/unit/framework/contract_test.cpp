@@ -369,6 +369,79 @@ TEST_CASE("the job order carried from the last session is the order a full sort 
   CHECK(std::find(first.begin(), first.end(), "PodGroup/t/gb") > std::find(first.begin(), first.end(), "PodGroup/t/ga"));
 }
 
+TEST_CASE("the pending jobs' order carried from the last session is a full sort's", "[contract]") {
+  // Issue 16: an action's turns ask for the pending jobs alone (Session::pendingJobsInOrder), sorted
+  // on their own from the last session's order (every job's, or only its pending ones'). Seeded
+  // random steps create, delete and bind pods (a bound job leaves the pending order; a PodGroup
+  // whose pods were all bound comes back to it with a new pod) and move PodGroups between
+  // priority classes; after each step the order must be the one a session without history gives
+  // its pending jobs (its whole order, filtered). Ties of priority and age are many: uids decide.
+  for (uint32_t seed = 1; seed <= 6; ++seed) {
+    std::mt19937 rng(seed);
+    TestCluster c;
+    std::string y = queue("team", "-1") +
+                    "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: high}\nvalue: 1000\n---\n" +
+                    "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: low}\nvalue: 10\n---\n";
+    for (int n = 0; n < 4; ++n) y += node("n" + std::to_string(n), 8);
+    for (const char* g : {"ga", "gb", "gc"})
+      y += std::string("apiVersion: scheduling.tessera.dev/v1alpha1\nkind: PodGroup\nmetadata: {name: ") + g +
+           ", namespace: t}\nspec: {minMember: 1, queue: team, priorityClassName: low}\n---\n";
+    c.create(y);
+    c.start();
+    const Config cfg = configFrom("");
+    std::vector<std::string> pods;  // names of the pods that exist
+    int made = 0;
+    auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
+    auto createPod = [&] {
+      const std::string name = "p" + std::to_string(made++);
+      const std::string when = "2025-12-31T00:0" + std::to_string(pick(3)) + ":00Z";  // ties of age
+      std::string more = ", creationTimestamp: \"" + when + "\"";
+      if (pick(4) == 0) more += std::string(", annotations: {pod-group-name: g") + "abc"[pick(3)] + "}";
+      c.create(pod(name, "team", 1, more, pick(2) ? "  priorityClassName: high\n" : "  priorityClassName: low\n"));
+      pods.push_back(name);
+    };
+    tessera::framework::SchedulerState state;
+    for (int step = 0; step < 60; ++step) {
+      const size_t ops = 1 + pick(4);
+      for (size_t k = 0; k < ops; ++k) {
+        const size_t op = pick(10);
+        if (op < 4 || pods.empty()) {
+          createPod();
+        } else if (op < 6) {
+          const size_t i = pick(pods.size());
+          REQUIRE(c.cluster.remove(tessera::api::Kind::Pod, "t", pods[i]).ok());
+          pods.erase(pods.begin() + static_cast<std::ptrdiff_t>(i));
+        } else if (op < 9) {
+          (void)c.cluster.bind("t", pods[pick(pods.size())], "", "n" + std::to_string(pick(4)));  // bound ones refuse
+        } else {
+          Json g = {{"apiVersion", "scheduling.tessera.dev/v1alpha1"},
+                    {"kind", "PodGroup"},
+                    {"metadata", {{"name", std::string("g") + "abc"[pick(3)]}, {"namespace", "t"}}},
+                    {"spec", {{"minMember", 1}, {"queue", "team"}, {"priorityClassName", pick(2) ? "high" : "low"}}}};
+          REQUIRE(c.cluster.update(tessera::api::Kind::PodGroup, g).ok());
+        }
+      }
+      const auto snap = c.snapshot();
+      std::vector<std::string> expected;
+      {
+        Session fresh(snap, cfg, c.clock, nullptr);
+        fresh.open();
+        for (int j : fresh.jobsInOrder())
+          if (fresh.jobs()[static_cast<size_t>(j)].pendingCount > 0)
+            expected.push_back(fresh.jobs()[static_cast<size_t>(j)].info->key);
+      }
+      Session ssn(snap, cfg, c.clock, &state);
+      ssn.open();
+      if (pick(3) == 0) (void)ssn.jobsInOrder();  // now and then every job's order is carried
+      std::vector<std::string> got;
+      for (int j : ssn.pendingJobsInOrder()) got.push_back(ssn.jobs()[static_cast<size_t>(j)].info->key);
+      INFO("seed " << seed << ", step " << step);
+      REQUIRE(got == expected);
+      ssn.close();
+    }
+  }
+}
+
 TEST_CASE("job verdicts carried from the last session are those a session without history gives", "[contract]") {
   // Issue 16: Session::jobValid starts from the last session's verdicts for jobs whose cache entry
   // is the same object. Between sessions, objects other than the job's change what its verdict
