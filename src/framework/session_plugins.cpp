@@ -89,15 +89,9 @@ const std::vector<int>& Session::jobsInOrder() const {
 const std::vector<int>& Session::pendingJobsInOrder() const {
   if (pendingJobOrderMade_) return pendingJobOrder_;
   pendingJobOrderMade_ = true;
-  if (jobOrderCache_.size() == jobs_.size()) {  // every job's order is known already: its pending ones
-    pendingJobOrder_.clear();
-    for (int j : jobOrderCache_)
-      if (jobs_[static_cast<size_t>(j)].pendingCount > 0) pendingJobOrder_.push_back(j);
-  } else {
-    // The pending jobs alone, sorted: the same order (jobLess is total), without ordering the
-    // running jobs, most of a busy cluster's, that no action gives a turn.
-    sortJobs(/*pendingOnly=*/true, pendingJobOrder_);
-  }
+  // The pending jobs alone, sorted: jobsInOrder()'s order of them (jobLess is total), without
+  // ordering the running jobs, most of a busy cluster's, that no action gives a turn.
+  sortJobs(/*pendingOnly=*/true, pendingJobOrder_);
   return pendingJobOrder_;
 }
 

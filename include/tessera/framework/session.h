@@ -582,7 +582,7 @@ class Session {
   /// Those of them with pending pods when first asked, outside any statement: no job gains any
   /// later in the session (pods leave the pending state, and come back to it only by a rollback
   /// of a statement), so the jobs an action could give a turn are all here (forEachJobTurn). The
-  /// order jobsInOrder() gives them, sorted on their own unless that was asked first.
+  /// order jobsInOrder() gives them, sorted on their own.
   const std::vector<int>& pendingJobsInOrder() const;
   bool taskLess(const SessionTask& l, const SessionTask& r) const;
   /// The plugins' task orders alone (the first that does not tie; 0 when all do).
