@@ -27,6 +27,7 @@ struct Cache::Impl {
   const api::Clock& clock;
   const CacheOptions options;
   Inbox inbox;
+  std::vector<InboxItem> drained;  ///< drainInbox's batch: its storage goes back to the inbox
   ClusterState state;
   SnapshotBuilder builder;
   std::atomic<uint64_t> expired{0};
@@ -54,13 +55,15 @@ struct Cache::Impl {
 
   /// Applies everything queued, in arrival order.
   void drainInbox() {
-    for (auto& item : inbox.drain()) {
+    inbox.drain(drained);
+    for (auto& item : drained) {
       switch (item.op) {
         case InboxItem::Op::Event: state.apply(item.kind, item.event, &item.pod); break;
         case InboxItem::Op::Replace: reconcile(state, item.kind, *item.replace); break;
         case InboxItem::Op::Report: applyReport(item.report); break;
       }
     }
+    drained.clear();  // what the items hold goes now; their storage waits for the next drain
   }
 
   void report(PodReport::Op op, const std::string& podKey, const std::string& node = {},
