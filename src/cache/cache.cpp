@@ -63,7 +63,7 @@ struct Cache::Impl {
         case InboxItem::Op::Report: applyReport(item.report); break;
       }
     }
-    drained.clear();  // what the items hold goes now; their storage waits for the next drain
+    Inbox::recycle(drained);  // what the items hold goes now; their storage waits for the next drain
   }
 
   void report(PodReport::Op op, const std::string& podKey, const std::string& node = {},

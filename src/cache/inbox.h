@@ -42,12 +42,19 @@ class Inbox {
   /// the inbox is left empty. The two take turns with their storage: `batch`'s, kept by the caller
   /// from the last drain, becomes the inbox's, so a steady stream of events reuses two buffers
   /// instead of growing a new one between drains (each growth faulted fresh pages in: ~3% of a
-  /// busy daemon's CPU). A buffer grown past kKeepItems by a burst is released, not kept.
+  /// busy daemon's CPU).
   void drain(std::vector<InboxItem>& batch) {
-    batch.clear();
-    if (batch.capacity() > kKeepItems) std::vector<InboxItem>().swap(batch);
+    recycle(batch);
     std::lock_guard<std::mutex> lock(mu_);
     batch.swap(items_);
+  }
+
+  /// Drops a drained batch's items once applied; its storage is kept for the next drain unless a
+  /// burst (a relist, a first sync) grew it past kKeepItems: that is released now, not held
+  /// through the cycle that follows.
+  static void recycle(std::vector<InboxItem>& batch) {
+    batch.clear();
+    if (batch.capacity() > kKeepItems) std::vector<InboxItem>().swap(batch);
   }
 
   /// The most items' storage a drained buffer keeps for reuse (a few MB).

@@ -57,6 +57,11 @@ TEST_CASE("inbox: each item is drained once, in arrival order, into a batch reus
   for (size_t i = 0; i <= Inbox::kKeepItems; ++i) inbox.push(report("ns/burst"));
   inbox.drain(batch);
   CHECK(batch.size() == Inbox::kKeepItems + 1);
+  Inbox::recycle(batch);  // as the cache does once it applied them: a burst's storage goes at once
+  CHECK(batch.empty());
+  CHECK(batch.capacity() <= Inbox::kKeepItems);
+  for (size_t i = 0; i <= Inbox::kKeepItems; ++i) inbox.push(report("ns/burst"));
+  inbox.drain(batch);
   inbox.drain(batch);  // the burst's buffer would go back to the inbox here
   inbox.drain(batch);  // and come out here
   CHECK(batch.capacity() <= Inbox::kKeepItems);
