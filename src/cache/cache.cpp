@@ -19,7 +19,7 @@ namespace tessera::cache {
 
 /// Ownership by thread:
 /// - any thread: `inbox` (its own lock), the atomic `expired` counter;
-/// - the scheduling thread (start(), then snapshot() and applyEvent()): `state` and `builder`;
+/// - the scheduling thread (start(), then snapshot() and applyEvent()): `state`, `builder`, `drained`;
 /// - `sync` owns the watches and the relist worker (see sync.h); it only pushes to `inbox`.
 /// Declaration order is destruction order reversed: `sync` (whose threads use `inbox` and
 /// `options`) is destroyed first.
