@@ -29,7 +29,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <random>
 #include <set>
@@ -55,6 +57,12 @@
 
 namespace tessera::bench {
 namespace {
+
+// The frames a cycle runs in: the first cycle's, and every later one's. scripts/bench-misses.sh
+// has callgrind count inside laterCycle only (its --toggle-collect), so that loads and cache misses
+// are those of the steady cycles, without the first one's building of what later ones keep.
+[[gnu::noinline]] void firstCycle(const std::function<void()>& body) { body(); }
+[[gnu::noinline]] void laterCycle(const std::function<void()>& body) { body(); }
 
 using Json = nlohmann::json;
 using SteadyClock = std::chrono::steady_clock;
@@ -85,6 +93,10 @@ struct Options {
   /// > 0: sample one allocation in this many in the timed parts of the cycles after the first, and
   /// print the call sites (stderr) at the end.
   uint32_t allocSites = 0;
+  /// Build and close each session on this thread alone, without the session's helper thread (as
+  /// the daemon does below 2,048 jobs): scripts/bench-misses.sh counts one thread's work, whose
+  /// share would otherwise depend on how the two threads raced.
+  bool oneThread = false;
 };
 
 double msSince(SteadyClock::time_point t) { return std::chrono::duration<double, std::milli>(SteadyClock::now() - t).count(); }
@@ -274,6 +286,7 @@ int runShape(const Options& o) {
   std::map<std::string, std::vector<double>> perActionMs;  // action name -> its time in each cycle
   std::vector<CycleOutcome> outcomes;
   framework::SchedulerState state;  // what the daemon's Scheduler keeps across cycles (session storage included)
+  if (o.oneThread) state.splitBuildJobs = std::numeric_limits<size_t>::max();
   uint64_t allocBytes = 0, allocCalls = 0;  // through operator new, cycles after the first
   long faults = 0, firstCycleFaults = 0;  // minor faults of the cycles after the first, and of the first
   int churnSeq = 0;
@@ -338,10 +351,11 @@ int runShape(const Options& o) {
     const AllocCount a0 = allocated();
     const double cpu0 = threadCpuMs(), processCpu0 = processCpuMs();
     auto c0 = SteadyClock::now();
-    auto snap = cache.snapshot();
-    snapMs.push_back(msSince(c0));
+    decltype(cache.snapshot()) snap;
     framework::SessionResult r;
-    {
+    (c == 0 ? firstCycle : laterCycle)([&] {
+      snap = cache.snapshot();
+      snapMs.push_back(msSince(c0));
       auto c1 = SteadyClock::now();
       framework::Session session(snap, *config, clock, &state);
       session.open();
@@ -356,7 +370,7 @@ int runShape(const Options& o) {
       auto c3 = SteadyClock::now();
       r = session.close();
       closeMs.push_back(msSince(c3));
-    }
+    });
     snap.reset();
     sampleAllocations(false);
     wallMs.push_back(msSince(c0));
@@ -477,6 +491,7 @@ int runShape(const Options& o) {
                {"memory_latency_ns_before", latencyBefore},
                {"memory_latency_ns_after", latencyAfter}};
   for (const auto& [name, ms] : perActionMs) line["action_ms"][name] = percentile(ms, 50);  // medians
+  if (o.oneThread) line["one_thread"] = true;  // (its session open is not the daemon's: no helper thread)
   if (ui) {
     line["ui_poll_ms"] = o.uiPollMs;
     line["ui_state_ms"] = percentile(uiStateMs, 50);  // building the state JSON (the poller's thread)
@@ -516,6 +531,7 @@ bool parseOptions(int argc, char** argv, Options& o, bool suite) {
     else if (suite && flag(i, argc, argv, "--shape-timeout", v)) o.shapeTimeoutS = std::max(1, std::stoi(v));
     else if (flag(i, argc, argv, "--malloc", v) && (v == "keep" || v == "default")) o.malloc = v;
     else if (flag(i, argc, argv, "--ui-poll", v)) o.uiPollMs = std::max(0, std::stoi(v));
+    else if (!suite && std::strcmp(argv[i], "--one-thread") == 0) o.oneThread = true;
     else if (!suite && flag(i, argc, argv, "--alloc-sites", v))
       o.allocSites = static_cast<uint32_t>(std::max(0, std::stoi(v)));
     else {

@@ -154,6 +154,7 @@ void usage() {
                "                           [--fill 0.9] [--seed 1] [--actions allocate|all|a,b,...] [--commit] [--check]\n"
                "                           [--malloc keep|default] [--ui-poll MS (publish to the web UI, polled)]\n"
                "                           [--alloc-sites N (one allocation in N: where the cycles allocate, on stderr)]\n"
+               "                           [--one-thread (no session helper thread: scripts/bench-misses.sh)]\n"
                "       tessera-bench suite [--nodes 4000] [--pods 140000] [--cycles 10] [--churn 200] [--shape-timeout 600] [--check]\n"
                "                           [--malloc keep|default]\n"
                "       tessera-bench reclaim [--nodes 1000] [--repeat 3]\n"
