@@ -379,12 +379,14 @@ void Session::buildState() {
   pendingGpuFloor_ = totals.gpuFloor;
   pendingSharesGpu_ = totals.sharesGpu;
   pendingGpuMilliFloor_ = totals.gpuMilliFloor;
+  pendingTopologyJobs_ = totals.topologyJobs;
 }
 
 void Session::BuildTotals::add(const BuildTotals& o) {
   gpuFloor = std::min(gpuFloor, o.gpuFloor);
   sharesGpu = sharesGpu || o.sharesGpu;
   gpuMilliFloor = std::min(gpuMilliFloor, o.gpuMilliFloor);
+  topologyJobs += o.topologyJobs;
   for (size_t q = 0; q < opened.size(); ++q) opened[q] += o.opened[q];
 }
 
@@ -502,6 +504,7 @@ size_t Session::buildJobs(size_t from, size_t to, size_t offset, const api::Prio
                                            [](const api::SubGroup& sg) { return !sg.topologyConstraint.empty(); });
     j.topologyConstrained = pg && (!pg->topologyConstraint.empty() || j.subGroupTopology);
     if (j.pendingCount > 0) {
+      if (j.topologyConstrained) ++totals.topologyJobs;
       // The cache's figures when it counted these pending pods (on the line of the fields read
       // above); a job built otherwise (tests) reads its tasks.
       if (j.pendingCount == info.pendingCount) {

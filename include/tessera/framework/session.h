@@ -762,6 +762,10 @@ class Session {
   /// ...and the fewest milli-GPUs one needs as consolidation counts them (its node request's, plus
   /// its share when it shares a GPU; INT64_MAX: none pending).
   int64_t pendingGpuMilliFloor() const { return pendingGpuMilliFloor_; }
+  /// Jobs with pods pending at the session's start whose PodGroup constrains topology
+  /// (SessionJob::topologyConstrained), counted as the jobs were built: a plugin that has nothing
+  /// to do without one need not read every job to learn that.
+  int32_t pendingTopologyJobs() const { return pendingTopologyJobs_; }
   /// The most units free now in any GPU group (releasing ones not counted; 0 when none is).
   int64_t maxGroupRoom() const;
   /// The reason given when no node has enough GPUs free: "insufficient nvidia.com/gpu (N nodes)".
@@ -809,6 +813,7 @@ class Session {
     int64_t gpuFloor = INT64_MAX;
     bool sharesGpu = false;
     int64_t gpuMilliFloor = INT64_MAX;
+    int32_t topologyJobs = 0;  ///< pendingTopologyJobs()
     std::vector<QueueOpenTotals> opened;  ///< per queue
     void add(const BuildTotals& o);
   };
@@ -1131,6 +1136,7 @@ class Session {
   int64_t pendingGpuFloor_ = INT64_MAX;       ///< pendingGpuFloor()
   bool pendingSharesGpu_ = false;             ///< pendingSharesGpu()
   int64_t pendingGpuMilliFloor_ = INT64_MAX;  ///< pendingGpuMilliFloor()
+  int32_t pendingTopologyJobs_ = 0;           ///< pendingTopologyJobs()
 
   // ---- working-state changes, each with its undo (statement.cpp) ----
   void applyAllocate(SessionTask& task, int node);

@@ -126,10 +126,12 @@ class TopologyPlugin final : public framework::Plugin {
     byCapacity_.clear();
     plan_ = Plan{};
     ssn.addJobValidFn(name_, [this, &ssn](const SessionJob& job) { return validate(ssn, job); });
-    // (The session's flag first: it holds for every constrained job, and reads no PodGroup.)
-    const bool any = std::any_of(ssn.jobs().begin(), ssn.jobs().end(), [](const SessionJob& j) {
-      return j.pendingCount > 0 && j.topologyConstrained && constrained(*j.info->podGroup);
-    });
+    // (The session's count first: without a pending job its flag marks, no job is read. Then the
+    // flag: it holds for every constrained job, and reads no PodGroup.)
+    const bool any = ssn.pendingTopologyJobs() > 0 &&
+                     std::any_of(ssn.jobs().begin(), ssn.jobs().end(), [](const SessionJob& j) {
+                       return j.pendingCount > 0 && j.topologyConstrained && constrained(*j.info->podGroup);
+                     });
     if (!any) return;  // nothing to constrain this cycle: cost nothing
     lastNode_.assign(ssn.taskCount(), -1);
     ssn.addJobDomainsFn(
