@@ -38,7 +38,7 @@ run() {  # run WHO BINARY [extra args]
     "--toggle-collect=*laterCycle*" --callgrind-out-file="$DIR/$who.out" \
     "$bin" cycle --shape "$SHAPE" --cycles "$CYCLES" --one-thread "$@" > "$DIR/$who.json" 2> "$DIR/$who.log" ||
     { echo "bench-misses: $who failed:" >&2; tail -5 "$DIR/$who.log" >&2; return 1; }
-  callgrind_annotate --inclusive=yes --show=Ir,D1mr,DLmr "$DIR/$who.out" > "$DIR/$who.incl"
+  callgrind_annotate --inclusive=yes --threshold=100 --show=Ir,D1mr,DLmr "$DIR/$who.out" > "$DIR/$who.incl"
   callgrind_annotate --show=Ir,D1mr,DLmr --sort=DLmr "$DIR/$who.out" > "$DIR/$who.self"
 }
 run A "$A" "$@" &
