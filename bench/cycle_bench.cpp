@@ -58,10 +58,9 @@
 namespace tessera::bench {
 namespace {
 
-// The frames a cycle runs in: the first cycle's, and every later one's. scripts/bench-misses.sh
-// has callgrind count inside laterCycle only (its --toggle-collect), so that loads and cache misses
-// are those of the steady cycles, without the first one's building of what later ones keep.
-[[gnu::noinline]] void firstCycle(const std::function<void()>& body) { body(); }
+// The frame every cycle after the first runs in: scripts/bench-misses.sh has callgrind count inside
+// it only (its --toggle-collect), so that loads and cache misses are those of the steady cycles,
+// without the first one's building of what later ones keep.
 [[gnu::noinline]] void laterCycle(const std::function<void()>& body) { body(); }
 
 using Json = nlohmann::json;
@@ -353,7 +352,7 @@ int runShape(const Options& o) {
     auto c0 = SteadyClock::now();
     decltype(cache.snapshot()) snap;
     framework::SessionResult r;
-    (c == 0 ? firstCycle : laterCycle)([&] {
+    const std::function<void()> cycle = [&] {
       snap = cache.snapshot();
       snapMs.push_back(msSince(c0));
       auto c1 = SteadyClock::now();
@@ -370,7 +369,9 @@ int runShape(const Options& o) {
       auto c3 = SteadyClock::now();
       r = session.close();
       closeMs.push_back(msSince(c3));
-    });
+    };
+    if (c == 0) cycle();
+    else laterCycle(cycle);
     snap.reset();
     sampleAllocations(false);
     wallMs.push_back(msSince(c0));

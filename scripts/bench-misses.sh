@@ -45,7 +45,7 @@ run A "$A" "$@" &
 pa=$!
 run B "$B" "$@" &
 pb=$!
-wait $pa
+wait $pa || { pkill -P $pb 2> /dev/null; wait $pb 2> /dev/null; exit 1; }  # (B's valgrind not left running)
 wait $pb
 python3 - "$DIR" "$SHAPE" "$CYCLES" "$LL" <<'PY'
 import json, re, sys
